@@ -1,0 +1,481 @@
+//! The simulated computational SSD: the FTL and the busy-until clocks behind one small API.
+//!
+//! Every operation takes the virtual time it is issued at and returns a [`Completion`] saying
+//! when it finished and where the time went. Two paths reach the flash:
+//! [`IoPath::Host`] pays NVMe command handling and PCIe DMA; [`IoPath::Internal`] is the
+//! device's own access (an in-storage task, the firmware) and pays only flash time.
+
+use crate::addr::{BlockId, Lpn, Ppn, VirtualTime};
+use crate::error::DeviceError;
+use crate::ftl::{Ftl, FtlCounters};
+use crate::geometry::Geometry;
+use crate::profile::Profile;
+use crate::timing::BusyClocks;
+use serde::Serialize;
+
+/// Whether pages hold real bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum DataMode {
+    /// Pages keep their payloads (sparsely: zero pages cost nothing), so tasks compute on real
+    /// data and reads return what was written.
+    Payloads,
+    /// Only mappings and timing are kept, for very large runs.
+    TimingOnly,
+}
+
+/// Who issues an I/O, which decides the costs on its way to the flash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum IoPath {
+    /// An NVMe command from the host: command handling plus a PCIe DMA.
+    Host,
+    /// The device itself (in-storage task, firmware): flash time only.
+    Internal,
+}
+
+/// When an operation finished and where its latency went. The stages are sequential, so
+/// `nvme_ns + dma_ns + flash_ns == done - submitted` always.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Completion {
+    pub submitted: VirtualTime,
+    pub done: VirtualTime,
+    pub nvme_ns: u64,
+    pub dma_ns: u64,
+    /// Flash time including waiting for busy dies and channels (and RMW reads).
+    pub flash_ns: u64,
+}
+
+impl Completion {
+    pub fn latency_ns(&self) -> u64 {
+        self.done.since(self.submitted)
+    }
+}
+
+/// I/O counters at the device's interfaces.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct IoCounters {
+    pub host_commands: u64,
+    pub host_bytes_read: u64,
+    pub host_bytes_written: u64,
+    pub internal_bytes_read: u64,
+    pub internal_bytes_written: u64,
+    /// Page reads that reached the flash array (unmapped pages do not).
+    pub flash_page_reads: u64,
+    /// Page programs for user data (GC copybacks are counted by the FTL).
+    pub flash_page_programs: u64,
+    /// Partial-page writes that had to read the old page first.
+    pub read_modify_writes: u64,
+}
+
+/// Everything counted on a device, for reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct DeviceCounters {
+    pub io: IoCounters,
+    pub ftl: FtlCounters,
+    pub waf: f64,
+}
+
+/// The simulated SSD. See the module docs.
+#[derive(Clone, Debug)]
+pub struct Device {
+    profile: Profile,
+    ftl: Ftl,
+    clocks: BusyClocks,
+    counters: IoCounters,
+}
+
+impl Device {
+    /// A fresh, erased device built from a profile.
+    pub fn new(profile: &Profile, mode: DataMode) -> Result<Device, DeviceError> {
+        profile
+            .validate()
+            .map_err(|(field, reason)| DeviceError::InvalidProfile { field, reason })?;
+        let g = &profile.geometry;
+        Ok(Device {
+            ftl: Ftl::new(g, &profile.ftl, mode == DataMode::Payloads),
+            clocks: BusyClocks::new(
+                g.dies(),
+                g.channels,
+                g.page_size_bytes,
+                &profile.timing,
+                &profile.host_interface,
+            ),
+            profile: profile.clone(),
+            counters: IoCounters::default(),
+        })
+    }
+
+    pub fn profile(&self) -> &Profile {
+        &self.profile
+    }
+
+    pub fn geometry(&self) -> &Geometry {
+        &self.profile.geometry
+    }
+
+    pub fn page_size(&self) -> u64 {
+        u64::from(self.profile.geometry.page_size_bytes)
+    }
+
+    pub fn logical_pages(&self) -> u64 {
+        self.ftl.logical_pages()
+    }
+
+    pub fn capacity_bytes(&self) -> u64 {
+        self.logical_pages() * self.page_size()
+    }
+
+    /// Read-only view of the FTL (mappings, invariants, wear).
+    pub fn ftl(&self) -> &Ftl {
+        &self.ftl
+    }
+
+    pub fn counters(&self) -> DeviceCounters {
+        let ftl = self.ftl.counters();
+        DeviceCounters {
+            io: self.counters,
+            ftl,
+            waf: ftl.waf(),
+        }
+    }
+
+    /// When the last reserved resource falls idle.
+    pub fn idle_at(&self) -> VirtualTime {
+        self.clocks.horizon()
+    }
+
+    /// Forgets reservations and zeroes counters but keeps the data and mappings: measurement
+    /// after preconditioning starts on an idle device at time zero.
+    pub fn reset_measurements(&mut self) {
+        self.clocks.reset();
+        self.counters = IoCounters::default();
+        self.ftl.reset_counters();
+    }
+
+    pub fn pin_block(&mut self, block: BlockId) -> Result<(), DeviceError> {
+        self.ftl.pin_block(block)
+    }
+
+    pub fn unpin_block(&mut self, block: BlockId) -> Result<(), DeviceError> {
+        self.ftl.unpin_block(block)
+    }
+
+    /// Reads a physical page as it is on flash (stale copies included, until erased).
+    pub fn read_physical(&self, ppn: Ppn, out: &mut [u8]) -> Result<(), DeviceError> {
+        self.check_buffer(out.len(), self.page_size())?;
+        self.ftl.read_physical(ppn, out)
+    }
+
+    fn check_pages(&self, lpn: Lpn, pages: u64) -> Result<(), DeviceError> {
+        let end = lpn.0.checked_add(pages).ok_or(DeviceError::LpnOutOfRange {
+            lpn: lpn.0,
+            logical_pages: self.logical_pages(),
+        })?;
+        if end > self.logical_pages() {
+            return Err(DeviceError::LpnOutOfRange {
+                lpn: lpn.0.max(self.logical_pages()),
+                logical_pages: self.logical_pages(),
+            });
+        }
+        Ok(())
+    }
+
+    fn check_bytes(&self, offset: u64, len: u64) -> Result<(), DeviceError> {
+        let fits = offset
+            .checked_add(len)
+            .is_some_and(|end| end <= self.capacity_bytes());
+        if fits {
+            Ok(())
+        } else {
+            Err(DeviceError::ByteRangeOutOfRange {
+                offset,
+                len,
+                capacity_bytes: self.capacity_bytes(),
+            })
+        }
+    }
+
+    fn check_buffer(&self, got: usize, expected: u64) -> Result<(), DeviceError> {
+        if got as u64 == expected {
+            Ok(())
+        } else {
+            Err(DeviceError::BufferSize {
+                expected,
+                got: got as u64,
+            })
+        }
+    }
+
+    /// Command handling before the flash is touched.
+    fn front_end(&mut self, path: IoPath, at: VirtualTime) -> VirtualTime {
+        match path {
+            IoPath::Host => {
+                self.counters.host_commands += 1;
+                at.after(self.profile.host_interface.nvme_command_ns)
+            }
+            IoPath::Internal => at,
+        }
+    }
+
+    fn flash_read_page(
+        &mut self,
+        lpn: Lpn,
+        out: Option<&mut [u8]>,
+        ready: VirtualTime,
+    ) -> Result<VirtualTime, DeviceError> {
+        match self.ftl.read(lpn, out)? {
+            Some(ppn) => {
+                let g = &self.profile.geometry;
+                let die = g.die_of(ppn);
+                self.counters.flash_page_reads += 1;
+                Ok(self.clocks.read_page(die, g.channel_of_die(die), ready))
+            }
+            // Unmapped pages are answered with zeros by the controller, no flash access.
+            None => Ok(ready),
+        }
+    }
+
+    fn flash_write_page(
+        &mut self,
+        lpn: Lpn,
+        data: Option<&[u8]>,
+        ready: VirtualTime,
+    ) -> Result<VirtualTime, DeviceError> {
+        let outcome = self.ftl.write(lpn, data)?;
+        let channel = self.profile.geometry.channel_of_die(outcome.die);
+        let done = self.clocks.program_page(outcome.die, channel, ready);
+        if let Some(gc) = outcome.gc {
+            // Foreground GC occupies the die after this program; later I/O to it waits.
+            self.clocks.collect_garbage(&gc, done);
+        }
+        self.counters.flash_page_programs += 1;
+        Ok(done)
+    }
+
+    /// Reads `pages` logical pages starting at `lpn`. With `out`, fills it with their bytes
+    /// (`pages × page_size` bytes; data mode only).
+    pub fn read(
+        &mut self,
+        path: IoPath,
+        at: VirtualTime,
+        lpn: Lpn,
+        pages: u64,
+        mut out: Option<&mut [u8]>,
+    ) -> Result<Completion, DeviceError> {
+        self.check_pages(lpn, pages)?;
+        let ps = self.page_size();
+        if let Some(o) = &out {
+            self.check_buffer(o.len(), pages * ps)?;
+            if !self.ftl.keeps_payloads() {
+                return Err(DeviceError::PayloadsNotKept);
+            }
+        }
+        let t0 = self.front_end(path, at);
+        let mut flash_done = t0;
+        for i in 0..pages {
+            let chunk = out
+                .as_deref_mut()
+                .map(|o| &mut o[(i * ps) as usize..((i + 1) * ps) as usize]);
+            flash_done = flash_done.max(self.flash_read_page(Lpn(lpn.0 + i), chunk, t0)?);
+        }
+        Ok(self.finish_read(path, at, t0, flash_done, pages * ps))
+    }
+
+    fn finish_read(
+        &mut self,
+        path: IoPath,
+        at: VirtualTime,
+        t0: VirtualTime,
+        flash_done: VirtualTime,
+        bytes: u64,
+    ) -> Completion {
+        let done = match path {
+            IoPath::Host => {
+                self.counters.host_bytes_read += bytes;
+                self.clocks.dma(flash_done, bytes)
+            }
+            IoPath::Internal => {
+                self.counters.internal_bytes_read += bytes;
+                flash_done
+            }
+        };
+        Completion {
+            submitted: at,
+            done,
+            nvme_ns: t0.since(at),
+            flash_ns: flash_done.since(t0),
+            dma_ns: done.since(flash_done),
+        }
+    }
+
+    /// The data-transfer stage of a write: host data crosses PCIe before it can be programmed.
+    fn write_data_ready(&mut self, path: IoPath, t0: VirtualTime, bytes: u64) -> VirtualTime {
+        match path {
+            IoPath::Host => {
+                self.counters.host_bytes_written += bytes;
+                self.clocks.dma(t0, bytes)
+            }
+            IoPath::Internal => {
+                self.counters.internal_bytes_written += bytes;
+                t0
+            }
+        }
+    }
+
+    /// Writes `pages` logical pages starting at `lpn`, out of place. In data mode `data` holds
+    /// `pages × page_size` bytes (`None` writes zero pages); in timing-only mode it is ignored.
+    ///
+    /// Pages are written in order; if the device fills up mid-request, the pages before the
+    /// failing one stay written (as on a real SSD).
+    pub fn write(
+        &mut self,
+        path: IoPath,
+        at: VirtualTime,
+        lpn: Lpn,
+        pages: u64,
+        data: Option<&[u8]>,
+    ) -> Result<Completion, DeviceError> {
+        self.check_pages(lpn, pages)?;
+        let ps = self.page_size();
+        if let Some(d) = data {
+            self.check_buffer(d.len(), pages * ps)?;
+        }
+        let t0 = self.front_end(path, at);
+        let ready = self.write_data_ready(path, t0, pages * ps);
+        let mut done = ready;
+        for i in 0..pages {
+            let chunk = data.map(|d| &d[(i * ps) as usize..((i + 1) * ps) as usize]);
+            done = done.max(self.flash_write_page(Lpn(lpn.0 + i), chunk, ready)?);
+        }
+        Ok(Completion {
+            submitted: at,
+            done,
+            nvme_ns: t0.since(at),
+            dma_ns: ready.since(t0),
+            flash_ns: done.since(ready),
+        })
+    }
+
+    /// Reads `len` bytes at byte `offset` of the logical space (any alignment). With `out`
+    /// (data mode), fills it.
+    pub fn read_at(
+        &mut self,
+        path: IoPath,
+        at: VirtualTime,
+        offset: u64,
+        len: u64,
+        out: Option<&mut [u8]>,
+    ) -> Result<Completion, DeviceError> {
+        self.check_bytes(offset, len)?;
+        if let Some(o) = &out {
+            self.check_buffer(o.len(), len)?;
+        }
+        let ps = self.page_size();
+        let t0 = self.front_end(path, at);
+        let mut flash_done = t0;
+        if len > 0 {
+            let first = offset / ps;
+            let last = (offset + len - 1) / ps;
+            let mut page = out.is_some().then(|| vec![0u8; ps as usize]);
+            let mut out = out;
+            for p in first..=last {
+                flash_done =
+                    flash_done.max(self.flash_read_page(Lpn(p), page.as_deref_mut(), t0)?);
+                if let (Some(o), Some(buf)) = (out.as_deref_mut(), page.as_deref()) {
+                    let (a, b) = page_span(p, ps, offset, len);
+                    let dst = (p * ps + a - offset) as usize;
+                    o[dst..dst + (b - a) as usize].copy_from_slice(&buf[a as usize..b as usize]);
+                }
+            }
+        }
+        Ok(self.finish_read(path, at, t0, flash_done, len))
+    }
+
+    /// Writes `len` bytes at byte `offset` (any alignment). Pages the range covers only partly
+    /// are read-modify-written: the old page is read from flash first when it is mapped.
+    pub fn write_at(
+        &mut self,
+        path: IoPath,
+        at: VirtualTime,
+        offset: u64,
+        len: u64,
+        data: Option<&[u8]>,
+    ) -> Result<Completion, DeviceError> {
+        self.check_bytes(offset, len)?;
+        if let Some(d) = data {
+            self.check_buffer(d.len(), len)?;
+        }
+        let ps = self.page_size();
+        let payloads = self.ftl.keeps_payloads();
+        let t0 = self.front_end(path, at);
+        let ready = self.write_data_ready(path, t0, len);
+        let mut done = ready;
+        if len > 0 {
+            let first = offset / ps;
+            let last = (offset + len - 1) / ps;
+            let mut page = vec![0u8; if payloads { ps as usize } else { 0 }];
+            for p in first..=last {
+                let lpn = Lpn(p);
+                let (a, b) = page_span(p, ps, offset, len);
+                let src = (p * ps + a - offset) as usize..(p * ps + b - offset) as usize;
+                let partial = a > 0 || b < ps;
+                let mut start = ready;
+                if partial && self.ftl.lookup(lpn)?.is_some() {
+                    self.counters.read_modify_writes += 1;
+                    let old = payloads.then_some(page.as_mut_slice());
+                    start = self.flash_read_page(lpn, old, ready)?;
+                } else if partial {
+                    page.fill(0);
+                }
+                let content = if !payloads {
+                    None
+                } else if partial {
+                    match data {
+                        Some(d) => page[a as usize..b as usize].copy_from_slice(&d[src]),
+                        None => page[a as usize..b as usize].fill(0),
+                    }
+                    Some(page.as_slice())
+                } else {
+                    data.map(|d| &d[src])
+                };
+                done = done.max(self.flash_write_page(lpn, content, start)?);
+            }
+        }
+        Ok(Completion {
+            submitted: at,
+            done,
+            nvme_ns: t0.since(at),
+            dma_ns: ready.since(t0),
+            flash_ns: done.since(ready),
+        })
+    }
+
+    /// Deallocates `pages` logical pages (NVMe Dataset Management / TRIM).
+    pub fn trim(
+        &mut self,
+        path: IoPath,
+        at: VirtualTime,
+        lpn: Lpn,
+        pages: u64,
+    ) -> Result<Completion, DeviceError> {
+        self.check_pages(lpn, pages)?;
+        let t0 = self.front_end(path, at);
+        for i in 0..pages {
+            self.ftl.trim(Lpn(lpn.0 + i))?;
+        }
+        Ok(Completion {
+            submitted: at,
+            done: t0,
+            nvme_ns: t0.since(at),
+            dma_ns: 0,
+            flash_ns: 0,
+        })
+    }
+}
+
+/// The byte span `[a, b)` inside page `p` that the range `offset..offset+len` covers.
+fn page_span(p: u64, ps: u64, offset: u64, len: u64) -> (u64, u64) {
+    let start = p * ps;
+    let a = offset.max(start) - start;
+    let b = (offset + len).min(start + ps) - start;
+    (a, b)
+}

@@ -1,0 +1,498 @@
+//! Page-level FTL: L2P and P2L, out-of-place writes, greedy GC with over-provisioning, trim,
+//! and the GC-forbid set.
+//!
+//! TxISC §II-A: "the FTL always allocates new flash pages and maps LBAs to new physical page
+//! addresses with the L2P table ... garbage collection identifies valid pages using the reverse
+//! P2L mapping stored alongside user data in the OOB area." That is what this module does, and
+//! nothing more: it knows pages, blocks and dies, but not time. It reports the flash work each
+//! call caused ([`WriteOutcome`], [`GcWork`]) and the device charges it to the busy-until clocks.
+//!
+//! The P2L lives in per-page OOB records `(lpn, seq)`, exactly as on flash: [`Ftl::rebuild_l2p`]
+//! reconstructs the L2P from them (newest `seq` per LPN wins; trimmed LPNs stay unmapped thanks
+//! to a trim journal), which is the recovery path TxISC builds on.
+//!
+//! Host writes stripe over dies channel-first (die 0 of every channel, then die 1 ...), so
+//! consecutive pages land on different channels. GC is per die and migrates within the die
+//! (copyback), so each die's share of data stays on it.
+
+mod blocks;
+pub mod l2p;
+mod store;
+
+pub use blocks::BlockState;
+use blocks::BlockTable;
+pub use l2p::L2p;
+pub use store::PageStore;
+
+use crate::addr::{BlockId, DieId, Lpn, Ppn};
+use crate::error::DeviceError;
+use crate::geometry::Geometry;
+use crate::profile::FtlPolicy;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Flash work a GC pass did on one die; the device turns it into die busy time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct GcWork {
+    pub die: u32,
+    pub pages_migrated: u32,
+    pub blocks_erased: u32,
+}
+
+/// Where a written page landed, and the GC it triggered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteOutcome {
+    pub ppn: Ppn,
+    pub die: DieId,
+    pub gc: Option<GcWork>,
+}
+
+/// FTL event counters since creation (or the last [`Ftl::reset_counters`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FtlCounters {
+    /// Pages written on behalf of users (host or in-device tasks).
+    pub pages_written: u64,
+    /// Pages GC copied to reclaim their blocks.
+    pub gc_pages_migrated: u64,
+    pub gc_victims: u64,
+    pub blocks_erased: u64,
+    pub pages_trimmed: u64,
+}
+
+impl FtlCounters {
+    /// Write amplification: flash programs per user page written (1.0 with no GC).
+    pub fn waf(&self) -> f64 {
+        if self.pages_written == 0 {
+            return 1.0;
+        }
+        (self.pages_written + self.gc_pages_migrated) as f64 / self.pages_written as f64
+    }
+}
+
+/// The page-level FTL. See the module docs.
+#[derive(Clone, Debug)]
+pub struct Ftl {
+    geo: Geometry,
+    policy: FtlPolicy,
+    logical_pages: u64,
+    l2p: L2p,
+    /// OOB: the LPN each programmed page was written for (P2L).
+    oob_lpn: Vec<u32>,
+    /// OOB: global program sequence number; 0 = never programmed since erase.
+    oob_seq: Vec<u64>,
+    /// One bit per physical page: is it the live copy of its LPN?
+    valid: Vec<u64>,
+    blocks: BlockTable,
+    /// Trim journal: LPN → sequence number of its trim (persisted with the mapping metadata).
+    trims: BTreeMap<u32, u64>,
+    next_die: u32,
+    seq: u64,
+    store: Option<PageStore>,
+    counters: FtlCounters,
+}
+
+impl Ftl {
+    /// A fresh, fully erased device. `keep_payloads` selects data mode (pages hold bytes)
+    /// over timing-only mode.
+    pub fn new(geo: &Geometry, policy: &FtlPolicy, keep_payloads: bool) -> Self {
+        let physical = geo.physical_pages() as usize;
+        let logical_pages = geo.logical_pages();
+        Ftl {
+            geo: geo.clone(),
+            policy: policy.clone(),
+            logical_pages,
+            l2p: L2p::new(logical_pages),
+            // Zeroed allocations are lazily backed by the OS: untouched pages cost no RSS.
+            oob_lpn: vec![0; physical],
+            oob_seq: vec![0; physical],
+            valid: vec![0; physical.div_ceil(64)],
+            blocks: BlockTable::new(geo.dies(), geo.blocks_per_die(), geo.pages_per_block),
+            trims: BTreeMap::new(),
+            next_die: 0,
+            seq: 0,
+            store: keep_payloads.then(|| PageStore::new(geo.page_size_bytes as usize)),
+            counters: FtlCounters::default(),
+        }
+    }
+
+    pub fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+
+    pub fn logical_pages(&self) -> u64 {
+        self.logical_pages
+    }
+
+    pub fn keeps_payloads(&self) -> bool {
+        self.store.is_some()
+    }
+
+    pub fn counters(&self) -> FtlCounters {
+        self.counters
+    }
+
+    pub fn reset_counters(&mut self) {
+        self.counters = FtlCounters::default();
+    }
+
+    pub fn l2p(&self) -> &L2p {
+        &self.l2p
+    }
+
+    pub fn check_lpn(&self, lpn: Lpn) -> Result<(), DeviceError> {
+        if lpn.0 < self.logical_pages {
+            Ok(())
+        } else {
+            Err(DeviceError::LpnOutOfRange {
+                lpn: lpn.0,
+                logical_pages: self.logical_pages,
+            })
+        }
+    }
+
+    /// The physical page currently holding `lpn`, if mapped.
+    pub fn lookup(&self, lpn: Lpn) -> Result<Option<Ppn>, DeviceError> {
+        self.check_lpn(lpn)?;
+        Ok(self.l2p.get(lpn))
+    }
+
+    #[inline]
+    fn is_valid(&self, ppn: u32) -> bool {
+        self.valid[(ppn / 64) as usize] & (1 << (ppn % 64)) != 0
+    }
+
+    #[inline]
+    fn set_valid(&mut self, ppn: u32, on: bool) {
+        let word = &mut self.valid[(ppn / 64) as usize];
+        if on {
+            *word |= 1 << (ppn % 64);
+        } else {
+            *word &= !(1 << (ppn % 64));
+        }
+    }
+
+    /// Marks the old copy of an LPN stale.
+    #[inline]
+    fn invalidate(&mut self, old: Ppn) {
+        debug_assert!(self.is_valid(old.0));
+        self.set_valid(old.0, false);
+        self.blocks
+            .page_invalidated(old.0 / self.geo.pages_per_block);
+    }
+
+    /// Programs the next page of `die`'s open block for `lpn`, opening a free block if
+    /// needed. `reserve` free blocks are left untouched (GC keeps one for itself).
+    fn program(&mut self, die: usize, lpn: u32, reserve: usize) -> Option<Ppn> {
+        let ppb = self.geo.pages_per_block;
+        let block = match self.blocks.dies[die].open {
+            Some(b) => b,
+            None => {
+                let d = &mut self.blocks.dies[die];
+                if d.free.len() <= reserve {
+                    return None;
+                }
+                let b = d.free.pop_front().expect("free list longer than reserve");
+                d.open = Some(b);
+                self.blocks.blocks[b as usize].state = BlockState::Open;
+                b
+            }
+        };
+        let meta = &mut self.blocks.blocks[block as usize];
+        let ppn = block * ppb + meta.written;
+        meta.written += 1;
+        meta.valid += 1;
+        let full = meta.written == ppb;
+        self.seq += 1;
+        self.oob_lpn[ppn as usize] = lpn;
+        self.oob_seq[ppn as usize] = self.seq;
+        self.set_valid(ppn, true);
+        if full {
+            self.blocks.dies[die].open = None;
+            self.blocks.close(block);
+        }
+        Some(Ppn(ppn))
+    }
+
+    /// Can a host write be placed on `die` without touching the GC reserve?
+    #[inline]
+    fn has_room(&self, die: usize) -> bool {
+        let d = &self.blocks.dies[die];
+        d.open.is_some() || d.free.len() > 1
+    }
+
+    /// Writes one logical page out of place. In data mode `data` is the page's new content
+    /// (`None` writes a zero page); in timing-only mode it is ignored.
+    pub fn write(&mut self, lpn: Lpn, data: Option<&[u8]>) -> Result<WriteOutcome, DeviceError> {
+        self.check_lpn(lpn)?;
+        let dies = self.blocks.dies.len() as u32;
+        // Channel-first striping; skip dies whose space GC could not win back.
+        let mut die = None;
+        for i in 0..dies {
+            let cursor = (self.next_die + i) % dies;
+            let d = self.striped_die(cursor);
+            if self.has_room(d) {
+                die = Some(d);
+                self.next_die = (cursor + 1) % dies;
+                break;
+            }
+        }
+        let Some(die) = die else {
+            return Err(DeviceError::DeviceFull {
+                logical_pages_mapped: self.l2p.len(),
+            });
+        };
+        if let Some(old) = self.l2p.get(lpn) {
+            self.invalidate(old);
+        }
+        let lpn32 = lpn.0 as u32;
+        let ppn = self
+            .program(die, lpn32, 1)
+            .expect("has_room guaranteed a page");
+        self.l2p.set(lpn, ppn);
+        if !self.trims.is_empty() {
+            self.trims.remove(&lpn32);
+        }
+        if let Some(store) = &mut self.store {
+            store.put(ppn, data);
+        }
+        self.counters.pages_written += 1;
+        let gc = self.gc_if_needed(die);
+        Ok(WriteOutcome {
+            ppn,
+            die: DieId(die as u32),
+            gc,
+        })
+    }
+
+    /// Maps the round-robin cursor to a die, channel-first: cursor 0..channels covers die 0
+    /// of each channel, the next `channels` values die 1, and so on.
+    #[inline]
+    fn striped_die(&self, cursor: u32) -> usize {
+        let channels = self.geo.channels;
+        let per_channel = self.geo.dies_per_channel;
+        ((cursor % channels) * per_channel + cursor / channels) as usize
+    }
+
+    /// Runs foreground GC on `die` if its free blocks fell below the low watermark.
+    fn gc_if_needed(&mut self, die: usize) -> Option<GcWork> {
+        if self.blocks.dies[die].free.len() >= self.policy.gc_low_watermark_blocks as usize {
+            return None;
+        }
+        let mut work = GcWork {
+            die: die as u32,
+            ..GcWork::default()
+        };
+        let ppb = self.geo.pages_per_block;
+        while self.blocks.dies[die].free.len() < self.policy.gc_high_watermark_blocks as usize {
+            let Some(victim) = self.blocks.pick_victim(die, ppb) else {
+                tracing::debug!(die, "GC found no reclaimable block");
+                break;
+            };
+            self.blocks.start_reclaim(victim);
+            let first = victim * ppb;
+            for ppn in first..first + ppb {
+                if !self.is_valid(ppn) {
+                    continue;
+                }
+                let lpn = self.oob_lpn[ppn as usize];
+                self.set_valid(ppn, false);
+                self.blocks.blocks[victim as usize].valid -= 1;
+                // The reserve block guarantees room: a victim has < ppb valid pages.
+                let to = self
+                    .program(die, lpn, 0)
+                    .expect("GC reserve block guarantees a destination");
+                self.l2p.set(Lpn(u64::from(lpn)), to);
+                if let Some(store) = &mut self.store {
+                    store.relocate(Ppn(ppn), to);
+                }
+                work.pages_migrated += 1;
+            }
+            if let Some(store) = &mut self.store {
+                store.drop_range(first..first + ppb);
+            }
+            self.oob_seq[first as usize..(first + ppb) as usize].fill(0);
+            self.blocks.erased(victim);
+            work.blocks_erased += 1;
+        }
+        self.counters.gc_pages_migrated += u64::from(work.pages_migrated);
+        self.counters.gc_victims += u64::from(work.blocks_erased);
+        self.counters.blocks_erased += u64::from(work.blocks_erased);
+        (work.blocks_erased > 0).then_some(work)
+    }
+
+    /// Reads a logical page: its physical location, and in data mode its bytes into `out`
+    /// (zeros for unmapped or never-written pages).
+    pub fn read(&self, lpn: Lpn, out: Option<&mut [u8]>) -> Result<Option<Ppn>, DeviceError> {
+        let ppn = self.lookup(lpn)?;
+        if let Some(out) = out {
+            match (&self.store, ppn) {
+                (None, _) => return Err(DeviceError::PayloadsNotKept),
+                (Some(store), Some(ppn)) => store.get(ppn, out),
+                (Some(_), None) => out.fill(0),
+            }
+        }
+        Ok(ppn)
+    }
+
+    /// Reads a physical page directly, stale or not, as long as its block has not been erased
+    /// (LightFS's metadata locker reads a locked file through such shadow addresses).
+    pub fn read_physical(&self, ppn: Ppn, out: &mut [u8]) -> Result<(), DeviceError> {
+        self.check_ppn(ppn)?;
+        let Some(store) = &self.store else {
+            return Err(DeviceError::PayloadsNotKept);
+        };
+        if self.oob_seq[ppn.0 as usize] == 0 {
+            return Err(DeviceError::PageErased { ppn: ppn.0 });
+        }
+        store.get(ppn, out);
+        Ok(())
+    }
+
+    fn check_ppn(&self, ppn: Ppn) -> Result<(), DeviceError> {
+        if u64::from(ppn.0) < self.geo.physical_pages() {
+            Ok(())
+        } else {
+            Err(DeviceError::PpnOutOfRange { ppn: ppn.0 })
+        }
+    }
+
+    /// Unmaps a logical page; its physical copy becomes garbage for GC.
+    pub fn trim(&mut self, lpn: Lpn) -> Result<bool, DeviceError> {
+        self.check_lpn(lpn)?;
+        let Some(old) = self.l2p.remove(lpn) else {
+            return Ok(false);
+        };
+        self.invalidate(old);
+        self.seq += 1;
+        self.trims.insert(lpn.0 as u32, self.seq);
+        self.counters.pages_trimmed += 1;
+        Ok(true)
+    }
+
+    /// Adds a GC-forbid pin to `block`: GC will not erase it until every pin is released.
+    pub fn pin_block(&mut self, block: BlockId) -> Result<(), DeviceError> {
+        self.check_block(block)?;
+        self.blocks.pin(block.0);
+        Ok(())
+    }
+
+    pub fn unpin_block(&mut self, block: BlockId) -> Result<(), DeviceError> {
+        self.check_block(block)?;
+        if self.blocks.blocks[block.0 as usize].pins == 0 {
+            return Err(DeviceError::NotPinned { block: block.0 });
+        }
+        self.blocks.unpin(block.0);
+        Ok(())
+    }
+
+    pub fn is_pinned(&self, block: BlockId) -> bool {
+        self.blocks
+            .blocks
+            .get(block.0 as usize)
+            .is_some_and(|b| b.pins > 0)
+    }
+
+    fn check_block(&self, block: BlockId) -> Result<(), DeviceError> {
+        if block.0 < self.geo.blocks() {
+            Ok(())
+        } else {
+            Err(DeviceError::BlockOutOfRange { block: block.0 })
+        }
+    }
+
+    /// How many times `block` has been erased (wear).
+    pub fn erase_count(&self, block: BlockId) -> u32 {
+        self.blocks.blocks[block.0 as usize].erases
+    }
+
+    pub fn block_state(&self, block: BlockId) -> BlockState {
+        self.blocks.blocks[block.0 as usize].state
+    }
+
+    /// Free blocks on each die.
+    pub fn free_blocks(&self) -> Vec<usize> {
+        self.blocks.dies.iter().map(|d| d.free.len()).collect()
+    }
+
+    /// Rebuilds the L2P from what is on flash: the OOB `(lpn, seq)` of every programmed page
+    /// plus the trim journal. Equals the live L2P whenever the FTL is consistent.
+    pub fn rebuild_l2p(&self) -> L2p {
+        let ppb = self.geo.pages_per_block;
+        let mut newest: BTreeMap<u32, (u64, u32)> = BTreeMap::new();
+        for (b, meta) in self.blocks.blocks.iter().enumerate() {
+            let first = b as u32 * ppb;
+            for ppn in first..first + meta.written {
+                let seq = self.oob_seq[ppn as usize];
+                let lpn = self.oob_lpn[ppn as usize];
+                let entry = newest.entry(lpn).or_insert((0, 0));
+                if seq > entry.0 {
+                    *entry = (seq, ppn);
+                }
+            }
+        }
+        let mut l2p = L2p::new(self.logical_pages);
+        for (lpn, (seq, ppn)) in newest {
+            let trimmed_later = self.trims.get(&lpn).is_some_and(|&t| t > seq);
+            if !trimmed_later {
+                l2p.set(Lpn(u64::from(lpn)), Ppn(ppn));
+            }
+        }
+        l2p
+    }
+
+    /// Checks every cross-structure invariant; O(physical pages), for tests and debug phases.
+    ///
+    /// - L2P and P2L agree: a mapped LPN points at a valid page whose OOB names that LPN, and
+    ///   every valid page is mapped by its OOB LPN (so valid pages == mapped LPNs).
+    /// - each block's valid count equals its valid bits; free blocks are empty and unwritten;
+    ///   valid pages lie below the block's write pointer.
+    /// - the GC buckets hold exactly the closed, unpinned blocks, filed by valid count.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        for (lpn, ppn) in self.l2p.iter() {
+            if !self.is_valid(ppn.0) {
+                return Err(format!("{lpn} maps to invalid {ppn}"));
+            }
+            if u64::from(self.oob_lpn[ppn.0 as usize]) != lpn.0 {
+                return Err(format!(
+                    "{lpn} -> {ppn} but OOB says lpn {}",
+                    self.oob_lpn[ppn.0 as usize]
+                ));
+            }
+        }
+        let ppb = self.geo.pages_per_block;
+        let mut valid_total = 0u64;
+        for (b, meta) in self.blocks.blocks.iter().enumerate() {
+            let first = b as u32 * ppb;
+            let mut valid = 0;
+            for ppn in first..first + ppb {
+                if self.is_valid(ppn) {
+                    valid += 1;
+                    if ppn - first >= meta.written {
+                        return Err(format!("block {b}: valid page above write pointer"));
+                    }
+                    let lpn = Lpn(u64::from(self.oob_lpn[ppn as usize]));
+                    if self.l2p.get(lpn) != Some(Ppn(ppn)) {
+                        return Err(format!("valid ppn {ppn} not mapped by its {lpn}"));
+                    }
+                }
+            }
+            if valid != meta.valid {
+                return Err(format!(
+                    "block {b}: valid count {} != {valid} bits",
+                    meta.valid
+                ));
+            }
+            if meta.state == BlockState::Free && (meta.written != 0 || valid != 0) {
+                return Err(format!("free block {b} holds data"));
+            }
+            valid_total += u64::from(valid);
+        }
+        if valid_total != self.l2p.len() {
+            return Err(format!(
+                "{valid_total} valid pages but {} mapped LPNs",
+                self.l2p.len()
+            ));
+        }
+        self.blocks.check()
+    }
+}

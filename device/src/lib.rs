@@ -1,0 +1,42 @@
+//! # csd-device: a deterministic, virtual-time model of a computational SSD
+//!
+//! The device owns all flash state and all virtual time. Nothing here reads a wall clock or an
+//! unseeded random source, and no iteration order depends on hashing, so the same operations
+//! in the same order always produce the same completions — the property every csdlab report
+//! and snapshot test relies on.
+//!
+//! - [`geometry`]: channels × dies × planes × blocks × pages, over-provisioning.
+//! - [`timing`]: latencies and the per-die / per-channel / link busy-until clocks.
+//! - [`ftl`]: page-level L2P + OOB P2L, out-of-place writes, greedy GC, trim, GC-forbid pins.
+//! - [`profile`]: the TOML device profiles shipped with csdlab.
+//! - [`device`]: [`Device`], the API the rest of csdlab uses.
+//! - [`synth`]: a fio-like closed-loop workload driver (`csd device run`).
+//!
+//! ```
+//! use csd_device::{DataMode, Device, IoPath, Lpn, Profile, VirtualTime};
+//! let profile = Profile::load("daisyplus-femu").unwrap();
+//! let mut dev = Device::new(&profile, DataMode::Payloads).unwrap();
+//! let page = vec![7u8; dev.page_size() as usize];
+//! let w = dev.write(IoPath::Host, VirtualTime::ZERO, Lpn(42), 1, Some(&page)).unwrap();
+//! let mut back = vec![0u8; page.len()];
+//! let r = dev.read(IoPath::Host, w.done, Lpn(42), 1, Some(&mut back)).unwrap();
+//! assert_eq!(back, page);
+//! assert!(r.flash_ns >= 80_000, "one 80 µs page read");
+//! ```
+
+pub mod addr;
+pub mod device;
+pub mod error;
+pub mod ftl;
+pub mod geometry;
+pub mod profile;
+pub mod rng;
+pub mod synth;
+pub mod timing;
+
+pub use addr::{BlockId, ChannelId, DieId, Lpn, PageAddr, Ppn, VirtualTime};
+pub use device::{Completion, DataMode, Device, DeviceCounters, IoCounters, IoPath};
+pub use error::DeviceError;
+pub use ftl::{Ftl, FtlCounters, GcWork};
+pub use geometry::Geometry;
+pub use profile::{FtlPolicy, Profile, ProfileError};

@@ -1,0 +1,360 @@
+//! Device profiles: TOML files, shipped in `device/profiles/` and selectable by name.
+//!
+//! A profile is data, never code: geometry, timing, host-interface costs and FTL policy of one
+//! real (or emulated) computational SSD from the papers. Values a paper does not give are listed
+//! under `[assumptions]` with their source, and every such key must name a real field, so a
+//! reader can always tell measured from assumed. Profiles are validated on load; a bad one is an
+//! error naming the field and its line, never a panic deep inside the model.
+
+use crate::geometry::Geometry;
+use crate::timing::{FlashTiming, HostInterface};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// FTL policy knobs, from a profile's `[ftl]` table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FtlPolicy {
+    /// Foreground GC starts on a die when its free blocks fall below this many.
+    pub gc_low_watermark_blocks: u32,
+    /// ...and reclaims victims until the die has at least this many free blocks again.
+    pub gc_high_watermark_blocks: u32,
+}
+
+/// A complete, validated device profile.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub name: String,
+    pub summary: String,
+    /// Where the numbers come from (paper, table, section).
+    pub source: String,
+    pub geometry: Geometry,
+    pub timing: FlashTiming,
+    pub host_interface: HostInterface,
+    pub ftl: FtlPolicy,
+    /// `"table.field" = "why this value, and where it comes from"`.
+    #[serde(default)]
+    pub assumptions: BTreeMap<String, String>,
+}
+
+/// Why a profile could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error(
+        "unknown profile '{name}' (built-in profiles: {known}; or give a path to a .toml file)"
+    )]
+    Unknown { name: String, known: String },
+    #[error("reading profile {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("profile {origin}: {message}")]
+    Parse { origin: String, message: String },
+    #[error("profile {origin}{}: field `{field}`: {reason}", line.map(|l| format!(", line {l}")).unwrap_or_default())]
+    Invalid {
+        origin: String,
+        field: String,
+        line: Option<usize>,
+        reason: String,
+    },
+}
+
+/// The profiles compiled into every `csd` binary: `(name, TOML source)`.
+pub const BUILTIN: &[(&str, &str)] = &[
+    (
+        "daisyplus-femu",
+        include_str!("../profiles/daisyplus-femu.toml"),
+    ),
+    ("cosmos-plus", include_str!("../profiles/cosmos-plus.toml")),
+    (
+        "bluefield2-pm1735",
+        include_str!("../profiles/bluefield2-pm1735.toml"),
+    ),
+    ("optane-csd", include_str!("../profiles/optane-csd.toml")),
+    ("pcm-zynq", include_str!("../profiles/pcm-zynq.toml")),
+];
+
+/// The profile `csd` uses when none is named.
+pub const DEFAULT_PROFILE: &str = "daisyplus-femu";
+
+impl Profile {
+    /// Loads a built-in profile by name, or a profile file if `name_or_path` ends in `.toml`
+    /// or contains a path separator.
+    pub fn load(name_or_path: &str) -> Result<Profile, ProfileError> {
+        if let Some((_, src)) = BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
+            return Profile::from_toml(src, &format!("'{name_or_path}'"));
+        }
+        if name_or_path.ends_with(".toml") || name_or_path.contains(std::path::MAIN_SEPARATOR) {
+            return Profile::from_file(Path::new(name_or_path));
+        }
+        Err(ProfileError::Unknown {
+            name: name_or_path.to_string(),
+            known: BUILTIN
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+    }
+
+    pub fn from_file(path: &Path) -> Result<Profile, ProfileError> {
+        let src = std::fs::read_to_string(path).map_err(|source| ProfileError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Profile::from_toml(&src, &path.display().to_string())
+    }
+
+    /// Parses and validates a profile. `origin` names it in error messages.
+    pub fn from_toml(src: &str, origin: &str) -> Result<Profile, ProfileError> {
+        let profile: Profile = toml::from_str(src).map_err(|e| ProfileError::Parse {
+            origin: origin.to_string(),
+            message: describe_toml_error(src, &e),
+        })?;
+        profile.validate().map_err(|(field, reason)| {
+            let line = locate_field(src, &field);
+            ProfileError::Invalid {
+                origin: origin.to_string(),
+                field,
+                line,
+                reason,
+            }
+        })?;
+        Ok(profile)
+    }
+
+    /// All built-in profiles, in a stable order.
+    pub fn builtin() -> Vec<Profile> {
+        BUILTIN
+            .iter()
+            .map(|(name, src)| {
+                Profile::from_toml(src, name).expect("built-in profiles are validated by tests")
+            })
+            .collect()
+    }
+
+    /// Checks cross-field consistency. Returns `(dotted field, reason)` on failure; also used
+    /// by code that edits a profile in memory (tests, sweeps) before building a device.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        let g = &self.geometry;
+        g.check().map_err(|(f, r)| (format!("geometry.{f}"), r))?;
+        let t = &self.timing;
+        for (field, value) in [
+            ("page_read_ns", t.page_read_ns),
+            ("page_program_ns", t.page_program_ns),
+            ("channel_bytes_per_sec", t.channel_bytes_per_sec),
+        ] {
+            if value == 0 {
+                return Err((format!("timing.{field}"), "must be greater than 0".into()));
+            }
+        }
+        if self.host_interface.pcie_bytes_per_sec == 0 {
+            return Err((
+                "host_interface.pcie_bytes_per_sec".into(),
+                "must be greater than 0".into(),
+            ));
+        }
+        let f = &self.ftl;
+        if f.gc_low_watermark_blocks < 2 {
+            return Err((
+                "ftl.gc_low_watermark_blocks".into(),
+                "must be at least 2: one free block is GC's reserve to migrate into, so GC must \
+                 start before the host reaches it"
+                    .into(),
+            ));
+        }
+        if f.gc_high_watermark_blocks < f.gc_low_watermark_blocks {
+            return Err((
+                "ftl.gc_high_watermark_blocks".into(),
+                format!(
+                    "{} is below gc_low_watermark_blocks ({})",
+                    f.gc_high_watermark_blocks, f.gc_low_watermark_blocks
+                ),
+            ));
+        }
+        // Every die needs room for its open block plus the GC reserve on top of its share of
+        // logical data, or GC can deadlock with every block fully valid.
+        let reserve_pages = u64::from(g.dies())
+            * u64::from(f.gc_high_watermark_blocks + 2)
+            * u64::from(g.pages_per_block);
+        let spare_pages = g.physical_pages() - g.logical_pages();
+        if spare_pages < reserve_pages {
+            return Err((
+                "geometry.over_provisioning".into(),
+                format!(
+                    "{} leaves {spare_pages} spare pages, fewer than the {reserve_pages} GC needs \
+                     (dies × (gc_high_watermark_blocks + 2) × pages_per_block)",
+                    g.over_provisioning
+                ),
+            ));
+        }
+        if f.gc_high_watermark_blocks + 2 >= g.blocks_per_die() {
+            return Err((
+                "ftl.gc_high_watermark_blocks".into(),
+                format!("must be well below blocks per die ({})", g.blocks_per_die()),
+            ));
+        }
+        for key in self.assumptions.keys() {
+            if !KNOWN_FIELDS.contains(&key.as_str()) {
+                return Err((
+                    format!("assumptions.{key}"),
+                    "names no profile field (write it as \"table.field\")".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Every assignable profile field, for checking `[assumptions]` keys.
+const KNOWN_FIELDS: &[&str] = &[
+    "geometry.channels",
+    "geometry.dies_per_channel",
+    "geometry.planes_per_die",
+    "geometry.blocks_per_plane",
+    "geometry.pages_per_block",
+    "geometry.page_size_bytes",
+    "geometry.over_provisioning",
+    "timing.page_read_ns",
+    "timing.page_program_ns",
+    "timing.block_erase_ns",
+    "timing.channel_bytes_per_sec",
+    "host_interface.link",
+    "host_interface.nvme_command_ns",
+    "host_interface.pcie_command_ns",
+    "host_interface.pcie_bytes_per_sec",
+    "ftl.gc_low_watermark_blocks",
+    "ftl.gc_high_watermark_blocks",
+];
+
+/// Renders a TOML error as "line N: message" (the crate's own rendering spans several lines
+/// with ASCII art, which reads badly inside one error message).
+fn describe_toml_error(src: &str, e: &toml::de::Error) -> String {
+    let message = e.message().trim_end();
+    match e.span() {
+        Some(span) => {
+            let line = src[..span.start.min(src.len())].matches('\n').count() + 1;
+            format!("line {line}: {message}")
+        }
+        None => message.to_string(),
+    }
+}
+
+/// Finds the 1-based line that assigns `table.field` in `src`, if any.
+fn locate_field(src: &str, dotted: &str) -> Option<usize> {
+    let (table, field) = dotted.split_once('.')?;
+    let mut current = "";
+    for (i, line) in src.lines().enumerate() {
+        let line = line.trim();
+        if let Some(header) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            current = header.trim();
+            continue;
+        }
+        let key = line
+            .split('=')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .trim_matches('"');
+        if current == table && key == field && line.contains('=') {
+            return Some(i + 1);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_profile_loads() {
+        for (name, src) in BUILTIN {
+            let p = Profile::from_toml(src, name).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(&p.name, name, "file name and `name` field agree");
+            assert!(!p.assumptions.is_empty(), "{name}: assumptions are listed");
+        }
+    }
+
+    #[test]
+    fn daisyplus_is_exactly_txisc_table_one() {
+        let p = Profile::load("daisyplus-femu").unwrap();
+        let g = &p.geometry;
+        assert_eq!(
+            (
+                g.page_size_bytes,
+                g.pages_per_block,
+                g.blocks_per_die(),
+                g.dies_per_channel,
+                g.channels
+            ),
+            (16 * 1024, 512, 547, 2, 8)
+        );
+        assert_eq!(
+            (
+                p.timing.page_read_ns,
+                p.timing.page_program_ns,
+                p.timing.block_erase_ns
+            ),
+            (80_000, 400_000, 4_000_000)
+        );
+        assert_eq!(g.over_provisioning, 0.07);
+    }
+
+    #[test]
+    fn unknown_profile_names_the_known_ones() {
+        let e = Profile::load("no-such-ssd").unwrap_err().to_string();
+        assert!(e.contains("unknown profile 'no-such-ssd'"), "{e}");
+        assert!(e.contains("daisyplus-femu"), "{e}");
+    }
+
+    #[test]
+    fn malformed_field_names_field_and_line() {
+        let src = BUILTIN[0]
+            .1
+            .replace("pages_per_block = 512", "pages_per_block = \"many\"");
+        let e = Profile::from_toml(&src, "t").unwrap_err().to_string();
+        let line = src.lines().position(|l| l.contains("\"many\"")).unwrap() + 1;
+        assert!(e.contains(&format!("line {line}")), "{e}");
+        assert!(
+            e.contains("pages_per_block") || e.contains("invalid type"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn invalid_value_names_field_and_line() {
+        let src = BUILTIN[0].1.replace("channels = 8", "channels = 0");
+        let e = Profile::from_toml(&src, "t").unwrap_err().to_string();
+        let line = src
+            .lines()
+            .position(|l| l.starts_with("channels = 0"))
+            .unwrap()
+            + 1;
+        assert!(e.contains("geometry.channels"), "{e}");
+        assert!(e.contains(&format!("line {line}")), "{e}");
+    }
+
+    #[test]
+    fn unknown_field_and_bad_assumption_are_rejected() {
+        let src = BUILTIN[0].1.replace("[timing]", "[timing]\nwarp_speed = 9");
+        let e = Profile::from_toml(&src, "t").unwrap_err().to_string();
+        assert!(e.contains("warp_speed"), "{e}");
+        let src = format!("{}\n\"timing.warp\" = \"x\"\n", BUILTIN[0].1);
+        let e = Profile::from_toml(&src, "t").unwrap_err().to_string();
+        assert!(e.contains("assumptions.timing.warp"), "{e}");
+    }
+
+    #[test]
+    fn too_little_over_provisioning_is_rejected() {
+        let src = BUILTIN[0]
+            .1
+            .replace("over_provisioning = 0.07", "over_provisioning = 0.0001");
+        let e = Profile::from_toml(&src, "t").unwrap_err().to_string();
+        assert!(e.contains("geometry.over_provisioning"), "{e}");
+    }
+}

@@ -1,0 +1,324 @@
+//! A fio-like synthetic workload driver: closed-loop, `queue_depth` requests in flight.
+//!
+//! The time core is a plain event queue keyed by `(virtual completion time, sequence number)`:
+//! the earliest completion is retired and its slot immediately issues the next request at that
+//! instant. Ties break on the sequence number, so runs are deterministic.
+
+use crate::addr::VirtualTime;
+use crate::device::{Completion, Device, DeviceCounters, IoPath};
+use crate::error::DeviceError;
+use crate::rng::SimRng;
+use serde::Serialize;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::fmt;
+use std::str::FromStr;
+
+/// Access pattern, named as in fio's `--rw`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RwPattern {
+    Read,
+    Write,
+    RandRead,
+    RandWrite,
+    RandRw,
+}
+
+impl RwPattern {
+    pub const ALL: [RwPattern; 5] = [
+        RwPattern::Read,
+        RwPattern::Write,
+        RwPattern::RandRead,
+        RwPattern::RandWrite,
+        RwPattern::RandRw,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RwPattern::Read => "read",
+            RwPattern::Write => "write",
+            RwPattern::RandRead => "randread",
+            RwPattern::RandWrite => "randwrite",
+            RwPattern::RandRw => "randrw",
+        }
+    }
+
+    fn random(self) -> bool {
+        matches!(
+            self,
+            RwPattern::RandRead | RwPattern::RandWrite | RwPattern::RandRw
+        )
+    }
+
+    /// Patterns that read need data in place first.
+    pub fn reads(self) -> bool {
+        matches!(
+            self,
+            RwPattern::Read | RwPattern::RandRead | RwPattern::RandRw
+        )
+    }
+}
+
+impl fmt::Display for RwPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for RwPattern {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        RwPattern::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown pattern '{s}' (expected read, write, randread, randwrite or randrw)"
+                )
+            })
+    }
+}
+
+/// One synthetic job, like one fio job section.
+#[derive(Clone, Debug, Serialize)]
+pub struct SynthJob {
+    pub rw: RwPattern,
+    pub block_size_bytes: u64,
+    pub queue_depth: u32,
+    /// The byte range the job addresses, from offset 0 (fio `--size`).
+    pub region_bytes: u64,
+    /// Total bytes to transfer (fio `--io_size`).
+    pub io_bytes: u64,
+    /// Share of reads in `randrw`, in percent.
+    pub read_percent: u32,
+    pub seed: u64,
+    /// Write the whole region once before measuring (untimed), so reads hit data and
+    /// overwrites trigger GC.
+    pub prefill: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SynthError {
+    #[error("invalid job: {0}")]
+    InvalidJob(String),
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+}
+
+/// Latency distribution of one class of requests.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LatencySummary {
+    pub count: u64,
+    pub mean_ns: u64,
+    pub min_ns: u64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub max_ns: u64,
+}
+
+impl LatencySummary {
+    /// Nearest-rank percentiles over exact samples (sorted in place).
+    pub fn from_samples(samples: &mut [u64]) -> Option<LatencySummary> {
+        if samples.is_empty() {
+            return None;
+        }
+        samples.sort_unstable();
+        let n = samples.len();
+        let rank = |p: f64| samples[((p * n as f64).ceil() as usize).clamp(1, n) - 1];
+        let sum: u128 = samples.iter().map(|&s| u128::from(s)).sum();
+        Some(LatencySummary {
+            count: n as u64,
+            mean_ns: (sum / n as u128) as u64,
+            min_ns: samples[0],
+            p50_ns: rank(0.50),
+            p99_ns: rank(0.99),
+            p999_ns: rank(0.999),
+            max_ns: samples[n - 1],
+        })
+    }
+}
+
+/// Mean time per request in each stage.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StageMeans {
+    pub nvme_ns: u64,
+    pub dma_ns: u64,
+    pub flash_ns: u64,
+}
+
+/// What a job measured. Every number comes from virtual time.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SynthReport {
+    pub profile: String,
+    pub rw: RwPattern,
+    pub block_size_bytes: u64,
+    pub queue_depth: u32,
+    pub region_bytes: u64,
+    pub seed: u64,
+    pub prefilled_pages: u64,
+    pub ops: u64,
+    pub bytes: u64,
+    pub duration_ns: u64,
+    pub iops: f64,
+    pub bandwidth_bytes_per_sec: f64,
+    pub latency: LatencySummary,
+    pub read_latency: Option<LatencySummary>,
+    pub write_latency: Option<LatencySummary>,
+    pub stage_means: StageMeans,
+    pub counters: DeviceCounters,
+}
+
+impl SynthJob {
+    fn validate(&self, dev: &Device) -> Result<(), SynthError> {
+        let bad = |m: String| Err(SynthError::InvalidJob(m));
+        if self.block_size_bytes == 0 {
+            return bad("block size must be greater than 0".into());
+        }
+        if self.queue_depth == 0 {
+            return bad("queue depth must be at least 1".into());
+        }
+        if self.region_bytes < self.block_size_bytes {
+            return bad(format!(
+                "size ({} bytes) is smaller than one block ({} bytes)",
+                self.region_bytes, self.block_size_bytes
+            ));
+        }
+        if self.region_bytes > dev.capacity_bytes() {
+            return bad(format!(
+                "size ({} bytes) exceeds the device's logical capacity ({} bytes); \
+                 writing beyond it would need the over-provisioned space",
+                self.region_bytes,
+                dev.capacity_bytes()
+            ));
+        }
+        if self.read_percent > 100 {
+            return bad(format!(
+                "read percentage {} is above 100",
+                self.read_percent
+            ));
+        }
+        if self.io_bytes == 0 {
+            return bad("io size must be greater than 0".into());
+        }
+        Ok(())
+    }
+
+    /// Runs the job on `dev`. `progress(done, total)` is called now and then.
+    pub fn run(
+        &self,
+        dev: &mut Device,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<SynthReport, SynthError> {
+        self.validate(dev)?;
+        let mut prefilled_pages = 0;
+        if self.prefill {
+            prefilled_pages = prefill(dev, self.region_bytes)?;
+            dev.reset_measurements();
+        }
+        let bs = self.block_size_bytes;
+        let slots_in_region = self.region_bytes / bs;
+        let total_ops = self.io_bytes.div_ceil(bs);
+        let mut rng = SimRng::new(self.seed);
+        let mut reads = Vec::new();
+        let mut writes = Vec::with_capacity(total_ops as usize);
+        let (mut nvme, mut dma, mut flash) = (0u128, 0u128, 0u128);
+        let mut issued = 0u64;
+        let mut end = VirtualTime::ZERO;
+        // Min-heap of in-flight requests: (completion time, issue sequence number).
+        let mut in_flight: BinaryHeap<Reverse<(VirtualTime, u64)>> = BinaryHeap::new();
+        let mut issue = |at: VirtualTime,
+                         seq: u64,
+                         dev: &mut Device|
+         -> Result<(VirtualTime, bool, Completion), SynthError> {
+            let slot = if self.rw.random() {
+                rng.below(slots_in_region)
+            } else {
+                seq % slots_in_region
+            };
+            let is_read = match self.rw {
+                RwPattern::Read | RwPattern::RandRead => true,
+                RwPattern::Write | RwPattern::RandWrite => false,
+                RwPattern::RandRw => rng.below(100) < u64::from(self.read_percent),
+            };
+            let offset = slot * bs;
+            let c = if is_read {
+                dev.read_at(IoPath::Host, at, offset, bs, None)?
+            } else {
+                dev.write_at(IoPath::Host, at, offset, bs, None)?
+            };
+            Ok((c.done, is_read, c))
+        };
+        let mut retire = |c: &Completion, is_read: bool| {
+            let lat = c.latency_ns();
+            if is_read {
+                reads.push(lat)
+            } else {
+                writes.push(lat)
+            }
+            nvme += u128::from(c.nvme_ns);
+            dma += u128::from(c.dma_ns);
+            flash += u128::from(c.flash_ns);
+        };
+        while issued < total_ops.min(u64::from(self.queue_depth)) {
+            let (done, is_read, c) = issue(VirtualTime::ZERO, issued, dev)?;
+            retire(&c, is_read);
+            in_flight.push(Reverse((done, issued)));
+            issued += 1;
+        }
+        let mut retired = 0u64;
+        while let Some(Reverse((done, _))) = in_flight.pop() {
+            retired += 1;
+            end = end.max(done);
+            if retired % 8192 == 0 {
+                progress(retired, total_ops);
+            }
+            if issued < total_ops {
+                let (next_done, is_read, c) = issue(done, issued, dev)?;
+                retire(&c, is_read);
+                in_flight.push(Reverse((next_done, issued)));
+                issued += 1;
+            }
+        }
+        progress(total_ops, total_ops);
+        let ops = total_ops;
+        let duration_ns = end.ns().max(1);
+        let mut all: Vec<u64> = reads.iter().chain(writes.iter()).copied().collect();
+        let latency = LatencySummary::from_samples(&mut all).expect("at least one op");
+        let per_op = |x: u128| (x / u128::from(ops)) as u64;
+        Ok(SynthReport {
+            profile: dev.profile().name.clone(),
+            rw: self.rw,
+            block_size_bytes: bs,
+            queue_depth: self.queue_depth,
+            region_bytes: self.region_bytes,
+            seed: self.seed,
+            prefilled_pages,
+            ops,
+            bytes: ops * bs,
+            duration_ns,
+            iops: ops as f64 * 1e9 / duration_ns as f64,
+            bandwidth_bytes_per_sec: (ops * bs) as f64 * 1e9 / duration_ns as f64,
+            latency,
+            read_latency: LatencySummary::from_samples(&mut reads),
+            write_latency: LatencySummary::from_samples(&mut writes),
+            stage_means: StageMeans {
+                nvme_ns: per_op(nvme),
+                dma_ns: per_op(dma),
+                flash_ns: per_op(flash),
+            },
+            counters: dev.counters(),
+        })
+    }
+}
+
+/// Writes every page of `0..region_bytes` once, sequentially, through the internal path.
+/// Returns the number of pages written.
+pub fn prefill(dev: &mut Device, region_bytes: u64) -> Result<u64, DeviceError> {
+    let pages = region_bytes.div_ceil(dev.page_size());
+    for p in 0..pages {
+        dev.write(IoPath::Internal, VirtualTime::ZERO, crate::Lpn(p), 1, None)?;
+    }
+    Ok(pages)
+}

@@ -1,0 +1,232 @@
+//! Flash and host-interface timing: latencies from the profile, and per-resource busy-until
+//! clocks in virtual time (the FEMU approach).
+//!
+//! Every die, every channel and the PCIe link keep the virtual time at which they next become
+//! free. An operation reserves the resources it needs in the order it needs them; requests on
+//! different dies therefore overlap, requests on one die serialize, and dies sharing a channel
+//! contend for its transfers. There is no event loop and no async runtime here: reserving is a
+//! handful of `max` and `+` operations, which is what makes millions of simulated operations
+//! per second possible.
+
+use crate::addr::{ChannelId, DieId, VirtualTime};
+use crate::ftl::GcWork;
+use serde::{Deserialize, Serialize};
+
+/// NAND array timing, from a profile's `[timing]` table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlashTiming {
+    pub page_read_ns: u64,
+    pub page_program_ns: u64,
+    pub block_erase_ns: u64,
+    /// Bytes per second one channel (flash bus) moves between a die and the controller.
+    pub channel_bytes_per_sec: u64,
+}
+
+/// Host interface costs, from a profile's `[host_interface]` table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostInterface {
+    /// Human-readable link description, e.g. "NVMe over PCIe 3.0 x8".
+    pub link: String,
+    /// Controller firmware cost of handling one NVMe command (fetch, parse, complete).
+    pub nvme_command_ns: u64,
+    /// Fixed latency a command pays on the link (doorbell, descriptor fetch, completion write).
+    pub pcie_command_ns: u64,
+    /// Effective DMA bandwidth of the link, shared by all commands.
+    pub pcie_bytes_per_sec: u64,
+}
+
+/// Nanoseconds to move `bytes` at `bytes_per_sec`, rounded up so no transfer is free.
+pub fn transfer_ns(bytes: u64, bytes_per_sec: u64) -> u64 {
+    debug_assert!(bytes_per_sec > 0);
+    let ns = (u128::from(bytes) * 1_000_000_000).div_ceil(u128::from(bytes_per_sec));
+    u64::try_from(ns).unwrap_or(u64::MAX)
+}
+
+/// Busy-until clocks of every die, every channel and the host link.
+#[derive(Clone, Debug)]
+pub struct BusyClocks {
+    die_free: Vec<VirtualTime>,
+    channel_free: Vec<VirtualTime>,
+    link_free: VirtualTime,
+    page_read_ns: u64,
+    page_program_ns: u64,
+    block_erase_ns: u64,
+    page_transfer_ns: u64,
+    pcie_command_ns: u64,
+    pcie_bytes_per_sec: u64,
+}
+
+impl BusyClocks {
+    pub fn new(
+        dies: u32,
+        channels: u32,
+        page_size_bytes: u32,
+        timing: &FlashTiming,
+        host: &HostInterface,
+    ) -> Self {
+        BusyClocks {
+            die_free: vec![VirtualTime::ZERO; dies as usize],
+            channel_free: vec![VirtualTime::ZERO; channels as usize],
+            link_free: VirtualTime::ZERO,
+            page_read_ns: timing.page_read_ns,
+            page_program_ns: timing.page_program_ns,
+            block_erase_ns: timing.block_erase_ns,
+            page_transfer_ns: transfer_ns(u64::from(page_size_bytes), timing.channel_bytes_per_sec),
+            pcie_command_ns: host.pcie_command_ns,
+            pcie_bytes_per_sec: host.pcie_bytes_per_sec,
+        }
+    }
+
+    /// Time one page needs on its channel.
+    pub fn page_transfer_ns(&self) -> u64 {
+        self.page_transfer_ns
+    }
+
+    /// Page read: the die senses the page into its register, then the channel moves it out.
+    /// The die stays busy until its register is drained.
+    pub fn read_page(&mut self, die: DieId, channel: ChannelId, at: VirtualTime) -> VirtualTime {
+        let d = die.0 as usize;
+        let c = channel.0 as usize;
+        let sensed = at.max(self.die_free[d]).after(self.page_read_ns);
+        let done = sensed
+            .max(self.channel_free[c])
+            .after(self.page_transfer_ns);
+        self.die_free[d] = done;
+        self.channel_free[c] = done;
+        done
+    }
+
+    /// Page program: the channel moves the data into the die's register (once the die is
+    /// free to accept it), then the die programs it.
+    pub fn program_page(&mut self, die: DieId, channel: ChannelId, at: VirtualTime) -> VirtualTime {
+        let d = die.0 as usize;
+        let c = channel.0 as usize;
+        let loaded = at
+            .max(self.die_free[d])
+            .max(self.channel_free[c])
+            .after(self.page_transfer_ns);
+        self.channel_free[c] = loaded;
+        let done = loaded.after(self.page_program_ns);
+        self.die_free[d] = done;
+        done
+    }
+
+    /// Charges a GC pass to its die, after `at`: every migrated page is a copyback (read into
+    /// the die's register, program from it; the channel is not used), then the erases.
+    pub fn collect_garbage(&mut self, work: &GcWork, at: VirtualTime) -> VirtualTime {
+        let d = work.die as usize;
+        let busy_ns = u64::from(work.pages_migrated) * (self.page_read_ns + self.page_program_ns)
+            + u64::from(work.blocks_erased) * self.block_erase_ns;
+        let done = at.max(self.die_free[d]).after(busy_ns);
+        self.die_free[d] = done;
+        done
+    }
+
+    pub fn erase_block(&mut self, die: DieId, at: VirtualTime) -> VirtualTime {
+        let d = die.0 as usize;
+        let done = at.max(self.die_free[d]).after(self.block_erase_ns);
+        self.die_free[d] = done;
+        done
+    }
+
+    /// A DMA of `bytes` over the shared host link, starting no earlier than `at`; returns when
+    /// it completes, including the wait for the link and the per-command latency.
+    pub fn dma(&mut self, at: VirtualTime, bytes: u64) -> VirtualTime {
+        let start = at.max(self.link_free);
+        let streamed = start.after(transfer_ns(bytes, self.pcie_bytes_per_sec));
+        self.link_free = streamed;
+        // The per-command latency is pipelined (it does not occupy the link's bandwidth).
+        streamed.after(self.pcie_command_ns)
+    }
+
+    /// The latest time any resource is busy until: when the device falls idle.
+    pub fn horizon(&self) -> VirtualTime {
+        let flash = self
+            .die_free
+            .iter()
+            .chain(self.channel_free.iter())
+            .copied()
+            .max()
+            .unwrap_or(VirtualTime::ZERO);
+        flash.max(self.link_free)
+    }
+
+    /// Forgets all reservations (used after preconditioning, so measurements start idle).
+    pub fn reset(&mut self) {
+        self.die_free.fill(VirtualTime::ZERO);
+        self.channel_free.fill(VirtualTime::ZERO);
+        self.link_free = VirtualTime::ZERO;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clocks() -> BusyClocks {
+        let t = FlashTiming {
+            page_read_ns: 80_000,
+            page_program_ns: 400_000,
+            block_erase_ns: 4_000_000,
+            channel_bytes_per_sec: 1_000_000_000,
+        };
+        let h = HostInterface {
+            link: "test".into(),
+            nvme_command_ns: 1_000,
+            pcie_command_ns: 500,
+            pcie_bytes_per_sec: 4_000_000_000,
+        };
+        BusyClocks::new(4, 2, 4096, &t, &h)
+    }
+
+    #[test]
+    fn transfer_rounds_up() {
+        assert_eq!(transfer_ns(4096, 1_000_000_000), 4096);
+        assert_eq!(transfer_ns(1, 3_000_000_000), 1);
+        assert_eq!(transfer_ns(0, 3), 0);
+    }
+
+    #[test]
+    fn same_die_serializes_and_other_die_overlaps() {
+        let mut c = clocks();
+        let a = c.read_page(DieId(0), ChannelId(0), VirtualTime::ZERO);
+        let b = c.read_page(DieId(0), ChannelId(0), VirtualTime::ZERO);
+        assert_eq!(a.ns(), 80_000 + 4096);
+        assert_eq!(b.ns(), 2 * (80_000 + 4096));
+        // Die 2 is on channel 1: fully parallel with die 0.
+        let d = c.read_page(DieId(2), ChannelId(1), VirtualTime::ZERO);
+        assert_eq!(d.ns(), 80_000 + 4096);
+    }
+
+    #[test]
+    fn dies_on_one_channel_share_its_transfers() {
+        let mut c = clocks();
+        let a = c.read_page(DieId(0), ChannelId(0), VirtualTime::ZERO);
+        let b = c.read_page(DieId(1), ChannelId(0), VirtualTime::ZERO);
+        assert_eq!(a.ns(), 84_096);
+        assert_eq!(
+            b.ns(),
+            84_096 + 4096,
+            "second transfer waits for the channel"
+        );
+    }
+
+    #[test]
+    fn program_then_erase_serialize_on_die() {
+        let mut c = clocks();
+        let p = c.program_page(DieId(1), ChannelId(0), VirtualTime::ZERO);
+        assert_eq!(p.ns(), 4096 + 400_000);
+        let e = c.erase_block(DieId(1), VirtualTime::ZERO);
+        assert_eq!(e.ns(), p.ns() + 4_000_000);
+        let work = GcWork {
+            die: 1,
+            pages_migrated: 3,
+            blocks_erased: 1,
+        };
+        let g = c.collect_garbage(&work, VirtualTime::ZERO);
+        assert_eq!(g.ns(), e.ns() + 3 * 480_000 + 4_000_000);
+        assert_eq!(c.horizon(), g);
+    }
+}
