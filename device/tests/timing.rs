@@ -1,0 +1,151 @@
+//! Timing acceptance: die parallelism, die serialization, and QD-1 write latency on the
+//! `daisyplus-femu` profile (TxISC Table I).
+
+use csd_device::synth::{prefill, RwPattern, SynthJob};
+use csd_device::timing::transfer_ns;
+use csd_device::{DataMode, Device, IoPath, Lpn, Profile, VirtualTime};
+
+fn femu() -> (Profile, Device) {
+    let p = Profile::load("daisyplus-femu").unwrap();
+    let d = Device::new(&p, DataMode::TimingOnly).unwrap();
+    (p, d)
+}
+
+#[test]
+fn reads_spread_over_all_dies_take_rounds_of_t_read() {
+    let (p, mut dev) = femu();
+    let dies = u64::from(p.geometry.dies());
+    let n = 64u64;
+    let ps = dev.page_size();
+    prefill(&mut dev, n * ps).unwrap();
+    dev.reset_measurements();
+    let t_read = p.timing.page_read_ns;
+    let xfer = transfer_ns(dev.page_size(), p.timing.channel_bytes_per_sec);
+    // Consecutive LPNs were striped over every die; issue all N reads at once.
+    let makespan = (0..n)
+        .map(|i| {
+            dev.read(IoPath::Internal, VirtualTime::ZERO, Lpn(i), 1, None)
+                .unwrap()
+                .done
+                .ns()
+        })
+        .max()
+        .unwrap();
+    let rounds = n.div_ceil(dies);
+    let per_channel = u64::from(p.geometry.dies_per_channel);
+    assert!(makespan >= rounds * (t_read + xfer), "{makespan}");
+    // Dies sharing a channel may wait for each other's transfers, nothing more.
+    assert!(
+        makespan <= rounds * (t_read + per_channel * xfer),
+        "{makespan}"
+    );
+    assert!(
+        makespan < n * t_read / 8,
+        "parallel, not serial: {makespan}"
+    );
+}
+
+#[test]
+fn reads_on_one_die_serialize() {
+    let (p, mut dev) = femu();
+    let dies = u64::from(p.geometry.dies());
+    let n = 12u64;
+    let ps = dev.page_size();
+    prefill(&mut dev, n * dies * ps).unwrap();
+    dev.reset_measurements();
+    let geo = p.geometry.clone();
+    let on_die_zero: Vec<Lpn> = (0..n * dies)
+        .map(Lpn)
+        .filter(|&l| geo.die_of(dev.ftl().lookup(l).unwrap().unwrap()).0 == 0)
+        .collect();
+    assert_eq!(on_die_zero.len() as u64, n);
+    let makespan = on_die_zero
+        .iter()
+        .map(|&l| {
+            dev.read(IoPath::Internal, VirtualTime::ZERO, l, 1, None)
+                .unwrap()
+                .done
+                .ns()
+        })
+        .max()
+        .unwrap();
+    let xfer = transfer_ns(dev.page_size(), p.timing.channel_bytes_per_sec);
+    assert_eq!(makespan, n * (p.timing.page_read_ns + xfer));
+}
+
+#[test]
+fn qd1_random_write_latency_is_program_time_plus_overheads() {
+    let (p, mut dev) = femu();
+    let job = SynthJob {
+        rw: RwPattern::RandWrite,
+        block_size_bytes: 16 * 1024,
+        queue_depth: 1,
+        region_bytes: 256 << 20,
+        io_bytes: 64 << 20,
+        read_percent: 0,
+        seed: 1,
+        prefill: false,
+    };
+    let r = job.run(&mut dev, &mut |_, _| {}).unwrap();
+    let h = &p.host_interface;
+    let expected = h.nvme_command_ns
+        + transfer_ns(16 * 1024, h.pcie_bytes_per_sec)
+        + h.pcie_command_ns
+        + transfer_ns(16 * 1024, p.timing.channel_bytes_per_sec)
+        + p.timing.page_program_ns;
+    assert_eq!(r.latency.min_ns, expected);
+    assert_eq!(r.latency.max_ns, expected, "no GC, no queueing at QD 1");
+    assert_eq!(r.counters.ftl.gc_victims, 0);
+    // 400 µs of program dominates: about 2.3 K IOPS at QD 1.
+    assert!((r.iops - 1e9 / expected as f64).abs() < 1.0, "{}", r.iops);
+}
+
+#[test]
+fn queue_depth_buys_parallelism_until_the_dies_saturate() {
+    let run = |qd| {
+        let (_, mut dev) = femu();
+        SynthJob {
+            rw: RwPattern::RandRead,
+            block_size_bytes: 16 * 1024,
+            queue_depth: qd,
+            region_bytes: 64 << 20,
+            io_bytes: 32 << 20,
+            read_percent: 100,
+            seed: 9,
+            prefill: true,
+        }
+        .run(&mut dev, &mut |_, _| {})
+        .unwrap()
+        .iops
+    };
+    let (q1, q8, q64) = (run(1), run(8), run(64));
+    assert!(q8 > 4.0 * q1, "qd8 {q8} vs qd1 {q1}");
+    assert!(q64 > q8, "qd64 {q64} vs qd8 {q8}");
+    // 16 dies at ~100 µs per read cannot exceed ~160 K IOPS.
+    assert!(q64 < 16.0 * 1e9 / 80_000.0, "{q64}");
+}
+
+#[test]
+fn gc_under_sustained_random_overwrite_amplifies_writes() {
+    let mut p = Profile::load("daisyplus-femu").unwrap();
+    p.geometry.blocks_per_plane = 128; // small device (1 GiB), so GC starts quickly
+    let mut dev = Device::new(&p, DataMode::TimingOnly).unwrap();
+    let region = dev.capacity_bytes() / 16 * 15;
+    let r = SynthJob {
+        rw: RwPattern::RandWrite,
+        block_size_bytes: 16 * 1024,
+        queue_depth: 16,
+        region_bytes: region,
+        io_bytes: region * 2,
+        read_percent: 0,
+        seed: 5,
+        prefill: true,
+    }
+    .run(&mut dev, &mut |_, _| {})
+    .unwrap();
+    assert!(r.counters.ftl.gc_victims > 100, "{:?}", r.counters.ftl);
+    assert!(r.counters.waf > 1.5, "waf {}", r.counters.waf);
+    // Foreground GC shows up in the tail, not in the median.
+    assert!(r.latency.p99_ns > 2 * r.latency.p50_ns, "{:?}", r.latency);
+    dev.ftl().check_invariants().unwrap();
+}
