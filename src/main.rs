@@ -1,1 +1,83 @@
-fn main() {}
+//! `csd`: the one entry point of csdlab.
+
+mod commands;
+mod units;
+
+use clap::{Parser, Subcommand};
+use commands::{bench, device, profiles};
+use std::process::ExitCode;
+
+/// csdlab: try an in-storage computing idea before you own a programmable SSD.
+///
+/// csd simulates a computational SSD in virtual time (NAND geometry and timing, page-level
+/// FTL with GC) so the same command and seed always print the same numbers.
+///
+/// Run without a command, csd runs its default job: `csd device run` with its defaults.
+/// Logs go to stderr, filtered by RUST_LOG (e.g. RUST_LOG=csd_device=debug).
+#[derive(Parser, Debug)]
+#[command(name = "csd", version, about, long_about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// List the built-in device profiles with their key figures.
+    Profiles {
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Drive the device model directly.
+    #[command(subcommand)]
+    Device(DeviceCmd),
+    /// Measure the speed and memory of the model itself.
+    #[command(subcommand)]
+    Bench(bench::BenchCmd),
+}
+
+#[derive(Subcommand, Debug)]
+enum DeviceCmd {
+    /// Run a fio-like synthetic workload: IOPS, bandwidth, latency percentiles, WAF, GC.
+    ///
+    /// Example: csd device run --profile daisyplus-femu --rw randwrite --bs 16k --qd 32 --size 4g
+    Run(device::RunArgs),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        None => {
+            eprintln!("csd: running the default job (`csd device run`); see `csd --help` for more");
+            device::run(&default_run_args())
+        }
+        Some(Command::Profiles { json }) => profiles::run(*json),
+        Some(Command::Device(DeviceCmd::Run(args))) => device::run(args),
+        Some(Command::Bench(cmd)) => bench::run(cmd),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `csd device run` with every default, as clap would fill them in.
+fn default_run_args() -> device::RunArgs {
+    #[derive(Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: device::RunArgs,
+    }
+    Wrapper::parse_from(["csd"]).args
+}

@@ -1,12 +1,18 @@
 //! Flash and host-interface timing: latencies from the profile, and per-resource busy-until
 //! clocks in virtual time (the FEMU approach).
 //!
-//! Every die, every channel and the PCIe link keep the virtual time at which they next become
-//! free. An operation reserves the resources it needs in the order it needs them; requests on
+//! An operation reserves the resources it needs in the order it needs them; requests on
 //! different dies therefore overlap, requests on one die serialize, and dies sharing a channel
 //! contend for its transfers. There is no event loop and no async runtime here: reserving is a
-//! handful of `max` and `+` operations, which is what makes millions of simulated operations
-//! per second possible.
+//! handful of comparisons, which is what makes millions of simulated operations per second
+//! possible.
+//!
+//! Dies are FIFO busy-until clocks: a die executes its commands in order. Channels and the
+//! host link are [`Timeline`]s that remember their reserved intervals, because their users
+//! book them at different offsets into the future: a read books its channel transfer after the
+//! page is sensed (tens of µs ahead), and its DMA after that. With a plain busy-until clock a
+//! write issued a microsecond later would queue behind that future transfer although the bus
+//! is idle until then; a timeline lets it use the gap.
 
 use crate::addr::{ChannelId, DieId, VirtualTime};
 use crate::ftl::GcWork;
@@ -44,12 +50,66 @@ pub fn transfer_ns(bytes: u64, bytes_per_sec: u64) -> u64 {
     u64::try_from(ns).unwrap_or(u64::MAX)
 }
 
-/// Busy-until clocks of every die, every channel and the host link.
+/// Reserved intervals of a shared resource, so a later request can use an earlier idle gap.
+///
+/// Callers submit in non-decreasing time order (every driver in csdlab does). Intervals that
+/// end before a submission time are dropped; `floor` remembers the latest dropped end, and
+/// nothing is ever booked before it, so an out-of-order submission is delayed, never overlaps.
+#[derive(Clone, Debug, Default)]
+pub struct Timeline {
+    busy: std::collections::VecDeque<(u64, u64)>,
+    floor: u64,
+}
+
+impl Timeline {
+    /// Books `duration_ns` at the earliest time ≥ `at` the resource is free for that long.
+    /// Returns the start of the booking.
+    pub fn reserve(&mut self, at: VirtualTime, duration_ns: u64) -> VirtualTime {
+        while self.busy.front().is_some_and(|&(_, end)| end <= at.0) {
+            let (_, end) = self.busy.pop_front().expect("checked non-empty");
+            self.floor = self.floor.max(end);
+        }
+        let mut start = at.0.max(self.floor);
+        if duration_ns == 0 {
+            return VirtualTime(start);
+        }
+        let mut slot = self.busy.len();
+        for (i, &(s, e)) in self.busy.iter().enumerate() {
+            if e <= start {
+                continue;
+            }
+            if s >= start.saturating_add(duration_ns) {
+                slot = i;
+                break;
+            }
+            start = e;
+        }
+        self.busy
+            .insert(slot, (start, start.saturating_add(duration_ns)));
+        debug_assert!(self
+            .busy
+            .iter()
+            .zip(self.busy.iter().skip(1))
+            .all(|(a, b)| a.1 <= b.0));
+        VirtualTime(start)
+    }
+
+    /// When the last booking ends.
+    pub fn horizon(&self) -> VirtualTime {
+        VirtualTime(
+            self.busy
+                .back()
+                .map_or(self.floor, |&(_, e)| e.max(self.floor)),
+        )
+    }
+}
+
+/// Busy-until clocks of every die; timelines of every channel and of the host link.
 #[derive(Clone, Debug)]
 pub struct BusyClocks {
     die_free: Vec<VirtualTime>,
-    channel_free: Vec<VirtualTime>,
-    link_free: VirtualTime,
+    channels: Vec<Timeline>,
+    link: Timeline,
     page_read_ns: u64,
     page_program_ns: u64,
     block_erase_ns: u64,
@@ -68,8 +128,8 @@ impl BusyClocks {
     ) -> Self {
         BusyClocks {
             die_free: vec![VirtualTime::ZERO; dies as usize],
-            channel_free: vec![VirtualTime::ZERO; channels as usize],
-            link_free: VirtualTime::ZERO,
+            channels: vec![Timeline::default(); channels as usize],
+            link: Timeline::default(),
             page_read_ns: timing.page_read_ns,
             page_program_ns: timing.page_program_ns,
             block_erase_ns: timing.block_erase_ns,
@@ -88,13 +148,11 @@ impl BusyClocks {
     /// The die stays busy until its register is drained.
     pub fn read_page(&mut self, die: DieId, channel: ChannelId, at: VirtualTime) -> VirtualTime {
         let d = die.0 as usize;
-        let c = channel.0 as usize;
         let sensed = at.max(self.die_free[d]).after(self.page_read_ns);
-        let done = sensed
-            .max(self.channel_free[c])
+        let done = self.channels[channel.0 as usize]
+            .reserve(sensed, self.page_transfer_ns)
             .after(self.page_transfer_ns);
         self.die_free[d] = done;
-        self.channel_free[c] = done;
         done
     }
 
@@ -102,12 +160,9 @@ impl BusyClocks {
     /// free to accept it), then the die programs it.
     pub fn program_page(&mut self, die: DieId, channel: ChannelId, at: VirtualTime) -> VirtualTime {
         let d = die.0 as usize;
-        let c = channel.0 as usize;
-        let loaded = at
-            .max(self.die_free[d])
-            .max(self.channel_free[c])
+        let loaded = self.channels[channel.0 as usize]
+            .reserve(at.max(self.die_free[d]), self.page_transfer_ns)
             .after(self.page_transfer_ns);
-        self.channel_free[c] = loaded;
         let done = loaded.after(self.page_program_ns);
         self.die_free[d] = done;
         done
@@ -134,30 +189,35 @@ impl BusyClocks {
     /// A DMA of `bytes` over the shared host link, starting no earlier than `at`; returns when
     /// it completes, including the wait for the link and the per-command latency.
     pub fn dma(&mut self, at: VirtualTime, bytes: u64) -> VirtualTime {
-        let start = at.max(self.link_free);
-        let streamed = start.after(transfer_ns(bytes, self.pcie_bytes_per_sec));
-        self.link_free = streamed;
-        // The per-command latency is pipelined (it does not occupy the link's bandwidth).
-        streamed.after(self.pcie_command_ns)
+        let stream_ns = transfer_ns(bytes, self.pcie_bytes_per_sec);
+        // The per-command latency is pipelined: it does not occupy the link's bandwidth.
+        self.link
+            .reserve(at, stream_ns)
+            .after(stream_ns + self.pcie_command_ns)
     }
 
     /// The latest time any resource is busy until: when the device falls idle.
     pub fn horizon(&self) -> VirtualTime {
-        let flash = self
+        let dies = self
             .die_free
             .iter()
-            .chain(self.channel_free.iter())
             .copied()
             .max()
             .unwrap_or(VirtualTime::ZERO);
-        flash.max(self.link_free)
+        let channels = self
+            .channels
+            .iter()
+            .map(Timeline::horizon)
+            .max()
+            .unwrap_or(VirtualTime::ZERO);
+        dies.max(channels).max(self.link.horizon())
     }
 
     /// Forgets all reservations (used after preconditioning, so measurements start idle).
     pub fn reset(&mut self) {
         self.die_free.fill(VirtualTime::ZERO);
-        self.channel_free.fill(VirtualTime::ZERO);
-        self.link_free = VirtualTime::ZERO;
+        self.channels.fill(Timeline::default());
+        self.link = Timeline::default();
     }
 }
 
@@ -228,5 +288,34 @@ mod tests {
         let g = c.collect_garbage(&work, VirtualTime::ZERO);
         assert_eq!(g.ns(), e.ns() + 3 * 480_000 + 4_000_000);
         assert_eq!(c.horizon(), g);
+    }
+
+    #[test]
+    fn a_transfer_uses_an_idle_gap_before_a_future_booking() {
+        let mut c = clocks();
+        // Die 0 reads: its transfer is booked on channel 0 at 80 µs.
+        let r = c.read_page(DieId(0), ChannelId(0), VirtualTime::ZERO);
+        assert_eq!(r.ns(), 84_096);
+        // Die 1 (same channel) programs at 1 µs: the channel is idle until 80 µs.
+        let p = c.program_page(DieId(1), ChannelId(0), VirtualTime(1_000));
+        assert_eq!(p.ns(), 1_000 + 4096 + 400_000);
+        // A third transfer that does not fit before 80 µs goes after the booked one.
+        let mut t = Timeline::default();
+        assert_eq!(t.reserve(VirtualTime(80), 10).ns(), 80);
+        assert_eq!(t.reserve(VirtualTime(0), 50).ns(), 0);
+        assert_eq!(
+            t.reserve(VirtualTime(0), 40).ns(),
+            90,
+            "30 ns gap too small"
+        );
+        assert_eq!(t.reserve(VirtualTime(50), 30).ns(), 50, "exact fit");
+        assert_eq!(t.horizon().ns(), 130);
+        // Past bookings are dropped; nothing is booked before them afterwards.
+        assert_eq!(t.reserve(VirtualTime(200), 5).ns(), 200);
+        assert_eq!(
+            t.reserve(VirtualTime(0), 5).ns(),
+            130,
+            "not before the dropped bookings"
+        );
     }
 }

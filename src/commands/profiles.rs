@@ -1,0 +1,96 @@
+//! `csd profiles`: the built-in device profiles and their key figures.
+
+use crate::units::{fmt_bytes, fmt_rate, thousands};
+use csd_device::Profile;
+use serde::Serialize;
+
+#[derive(Serialize)]
+struct ProfileRow {
+    name: String,
+    summary: String,
+    source: String,
+    channels: u32,
+    dies: u32,
+    page_size_bytes: u32,
+    pages_per_block: u32,
+    physical_bytes: u64,
+    logical_bytes: u64,
+    over_provisioning: f64,
+    page_read_ns: u64,
+    page_program_ns: u64,
+    block_erase_ns: u64,
+    link: String,
+    pcie_bytes_per_sec: u64,
+    assumptions: usize,
+}
+
+pub fn run(json: bool) -> anyhow::Result<()> {
+    let rows: Vec<ProfileRow> = Profile::builtin()
+        .into_iter()
+        .map(|p| {
+            let g = &p.geometry;
+            ProfileRow {
+                channels: g.channels,
+                dies: g.dies(),
+                page_size_bytes: g.page_size_bytes,
+                pages_per_block: g.pages_per_block,
+                physical_bytes: g.physical_bytes(),
+                logical_bytes: g.logical_bytes(),
+                over_provisioning: g.over_provisioning,
+                page_read_ns: p.timing.page_read_ns,
+                page_program_ns: p.timing.page_program_ns,
+                block_erase_ns: p.timing.block_erase_ns,
+                link: p.host_interface.link.clone(),
+                pcie_bytes_per_sec: p.host_interface.pcie_bytes_per_sec,
+                assumptions: p.assumptions.len(),
+                name: p.name,
+                summary: p.summary,
+                source: p.source,
+            }
+        })
+        .collect();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    println!(
+        "{:<18} {:>10} {:>6} {:>8} {:>7} {:>9} {:>9} {:>9}  {}",
+        "profile", "capacity", "dies", "page", "OP", "read", "program", "erase", "host link"
+    );
+    for r in &rows {
+        println!(
+            "{:<18} {:>10} {:>6} {:>8} {:>6.1}% {:>7}µs {:>7}µs {:>7}µs  {} ({})",
+            r.name,
+            fmt_bytes(r.logical_bytes),
+            format!("{}x{}", r.channels, r.dies / r.channels),
+            fmt_bytes(u64::from(r.page_size_bytes)),
+            r.over_provisioning * 100.0,
+            fmt_us(r.page_read_ns),
+            fmt_us(r.page_program_ns),
+            fmt_us(r.block_erase_ns),
+            r.link,
+            fmt_rate(r.pcie_bytes_per_sec as f64),
+        );
+    }
+    println!();
+    for r in &rows {
+        println!(
+            "{:<18} {} — {}; {} values assumed (see device/profiles/{}.toml)",
+            r.name,
+            r.summary,
+            r.source,
+            thousands(r.assumptions as u64),
+            r.name
+        );
+    }
+    Ok(())
+}
+
+/// Microseconds without a trailing `.0` for whole values, so `80µs` and `0.3µs` both read well.
+fn fmt_us(ns: u64) -> String {
+    if ns % 1000 == 0 {
+        (ns / 1000).to_string()
+    } else {
+        format!("{:.1}", ns as f64 / 1e3)
+    }
+}

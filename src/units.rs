@@ -1,0 +1,96 @@
+//! Parsing and printing sizes and durations the way storage people write them.
+
+/// Parses `16k`, `4g`, `4GiB`, `1t`, `512` (binary multiples; a trailing `b`/`ib` is allowed).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let t = t
+        .strip_suffix("ib")
+        .or_else(|| t.strip_suffix('b'))
+        .unwrap_or(&t);
+    let (digits, shift) = match t.chars().last() {
+        Some('k') => (&t[..t.len() - 1], 10),
+        Some('m') => (&t[..t.len() - 1], 20),
+        Some('g') => (&t[..t.len() - 1], 30),
+        Some('t') => (&t[..t.len() - 1], 40),
+        _ => (t, 0),
+    };
+    let n: u64 = digits
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size (examples: 4096, 16k, 64m, 4g, 1t)"))?;
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("'{s}' is too large"))
+}
+
+/// `16 KiB`, `4.00 GiB`: exact for whole multiples, two decimals otherwise.
+pub fn fmt_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut unit = 0;
+    while unit + 1 < UNITS.len() && n >= 1u64 << (10 * (unit + 1)) {
+        unit += 1;
+    }
+    let scale = 1u64 << (10 * unit);
+    if n % scale == 0 {
+        format!("{} {}", n / scale, UNITS[unit])
+    } else {
+        format!("{:.2} {}", n as f64 / scale as f64, UNITS[unit])
+    }
+}
+
+/// A rate in binary units per second.
+pub fn fmt_rate(bytes_per_sec: f64) -> String {
+    let gib = bytes_per_sec / (1u64 << 30) as f64;
+    if gib >= 1.0 {
+        format!("{gib:.2} GiB/s")
+    } else {
+        format!("{:.1} MiB/s", bytes_per_sec / (1u64 << 20) as f64)
+    }
+}
+
+/// Nanoseconds as microseconds with one decimal.
+pub fn us(ns: u64) -> String {
+    format!("{:.1}", ns as f64 / 1e3)
+}
+
+/// Nanoseconds in the most readable unit.
+pub fn fmt_duration(ns: u64) -> String {
+    match ns {
+        0..=9_999 => format!("{ns} ns"),
+        10_000..=9_999_999 => format!("{:.1} µs", ns as f64 / 1e3),
+        10_000_000..=999_999_999 => format!("{:.1} ms", ns as f64 / 1e6),
+        _ => format!("{:.3} s", ns as f64 / 1e9),
+    }
+}
+
+/// 1234567 → "1,234,567".
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_round_trip() {
+        assert_eq!(parse_size("16k"), Ok(16384));
+        assert_eq!(parse_size("4GiB"), Ok(4 << 30));
+        assert_eq!(parse_size("1t"), Ok(1 << 40));
+        assert_eq!(parse_size(" 512 "), Ok(512));
+        assert!(parse_size("lots").unwrap_err().contains("not a size"));
+        assert!(parse_size("99999999999t").is_err());
+        assert_eq!(fmt_bytes(16384), "16 KiB");
+        assert_eq!(fmt_bytes(1536), "1.50 KiB");
+        assert_eq!(fmt_bytes(4 << 30), "4 GiB");
+        assert_eq!(thousands(1234567), "1,234,567");
+        assert_eq!(fmt_duration(81_000), "81.0 µs");
+    }
+}
