@@ -5,7 +5,7 @@
 //! [`IoPath::Host`] pays NVMe command handling and PCIe DMA; [`IoPath::Internal`] is the
 //! device's own access (an in-storage task, the firmware) and pays only flash time.
 
-use crate::addr::{BlockId, Lpn, Ppn, VirtualTime};
+use crate::addr::{BlockId, ChannelId, DieId, Lpn, Ppn, VirtualTime};
 use crate::error::DeviceError;
 use crate::ftl::{Ftl, FtlCounters};
 use crate::geometry::Geometry;
@@ -81,6 +81,8 @@ pub struct Device {
     ftl: Ftl,
     clocks: BusyClocks,
     counters: IoCounters,
+    /// `channel_of[die]`, precomputed: the hot path avoids a division per page.
+    channel_of: Vec<ChannelId>,
 }
 
 impl Device {
@@ -99,6 +101,7 @@ impl Device {
                 &profile.timing,
                 &profile.host_interface,
             ),
+            channel_of: (0..g.dies()).map(|d| g.channel_of_die(DieId(d))).collect(),
             profile: profile.clone(),
             counters: IoCounters::default(),
         })
@@ -224,10 +227,11 @@ impl Device {
     ) -> Result<VirtualTime, DeviceError> {
         match self.ftl.read(lpn, out)? {
             Some(ppn) => {
-                let g = &self.profile.geometry;
-                let die = g.die_of(ppn);
+                let die = self.profile.geometry.die_of(ppn);
                 self.counters.flash_page_reads += 1;
-                Ok(self.clocks.read_page(die, g.channel_of_die(die), ready))
+                Ok(self
+                    .clocks
+                    .read_page(die, self.channel_of[die.0 as usize], ready))
             }
             // Unmapped pages are answered with zeros by the controller, no flash access.
             None => Ok(ready),
@@ -241,7 +245,7 @@ impl Device {
         ready: VirtualTime,
     ) -> Result<VirtualTime, DeviceError> {
         let outcome = self.ftl.write(lpn, data)?;
-        let channel = self.profile.geometry.channel_of_die(outcome.die);
+        let channel = self.channel_of[outcome.die.0 as usize];
         let done = self.clocks.program_page(outcome.die, channel, ready);
         if let Some(gc) = outcome.gc {
             // Foreground GC occupies the die after this program; later I/O to it waits.

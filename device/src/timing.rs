@@ -73,6 +73,12 @@ impl Timeline {
         if duration_ns == 0 {
             return VirtualTime(start);
         }
+        // Common case: nothing booked beyond `start`.
+        if self.busy.back().is_none_or(|&(_, end)| end <= start) {
+            self.busy
+                .push_back((start, start.saturating_add(duration_ns)));
+            return VirtualTime(start);
+        }
         let mut slot = self.busy.len();
         for (i, &(s, e)) in self.busy.iter().enumerate() {
             if e <= start {

@@ -85,11 +85,20 @@ pub struct Ftl {
     blocks: BlockTable,
     /// Trim journal: LPN → sequence number of its trim (persisted with the mapping metadata).
     trims: BTreeMap<u32, u64>,
+    /// Write order over dies, channel-first: die 0 of every channel, then die 1, ... so
+    /// consecutive pages land on different channels.
+    stripe: Vec<u32>,
+    /// Position in `stripe` of the next die to write.
     next_die: u32,
     seq: u64,
     store: Option<PageStore>,
     counters: FtlCounters,
+    /// Reused buffer of a GC victim's live pages.
+    gc_scratch: Vec<u32>,
 }
+
+/// How many live pages ahead GC prefetches L2P slots: enough to keep ~a dozen misses in flight.
+const GC_PREFETCH_DISTANCE: usize = 12;
 
 impl Ftl {
     /// A fresh, fully erased device. `keep_payloads` selects data mode (pages hold bytes)
@@ -108,10 +117,14 @@ impl Ftl {
             valid: vec![0; physical.div_ceil(64)],
             blocks: BlockTable::new(geo.dies(), geo.blocks_per_die(), geo.pages_per_block),
             trims: BTreeMap::new(),
+            stripe: (0..geo.dies())
+                .map(|i| (i % geo.channels) * geo.dies_per_channel + i / geo.channels)
+                .collect(),
             next_die: 0,
             seq: 0,
             store: keep_payloads.then(|| PageStore::new(geo.page_size_bytes as usize)),
             counters: FtlCounters::default(),
+            gc_scratch: Vec::with_capacity(geo.pages_per_block as usize),
         }
     }
 
@@ -224,15 +237,18 @@ impl Ftl {
     /// (`None` writes a zero page); in timing-only mode it is ignored.
     pub fn write(&mut self, lpn: Lpn, data: Option<&[u8]>) -> Result<WriteOutcome, DeviceError> {
         self.check_lpn(lpn)?;
-        let dies = self.blocks.dies.len() as u32;
         // Channel-first striping; skip dies whose space GC could not win back.
         let mut die = None;
-        for i in 0..dies {
-            let cursor = (self.next_die + i) % dies;
-            let d = self.striped_die(cursor);
+        let mut cursor = self.next_die;
+        for _ in 0..self.stripe.len() {
+            let d = self.stripe[cursor as usize] as usize;
+            cursor += 1;
+            if cursor as usize == self.stripe.len() {
+                cursor = 0;
+            }
             if self.has_room(d) {
                 die = Some(d);
-                self.next_die = (cursor + 1) % dies;
+                self.next_die = cursor;
                 break;
             }
         }
@@ -241,14 +257,13 @@ impl Ftl {
                 logical_pages_mapped: self.l2p.len(),
             });
         };
-        if let Some(old) = self.l2p.get(lpn) {
-            self.invalidate(old);
-        }
         let lpn32 = lpn.0 as u32;
         let ppn = self
             .program(die, lpn32, 1)
             .expect("has_room guaranteed a page");
-        self.l2p.set(lpn, ppn);
+        if let Some(old) = self.l2p.set(lpn, ppn) {
+            self.invalidate(old);
+        }
         if !self.trims.is_empty() {
             self.trims.remove(&lpn32);
         }
@@ -262,15 +277,6 @@ impl Ftl {
             die: DieId(die as u32),
             gc,
         })
-    }
-
-    /// Maps the round-robin cursor to a die, channel-first: cursor 0..channels covers die 0
-    /// of each channel, the next `channels` values die 1, and so on.
-    #[inline]
-    fn striped_die(&self, cursor: u32) -> usize {
-        let channels = self.geo.channels;
-        let per_channel = self.geo.dies_per_channel;
-        ((cursor % channels) * per_channel + cursor / channels) as usize
     }
 
     /// Runs foreground GC on `die` if its free blocks fell below the low watermark.
@@ -290,9 +296,14 @@ impl Ftl {
             };
             self.blocks.start_reclaim(victim);
             let first = victim * ppb;
-            for ppn in first..first + ppb {
-                if !self.is_valid(ppn) {
-                    continue;
+            // Gather the victim's live pages first so their L2P slots can be prefetched ahead.
+            let mut live = std::mem::take(&mut self.gc_scratch);
+            live.clear();
+            live.extend((first..first + ppb).filter(|&p| self.is_valid(p)));
+            for (i, &ppn) in live.iter().enumerate() {
+                if let Some(&ahead) = live.get(i + GC_PREFETCH_DISTANCE) {
+                    self.l2p
+                        .prefetch(Lpn(u64::from(self.oob_lpn[ahead as usize])));
                 }
                 let lpn = self.oob_lpn[ppn as usize];
                 self.set_valid(ppn, false);
@@ -307,6 +318,7 @@ impl Ftl {
                 }
                 work.pages_migrated += 1;
             }
+            self.gc_scratch = live;
             if let Some(store) = &mut self.store {
                 store.drop_range(first..first + ppb);
             }
