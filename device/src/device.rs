@@ -210,6 +210,7 @@ impl Device {
 
     /// Command handling before the flash is touched.
     fn front_end(&mut self, path: IoPath, at: VirtualTime) -> VirtualTime {
+        self.clocks.submit(at);
         match path {
             IoPath::Host => {
                 self.counters.host_commands += 1;

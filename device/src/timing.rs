@@ -52,9 +52,12 @@ pub fn transfer_ns(bytes: u64, bytes_per_sec: u64) -> u64 {
 
 /// Reserved intervals of a shared resource, so a later request can use an earlier idle gap.
 ///
-/// Callers submit in non-decreasing time order (every driver in csdlab does). Intervals that
-/// end before a submission time are dropped; `floor` remembers the latest dropped end, and
-/// nothing is ever booked before it, so an out-of-order submission is delayed, never overlaps.
+/// Bookings that end before `now` (the latest time a request was *submitted*, which callers
+/// advance monotonically) can no longer matter and are dropped; `floor` remembers the latest
+/// dropped end and nothing is booked before it, so a stale booking time is delayed, never
+/// overlapped. Pruning must use the submission clock, not booking times: a read books its DMA
+/// at its future flash completion, and pruning there would push every request submitted in
+/// between past that future instant.
 #[derive(Clone, Debug, Default)]
 pub struct Timeline {
     busy: std::collections::VecDeque<(u64, u64)>,
@@ -62,10 +65,10 @@ pub struct Timeline {
 }
 
 impl Timeline {
-    /// Books `duration_ns` at the earliest time ≥ `at` the resource is free for that long.
-    /// Returns the start of the booking.
-    pub fn reserve(&mut self, at: VirtualTime, duration_ns: u64) -> VirtualTime {
-        while self.busy.front().is_some_and(|&(_, end)| end <= at.0) {
+    /// Books `duration_ns` at the earliest time ≥ `at` the resource is free for that long,
+    /// after dropping bookings that ended by `now`. Returns the start of the booking.
+    pub fn reserve(&mut self, now: VirtualTime, at: VirtualTime, duration_ns: u64) -> VirtualTime {
+        while self.busy.front().is_some_and(|&(_, end)| end <= now.0) {
             let (_, end) = self.busy.pop_front().expect("checked non-empty");
             self.floor = self.floor.max(end);
         }
@@ -113,6 +116,8 @@ impl Timeline {
 /// Busy-until clocks of every die; timelines of every channel and of the host link.
 #[derive(Clone, Debug)]
 pub struct BusyClocks {
+    /// The latest submission time seen: timeline bookings ending before it are history.
+    now: VirtualTime,
     die_free: Vec<VirtualTime>,
     channels: Vec<Timeline>,
     link: Timeline,
@@ -133,6 +138,7 @@ impl BusyClocks {
         host: &HostInterface,
     ) -> Self {
         BusyClocks {
+            now: VirtualTime::ZERO,
             die_free: vec![VirtualTime::ZERO; dies as usize],
             channels: vec![Timeline::default(); channels as usize],
             link: Timeline::default(),
@@ -143,6 +149,11 @@ impl BusyClocks {
             pcie_command_ns: host.pcie_command_ns,
             pcie_bytes_per_sec: host.pcie_bytes_per_sec,
         }
+    }
+
+    /// Records that a request was submitted at `at`; time only moves forward.
+    pub fn submit(&mut self, at: VirtualTime) {
+        self.now = self.now.max(at);
     }
 
     /// Time one page needs on its channel.
@@ -156,7 +167,7 @@ impl BusyClocks {
         let d = die.0 as usize;
         let sensed = at.max(self.die_free[d]).after(self.page_read_ns);
         let done = self.channels[channel.0 as usize]
-            .reserve(sensed, self.page_transfer_ns)
+            .reserve(self.now, sensed, self.page_transfer_ns)
             .after(self.page_transfer_ns);
         self.die_free[d] = done;
         done
@@ -167,7 +178,7 @@ impl BusyClocks {
     pub fn program_page(&mut self, die: DieId, channel: ChannelId, at: VirtualTime) -> VirtualTime {
         let d = die.0 as usize;
         let loaded = self.channels[channel.0 as usize]
-            .reserve(at.max(self.die_free[d]), self.page_transfer_ns)
+            .reserve(self.now, at.max(self.die_free[d]), self.page_transfer_ns)
             .after(self.page_transfer_ns);
         let done = loaded.after(self.page_program_ns);
         self.die_free[d] = done;
@@ -198,7 +209,7 @@ impl BusyClocks {
         let stream_ns = transfer_ns(bytes, self.pcie_bytes_per_sec);
         // The per-command latency is pipelined: it does not occupy the link's bandwidth.
         self.link
-            .reserve(at, stream_ns)
+            .reserve(self.now, at, stream_ns)
             .after(stream_ns + self.pcie_command_ns)
     }
 
@@ -221,6 +232,7 @@ impl BusyClocks {
 
     /// Forgets all reservations (used after preconditioning, so measurements start idle).
     pub fn reset(&mut self) {
+        self.now = VirtualTime::ZERO;
         self.die_free.fill(VirtualTime::ZERO);
         self.channels.fill(Timeline::default());
         self.link = Timeline::default();
@@ -307,21 +319,16 @@ mod tests {
         assert_eq!(p.ns(), 1_000 + 4096 + 400_000);
         // A third transfer that does not fit before 80 µs goes after the booked one.
         let mut t = Timeline::default();
-        assert_eq!(t.reserve(VirtualTime(80), 10).ns(), 80);
-        assert_eq!(t.reserve(VirtualTime(0), 50).ns(), 0);
-        assert_eq!(
-            t.reserve(VirtualTime(0), 40).ns(),
-            90,
-            "30 ns gap too small"
-        );
-        assert_eq!(t.reserve(VirtualTime(50), 30).ns(), 50, "exact fit");
+        let z = VirtualTime::ZERO;
+        assert_eq!(t.reserve(z, VirtualTime(80), 10).ns(), 80);
+        assert_eq!(t.reserve(z, z, 50).ns(), 0);
+        assert_eq!(t.reserve(z, z, 40).ns(), 90, "30 ns gap too small");
+        assert_eq!(t.reserve(z, VirtualTime(50), 30).ns(), 50, "exact fit");
         assert_eq!(t.horizon().ns(), 130);
-        // Past bookings are dropped; nothing is booked before them afterwards.
-        assert_eq!(t.reserve(VirtualTime(200), 5).ns(), 200);
-        assert_eq!(
-            t.reserve(VirtualTime(0), 5).ns(),
-            130,
-            "not before the dropped bookings"
-        );
+        // A booking far ahead does not move the floor for requests submitted before it.
+        assert_eq!(t.reserve(z, VirtualTime(1_000), 5).ns(), 1_000);
+        assert_eq!(t.reserve(VirtualTime(140), VirtualTime(140), 5).ns(), 140);
+        // Bookings that ended before `now` are dropped; nothing is booked before them.
+        assert_eq!(t.reserve(VirtualTime(500), z, 5).ns(), 145);
     }
 }

@@ -149,3 +149,30 @@ fn gc_under_sustained_random_overwrite_amplifies_writes() {
     assert!(r.latency.p99_ns > 2 * r.latency.p50_ns, "{:?}", r.latency);
     dev.ftl().check_invariants().unwrap();
 }
+
+#[test]
+fn a_write_does_not_queue_behind_a_read_dma_booked_in_the_future() {
+    let (p, mut dev) = femu();
+    let dies = u64::from(p.geometry.dies());
+    let ps = dev.page_size();
+    prefill(&mut dev, 2 * dies * ps).unwrap();
+    dev.reset_measurements();
+    let nominal =
+        transfer_ns(ps, p.host_interface.pcie_bytes_per_sec) + p.host_interface.pcie_command_ns;
+    // Two reads on one die (LPN 0 and LPN `dies` share a die): the second one's flash
+    // completes ~200 µs out, and it books the link there.
+    let a = dev
+        .read(IoPath::Host, VirtualTime::ZERO, Lpn(0), 1, None)
+        .unwrap();
+    let b = dev
+        .read(IoPath::Host, VirtualTime::ZERO, Lpn(dies), 1, None)
+        .unwrap();
+    assert!(b.done.ns() > 2 * p.timing.page_read_ns);
+    // A write submitted at 1 µs finds the link idle and must not wait for those bookings.
+    let w = dev
+        .write(IoPath::Host, VirtualTime(1_000), Lpn(5 * dies), 1, None)
+        .unwrap();
+    assert_eq!(w.dma_ns, nominal);
+    assert_eq!(a.dma_ns, nominal);
+    assert_eq!(b.dma_ns, nominal);
+}
