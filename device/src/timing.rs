@@ -58,6 +58,11 @@ pub fn transfer_ns(bytes: u64, bytes_per_sec: u64) -> u64 {
 /// overlapped. Pruning must use the submission clock, not booking times: a read books its DMA
 /// at its future flash completion, and pruning there would push every request submitted in
 /// between past that future instant.
+/// Most bookings a [`Timeline`] remembers. Beyond it the two earliest merge, giving up the gap
+/// between them: lookups stay O(bound) even when a caller submits a burst at one instant, at
+/// the price of not back-filling gaps that far in the past of the booking horizon.
+pub const TIMELINE_BOOKINGS_MAX: usize = 64;
+
 #[derive(Clone, Debug, Default)]
 pub struct Timeline {
     busy: std::collections::VecDeque<(u64, u64)>,
@@ -76,30 +81,51 @@ impl Timeline {
         if duration_ns == 0 {
             return VirtualTime(start);
         }
-        // Common case: nothing booked beyond `start`.
-        if self.busy.back().is_none_or(|&(_, end)| end <= start) {
-            self.busy
-                .push_back((start, start.saturating_add(duration_ns)));
-            return VirtualTime(start);
-        }
-        let mut slot = self.busy.len();
-        for (i, &(s, e)) in self.busy.iter().enumerate() {
-            if e <= start {
-                continue;
+        match self.busy.back_mut() {
+            // Common cases: nothing booked beyond `start`.
+            None => self
+                .busy
+                .push_back((start, start.saturating_add(duration_ns))),
+            Some(last) if last.1 == start => last.1 = start.saturating_add(duration_ns),
+            Some(last) if last.1 < start => self
+                .busy
+                .push_back((start, start.saturating_add(duration_ns))),
+            Some(_) => {
+                let mut slot = self.busy.len();
+                for (i, &(s, e)) in self.busy.iter().enumerate() {
+                    if e <= start {
+                        continue;
+                    }
+                    if s >= start.saturating_add(duration_ns) {
+                        slot = i;
+                        break;
+                    }
+                    start = e;
+                }
+                let end = start.saturating_add(duration_ns);
+                // Coalesce with touching neighbours so back-to-back bookings stay one interval.
+                let joins_prev = slot > 0 && self.busy[slot - 1].1 == start;
+                let joins_next = slot < self.busy.len() && self.busy[slot].0 == end;
+                match (joins_prev, joins_next) {
+                    (true, true) => {
+                        self.busy[slot - 1].1 = self.busy[slot].1;
+                        self.busy.remove(slot);
+                    }
+                    (true, false) => self.busy[slot - 1].1 = end,
+                    (false, true) => self.busy[slot].0 = start,
+                    (false, false) => self.busy.insert(slot, (start, end)),
+                }
             }
-            if s >= start.saturating_add(duration_ns) {
-                slot = i;
-                break;
-            }
-            start = e;
         }
-        self.busy
-            .insert(slot, (start, start.saturating_add(duration_ns)));
+        if self.busy.len() > TIMELINE_BOOKINGS_MAX {
+            let (first_start, _) = self.busy.pop_front().expect("over the bound");
+            self.busy.front_mut().expect("over the bound").0 = first_start;
+        }
         debug_assert!(self
             .busy
             .iter()
             .zip(self.busy.iter().skip(1))
-            .all(|(a, b)| a.1 <= b.0));
+            .all(|(x, y)| x.1 <= y.0));
         VirtualTime(start)
     }
 
@@ -330,5 +356,29 @@ mod tests {
         assert_eq!(t.reserve(VirtualTime(140), VirtualTime(140), 5).ns(), 140);
         // Bookings that ended before `now` are dropped; nothing is booked before them.
         assert_eq!(t.reserve(VirtualTime(500), z, 5).ns(), 145);
+    }
+
+    #[test]
+    fn a_burst_at_one_instant_keeps_the_timeline_bounded() {
+        let mut t = Timeline::default();
+        let z = VirtualTime::ZERO;
+        // Bookings with gaps, all submitted at time zero, in reverse order of start.
+        for i in (0..1_000u64).rev() {
+            t.reserve(z, VirtualTime(i * 100), 10);
+        }
+        assert!(t.busy.len() <= TIMELINE_BOOKINGS_MAX);
+        // Never overlapping, even after merges.
+        assert!(t
+            .busy
+            .iter()
+            .zip(t.busy.iter().skip(1))
+            .all(|(a, b)| a.1 <= b.0));
+        // Back-to-back bookings coalesce into one interval.
+        let mut u = Timeline::default();
+        for _ in 0..10_000 {
+            u.reserve(z, z, 7);
+        }
+        assert_eq!(u.busy.len(), 1);
+        assert_eq!(u.horizon().ns(), 70_000);
     }
 }
