@@ -454,6 +454,20 @@ impl Device {
         })
     }
 
+    /// A host-link transfer of `bytes` that is not a block I/O (task arguments, results):
+    /// books the PCIe link and returns when the DMA completes.
+    pub fn host_transfer(&mut self, at: VirtualTime, bytes: u64) -> Completion {
+        self.clocks.submit(at);
+        let done = self.clocks.dma(at, bytes);
+        Completion {
+            submitted: at,
+            done,
+            nvme_ns: 0,
+            dma_ns: done.since(at),
+            flash_ns: 0,
+        }
+    }
+
     /// Deallocates `pages` logical pages (NVMe Dataset Management / TRIM).
     pub fn trim(
         &mut self,

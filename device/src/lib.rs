@@ -9,6 +9,7 @@
 //! - [`timing`]: latencies and the per-die / per-channel / link busy-until clocks.
 //! - [`ftl`]: page-level L2P + OOB P2L, out-of-place writes, greedy GC, trim, GC-forbid pins.
 //! - [`profile`]: the TOML device profiles shipped with csdlab.
+//! - [`cost`]: device-CPU and accelerator cost models (task compute time).
 //! - [`device`]: [`Device`], the API the rest of csdlab uses.
 //! - [`synth`]: a fio-like closed-loop workload driver (`csd device run`).
 //!
@@ -25,6 +26,7 @@
 //! ```
 
 pub mod addr;
+pub mod cost;
 pub mod device;
 pub mod error;
 pub mod ftl;
@@ -35,6 +37,7 @@ pub mod synth;
 pub mod timing;
 
 pub use addr::{BlockId, ChannelId, DieId, Lpn, PageAddr, Ppn, VirtualTime};
+pub use cost::{Accelerator, Accelerators, DeviceCpu};
 pub use device::{Completion, DataMode, Device, DeviceCounters, IoCounters, IoPath};
 pub use error::DeviceError;
 pub use ftl::{Ftl, FtlCounters, GcWork};

@@ -6,6 +6,7 @@
 //! reader can always tell measured from assumed. Profiles are validated on load; a bad one is an
 //! error naming the field and its line, never a panic deep inside the model.
 
+use crate::cost::{Accelerators, DeviceCpu};
 use crate::geometry::Geometry;
 use crate::timing::{FlashTiming, HostInterface};
 use serde::{Deserialize, Serialize};
@@ -34,6 +35,9 @@ pub struct Profile {
     pub timing: FlashTiming,
     pub host_interface: HostInterface,
     pub ftl: FtlPolicy,
+    pub device_cpu: DeviceCpu,
+    #[serde(default)]
+    pub accelerators: Accelerators,
     /// `"table.field" = "why this value, and where it comes from"`.
     #[serde(default)]
     pub assumptions: BTreeMap<String, String>,
@@ -198,6 +202,33 @@ impl Profile {
                 format!("must be well below blocks per die ({})", g.blocks_per_die()),
             ));
         }
+        let cpu = &self.device_cpu;
+        if !(cpu.ns_per_fuel > 0.0 && cpu.ns_per_fuel.is_finite()) {
+            return Err((
+                "device_cpu.ns_per_fuel".into(),
+                "must be a positive number".into(),
+            ));
+        }
+        if cpu.cores == 0 {
+            return Err(("device_cpu.cores".into(), "must be at least 1".into()));
+        }
+        if cpu.dram_bytes < 1 << 20 {
+            return Err((
+                "device_cpu.dram_bytes".into(),
+                "must be at least 1 MiB".into(),
+            ));
+        }
+        for (name, acc) in [
+            ("grep", &self.accelerators.grep),
+            ("stats", &self.accelerators.stats),
+        ] {
+            if acc.as_ref().is_some_and(|a| a.unit_bytes == 0) {
+                return Err((
+                    format!("accelerators.{name}.unit_bytes"),
+                    "must be greater than 0".into(),
+                ));
+            }
+        }
         for key in self.assumptions.keys() {
             if !KNOWN_FIELDS.contains(&key.as_str()) {
                 return Err((
@@ -229,6 +260,12 @@ const KNOWN_FIELDS: &[&str] = &[
     "host_interface.pcie_bytes_per_sec",
     "ftl.gc_low_watermark_blocks",
     "ftl.gc_high_watermark_blocks",
+    "device_cpu.model",
+    "device_cpu.cores",
+    "device_cpu.ns_per_fuel",
+    "device_cpu.dram_bytes",
+    "accelerators.grep",
+    "accelerators.stats",
 ];
 
 /// Renders a TOML error as "line N: message" (the crate's own rendering spans several lines

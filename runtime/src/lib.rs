@@ -1,5 +1,23 @@
-//! # csd-runtime: in-storage task execution (to come)
+//! # csd-runtime: in-storage tasks on the simulated device
 //!
-//! The wasmtime embedding: module cache, the `csd_v1` task ABI, per-invocation limits (fuel,
-//! memory, stack), task invocations as transactions (TxISC / FileISC / BlockISC) and CISC-op
-//! pipelines (FusionFS). Never sees a physical address: file I/O goes through `csd_device`.
+//! Tasks are WebAssembly modules (no WASI) that import the `csd_v1` ABI ([`abi`]) and export
+//! `memory` and `run: () -> i32`. The runtime compiles each module once ([`TaskEngine`], with
+//! an on-disk cache), instantiates it fresh for every invocation from a pooled slot, enforces
+//! per-invocation limits (fuel, memory, return size; wasm stack engine-wide), and routes the
+//! task's file I/O through the device model. Every invocation returns its result bytes and a
+//! [`Breakdown`] of its latency: `read_file`, `compute` (fuel × the profile's `ns_per_fuel`),
+//! `write`, `dma`, `others`.
+//!
+//! The runtime never sees a physical address: files are byte ranges of the device's logical
+//! space, and all flash work goes through `csd_device::Device`.
+
+pub mod abi;
+mod engine;
+mod error;
+mod invoke;
+pub mod volume;
+
+pub use engine::{default_cache_dir, EngineConfig, Task, TaskEngine};
+pub use error::TaskError;
+pub use invoke::{Breakdown, Csd, IscContext, Mode, Storage, TaskLimits, TaskReport};
+pub use volume::{Extent, FileLayout, Volume, VolumeError};

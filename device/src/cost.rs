@@ -1,0 +1,80 @@
+//! Hardware-cost models: the device CPU that runs tasks, and fixed-function accelerators.
+//!
+//! LightFS Table III times its applications on the Cosmos+ OpenSSD's embedded ARM core and on a
+//! grep accelerator. csdlab runs tasks as WebAssembly and counts *fuel* (about one unit per Wasm
+//! instruction); a profile turns fuel into device-CPU time with `ns_per_fuel`, calibrated once
+//! per profile and documented there. Accelerators compute natively and charge
+//! `setup_ns + ceil(bytes / unit_bytes) × ns_per_unit`. Numbers live in profiles, never here.
+
+use serde::{Deserialize, Serialize};
+
+/// The embedded CPU that runs in-storage tasks, from a profile's `[device_cpu]` table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceCpu {
+    /// e.g. "ARM Cortex-A9 @ 1 GHz".
+    pub model: String,
+    /// Cores available to tasks.
+    pub cores: u32,
+    /// Device-CPU nanoseconds per unit of Wasm fuel.
+    pub ns_per_fuel: f64,
+    /// Device DRAM: the default cap on a task's linear memory.
+    pub dram_bytes: u64,
+}
+
+impl DeviceCpu {
+    /// Compute time of `fuel` units, rounded to the nearest nanosecond.
+    pub fn compute_ns(&self, fuel: u64) -> u64 {
+        (fuel as f64 * self.ns_per_fuel).round() as u64
+    }
+}
+
+/// A fixed-function engine: cost grows in whole units of input.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Accelerator {
+    pub unit_bytes: u64,
+    pub ns_per_unit: u64,
+    #[serde(default)]
+    pub setup_ns: u64,
+}
+
+impl Accelerator {
+    pub fn cost_ns(&self, bytes: u64) -> u64 {
+        self.setup_ns + bytes.div_ceil(self.unit_bytes.max(1)) * self.ns_per_unit
+    }
+}
+
+/// The accelerators a profile's device has, from its `[accelerators.*]` tables.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Accelerators {
+    /// String search (LightFS's Grep-ACC; ISPFS's word-query engine).
+    pub grep: Option<Accelerator>,
+    /// Streaming integer sums (STATS).
+    pub stats: Option<Accelerator>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn costs_round_up_to_units() {
+        let a = Accelerator {
+            unit_bytes: 16384,
+            ns_per_unit: 203_000,
+            setup_ns: 500,
+        };
+        assert_eq!(a.cost_ns(1), 203_500);
+        assert_eq!(a.cost_ns(16384), 203_500);
+        assert_eq!(a.cost_ns(16385), 406_500);
+        let cpu = DeviceCpu {
+            model: "x".into(),
+            cores: 1,
+            ns_per_fuel: 1.5,
+            dram_bytes: 1,
+        };
+        assert_eq!(cpu.compute_ns(3), 5);
+    }
+}

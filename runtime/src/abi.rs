@@ -1,0 +1,479 @@
+//! The task ABI, `csd_v1`: the host functions a task imports and how they are checked.
+//!
+//! Version lives in the import module name (`csd_v1`), not in a custom section: a future
+//! `csd_v2` can be linked beside it, and a module built for an unknown version fails with a
+//! clear "imports `csd_v2.x`" error. Every pointer/length pair is checked against the task's
+//! memory, every file handle against the invocation's registrations and their modes; a bad
+//! one stops the task with a [`TaskError`], never the host. The full reference is
+//! `sdk/README.md`.
+//!
+//! Time: between host calls the task computes; each host call first converts the fuel burnt
+//! since the previous one into device-CPU time (`compute`), then charges its own I/O on the
+//! device's internal path (`read_file`, `write`), so a task's virtual clock is the sequential
+//! sum of its stages.
+
+use crate::error::TaskError;
+use crate::invoke::{Breakdown, Mode, Storage, TaskLimits};
+use csd_device::{Accelerator, Accelerators, DeviceCpu, IoPath, VirtualTime};
+use wasmtime::{Caller, Engine, Linker, Memory, ResourceLimiter};
+
+/// The import module name of this ABI version.
+pub const MODULE: &str = "csd_v1";
+
+/// Every function `csd_v1` provides.
+pub const FUNCTIONS: &[&str] = &[
+    "args_len",
+    "args_read",
+    "file_count",
+    "file_size",
+    "file_read",
+    "file_write",
+    "file_append",
+    "ret_write",
+    "log",
+    "panic",
+    "fail",
+    "accel_grep",
+    "accel_stats",
+];
+
+/// Caps on what a task can make the host hold for it.
+const MAX_LOG_LINES: usize = 1000;
+const MAX_LOG_LINE_BYTES: usize = 4096;
+
+pub(crate) struct OpenFile {
+    pub path: String,
+    pub mode: Mode,
+}
+
+/// Per-invocation state the host functions work on.
+pub(crate) struct TaskState {
+    pub storage: Storage,
+    pub files: Vec<OpenFile>,
+    pub args: Vec<u8>,
+    pub ret: Vec<u8>,
+    pub logs: Vec<String>,
+    pub limits: TaskLimits,
+    pub limiter: MemoryCap,
+    pub memory: Option<Memory>,
+    pub cpu: DeviceCpu,
+    pub accelerators: Accelerators,
+    pub clock: VirtualTime,
+    /// Fuel already turned into compute time.
+    pub fuel_charged: u64,
+    pub breakdown: Breakdown,
+    pub failure: Option<String>,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+}
+
+/// Enforces the per-invocation linear-memory cap and remembers a refused growth, so the trap
+/// that follows (Rust aborts when allocation fails) is reported as what it is.
+pub(crate) struct MemoryCap {
+    pub cap_bytes: u64,
+    pub refused: Option<u64>,
+}
+
+impl ResourceLimiter for MemoryCap {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired as u64 > self.cap_bytes {
+            self.refused = Some(desired as u64);
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _max: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 100_000)
+    }
+}
+
+type Ctx<'a> = Caller<'a, TaskState>;
+
+fn fail(e: TaskError) -> wasmtime::Error {
+    wasmtime::Error::new(e)
+}
+
+impl TaskState {
+    fn file(&self, call: &'static str, handle: i32) -> Result<&OpenFile, TaskError> {
+        usize::try_from(handle)
+            .ok()
+            .and_then(|h| self.files.get(h))
+            .ok_or(TaskError::BadHandle {
+                call,
+                handle,
+                registered: self.files.len(),
+            })
+    }
+
+    fn readable(&self, call: &'static str, handle: i32) -> Result<&OpenFile, TaskError> {
+        let f = self.file(call, handle)?;
+        if !f.mode.readable() {
+            return Err(TaskError::ModeDenied {
+                call,
+                handle,
+                path: f.path.clone(),
+                mode: f.mode.describe(),
+                refused: "reading",
+            });
+        }
+        Ok(f)
+    }
+
+    fn writable(&self, call: &'static str, handle: i32) -> Result<&OpenFile, TaskError> {
+        let f = self.file(call, handle)?;
+        if !f.mode.writable() {
+            return Err(TaskError::ModeDenied {
+                call,
+                handle,
+                path: f.path.clone(),
+                mode: f.mode.describe(),
+                refused: "writing",
+            });
+        }
+        Ok(f)
+    }
+
+    /// Reads `dst.len()` bytes of `path` at `offset` through the device (all extents issued at
+    /// once, so their pages are read in parallel), advancing the clock.
+    fn read_file(&mut self, path: &str, offset: u64, dst: &mut [u8]) -> Result<(), TaskError> {
+        let layout = self.storage.volume.layout(path)?.clone();
+        let ranges = self.storage.volume.map(&layout, offset, dst.len() as u64);
+        let keep = self.storage.device.ftl().keeps_payloads();
+        let start = self.clock;
+        let mut done = start;
+        let mut pos = 0usize;
+        for (dev_off, len) in ranges {
+            let chunk = &mut dst[pos..pos + len as usize];
+            let out = if keep { Some(&mut *chunk) } else { None };
+            let c = self
+                .storage
+                .device
+                .read_at(IoPath::Internal, start, dev_off, len, out)?;
+            if !keep {
+                chunk.fill(0);
+            }
+            done = done.max(c.done);
+            pos += len as usize;
+        }
+        self.breakdown.read_file_ns += done.since(start);
+        self.clock = done;
+        self.bytes_read += dst.len() as u64;
+        Ok(())
+    }
+
+    fn write_file(&mut self, path: &str, offset: u64, src: &[u8]) -> Result<(), TaskError> {
+        self.storage
+            .volume
+            .ensure_size(path, offset + src.len() as u64)?;
+        let layout = self.storage.volume.layout(path)?.clone();
+        let ranges = self.storage.volume.map(&layout, offset, src.len() as u64);
+        let keep = self.storage.device.ftl().keeps_payloads();
+        let start = self.clock;
+        let mut done = start;
+        let mut pos = 0usize;
+        for (dev_off, len) in ranges {
+            let chunk = &src[pos..pos + len as usize];
+            let data = if keep { Some(chunk) } else { None };
+            let c = self
+                .storage
+                .device
+                .write_at(IoPath::Internal, start, dev_off, len, data)?;
+            done = done.max(c.done);
+            pos += len as usize;
+        }
+        self.breakdown.write_ns += done.since(start);
+        self.clock = done;
+        self.bytes_written += src.len() as u64;
+        Ok(())
+    }
+
+    fn file_size(&self, path: &str) -> Result<u64, TaskError> {
+        Ok(self.storage.volume.layout(path)?.size_bytes)
+    }
+
+    fn accelerate(&mut self, accel: &Accelerator, bytes: u64) {
+        let ns = accel.cost_ns(bytes);
+        self.breakdown.compute_ns += ns;
+        self.clock = self.clock.after(ns);
+    }
+}
+
+/// Turns the fuel burnt since the last host call into device-CPU time.
+fn charge_compute(c: &mut Ctx<'_>) -> wasmtime::Result<()> {
+    let remaining = c.get_fuel()?;
+    let s = c.data_mut();
+    let used = s.limits.fuel.saturating_sub(remaining);
+    let delta = s.cpu.compute_ns(used) - s.cpu.compute_ns(s.fuel_charged);
+    s.fuel_charged = used;
+    s.breakdown.compute_ns += delta;
+    s.clock = s.clock.after(delta);
+    Ok(())
+}
+
+pub(crate) fn charge_final_compute(store: &mut wasmtime::Store<TaskState>) {
+    let remaining = store.get_fuel().unwrap_or(0);
+    let s = store.data_mut();
+    let used = s.limits.fuel.saturating_sub(remaining);
+    let delta = s.cpu.compute_ns(used) - s.cpu.compute_ns(s.fuel_charged);
+    s.fuel_charged = used;
+    s.breakdown.compute_ns += delta;
+    s.clock = s.clock.after(delta);
+}
+
+/// Checks a guest `(ptr, len)` against memory of `mem_len` bytes.
+fn guest_range(
+    call: &'static str,
+    ptr: i32,
+    len: i32,
+    mem_len: usize,
+) -> Result<std::ops::Range<usize>, TaskError> {
+    let (p, l) = (ptr as u32, len as u32);
+    let end = u64::from(p) + u64::from(l);
+    if len < 0 || end > mem_len as u64 {
+        return Err(TaskError::BadPointer {
+            call,
+            ptr: p,
+            len: l,
+            memory_bytes: mem_len as u64,
+        });
+    }
+    Ok(p as usize..end as usize)
+}
+
+fn offset_arg(call: &'static str, off: i64) -> Result<u64, TaskError> {
+    u64::try_from(off).map_err(|_| TaskError::BadArgument {
+        call,
+        reason: format!("negative file offset {off}"),
+    })
+}
+
+fn memory(c: &Ctx<'_>) -> Memory {
+    c.data()
+        .memory
+        .expect("memory is set before `run` is called")
+}
+
+fn guest_string(
+    c: &mut Ctx<'_>,
+    call: &'static str,
+    ptr: i32,
+    len: i32,
+) -> wasmtime::Result<String> {
+    let mem = memory(c);
+    let data = mem.data(&*c);
+    let r = guest_range(call, ptr, len, data.len()).map_err(fail)?;
+    Ok(String::from_utf8_lossy(&data[r]).into_owned())
+}
+
+pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
+    let mut l = Linker::new(engine);
+    l.func_wrap(MODULE, "args_len", |c: Ctx<'_>| -> i32 {
+        c.data().args.len() as i32
+    })?;
+    l.func_wrap(
+        MODULE,
+        "args_read",
+        |mut c: Ctx<'_>, ptr: i32, len: i32| -> wasmtime::Result<i32> {
+            let mem = memory(&c);
+            let (data, s) = mem.data_and_store_mut(&mut c);
+            let r = guest_range("args_read", ptr, len, data.len()).map_err(fail)?;
+            let n = r.len().min(s.args.len());
+            data[r.start..r.start + n].copy_from_slice(&s.args[..n]);
+            Ok(n as i32)
+        },
+    )?;
+    l.func_wrap(MODULE, "file_count", |c: Ctx<'_>| -> i32 {
+        c.data().files.len() as i32
+    })?;
+    l.func_wrap(
+        MODULE,
+        "file_size",
+        |c: Ctx<'_>, h: i32| -> wasmtime::Result<i64> {
+            let s = c.data();
+            let path = &s.file("file_size", h).map_err(fail)?.path;
+            Ok(s.file_size(path).map_err(fail)? as i64)
+        },
+    )?;
+    l.func_wrap(
+        MODULE,
+        "file_read",
+        |mut c: Ctx<'_>, h: i32, off: i64, ptr: i32, len: i32| -> wasmtime::Result<i32> {
+            charge_compute(&mut c)?;
+            let mem = memory(&c);
+            let (data, s) = mem.data_and_store_mut(&mut c);
+            let r = guest_range("file_read", ptr, len, data.len()).map_err(fail)?;
+            let off = offset_arg("file_read", off).map_err(fail)?;
+            let path = s.readable("file_read", h).map_err(fail)?.path.clone();
+            let size = s.file_size(&path).map_err(fail)?;
+            let n = (r.len() as u64).min(size.saturating_sub(off)) as usize;
+            s.read_file(&path, off, &mut data[r.start..r.start + n])
+                .map_err(fail)?;
+            Ok(n as i32)
+        },
+    )?;
+    l.func_wrap(
+        MODULE,
+        "file_write",
+        |mut c: Ctx<'_>, h: i32, off: i64, ptr: i32, len: i32| -> wasmtime::Result<i32> {
+            charge_compute(&mut c)?;
+            let mem = memory(&c);
+            let (data, s) = mem.data_and_store_mut(&mut c);
+            let r = guest_range("file_write", ptr, len, data.len()).map_err(fail)?;
+            let off = offset_arg("file_write", off).map_err(fail)?;
+            let path = s.writable("file_write", h).map_err(fail)?.path.clone();
+            s.write_file(&path, off, &data[r.clone()]).map_err(fail)?;
+            Ok(r.len() as i32)
+        },
+    )?;
+    l.func_wrap(
+        MODULE,
+        "file_append",
+        |mut c: Ctx<'_>, h: i32, ptr: i32, len: i32| -> wasmtime::Result<i32> {
+            charge_compute(&mut c)?;
+            let mem = memory(&c);
+            let (data, s) = mem.data_and_store_mut(&mut c);
+            let r = guest_range("file_append", ptr, len, data.len()).map_err(fail)?;
+            let path = s.writable("file_append", h).map_err(fail)?.path.clone();
+            let end = s.file_size(&path).map_err(fail)?;
+            s.write_file(&path, end, &data[r.clone()]).map_err(fail)?;
+            Ok(r.len() as i32)
+        },
+    )?;
+    l.func_wrap(
+        MODULE,
+        "ret_write",
+        |mut c: Ctx<'_>, ptr: i32, len: i32| -> wasmtime::Result<()> {
+            let mem = memory(&c);
+            let (data, s) = mem.data_and_store_mut(&mut c);
+            let r = guest_range("ret_write", ptr, len, data.len()).map_err(fail)?;
+            if (s.ret.len() + r.len()) as u64 > s.limits.max_return_bytes {
+                return Err(fail(TaskError::ReturnTooLarge {
+                    cap: s.limits.max_return_bytes,
+                }));
+            }
+            s.ret.extend_from_slice(&data[r]);
+            Ok(())
+        },
+    )?;
+    l.func_wrap(
+        MODULE,
+        "log",
+        |mut c: Ctx<'_>, ptr: i32, len: i32| -> wasmtime::Result<()> {
+            let mut line = guest_string(&mut c, "log", ptr, len)?;
+            let s = c.data_mut();
+            if s.logs.len() < MAX_LOG_LINES {
+                line.truncate(line.floor_char_boundary(MAX_LOG_LINE_BYTES));
+                tracing::info!(target: "csd_task", "{line}");
+                s.logs.push(line);
+            }
+            Ok(())
+        },
+    )?;
+    l.func_wrap(
+        MODULE,
+        "panic",
+        |mut c: Ctx<'_>, ptr: i32, len: i32| -> wasmtime::Result<()> {
+            let mut msg = guest_string(&mut c, "panic", ptr, len)?;
+            msg.truncate(msg.floor_char_boundary(MAX_LOG_LINE_BYTES));
+            Err(fail(TaskError::Panicked(msg)))
+        },
+    )?;
+    l.func_wrap(
+        MODULE,
+        "fail",
+        |mut c: Ctx<'_>, ptr: i32, len: i32| -> wasmtime::Result<()> {
+            let mut msg = guest_string(&mut c, "fail", ptr, len)?;
+            msg.truncate(msg.floor_char_boundary(MAX_LOG_LINE_BYTES));
+            c.data_mut().failure = Some(msg);
+            Ok(())
+        },
+    )?;
+    l.func_wrap(
+        MODULE,
+        "accel_grep",
+        |mut c: Ctx<'_>,
+         h: i32,
+         pat_ptr: i32,
+         pat_len: i32,
+         out_ptr: i32,
+         out_cap: i32|
+         -> wasmtime::Result<i64> {
+            charge_compute(&mut c)?;
+            let mem = memory(&c);
+            let (data, s) = mem.data_and_store_mut(&mut c);
+            let pat = guest_range("accel_grep", pat_ptr, pat_len, data.len()).map_err(fail)?;
+            let out_bytes = out_cap.checked_mul(8).unwrap_or(-1);
+            let out = guest_range("accel_grep", out_ptr, out_bytes, data.len()).map_err(fail)?;
+            let accel = s
+                .accelerators
+                .grep
+                .clone()
+                .ok_or(fail(TaskError::NoAccelerator("grep")))?;
+            if pat.is_empty() {
+                return Err(fail(TaskError::BadArgument {
+                    call: "accel_grep",
+                    reason: "empty pattern".into(),
+                }));
+            }
+            let path = s.readable("accel_grep", h).map_err(fail)?.path.clone();
+            let mut content = vec![0u8; s.file_size(&path).map_err(fail)? as usize];
+            s.read_file(&path, 0, &mut content).map_err(fail)?;
+            s.accelerate(&accel, content.len() as u64);
+            let pattern = data[pat].to_vec();
+            let mut count = 0i64;
+            let slots = out.len() / 8;
+            for (i, at) in memchr::memmem::find_iter(&content, &pattern).enumerate() {
+                if i < slots {
+                    let o = out.start + i * 8;
+                    data[o..o + 8].copy_from_slice(&(at as u64).to_le_bytes());
+                }
+                count += 1;
+            }
+            Ok(count)
+        },
+    )?;
+    l.func_wrap(
+        MODULE,
+        "accel_stats",
+        |mut c: Ctx<'_>, h: i32, width_bits: i32| -> wasmtime::Result<i64> {
+            charge_compute(&mut c)?;
+            let s = c.data_mut();
+            let accel = s
+                .accelerators
+                .stats
+                .clone()
+                .ok_or(fail(TaskError::NoAccelerator("stats")))?;
+            let path = s.readable("accel_stats", h).map_err(fail)?.path.clone();
+            let mut content = vec![0u8; s.file_size(&path).map_err(fail)? as usize];
+            s.read_file(&path, 0, &mut content).map_err(fail)?;
+            s.accelerate(&accel, content.len() as u64);
+            let sum = match width_bits {
+                32 => content.chunks_exact(4).fold(0u64, |a, w| {
+                    a.wrapping_add(u64::from(u32::from_le_bytes(w.try_into().unwrap())))
+                }),
+                64 => content.chunks_exact(8).fold(0u64, |a, w| {
+                    a.wrapping_add(u64::from_le_bytes(w.try_into().unwrap()))
+                }),
+                w => {
+                    return Err(fail(TaskError::BadArgument {
+                        call: "accel_stats",
+                        reason: format!("width {w} is not 32 or 64"),
+                    }))
+                }
+            };
+            Ok(sum as i64)
+        },
+    )?;
+    Ok(l)
+}

@@ -1,0 +1,257 @@
+//! One wasmtime [`Engine`] per process, with modules compiled once and cached.
+//!
+//! Compilation is the expensive step (milliseconds to seconds); instantiation from an
+//! [`InstancePre`] with the pooling allocator costs microseconds. So every module is compiled
+//! once per process (memory cache keyed by its SHA-256) and once per machine: compiled
+//! artifacts go to an on-disk cache keyed by the module hash and the engine's compatibility
+//! hash (wasmtime version and settings). `Module::deserialize` is unsafe on untrusted bytes,
+//! so it is only ever called on files this cache wrote, after checking the header csd wrote
+//! into them names the same module hash.
+
+use crate::abi::{self, TaskState};
+use crate::error::TaskError;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use wasmtime::{
+    Config, Engine, ExternType, InstanceAllocationStrategy, InstancePre, Linker, Module,
+    PoolingAllocationConfig, ValType,
+};
+
+/// Engine-wide settings. Per-invocation limits are in [`crate::TaskLimits`].
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Largest linear memory any task may have (the per-invocation cap is at most this).
+    pub max_memory_bytes: u64,
+    /// Native stack available to Wasm frames: deep recursion traps past it.
+    pub max_wasm_stack_bytes: usize,
+    /// Instances that can exist at once (pool slots).
+    pub pool_slots: u32,
+    /// Where compiled modules are kept; `None` keeps them in memory only.
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            max_memory_bytes: 4 << 30,
+            max_wasm_stack_bytes: 512 << 10,
+            pool_slots: 16,
+            cache_dir: default_cache_dir(),
+        }
+    }
+}
+
+/// `$XDG_CACHE_HOME/csdlab/modules` or `~/.cache/csdlab/modules`.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("csdlab").join("modules"))
+}
+
+/// A validated, compiled, linked task module, ready to instantiate. Cheap to clone.
+#[derive(Clone)]
+pub struct Task {
+    name: Arc<str>,
+    hash: [u8; 32],
+    pub(crate) pre: InstancePre<TaskState>,
+}
+
+impl Task {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// SHA-256 of the module bytes, hex-encoded.
+    pub fn hash_hex(&self) -> String {
+        hex(&self.hash)
+    }
+}
+
+impl std::fmt::Debug for Task {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Task").field("name", &self.name).finish()
+    }
+}
+
+/// Compiles, caches and links task modules. One per process is enough; share it with `Arc`.
+pub struct TaskEngine {
+    engine: Engine,
+    linker: Linker<TaskState>,
+    config: EngineConfig,
+    /// Hex of the engine's compatibility hash: part of every disk-cache key.
+    compat: String,
+    loaded: Mutex<HashMap<[u8; 32], Task>>,
+}
+
+const ARTIFACT_MAGIC: &[u8; 8] = b"CSDCWASM";
+
+impl TaskEngine {
+    pub fn new(config: EngineConfig) -> Result<TaskEngine, TaskError> {
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_core_instances(config.pool_slots)
+            .total_memories(config.pool_slots)
+            .total_tables(config.pool_slots)
+            .max_memories_per_module(1)
+            .max_tables_per_module(1)
+            .table_elements(100_000)
+            .max_memory_size(config.max_memory_bytes as usize);
+        let mut c = Config::new();
+        c.consume_fuel(true)
+            .wasm_simd(true)
+            .max_wasm_stack(config.max_wasm_stack_bytes)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&c).map_err(|e| TaskError::Engine(format!("{e:#}")))?;
+        let mut hasher = StableHasher::default();
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        let compat = format!("{:016x}", hasher.finish());
+        let linker = abi::linker(&engine).map_err(|e| TaskError::Engine(format!("{e:#}")))?;
+        Ok(TaskEngine {
+            engine,
+            linker,
+            config,
+            compat,
+            loaded: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Validates and compiles a module (Wasm binary or text), or returns the cached one.
+    pub fn load(&self, name: &str, wasm: &[u8]) -> Result<Task, TaskError> {
+        let hash: [u8; 32] = Sha256::digest(wasm).into();
+        if let Some(task) = self.loaded.lock().expect("cache lock").get(&hash) {
+            return Ok(task.clone());
+        }
+        let module = self.compile_cached(&hash, wasm)?;
+        check_interface(&module)?;
+        let pre = self
+            .linker
+            .instantiate_pre(&module)
+            .map_err(|e| TaskError::InvalidModule(format!("{e:#}")))?;
+        let task = Task {
+            name: name.into(),
+            hash,
+            pre,
+        };
+        self.loaded
+            .lock()
+            .expect("cache lock")
+            .insert(hash, task.clone());
+        Ok(task)
+    }
+
+    fn artifact_path(&self, hash: &[u8; 32]) -> Option<PathBuf> {
+        let dir = self.config.cache_dir.as_ref()?;
+        Some(dir.join(format!("{}-{}.cwasm", hex(hash), self.compat)))
+    }
+
+    fn compile_cached(&self, hash: &[u8; 32], wasm: &[u8]) -> Result<Module, TaskError> {
+        let path = self.artifact_path(hash);
+        if let Some(module) = path.as_deref().and_then(|p| self.read_artifact(p, hash)) {
+            tracing::debug!(hash = %hex(hash), "module loaded from the disk cache");
+            return Ok(module);
+        }
+        let module = Module::new(&self.engine, wasm)
+            .map_err(|e| TaskError::InvalidModule(format!("{e:#}")))?;
+        if let Some(path) = path {
+            if let Err(e) = write_artifact(&path, hash, &module) {
+                // A cache that cannot be written costs speed, not correctness.
+                tracing::warn!(path = %path.display(), "could not write the module cache: {e}");
+            }
+        }
+        Ok(module)
+    }
+
+    fn read_artifact(&self, path: &Path, hash: &[u8; 32]) -> Option<Module> {
+        let bytes = std::fs::read(path).ok()?;
+        let header = ARTIFACT_MAGIC.len() + hash.len();
+        if bytes.len() <= header
+            || &bytes[..ARTIFACT_MAGIC.len()] != ARTIFACT_MAGIC
+            || &bytes[ARTIFACT_MAGIC.len()..header] != hash
+        {
+            tracing::warn!(path = %path.display(), "ignoring a module cache file csd did not write");
+            return None;
+        }
+        // SAFETY: the file carries the header csd writes in `write_artifact` for this exact
+        // module hash, in csd's private cache directory, under a name that includes the
+        // engine's compatibility hash; wasmtime additionally checks its own version header.
+        unsafe { Module::deserialize(&self.engine, &bytes[header..]) }.ok()
+    }
+}
+
+fn write_artifact(path: &Path, hash: &[u8; 32], module: &Module) -> Result<(), String> {
+    let dir = path.parent().ok_or("cache path has no parent")?;
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    let body = module.serialize().map_err(|e| format!("{e:#}"))?;
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let mut bytes = Vec::with_capacity(body.len() + 40);
+    bytes.extend_from_slice(ARTIFACT_MAGIC);
+    bytes.extend_from_slice(hash);
+    bytes.extend_from_slice(&body);
+    std::fs::write(&tmp, &bytes).map_err(|e| e.to_string())?;
+    // Rename is atomic: readers never see a half-written artifact.
+    std::fs::rename(&tmp, path).map_err(|e| e.to_string())
+}
+
+/// Checks the module's exports and imports against the `csd_v1` ABI, so a wrong module gets
+/// a message about the ABI rather than a linker error.
+fn check_interface(module: &Module) -> Result<(), TaskError> {
+    match module.get_export("memory") {
+        Some(ExternType::Memory(_)) => {}
+        _ => {
+            return Err(TaskError::MissingExport {
+                what: "a linear memory named `memory`",
+            })
+        }
+    }
+    match module.get_export("run") {
+        Some(ExternType::Func(f))
+            if f.params().len() == 0
+                && f.results().len() == 1
+                && matches!(f.results().next(), Some(ValType::I32)) => {}
+        _ => {
+            return Err(TaskError::MissingExport {
+                what: "a function `run: () -> i32`",
+            })
+        }
+    }
+    for import in module.imports() {
+        if import.module() != abi::MODULE || !abi::FUNCTIONS.contains(&import.name()) {
+            return Err(TaskError::UnknownImport {
+                module: import.module().to_string(),
+                name: import.name().to_string(),
+                known: abi::FUNCTIONS.join(", "),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// FNV-1a: a hasher whose output does not change between Rust releases (unlike
+/// `DefaultHasher`), so cache file names stay valid across toolchain updates.
+#[derive(Default)]
+struct StableHasher(u64);
+
+impl Hasher for StableHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        if self.0 == 0 {
+            self.0 = 0xcbf2_9ce4_8422_2325;
+        }
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}

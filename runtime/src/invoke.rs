@@ -1,0 +1,399 @@
+//! Running a task: registration of files (TxISC Listing 1's shape), limits, and the latency
+//! breakdown of one invocation.
+
+use crate::abi::{self, MemoryCap, OpenFile, TaskState};
+use crate::engine::{Task, TaskEngine};
+use crate::error::TaskError;
+use crate::volume::Volume;
+use csd_device::{DataMode, Device, IoPath, Profile, VirtualTime};
+use serde::Serialize;
+use std::sync::Arc;
+use wasmtime::{Store, Trap};
+
+/// How a task may use a registered file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Mode {
+    Read,
+    Write,
+    ReadWrite,
+}
+
+impl Mode {
+    pub fn readable(self) -> bool {
+        matches!(self, Mode::Read | Mode::ReadWrite)
+    }
+
+    pub fn writable(self) -> bool {
+        matches!(self, Mode::Write | Mode::ReadWrite)
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Mode::Read => "read-only",
+            Mode::Write => "write-only",
+            Mode::ReadWrite => "read-write",
+        }
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Mode, String> {
+        match s {
+            "r" => Ok(Mode::Read),
+            "w" => Ok(Mode::Write),
+            "rw" => Ok(Mode::ReadWrite),
+            _ => Err(format!("unknown file mode '{s}' (expected r, w or rw)")),
+        }
+    }
+}
+
+/// Per-invocation limits. A task that exceeds one is stopped with a [`TaskError`].
+#[derive(Clone, Debug, Serialize)]
+pub struct TaskLimits {
+    /// Compute budget in fuel (about one unit per Wasm instruction).
+    pub fuel: u64,
+    /// Linear-memory cap; `None` uses the profile's device DRAM.
+    pub memory_bytes: Option<u64>,
+    /// Largest return value a task may produce.
+    pub max_return_bytes: u64,
+}
+
+impl Default for TaskLimits {
+    fn default() -> Self {
+        TaskLimits {
+            fuel: 20_000_000_000,
+            memory_bytes: None,
+            max_return_bytes: 16 << 20,
+        }
+    }
+}
+
+/// Where one invocation's latency went (LightFS Fig. 3 vocabulary). The stages are
+/// sequential, so they add up to the invocation's latency.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Breakdown {
+    /// Flash reads of the task's input, on the device's internal path.
+    pub read_file_ns: u64,
+    /// Device-CPU time (fuel × ns_per_fuel) plus accelerator time.
+    pub compute_ns: u64,
+    /// Flash writes of the task's output.
+    pub write_ns: u64,
+    /// Arguments to the device and results back, over PCIe.
+    pub dma_ns: u64,
+    /// NVMe command handling for the offload request.
+    pub others_ns: u64,
+}
+
+impl Breakdown {
+    pub fn total_ns(&self) -> u64 {
+        self.read_file_ns + self.compute_ns + self.write_ns + self.dma_ns + self.others_ns
+    }
+}
+
+/// What a successful invocation produced.
+#[derive(Clone, Debug, Serialize)]
+pub struct TaskReport {
+    pub task: String,
+    /// The bytes the task returned with `ret_write`.
+    #[serde(skip)]
+    pub ret: Vec<u8>,
+    /// Fuel the task consumed.
+    pub fuel: u64,
+    pub breakdown: Breakdown,
+    pub started: VirtualTime,
+    pub finished: VirtualTime,
+    pub logs: Vec<String>,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+}
+
+impl TaskReport {
+    pub fn latency_ns(&self) -> u64 {
+        self.finished.since(self.started)
+    }
+
+    /// The return bytes parsed as JSON (what `ret_json` in the SDK writes).
+    pub fn ret_json(&self) -> Result<serde_json::Value, serde_json::Error> {
+        serde_json::from_slice(&self.ret)
+    }
+}
+
+/// An offload request being put together: files with their modes, arguments, limits.
+///
+/// ```no_run
+/// # use csd_runtime::{IscContext, Mode};
+/// let ctx = IscContext::new()
+///     .file("/logs/app.log", Mode::Read)
+///     .file("/out/matches", Mode::Write)
+///     .args(br#"{"pattern":"ERROR"}"#.to_vec());
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct IscContext {
+    files: Vec<(String, Mode)>,
+    args: Vec<u8>,
+    limits: TaskLimits,
+}
+
+impl IscContext {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers a file; the task sees it as handle `n` for the `n`-th registration.
+    pub fn file(mut self, path: impl Into<String>, mode: Mode) -> Self {
+        self.files.push((path.into(), mode));
+        self
+    }
+
+    pub fn args(mut self, bytes: impl Into<Vec<u8>>) -> Self {
+        self.args = bytes.into();
+        self
+    }
+
+    pub fn limits(mut self, limits: TaskLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+}
+
+/// The device together with its files, as the runtime owns them between invocations.
+pub struct Storage {
+    pub device: Device,
+    pub volume: Volume,
+}
+
+/// A computational storage drive: the simulated device, its files, and a task engine.
+pub struct Csd {
+    // `None` only while a task runs: the store owns the storage then (wasmtime stores need
+    // 'static data), and `run` always puts it back.
+    storage: Option<Storage>,
+    engine: Arc<TaskEngine>,
+    profile: Profile,
+    clock: VirtualTime,
+}
+
+impl Csd {
+    pub fn new(
+        profile: &Profile,
+        mode: DataMode,
+        engine: Arc<TaskEngine>,
+    ) -> Result<Csd, TaskError> {
+        let device = Device::new(profile, mode)?;
+        let volume = Volume::new(device.page_size(), device.logical_pages());
+        Ok(Csd {
+            storage: Some(Storage { device, volume }),
+            engine,
+            profile: profile.clone(),
+            clock: VirtualTime::ZERO,
+        })
+    }
+
+    fn storage(&mut self) -> &mut Storage {
+        self.storage
+            .as_mut()
+            .expect("storage is restored after every run")
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.storage.as_ref().expect("storage present").device
+    }
+
+    pub fn volume(&self) -> &Volume {
+        &self.storage.as_ref().expect("storage present").volume
+    }
+
+    pub fn profile(&self) -> &Profile {
+        &self.profile
+    }
+
+    pub fn engine(&self) -> &Arc<TaskEngine> {
+        &self.engine
+    }
+
+    /// The virtual time after the last operation.
+    pub fn clock(&self) -> VirtualTime {
+        self.clock
+    }
+
+    /// Writes a host file into the device at `path` (creating or overwriting it), through the
+    /// host path: NVMe commands and PCIe DMA.
+    pub fn import(&mut self, path: &str, data: &[u8]) -> Result<(), TaskError> {
+        let at = self.clock;
+        let st = self.storage();
+        st.volume.create(path)?;
+        st.volume.ensure_size(path, data.len() as u64)?;
+        let layout = st.volume.layout(path)?.clone();
+        let mut done = at;
+        let mut pos = 0usize;
+        for (dev_off, len) in st.volume.map(&layout, 0, data.len() as u64) {
+            let chunk = &data[pos..pos + len as usize];
+            let c = st
+                .device
+                .write_at(IoPath::Host, at, dev_off, len, Some(chunk))?;
+            done = done.max(c.done);
+            pos += len as usize;
+        }
+        self.clock = done;
+        Ok(())
+    }
+
+    /// Reads a whole device file back to the host.
+    pub fn export(&mut self, path: &str) -> Result<Vec<u8>, TaskError> {
+        let at = self.clock;
+        let st = self.storage();
+        let layout = st.volume.layout(path)?.clone();
+        let mut out = vec![0u8; layout.size_bytes as usize];
+        let mut done = at;
+        let mut pos = 0usize;
+        for (dev_off, len) in st.volume.map(&layout, 0, layout.size_bytes) {
+            let chunk = &mut out[pos..pos + len as usize];
+            let c = st
+                .device
+                .read_at(IoPath::Host, at, dev_off, len, Some(chunk))?;
+            done = done.max(c.done);
+            pos += len as usize;
+        }
+        self.clock = done;
+        Ok(out)
+    }
+
+    /// Runs `task` as one offload request: NVMe command, arguments over PCIe, the task on the
+    /// device CPU with its file I/O on the internal path, results back over PCIe.
+    ///
+    /// A task that fails, traps or exceeds a limit returns an error; the device and every
+    /// file stay usable. Its writes so far stay applied (FileISC semantics; transactions
+    /// arrive with the TxISC layer).
+    pub fn run(&mut self, task: &Task, ctx: &IscContext) -> Result<TaskReport, TaskError> {
+        let mut storage = self.storage.take().expect("storage present");
+        let opened = register(&mut storage.volume, &ctx.files);
+        let files = match opened {
+            Ok(files) => files,
+            Err(e) => {
+                self.storage = Some(storage);
+                return Err(e);
+            }
+        };
+        let started = self.clock;
+        let mut breakdown = Breakdown::default();
+        let commanded = started.after(self.profile.host_interface.nvme_command_ns);
+        breakdown.others_ns = commanded.since(started);
+        let args_in = storage
+            .device
+            .host_transfer(commanded, ctx.args.len() as u64);
+        breakdown.dma_ns = args_in.dma_ns;
+
+        let cap_bytes = ctx
+            .limits
+            .memory_bytes
+            .unwrap_or(self.profile.device_cpu.dram_bytes)
+            .min(self.engine.config().max_memory_bytes);
+        let state = TaskState {
+            storage,
+            files,
+            args: ctx.args.clone(),
+            ret: Vec::new(),
+            logs: Vec::new(),
+            limits: ctx.limits.clone(),
+            limiter: MemoryCap {
+                cap_bytes,
+                refused: None,
+            },
+            memory: None,
+            cpu: self.profile.device_cpu.clone(),
+            accelerators: self.profile.accelerators.clone(),
+            clock: args_in.done,
+            fuel_charged: 0,
+            breakdown,
+            failure: None,
+            bytes_read: 0,
+            bytes_written: 0,
+        };
+        let mut store = Store::new(task.pre.module().engine(), state);
+        store.limiter(|s| &mut s.limiter);
+        let outcome = execute(&mut store, task, ctx.limits.fuel);
+        abi::charge_final_compute(&mut store);
+        let mut state = store.into_data();
+        let result = outcome.map_err(|e| classify(e, &state));
+        let result = match result {
+            Ok(0) => Ok(()),
+            Ok(code) => Err(TaskError::Failed {
+                code,
+                message: state.failure.take(),
+            }),
+            Err(e) => Err(e),
+        };
+        let ret_out = state
+            .storage
+            .device
+            .host_transfer(state.clock, state.ret.len() as u64);
+        state.breakdown.dma_ns += ret_out.dma_ns;
+        self.clock = ret_out.done;
+        self.storage = Some(state.storage);
+        result?;
+        debug_assert_eq!(state.breakdown.total_ns(), ret_out.done.since(started));
+        Ok(TaskReport {
+            task: task.name().to_string(),
+            ret: state.ret,
+            fuel: state.fuel_charged,
+            breakdown: state.breakdown,
+            started,
+            finished: ret_out.done,
+            logs: state.logs,
+            bytes_read: state.bytes_read,
+            bytes_written: state.bytes_written,
+        })
+    }
+}
+
+fn register(volume: &mut Volume, files: &[(String, Mode)]) -> Result<Vec<OpenFile>, TaskError> {
+    files
+        .iter()
+        .map(|(path, mode)| {
+            Volume::check_path(path)?;
+            if mode.writable() {
+                volume.create(path)?;
+            } else {
+                volume.layout(path)?;
+            }
+            Ok(OpenFile {
+                path: path.clone(),
+                mode: *mode,
+            })
+        })
+        .collect()
+}
+
+fn execute(store: &mut Store<TaskState>, task: &Task, fuel: u64) -> wasmtime::Result<i32> {
+    store.set_fuel(fuel)?;
+    let instance = task.pre.instantiate(&mut *store)?;
+    let memory = instance
+        .get_memory(&mut *store, "memory")
+        .ok_or_else(|| wasmtime::Error::new(TaskError::MissingExport { what: "memory" }))?;
+    store.data_mut().memory = Some(memory);
+    let run = instance.get_typed_func::<(), i32>(&mut *store, "run")?;
+    run.call(&mut *store, ())
+}
+
+/// Maps a wasmtime error to what happened, in the task author's terms.
+fn classify(e: wasmtime::Error, state: &TaskState) -> TaskError {
+    let e = match e.downcast::<TaskError>() {
+        Ok(task_error) => return task_error,
+        Err(e) => e,
+    };
+    if let Some(wanted) = state.limiter.refused {
+        return TaskError::MemoryLimit {
+            wanted,
+            cap: state.limiter.cap_bytes,
+        };
+    }
+    match e.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => TaskError::FuelExhausted {
+            budget: state.limits.fuel,
+            approx_ms: state.cpu.compute_ns(state.limits.fuel) / 1_000_000,
+        },
+        Some(Trap::StackOverflow) => TaskError::StackOverflow,
+        Some(trap) => TaskError::Trap(trap.to_string()),
+        None => TaskError::Trap(format!("{e:#}")),
+    }
+}

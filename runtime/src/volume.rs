@@ -1,0 +1,186 @@
+//! A minimal file namespace over the device's logical space, so tasks have files to work on.
+//!
+//! This is a stand-in for the host file system of `csd-hostfs` (issue 5): a flat map from path
+//! to a list of page-aligned extents, allocated by a bump pointer. It does what the task
+//! runtime needs and nothing more: place imported files, grow files tasks write, and translate
+//! a file's byte range into device byte ranges.
+
+use csd_device::Lpn;
+use std::collections::BTreeMap;
+
+/// A run of consecutive logical pages holding part of a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Extent {
+    pub first: Lpn,
+    pub pages: u64,
+}
+
+/// Where a file lives on the device.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct FileLayout {
+    pub extents: Vec<Extent>,
+    pub size_bytes: u64,
+}
+
+impl FileLayout {
+    pub fn allocated_pages(&self) -> u64 {
+        self.extents.iter().map(|e| e.pages).sum()
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum VolumeError {
+    #[error("no such file '{0}' on the device")]
+    NoSuchFile(String),
+    #[error("'{0}' is not a valid device path (absolute, '/'-separated, no '.' or '..' parts)")]
+    BadPath(String),
+    #[error("the device is out of space: {needed_pages} more pages needed, {free_pages} free")]
+    NoSpace { needed_pages: u64, free_pages: u64 },
+}
+
+/// The flat file namespace. Paths are absolute, like `/logs/a.txt`.
+#[derive(Clone, Debug)]
+pub struct Volume {
+    files: BTreeMap<String, FileLayout>,
+    page_size: u64,
+    next_page: u64,
+    capacity_pages: u64,
+}
+
+impl Volume {
+    pub fn new(page_size: u64, capacity_pages: u64) -> Self {
+        Volume {
+            files: BTreeMap::new(),
+            page_size,
+            next_page: 0,
+            capacity_pages,
+        }
+    }
+
+    /// Checks a device path: absolute, no empty, `.` or `..` components.
+    pub fn check_path(path: &str) -> Result<(), VolumeError> {
+        let ok = path.starts_with('/')
+            && path.len() > 1
+            && path[1..]
+                .split('/')
+                .all(|c| !c.is_empty() && c != "." && c != ".." && !c.contains('\0'));
+        if ok {
+            Ok(())
+        } else {
+            Err(VolumeError::BadPath(path.to_string()))
+        }
+    }
+
+    pub fn layout(&self, path: &str) -> Result<&FileLayout, VolumeError> {
+        self.files
+            .get(path)
+            .ok_or_else(|| VolumeError::NoSuchFile(path.to_string()))
+    }
+
+    /// Creates an empty file if `path` does not exist.
+    pub fn create(&mut self, path: &str) -> Result<(), VolumeError> {
+        Self::check_path(path)?;
+        self.files.entry(path.to_string()).or_default();
+        Ok(())
+    }
+
+    /// Files whose path starts with `prefix`, in path order.
+    pub fn list<'a>(
+        &'a self,
+        prefix: &'a str,
+    ) -> impl Iterator<Item = (&'a str, &'a FileLayout)> + 'a {
+        self.files
+            .range(prefix.to_string()..)
+            .take_while(move |(p, _)| p.starts_with(prefix))
+            .map(|(p, l)| (p.as_str(), l))
+    }
+
+    /// Grows `path` so it holds at least `size_bytes`, allocating pages as needed.
+    pub fn ensure_size(&mut self, path: &str, size_bytes: u64) -> Result<(), VolumeError> {
+        let page_size = self.page_size;
+        let free_pages = self.capacity_pages - self.next_page;
+        let file = self
+            .files
+            .get_mut(path)
+            .ok_or_else(|| VolumeError::NoSuchFile(path.to_string()))?;
+        let needed = size_bytes
+            .div_ceil(page_size)
+            .saturating_sub(file.allocated_pages());
+        if needed > 0 {
+            if needed > free_pages {
+                return Err(VolumeError::NoSpace {
+                    needed_pages: needed,
+                    free_pages,
+                });
+            }
+            let first = Lpn(self.next_page);
+            self.next_page += needed;
+            match file.extents.last_mut() {
+                Some(last) if last.first.0 + last.pages == first.0 => last.pages += needed,
+                _ => file.extents.push(Extent {
+                    first,
+                    pages: needed,
+                }),
+            }
+        }
+        file.size_bytes = file.size_bytes.max(size_bytes);
+        Ok(())
+    }
+
+    /// Translates `len` bytes at file offset `offset` into device byte ranges
+    /// `(device_offset, len)`. The range must lie within the allocated pages.
+    pub fn map(&self, layout: &FileLayout, offset: u64, len: u64) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        let mut file_pos = 0u64;
+        let (mut want, end) = (offset, offset + len);
+        for e in &layout.extents {
+            let ext_bytes = e.pages * self.page_size;
+            let (ext_start, ext_end) = (file_pos, file_pos + ext_bytes);
+            if want < end && want < ext_end && end > ext_start {
+                let from = want.max(ext_start);
+                let to = end.min(ext_end);
+                out.push((e.first.0 * self.page_size + (from - ext_start), to - from));
+                want = to;
+            }
+            file_pos = ext_end;
+        }
+        debug_assert_eq!(
+            out.iter().map(|r| r.1).sum::<u64>(),
+            len,
+            "range within allocation"
+        );
+        out
+    }
+
+    pub fn used_pages(&self) -> u64 {
+        self.next_page
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn growing_files_and_mapping_ranges() {
+        let mut v = Volume::new(4096, 100);
+        v.create("/a").unwrap();
+        v.create("/b").unwrap();
+        v.ensure_size("/a", 5000).unwrap(); // pages 0-1
+        v.ensure_size("/b", 1).unwrap(); // page 2
+        v.ensure_size("/a", 9000).unwrap(); // page 3: a new extent
+        let a = v.layout("/a").unwrap().clone();
+        assert_eq!(a.extents.len(), 2);
+        assert_eq!(a.size_bytes, 9000);
+        assert_eq!(v.map(&a, 8000, 500), vec![(8000, 192), (3 * 4096, 308)]);
+        assert_eq!(v.map(&a, 0, 10), vec![(0, 10)]);
+        assert!(matches!(
+            v.ensure_size("/b", 1 << 30),
+            Err(VolumeError::NoSpace { .. })
+        ));
+        for bad in ["a", "/", "/x/../y", "/x//y", "/./x"] {
+            assert!(v.create(bad).is_err(), "{bad}");
+        }
+        assert_eq!(v.list("/").count(), 2);
+    }
+}
