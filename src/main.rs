@@ -4,13 +4,14 @@ mod commands;
 mod units;
 
 use clap::{Parser, Subcommand};
-use commands::{bench, device, profiles};
+use commands::{bench, device, profiles, task};
 use std::process::ExitCode;
 
 /// csdlab: try an in-storage computing idea before you own a programmable SSD.
 ///
 /// csd simulates a computational SSD in virtual time (NAND geometry and timing, page-level
-/// FTL with GC) so the same command and seed always print the same numbers.
+/// FTL with GC, a device CPU running WebAssembly tasks) so the same command and seed always
+/// print the same numbers.
 ///
 /// Run without a command, csd runs its default job: `csd device run` with its defaults.
 /// Logs go to stderr, filtered by RUST_LOG (e.g. RUST_LOG=csd_device=debug).
@@ -32,6 +33,19 @@ enum Command {
     /// Drive the device model directly.
     #[command(subcommand)]
     Device(DeviceCmd),
+    /// Run an in-storage task (Wasm) on files imported into the simulated device.
+    ///
+    /// Example: csd run grep --import ./logs --path /logs --args '{"pattern":"ERROR"}'
+    Run(task::RunArgs),
+    /// List the built-in example tasks.
+    Tasks {
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Build your own task crates.
+    #[command(subcommand)]
+    Task(task::TaskCmd),
     /// Measure the speed and memory of the model itself.
     #[command(subcommand)]
     Bench(bench::BenchCmd),
@@ -61,6 +75,9 @@ fn main() -> ExitCode {
         }
         Some(Command::Profiles { json }) => profiles::run(*json),
         Some(Command::Device(DeviceCmd::Run(args))) => device::run(args),
+        Some(Command::Run(args)) => task::run(args),
+        Some(Command::Tasks { json }) => task::list(*json),
+        Some(Command::Task(cmd)) => task::build(cmd),
         Some(Command::Bench(cmd)) => bench::run(cmd),
     };
     match result {

@@ -1,3 +1,4 @@
 pub mod bench;
 pub mod device;
 pub mod profiles;
+pub mod task;

@@ -1,0 +1,109 @@
+//! Builds the example tasks in `tasks/` to WebAssembly and embeds them in `csd`, so
+//! `csd run checksum …` works from any build. The tasks are their own cargo workspace (they
+//! target wasm32-unknown-unknown); this runs cargo on it with a separate target directory,
+//! always in release mode (fuel counts, and so modelled device time, come from optimised code).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const TARGET: &str = "wasm32-unknown-unknown";
+
+fn main() {
+    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo"));
+    let tasks = root.join("tasks");
+    for watched in ["tasks", "sdk"] {
+        println!("cargo:rerun-if-changed={}", root.join(watched).display());
+    }
+    let target_dir = out.join("tasks-target");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args([
+        "build",
+        "--release",
+        "--locked",
+        "--target",
+        TARGET,
+        "--manifest-path",
+    ])
+    .arg(tasks.join("Cargo.toml"))
+    .arg("--target-dir")
+    .arg(&target_dir)
+    // SIMD lets the kernels' loops vectorise in Wasm as they do natively.
+    .env("CARGO_ENCODED_RUSTFLAGS", "-Ctarget-feature=+simd128");
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+    ] {
+        cmd.env_remove(var);
+    }
+    let status = cmd
+        .status()
+        .expect("running cargo to build the example tasks");
+    if !status.success() {
+        if !target_installed() {
+            panic!(
+                "\n\nThe example tasks are compiled to WebAssembly, and the {TARGET} target is \
+                 not installed.\nInstall it with:\n\n    rustup target add {TARGET}\n\n"
+            );
+        }
+        panic!(
+            "building the example tasks in {} failed (see the errors above)",
+            tasks.display()
+        );
+    }
+    let wasm_dir = target_dir.join(TARGET).join("release");
+    let mut entries = String::from(
+        "/// The example tasks built into csd: (name, description, Wasm module).\n\
+         pub const BUILTIN_TASKS: &[(&str, &str, &[u8])] = &[\n",
+    );
+    for (name, description) in task_crates(&tasks) {
+        let wasm = wasm_dir.join(format!("{}.wasm", name.replace('-', "_")));
+        assert!(wasm.exists(), "{} was not built", wasm.display());
+        entries.push_str(&format!(
+            "    ({name:?}, {description:?}, include_bytes!({:?})),\n",
+            wasm.display().to_string()
+        ));
+    }
+    entries.push_str("];\n");
+    std::fs::write(out.join("builtin_tasks.rs"), entries).expect("writing builtin_tasks.rs");
+}
+
+/// `(package name, description)` of every task crate (members other than `kernels`), in
+/// name order.
+fn task_crates(tasks: &Path) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(tasks).expect("reading tasks/") {
+        let dir = entry.expect("tasks/ entry").path();
+        let manifest = dir.join("Cargo.toml");
+        if !manifest.exists() || dir.ends_with("kernels") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&manifest).expect("reading a task manifest");
+        let field = |key: &str| {
+            text.lines()
+                .find_map(|l| {
+                    l.strip_prefix(key)?
+                        .trim()
+                        .strip_prefix('=')
+                        .map(|v| v.trim().trim_matches('"').to_string())
+                })
+                .unwrap_or_default()
+        };
+        found.push((field("name"), field("description")));
+    }
+    found.sort();
+    found
+}
+
+fn target_installed() -> bool {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    Command::new(rustc)
+        .args(["--print", "target-libdir", "--target", TARGET])
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .is_some_and(|dir| Path::new(dir.trim()).exists())
+}

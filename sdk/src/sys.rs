@@ -1,0 +1,147 @@
+//! The raw `csd_v1` imports and thin safe shims over them. On targets other than wasm32 the
+//! imports are stubs that panic: tasks only run inside csd (this keeps the crate buildable
+//! natively, for docs and `cargo test --workspace`).
+
+macro_rules! abi {
+    ($(fn $name:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)?;)*) => {
+        #[cfg(target_arch = "wasm32")]
+        mod imports {
+            #[link(wasm_import_module = "csd_v1")]
+            extern "C" {
+                $(pub fn $name($($arg: $ty),*) $(-> $ret)?;)*
+            }
+        }
+
+        #[cfg(not(target_arch = "wasm32"))]
+        mod imports {
+            $(
+                pub unsafe fn $name($($arg: $ty),*) $(-> $ret)? {
+                    $(let _ = $arg;)*
+                    panic!(concat!("csd_v1.", stringify!($name), ": csd tasks run only inside csd, compiled for wasm32"))
+                }
+            )*
+        }
+    };
+}
+
+abi! {
+    fn args_len() -> i32;
+    fn args_read(ptr: *mut u8, len: i32) -> i32;
+    fn file_count() -> i32;
+    fn file_size(handle: i32) -> i64;
+    fn file_read(handle: i32, offset: i64, ptr: *mut u8, len: i32) -> i32;
+    fn file_write(handle: i32, offset: i64, ptr: *const u8, len: i32) -> i32;
+    fn file_append(handle: i32, ptr: *const u8, len: i32) -> i32;
+    fn ret_write(ptr: *const u8, len: i32);
+    fn log(ptr: *const u8, len: i32);
+    fn panic(ptr: *const u8, len: i32);
+    fn fail(ptr: *const u8, len: i32);
+    fn accel_grep(handle: i32, pat: *const u8, pat_len: i32, out: *mut u64, out_cap: i32) -> i64;
+    fn accel_stats(handle: i32, width_bits: i32) -> i64;
+}
+
+// SAFETY (every use): the runtime checks every pointer/length pair against the task's memory
+// and traps the task on a bad one; the slices passed here are valid for their lengths.
+macro_rules! host {
+    ($call:ident($($arg:expr),*)) => { unsafe { imports::$call($($arg),*) } };
+}
+
+/// Host calls take i32 lengths: big buffers are passed in pieces of at most this.
+const MAX_CALL_BYTES: usize = 1 << 30;
+
+pub fn args_len() -> i32 {
+    host!(args_len())
+}
+
+pub fn args_read(buf: &mut [u8]) -> usize {
+    host!(args_read(
+        buf.as_mut_ptr(),
+        buf.len().min(MAX_CALL_BYTES) as i32
+    )) as usize
+}
+
+pub fn file_count() -> i32 {
+    host!(file_count())
+}
+
+pub fn file_size(handle: i32) -> i64 {
+    host!(file_size(handle))
+}
+
+pub fn file_read(handle: i32, offset: u64, buf: &mut [u8]) -> usize {
+    let mut done = 0usize;
+    while done < buf.len() {
+        let piece = (buf.len() - done).min(MAX_CALL_BYTES);
+        let ptr = buf[done..].as_mut_ptr();
+        let n = host!(file_read(
+            handle,
+            (offset + done as u64) as i64,
+            ptr,
+            piece as i32
+        )) as usize;
+        done += n;
+        if n < piece {
+            break;
+        }
+    }
+    done
+}
+
+pub fn file_write(handle: i32, offset: u64, data: &[u8]) {
+    for (i, piece) in data.chunks(MAX_CALL_BYTES).enumerate() {
+        let at = offset + (i * MAX_CALL_BYTES) as u64;
+        host!(file_write(
+            handle,
+            at as i64,
+            piece.as_ptr(),
+            piece.len() as i32
+        ));
+    }
+}
+
+pub fn file_append(handle: i32, data: &[u8]) {
+    for piece in data.chunks(MAX_CALL_BYTES) {
+        host!(file_append(handle, piece.as_ptr(), piece.len() as i32));
+    }
+}
+
+pub fn ret_write(data: &[u8]) {
+    for piece in data.chunks(MAX_CALL_BYTES) {
+        host!(ret_write(piece.as_ptr(), piece.len() as i32));
+    }
+}
+
+pub fn log(message: &str) {
+    host!(log(
+        message.as_ptr(),
+        message.len().min(MAX_CALL_BYTES) as i32
+    ));
+}
+
+pub fn panic(message: &str) {
+    host!(panic(
+        message.as_ptr(),
+        message.len().min(MAX_CALL_BYTES) as i32
+    ));
+}
+
+pub fn fail(message: &str) {
+    host!(fail(
+        message.as_ptr(),
+        message.len().min(MAX_CALL_BYTES) as i32
+    ));
+}
+
+pub fn accel_grep(handle: i32, pattern: &[u8], out: &mut [u64]) -> u64 {
+    host!(accel_grep(
+        handle,
+        pattern.as_ptr(),
+        pattern.len().min(MAX_CALL_BYTES) as i32,
+        out.as_mut_ptr(),
+        out.len().min(MAX_CALL_BYTES / 8) as i32
+    )) as u64
+}
+
+pub fn accel_stats(handle: i32, width_bits: i32) -> u64 {
+    host!(accel_stats(handle, width_bits)) as u64
+}

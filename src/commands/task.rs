@@ -1,0 +1,312 @@
+//! `csd run`, `csd tasks`, `csd task build`: in-storage tasks from the command line.
+
+use crate::units::{fmt_bytes, thousands, us};
+use anyhow::{bail, Context as _};
+use csd::builtin::BUILTIN_TASKS;
+use csd_device::{DataMode, Profile};
+use csd_runtime::{Csd, EngineConfig, IscContext, Mode, TaskEngine, TaskLimits, TaskReport};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// A built-in task name (see `csd tasks`) or a path to a .wasm (or .wat) module.
+    pub task: String,
+    /// A host file or directory to import into the device (directories recursively).
+    #[arg(long)]
+    pub import: Option<PathBuf>,
+    /// Where the imported files go on the device.
+    #[arg(long, default_value = "/data")]
+    pub path: String,
+    /// Register one more device file, as PATH:MODE with MODE r, w or rw (e.g. /out/bits:w).
+    #[arg(long = "file", value_name = "PATH:MODE")]
+    pub files: Vec<String>,
+    /// Arguments handed to the task (tasks in tasks/ take JSON).
+    #[arg(long, default_value = "")]
+    pub args: String,
+    /// Device profile; the default is the LightFS testbed with its calibrated CPU and Grep-ACC.
+    #[arg(long, short, default_value = "cosmos-plus")]
+    pub profile: String,
+    /// Compute budget in fuel (about one unit per Wasm instruction).
+    #[arg(long, default_value_t = TaskLimits::default().fuel)]
+    pub fuel: u64,
+    /// Linear-memory cap for the task [default: the profile's device DRAM].
+    #[arg(long, value_parser = crate::units::parse_size)]
+    pub memory: Option<u64>,
+    /// Copy the files the task could write back to this host directory afterwards.
+    #[arg(long)]
+    pub export: Option<PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum TaskCmd {
+    /// Build a task crate to WebAssembly (cargo build --release --target wasm32-unknown-unknown).
+    Build {
+        /// The task crate's directory (holding its Cargo.toml).
+        dir: PathBuf,
+    },
+}
+
+pub fn engine() -> anyhow::Result<Arc<TaskEngine>> {
+    Ok(Arc::new(TaskEngine::new(EngineConfig::default())?))
+}
+
+/// Resolves a task argument to `(name, module bytes)`.
+pub fn load_module(task: &str) -> anyhow::Result<(String, Vec<u8>)> {
+    let path = Path::new(task);
+    if task.ends_with(".wasm") || task.ends_with(".wat") || path.exists() {
+        let bytes = std::fs::read(path).with_context(|| format!("reading task module {task}"))?;
+        let name = path
+            .file_stem()
+            .map_or(task.into(), |s| s.to_string_lossy().into_owned());
+        return Ok((name, bytes));
+    }
+    match csd::builtin::task(task) {
+        Some(wasm) => Ok((task.to_string(), wasm.to_vec())),
+        None => bail!(
+            "unknown task '{task}' (built-in tasks: {}; or give a path to a .wasm file)",
+            BUILTIN_TASKS
+                .iter()
+                .map(|t| t.0)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+#[derive(Serialize)]
+struct RunReport<'a> {
+    profile: &'a str,
+    files: Vec<String>,
+    result: serde_json::Value,
+    latency_ns: u64,
+    #[serde(flatten)]
+    report: &'a TaskReport,
+}
+
+pub fn run(args: &RunArgs) -> anyhow::Result<()> {
+    let profile = Profile::load(&args.profile)?;
+    let (name, module) = load_module(&args.task)?;
+    let engine = engine()?;
+    let task = engine
+        .load(&name, &module)
+        .with_context(|| format!("loading task '{}'", args.task))?;
+    let mut csd = Csd::new(&profile, DataMode::Payloads, engine)?;
+    let mut ctx = IscContext::new();
+    let mut registered = Vec::new();
+    if let Some(dir) = &args.import {
+        for (host, device) in import_plan(dir, &args.path)? {
+            let data =
+                std::fs::read(&host).with_context(|| format!("reading {}", host.display()))?;
+            csd.import(&device, &data)
+                .with_context(|| format!("importing {} as {device}", host.display()))?;
+            ctx = ctx.file(device.clone(), Mode::Read);
+            registered.push((device, Mode::Read));
+        }
+        if registered.is_empty() {
+            bail!("{} holds no files to import", dir.display());
+        }
+    }
+    for spec in &args.files {
+        let (path, mode) = spec
+            .rsplit_once(':')
+            .with_context(|| format!("--file {spec}: expected PATH:MODE, e.g. /out/result:w"))?;
+        let mode: Mode = mode
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!("--file {spec}: {e}"))?;
+        ctx = ctx.file(path, mode);
+        registered.push((path.to_string(), mode));
+    }
+    ctx = ctx.args(args.args.clone().into_bytes()).limits(TaskLimits {
+        fuel: args.fuel,
+        memory_bytes: args.memory,
+        ..TaskLimits::default()
+    });
+    let report = csd
+        .run(&task, &ctx)
+        .with_context(|| format!("running task '{}' on profile '{}'", name, profile.name))?;
+    if let Some(dir) = &args.export {
+        for (path, _) in registered.iter().filter(|(_, m)| m.writable()) {
+            let data = csd.export(path)?;
+            let host = dir.join(path.trim_start_matches('/'));
+            if let Some(parent) = host.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(&host, data).with_context(|| format!("writing {}", host.display()))?;
+        }
+    }
+    let result = report.ret_json().unwrap_or_else(|_| {
+        serde_json::Value::String(String::from_utf8_lossy(&report.ret).into_owned())
+    });
+    if args.json {
+        let out = RunReport {
+            profile: &profile.name,
+            files: registered.iter().map(|f| f.0.clone()).collect(),
+            result,
+            latency_ns: report.latency_ns(),
+            report: &report,
+        };
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    let read_bytes: u64 = registered
+        .iter()
+        .filter_map(|(p, _)| csd.volume().layout(p).ok())
+        .map(|l| l.size_bytes)
+        .sum();
+    println!(
+        "csd run {}: profile {}, {} file(s), {}",
+        name,
+        profile.name,
+        registered.len(),
+        fmt_bytes(read_bytes)
+    );
+    println!();
+    println!(
+        "  result   {}",
+        serde_json::to_string_pretty(&result)?.replace('\n', "\n           ")
+    );
+    for line in &report.logs {
+        println!("  log      {line}");
+    }
+    println!();
+    let b = &report.breakdown;
+    println!("  latency  {} µs", us(report.latency_ns()));
+    println!(
+        "  stages   read_file {}  compute {}  write {}  dma {}  others {}  (µs)",
+        us(b.read_file_ns),
+        us(b.compute_ns),
+        us(b.write_ns),
+        us(b.dma_ns),
+        us(b.others_ns)
+    );
+    println!(
+        "  compute  {} fuel on {} ({} ns/fuel)",
+        thousands(report.fuel),
+        profile.device_cpu.model,
+        profile.device_cpu.ns_per_fuel
+    );
+    Ok(())
+}
+
+/// `(host file, device path)` pairs for importing `src` under `device_dir`, sorted by path so
+/// imports (and so device layouts and timings) are deterministic.
+fn import_plan(src: &Path, device_dir: &str) -> anyhow::Result<Vec<(PathBuf, String)>> {
+    let base = device_dir.trim_end_matches('/');
+    let meta = std::fs::metadata(src).with_context(|| format!("--import {}", src.display()))?;
+    if meta.is_file() {
+        let name = src
+            .file_name()
+            .context("--import: file has no name")?
+            .to_string_lossy();
+        return Ok(vec![(src.to_path_buf(), format!("{base}/{name}"))]);
+    }
+    let mut plan = Vec::new();
+    let mut stack = vec![src.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in
+            std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))?
+        {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.is_file() {
+                let rel = path.strip_prefix(src).expect("below the import root");
+                let rel = rel
+                    .to_string_lossy()
+                    .replace(std::path::MAIN_SEPARATOR, "/");
+                plan.push((path, format!("{base}/{rel}")));
+            }
+        }
+    }
+    plan.sort_by(|a, b| a.1.cmp(&b.1));
+    Ok(plan)
+}
+
+pub fn list(json: bool) -> anyhow::Result<()> {
+    if json {
+        let rows: Vec<_> = BUILTIN_TASKS
+            .iter()
+            .map(|(n, d, w)| serde_json::json!({ "name": n, "description": d, "wasm_bytes": w.len() }))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    for (name, description, wasm) in BUILTIN_TASKS {
+        println!(
+            "{name:<18} {:>10}  {description}",
+            fmt_bytes(wasm.len() as u64)
+        );
+    }
+    Ok(())
+}
+
+pub fn build(cmd: &TaskCmd) -> anyhow::Result<()> {
+    let TaskCmd::Build { dir } = cmd;
+    let manifest = dir.join("Cargo.toml");
+    if !manifest.exists() {
+        bail!(
+            "{} has no Cargo.toml: give the directory of a task crate",
+            dir.display()
+        );
+    }
+    let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args([
+            "build",
+            "--release",
+            "--target",
+            "wasm32-unknown-unknown",
+            "--message-format=json-render-diagnostics",
+            "--manifest-path",
+        ])
+        .arg(&manifest)
+        .env("CARGO_ENCODED_RUSTFLAGS", "-Ctarget-feature=+simd128")
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .context("running cargo (is Rust installed?)")?;
+    if !output.status.success() {
+        let target_missing = Command::new("rustc")
+            .args([
+                "--print",
+                "target-libdir",
+                "--target",
+                "wasm32-unknown-unknown",
+            ])
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .is_none_or(|d| !Path::new(d.trim()).exists());
+        if target_missing {
+            bail!("the wasm32-unknown-unknown target is not installed: run `rustup target add wasm32-unknown-unknown`");
+        }
+        bail!(
+            "building {} failed (see cargo's errors above)",
+            dir.display()
+        );
+    }
+    let mut built = Vec::new();
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if msg["reason"] == "compiler-artifact" {
+            for f in msg["filenames"].as_array().into_iter().flatten() {
+                if let Some(f) = f.as_str().filter(|f| f.ends_with(".wasm")) {
+                    built.push(f.to_string());
+                }
+            }
+        }
+    }
+    if built.is_empty() {
+        bail!("cargo built no .wasm: is the crate a cdylib (`[lib] crate-type = [\"cdylib\"]`)?");
+    }
+    for f in built {
+        println!("{f}");
+    }
+    Ok(())
+}

@@ -1,0 +1,48 @@
+//! A task that misbehaves on request, to test the sandbox with real Rust behaviour:
+//! `{"do": "panic" | "bomb" | "loop" | "recurse" | "fail"}`.
+use csd_sdk::{bail, task, Context, Result};
+
+#[derive(serde::Deserialize)]
+struct Args {
+    #[serde(rename = "do")]
+    action: String,
+}
+
+#[task]
+fn run(ctx: Context) -> Result<()> {
+    let args: Args = ctx.args_json()?;
+    match args.action.as_str() {
+        "panic" => {
+            let v = vec![1, 2, 3];
+            let i = v.len() + std::hint::black_box(4);
+            csd_sdk::log!("about to index {i}");
+            let _ = v[i];
+        }
+        "bomb" => {
+            let mut hoard: Vec<Vec<u8>> = Vec::new();
+            loop {
+                hoard.push(vec![1u8; 16 << 20]);
+                std::hint::black_box(&hoard);
+            }
+        }
+        "loop" => {
+            let mut x = 0u64;
+            loop {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+        }
+        "recurse" => {
+            std::hint::black_box(depth(std::hint::black_box(1)));
+        }
+        "fail" => bail!("refusing on purpose"),
+        other => bail!("unknown action {other:?}"),
+    }
+    Ok(())
+}
+
+fn depth(n: u64) -> u64 {
+    if n == 0 {
+        return 0;
+    }
+    1 + depth(std::hint::black_box(n + 1))
+}

@@ -1,0 +1,253 @@
+//! Compute kernels of the example tasks. Plain functions over byte slices, so the same code
+//! runs natively (as the benchmark's baseline) and inside a task (compiled to Wasm).
+//! Ordinary crates work in tasks: `grep` uses `memchr`, `checksum` uses `crc32fast`.
+
+/// Sum of the data as little-endian u32s, wrapping in u64 (LightFS's STATS32).
+pub fn stats32(data: &[u8]) -> u64 {
+    data.chunks_exact(4)
+        .map(|w| u64::from(u32::from_le_bytes([w[0], w[1], w[2], w[3]])))
+        .fold(0u64, u64::wrapping_add)
+}
+
+/// Sum of the data as little-endian u64s, wrapping (LightFS's STATS64).
+pub fn stats64(data: &[u8]) -> u64 {
+    data.chunks_exact(8)
+        .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")))
+        .fold(0u64, u64::wrapping_add)
+}
+
+/// Dimensions of a KNN vector (LightFS's KNN: 128-dimensional f32 vectors).
+pub const KNN_DIM: usize = 128;
+
+/// One nearest neighbour: vector index in its file and L2 distance to the query.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Neighbor {
+    pub index: u64,
+    pub distance: f32,
+}
+
+/// Squared L2 distance of one little-endian f32 vector (`KNN_DIM * 4` bytes) to `query`.
+pub fn l2_squared(vector: &[u8], query: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    for (i, (v, q)) in vector.chunks_exact(4).zip(query).enumerate() {
+        let d = f32::from_le_bytes([v[0], v[1], v[2], v[3]]) - q;
+        // Eight independent accumulators: a fixed order (identical results natively and in
+        // Wasm) that still lets the compiler vectorise.
+        acc[i % 8] += d * d;
+    }
+    ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
+}
+
+/// The `k` vectors of `data` closest to `query`, nearest first (ties: lower index first).
+/// `data` holds consecutive vectors; a trailing partial vector is ignored.
+pub fn knn(data: &[u8], query: &[f32], k: usize) -> Vec<Neighbor> {
+    let mut best: Vec<(f32, u64)> = Vec::with_capacity(k + 1);
+    for (index, v) in data.chunks_exact(KNN_DIM * 4).enumerate() {
+        let d = l2_squared(v, query);
+        if best.len() == k && best.last().is_some_and(|&(worst, _)| d >= worst) {
+            continue;
+        }
+        let at = best.partition_point(|&(bd, _)| bd <= d);
+        best.insert(at, (d, index as u64));
+        best.truncate(k);
+    }
+    best.into_iter()
+        .map(|(d, index)| Neighbor { index, distance: d.sqrt() })
+        .collect()
+}
+
+/// Non-overlapping occurrences of `needle`: the count and the first `max_offsets` offsets.
+pub fn grep(haystack: &[u8], needle: &[u8], max_offsets: usize) -> (u64, Vec<u64>) {
+    let mut count = 0u64;
+    let mut offsets = Vec::new();
+    for at in memchr::memmem::find_iter(haystack, needle) {
+        if offsets.len() < max_offsets {
+            offsets.push(at as u64);
+        }
+        count += 1;
+    }
+    (count, offsets)
+}
+
+/// CRC-32 (IEEE) of the data.
+pub fn crc32(data: &[u8]) -> u32 {
+    crc32fast::hash(data)
+}
+
+/// Hits of one keyword in a word query.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WordHits {
+    pub count: u64,
+    pub addresses: Vec<u64>,
+}
+
+/// The most keywords one query takes (ISPFS's word-query instruction carries four).
+pub const MAX_QUERY_WORDS: usize = 4;
+
+/// ISPFS word query: for each keyword, how often it occurs as a whole word and the byte
+/// addresses of its first `max_addresses` occurrences. Words are maximal runs of ASCII
+/// letters, digits and `_`; matching is exact.
+pub fn word_query(text: &[u8], keywords: &[&[u8]], max_addresses: usize) -> Vec<WordHits> {
+    let mut hits = vec![WordHits { count: 0, addresses: Vec::new() }; keywords.len()];
+    let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut i = 0;
+    while i < text.len() {
+        if !is_word(text[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < text.len() && is_word(text[i]) {
+            i += 1;
+        }
+        let word = &text[start..i];
+        for (k, h) in keywords.iter().zip(hits.iter_mut()) {
+            if *k == word {
+                h.count += 1;
+                if h.addresses.len() < max_addresses {
+                    h.addresses.push(start as u64);
+                }
+            }
+        }
+    }
+    hits
+}
+
+/// Decompresses a word-aligned run-length-encoded bitmap, handing the output to `emit` in
+/// pieces. Returns the number of output bytes.
+///
+/// Input: little-endian u32 words. A word with bit 31 set is a *fill*: bit 30 is the fill
+/// bit and bits 0–29 count output words (32 bits each) of all-zeros or all-ones. A word with
+/// bit 31 clear is a *literal header*: its value counts the u32 words that follow, copied to
+/// the output as they are.
+pub fn rle_bitmap_decompress(input: &[u8], mut emit: impl FnMut(&[u8])) -> Result<u64, String> {
+    if input.len() % 4 != 0 {
+        return Err(format!("input length {} is not a multiple of 4", input.len()));
+    }
+    let words: Vec<u32> = input
+        .chunks_exact(4)
+        .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        .collect();
+    let mut out = Vec::with_capacity(1 << 16);
+    let mut total = 0u64;
+    let mut flush = |out: &mut Vec<u8>, total: &mut u64| {
+        *total += out.len() as u64;
+        emit(out);
+        out.clear();
+    };
+    let mut i = 0;
+    while i < words.len() {
+        let w = words[i];
+        i += 1;
+        if w & 0x8000_0000 != 0 {
+            let byte = if w & 0x4000_0000 != 0 { 0xff } else { 0x00 };
+            let mut remaining = u64::from(w & 0x3fff_ffff) * 4;
+            while remaining > 0 {
+                let room = (out.capacity() - out.len()).max(4) as u64;
+                let n = remaining.min(room) as usize;
+                out.resize(out.len() + n, byte);
+                remaining -= n as u64;
+                if out.len() >= 1 << 16 {
+                    flush(&mut out, &mut total);
+                }
+            }
+        } else {
+            let n = w as usize;
+            let Some(literals) = words.get(i..i + n) else {
+                return Err(format!("literal run of {n} words at word {} runs past the end", i - 1));
+            };
+            for l in literals {
+                out.extend_from_slice(&l.to_le_bytes());
+                if out.len() >= 1 << 16 {
+                    flush(&mut out, &mut total);
+                }
+            }
+            i += n;
+        }
+    }
+    if !out.is_empty() {
+        flush(&mut out, &mut total);
+    }
+    Ok(total)
+}
+
+/// A graph in compressed sparse row form, as stored in a file: little-endian u32
+/// `node_count`, `edge_count`, then `node_count + 1` offsets, then `edge_count` targets.
+pub struct Csr<'a> {
+    pub nodes: u32,
+    offsets: &'a [u8],
+    targets: &'a [u8],
+}
+
+fn u32_at(b: &[u8], i: usize) -> u32 {
+    u32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]])
+}
+
+impl<'a> Csr<'a> {
+    pub fn parse(file: &'a [u8]) -> Result<Csr<'a>, String> {
+        if file.len() < 8 {
+            return Err("graph file shorter than its 8-byte header".into());
+        }
+        let nodes = u32_at(file, 0);
+        let edges = u32_at(file, 1);
+        let need = 8 + 4 * (u64::from(nodes) + 1 + u64::from(edges));
+        if (file.len() as u64) != need {
+            return Err(format!(
+                "graph file is {} bytes; {nodes} nodes and {edges} edges need {need}",
+                file.len()
+            ));
+        }
+        let offsets = &file[8..8 + 4 * (nodes as usize + 1)];
+        let targets = &file[8 + 4 * (nodes as usize + 1)..];
+        let mut prev = 0;
+        for i in 0..=nodes as usize {
+            let o = u32_at(offsets, i);
+            if o < prev || o > edges {
+                return Err(format!("offset {i} ({o}) is out of order or past {edges} edges"));
+            }
+            prev = o;
+        }
+        if u32_at(offsets, nodes as usize) != edges {
+            return Err("the last offset must equal the edge count".into());
+        }
+        for e in 0..edges as usize {
+            if u32_at(targets, e) >= nodes {
+                return Err(format!("edge {e} points to node {} of {nodes}", u32_at(targets, e)));
+            }
+        }
+        Ok(Csr { nodes, offsets, targets })
+    }
+
+    pub fn neighbors(&self, node: u32) -> impl Iterator<Item = u32> + '_ {
+        let (a, b) = (u32_at(self.offsets, node as usize), u32_at(self.offsets, node as usize + 1));
+        (a..b).map(move |e| u32_at(self.targets, e as usize))
+    }
+}
+
+/// Distance marking an unreachable node.
+pub const UNREACHABLE: u32 = u32::MAX;
+
+/// Breadth-first search: hop distance of every node from `source`.
+pub fn bfs(graph: &Csr<'_>, source: u32) -> Result<Vec<u32>, String> {
+    if source >= graph.nodes {
+        return Err(format!("source {source} is not a node (the graph has {})", graph.nodes));
+    }
+    let mut dist = vec![UNREACHABLE; graph.nodes as usize];
+    let mut frontier = vec![source];
+    dist[source as usize] = 0;
+    let mut depth = 0;
+    while !frontier.is_empty() {
+        depth += 1;
+        let mut next = Vec::new();
+        for &u in &frontier {
+            for v in graph.neighbors(u) {
+                if dist[v as usize] == UNREACHABLE {
+                    dist[v as usize] = depth;
+                    next.push(v);
+                }
+            }
+        }
+        frontier = next;
+    }
+    Ok(dist)
+}
