@@ -138,7 +138,9 @@ impl File {
     /// Calls `f` on consecutive chunks of the file, reading `chunk_bytes` at a time: how to
     /// stream a file larger than memory.
     pub fn for_each_chunk(&self, chunk_bytes: usize, mut f: impl FnMut(u64, &[u8])) {
-        let mut buf = vec![0u8; chunk_bytes.max(1)];
+        // Never allocate (and zero) more than the file holds: small files are the common case.
+        let size = usize::try_from(self.size()).unwrap_or(usize::MAX);
+        let mut buf = vec![0u8; chunk_bytes.clamp(1, size.max(1))];
         let mut offset = 0u64;
         loop {
             let n = self.read_at(offset, &mut buf);

@@ -1,0 +1,382 @@
+//! The example tasks through the real runtime, against independent reference
+//! implementations written here (not the kernels the tasks use), on random inputs.
+
+use csd_device::{DataMode, Profile};
+use csd_runtime::{
+    Csd, EngineConfig, IscContext, Mode, Task, TaskEngine, TaskError, TaskLimits, TaskReport,
+};
+use proptest::prelude::*;
+use serde_json::{json, Value};
+use std::sync::{Arc, OnceLock};
+
+fn engine() -> Arc<TaskEngine> {
+    static E: OnceLock<Arc<TaskEngine>> = OnceLock::new();
+    E.get_or_init(|| {
+        Arc::new(
+            TaskEngine::new(EngineConfig {
+                cache_dir: None,
+                ..Default::default()
+            })
+            .unwrap(),
+        )
+    })
+    .clone()
+}
+
+fn task(name: &str) -> Task {
+    engine()
+        .load(name, csd::builtin::task(name).expect("built-in task"))
+        .unwrap()
+}
+
+fn device(profile: &str) -> Csd {
+    Csd::new(
+        &Profile::load(profile).unwrap(),
+        DataMode::Payloads,
+        engine(),
+    )
+    .unwrap()
+}
+
+/// Imports `files` as /in/0, /in/1, ... and runs `name` over them (plus `extra` files).
+fn run_on(name: &str, files: &[Vec<u8>], args: Value, extra: &[(&str, Mode)]) -> (Csd, TaskReport) {
+    let mut csd = device("daisyplus-femu");
+    let mut ctx = IscContext::new();
+    for (i, f) in files.iter().enumerate() {
+        let path = format!("/in/{i}");
+        csd.import(&path, f).unwrap();
+        ctx = ctx.file(path, Mode::Read);
+    }
+    for (path, mode) in extra {
+        ctx = ctx.file(*path, *mode);
+    }
+    let report = csd
+        .run(&task(name), &ctx.args(args.to_string().into_bytes()))
+        .unwrap();
+    (csd, report)
+}
+
+fn ref_sum(data: &[u8], width: usize) -> u64 {
+    let mut sum = 0u64;
+    let mut i = 0;
+    while i + width <= data.len() {
+        let mut v = 0u64;
+        for b in (0..width).rev() {
+            v = (v << 8) | u64::from(data[i + b]);
+        }
+        sum = sum.wrapping_add(v);
+        i += width;
+    }
+    sum
+}
+
+fn ref_crc32(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+fn ref_grep(hay: &[u8], needle: &[u8]) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i + needle.len() <= hay.len() {
+        if &hay[i..i + needle.len()] == needle {
+            out.push(i as u64);
+            i += needle.len();
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+fn text(alphabet: &'static [u8]) -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(prop::sample::select(alphabet), 0..20_000)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    #[test]
+    fn stats_and_checksum_match_references(files in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..40_000), 1..4)) {
+        for (name, width) in [("stats32", 4), ("stats64", 8)] {
+            let (_, r) = run_on(name, &files, json!({}), &[]);
+            let expect = files.iter().fold(0u64, |a, f| a.wrapping_add(ref_sum(f, width)));
+            prop_assert_eq!(&r.ret_json().unwrap()["sum"], &json!(expect), "{}", name);
+        }
+        let (_, r) = run_on("checksum", &files, json!({}), &[]);
+        let got = r.ret_json().unwrap();
+        for (i, f) in files.iter().enumerate() {
+            prop_assert_eq!(&got["files"][i], &json!({ "crc32": ref_crc32(f), "bytes": f.len() }));
+        }
+    }
+
+    #[test]
+    fn grep_on_cpu_and_accelerator_match_the_reference(
+        files in prop::collection::vec(text(b"ab c\n"), 1..3),
+        pattern in prop::collection::vec(prop::sample::select(b"ab c".as_slice()), 1..4),
+    ) {
+        let pat = String::from_utf8(pattern.clone()).unwrap();
+        let expect: Vec<Value> = files.iter().map(|f| {
+            let hits = ref_grep(f, &pattern);
+            json!({ "count": hits.len(), "offsets": hits.iter().take(5).collect::<Vec<_>>() })
+        }).collect();
+        let args = json!({ "pattern": pat, "max_offsets": 5 });
+        let (_, cpu) = run_on("grep", &files, args.clone(), &[]);
+        prop_assert_eq!(&cpu.ret_json().unwrap()["files"], &json!(expect));
+        // The accelerator needs a profile that has one.
+        let mut csd = device("cosmos-plus");
+        let mut ctx = IscContext::new();
+        for (i, f) in files.iter().enumerate() {
+            csd.import(&format!("/in/{i}"), f).unwrap();
+            ctx = ctx.file(format!("/in/{i}"), Mode::Read);
+        }
+        let acc = csd.run(&task("grep-accel"), &ctx.args(args.to_string().into_bytes())).unwrap();
+        prop_assert_eq!(acc.ret_json().unwrap(), cpu.ret_json().unwrap());
+    }
+
+    #[test]
+    fn wordquery_matches_the_reference(
+        file in text(b"ab cd_\n."),
+        words in prop::collection::vec(prop::sample::select(vec!["a", "b", "ab", "cd", "a_b", "dd"]), 1..5),
+    ) {
+        let (_, r) = run_on("wordquery", std::slice::from_ref(&file), json!({ "words": words, "max_addresses": 3 }), &[]);
+        let got = r.ret_json().unwrap();
+        // Reference: split on anything that is not a word byte, remember word start offsets.
+        let mut spans = Vec::new();
+        let mut start = None;
+        for (i, &b) in file.iter().chain(std::iter::once(&b' ')).enumerate() {
+            let w = b.is_ascii_alphanumeric() || b == b'_';
+            match (w, start) {
+                (true, None) => start = Some(i),
+                (false, Some(s)) => { spans.push((s, &file[s..i])); start = None; }
+                _ => {}
+            }
+        }
+        for (k, word) in words.iter().enumerate() {
+            let at: Vec<usize> = spans.iter().filter(|(_, w)| *w == word.as_bytes()).map(|(s, _)| *s).collect();
+            prop_assert_eq!(&got["files"][0]["words"][k]["count"], &json!(at.len()));
+            prop_assert_eq!(&got["files"][0]["words"][k]["addresses"], &json!(at.iter().take(3).collect::<Vec<_>>()));
+        }
+    }
+
+    #[test]
+    fn knn_matches_the_reference(vectors in prop::collection::vec(prop::collection::vec(-100f32..100f32, 128), 1..60), k in 1usize..8) {
+        let query: Vec<f32> = (0..128).map(|i| (i as f32).sin() * 50.0).collect();
+        let bytes: Vec<u8> = vectors.iter().flatten().flat_map(|x| x.to_le_bytes()).collect();
+        let (_, r) = run_on("knn", &[bytes], json!({ "query": query, "k": k }), &[]);
+        let got = r.ret_json().unwrap();
+        let mut expect: Vec<(f64, usize)> = vectors.iter().enumerate().map(|(i, v)| {
+            (v.iter().zip(&query).map(|(a, b)| f64::from(a - b).powi(2)).sum::<f64>().sqrt(), i)
+        }).collect();
+        expect.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let n = got["neighbors"].as_array().unwrap();
+        prop_assert_eq!(n.len(), k.min(vectors.len()));
+        for (g, (d, i)) in n.iter().zip(&expect) {
+            let gd = g["distance"].as_f64().unwrap();
+            prop_assert!((gd - d).abs() <= 1e-3 * d.max(1.0), "distance {} vs {}", gd, d);
+            // Indices agree unless two distances are too close for f32 to order reliably.
+            if g["index"] != json!(i) {
+                let other = expect.iter().find(|e| json!(e.1) == g["index"]).unwrap();
+                prop_assert!((other.0 - d).abs() <= 1e-3 * d.max(1.0));
+            }
+        }
+    }
+
+    #[test]
+    fn bitmap_decompress_expands_what_was_encoded(runs in prop::collection::vec((0u8..3, 1u32..300), 1..40)) {
+        // Build a bitmap from random runs, encode it, and expect exactly the bitmap back.
+        let (mut words, mut encoded) = (Vec::<u32>::new(), Vec::<u32>::new());
+        for (kind, n) in runs {
+            match kind {
+                0 | 1 => {
+                    words.extend(std::iter::repeat_n(if kind == 1 { u32::MAX } else { 0 }, n as usize));
+                    encoded.push(0x8000_0000 | (u32::from(kind) << 30) | n);
+                }
+                _ => {
+                    let lit: Vec<u32> = (0..n).map(|i| i.wrapping_mul(2_654_435_761) | 1).collect();
+                    words.extend(&lit);
+                    encoded.push(n);
+                    encoded.extend(&lit);
+                }
+            }
+        }
+        let input: Vec<u8> = encoded.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let expect: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let (mut csd, r) = run_on("bitmap-decompress", &[input], json!({}), &[("/out/bits", Mode::Write)]);
+        prop_assert_eq!(&r.ret_json().unwrap()["bytes_out"], &json!(expect.len()));
+        prop_assert_eq!(csd.export("/out/bits").unwrap(), expect);
+        prop_assert!(r.breakdown.write_ns > 0);
+    }
+
+    #[test]
+    fn bfs_matches_the_reference(n in 1u32..200, edges in prop::collection::vec((0u32..200, 0u32..200), 0..600), source in 0u32..200) {
+        let source = source % n;
+        let mut adj = vec![Vec::new(); n as usize];
+        for &(a, b) in &edges {
+            adj[(a % n) as usize].push(b % n);
+        }
+        let mut file: Vec<u32> = vec![n, adj.iter().map(|a| a.len() as u32).sum()];
+        let mut off = 0;
+        for a in &adj { file.push(off); off += a.len() as u32; }
+        file.push(off);
+        for a in &adj { file.extend(a); }
+        let bytes: Vec<u8> = file.iter().flat_map(|w| w.to_le_bytes()).collect();
+        // Reference BFS.
+        let mut dist = vec![u32::MAX; n as usize];
+        let mut queue = std::collections::VecDeque::from([source]);
+        dist[source as usize] = 0;
+        while let Some(u) = queue.pop_front() {
+            for &v in &adj[u as usize] {
+                if dist[v as usize] == u32::MAX { dist[v as usize] = dist[u as usize] + 1; queue.push_back(v); }
+            }
+        }
+        let (mut csd, r) = run_on("bfs", &[bytes], json!({ "source": source }), &[("/out/dist", Mode::Write)]);
+        let out = csd.export("/out/dist").unwrap();
+        let got: Vec<u32> = out.chunks_exact(4).map(|w| u32::from_le_bytes(w.try_into().unwrap())).collect();
+        prop_assert_eq!(got, dist.clone());
+        prop_assert_eq!(&r.ret_json().unwrap()["reached"], &json!(dist.iter().filter(|&&d| d != u32::MAX).count()));
+    }
+}
+
+#[test]
+fn identical_runs_give_identical_results_breakdowns_and_fuel() {
+    let files = vec![(0..50_000u32)
+        .flat_map(|i| (i * 7).to_le_bytes())
+        .collect::<Vec<u8>>()];
+    let (_, a) = run_on("checksum", &files, json!({}), &[]);
+    let (_, b) = run_on("checksum", &files, json!({}), &[]);
+    assert_eq!(
+        (a.ret, a.fuel, a.breakdown, a.finished),
+        (b.ret, b.fuel, b.breakdown, b.finished)
+    );
+}
+
+#[test]
+fn stats64_over_16_kib_costs_table_iii_time_on_cosmos_plus() {
+    // The calibration point of cosmos-plus's device CPU (LightFS Table III: STATS64, 25 µs).
+    // If this fails after a toolchain change, the fuel count moved: recalibrate ns_per_fuel.
+    let mut csd = device("cosmos-plus");
+    let data: Vec<u8> = (0..16384u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    csd.import("/f", &data).unwrap();
+    let r = csd
+        .run(&task("stats64"), &IscContext::new().file("/f", Mode::Read))
+        .unwrap();
+    let us = r.breakdown.compute_ns as f64 / 1e3;
+    assert!(
+        (24.0..26.0).contains(&us),
+        "stats64 compute {us} µs, fuel {}",
+        r.fuel
+    );
+}
+
+fn hostile(action: &str, limits: TaskLimits) -> TaskError {
+    let mut csd = device("daisyplus-femu");
+    csd.import("/keep", b"precious").unwrap();
+    let ctx = IscContext::new()
+        .args(json!({ "do": action }).to_string().into_bytes())
+        .limits(limits);
+    let err = csd
+        .run(&task("hostile"), &ctx)
+        .expect_err("hostile task fails");
+    // The device keeps serving: a healthy task runs and the data is intact.
+    let ok = csd
+        .run(
+            &task("checksum"),
+            &IscContext::new().file("/keep", Mode::Read),
+        )
+        .unwrap();
+    assert_eq!(
+        ok.ret_json().unwrap()["files"][0]["crc32"],
+        json!(ref_crc32(b"precious"))
+    );
+    err
+}
+
+#[test]
+fn a_rust_panic_reports_its_message_and_location() {
+    let e = hostile("panic", TaskLimits::default()).to_string();
+    assert!(
+        e.starts_with("task panicked: index out of bounds: the len is 3 but the index is 7"),
+        "{e}"
+    );
+    assert!(e.contains("hostile/src/lib.rs"), "{e}");
+}
+
+#[test]
+fn a_rust_memory_bomb_hits_the_cap() {
+    let e = hostile(
+        "bomb",
+        TaskLimits {
+            memory_bytes: Some(64 << 20),
+            ..TaskLimits::default()
+        },
+    );
+    assert!(
+        matches!(e, TaskError::MemoryLimit { cap, .. } if cap == 64 << 20),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_rust_endless_loop_exhausts_fuel() {
+    let e = hostile(
+        "loop",
+        TaskLimits {
+            fuel: 2_000_000,
+            ..TaskLimits::default()
+        },
+    );
+    assert!(
+        matches!(
+            e,
+            TaskError::FuelExhausted {
+                budget: 2_000_000,
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_rust_runaway_recursion_is_stopped() {
+    let e = hostile("recurse", TaskLimits::default());
+    // Rust's shadow stack lives in linear memory: whichever of it or the Wasm stack runs out
+    // first stops the task, as a stack overflow or an out-of-bounds access.
+    assert!(
+        matches!(e, TaskError::StackOverflow | TaskError::Trap(_)),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_task_error_reaches_the_host() {
+    let e = hostile("fail", TaskLimits::default()).to_string();
+    assert_eq!(e, "task failed (run returned 1): refusing on purpose");
+}
+
+#[test]
+fn bad_arguments_are_reported_by_the_task() {
+    let mut csd = device("daisyplus-femu");
+    csd.import("/f", b"x").unwrap();
+    let ctx = IscContext::new()
+        .file("/f", Mode::Read)
+        .args(b"{\"pattern\": 7}".to_vec());
+    let e = csd.run(&task("grep"), &ctx).unwrap_err().to_string();
+    assert!(
+        e.contains("bad arguments: invalid type: integer `7`, expected a string"),
+        "{e}"
+    );
+}
