@@ -380,16 +380,27 @@ impl Device {
         if len > 0 {
             let first = offset / ps;
             let last = (offset + len - 1) / ps;
-            let mut page = out.is_some().then(|| vec![0u8; ps as usize]);
+            // Scratch space only for partly covered pages: whole pages are read straight into
+            // the caller's buffer (this copy is the hot path of every task's file read).
+            let mut scratch = Vec::new();
             let mut out = out;
             for p in first..=last {
-                flash_done =
-                    flash_done.max(self.flash_read_page(Lpn(p), page.as_deref_mut(), t0)?);
-                if let (Some(o), Some(buf)) = (out.as_deref_mut(), page.as_deref()) {
-                    let (a, b) = page_span(p, ps, offset, len);
-                    let dst = (p * ps + a - offset) as usize;
-                    o[dst..dst + (b - a) as usize].copy_from_slice(&buf[a as usize..b as usize]);
-                }
+                let (a, b) = page_span(p, ps, offset, len);
+                let dst = (p * ps + a - offset) as usize;
+                let done = match out.as_deref_mut() {
+                    None => self.flash_read_page(Lpn(p), None, t0)?,
+                    Some(o) if b - a == ps => {
+                        self.flash_read_page(Lpn(p), Some(&mut o[dst..dst + ps as usize]), t0)?
+                    }
+                    Some(o) => {
+                        scratch.resize(ps as usize, 0);
+                        let done = self.flash_read_page(Lpn(p), Some(&mut scratch), t0)?;
+                        o[dst..dst + (b - a) as usize]
+                            .copy_from_slice(&scratch[a as usize..b as usize]);
+                        done
+                    }
+                };
+                flash_done = flash_done.max(done);
             }
         }
         Ok(self.finish_read(path, at, t0, flash_done, len))

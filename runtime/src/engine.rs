@@ -102,6 +102,9 @@ impl TaskEngine {
         let mut c = Config::new();
         c.consume_fuel(true)
             .wasm_simd(true)
+            // Wasm leaves NaN bit patterns up to the machine; canonical NaNs keep task results
+            // byte-identical everywhere (determinism is a csdlab invariant).
+            .cranelift_nan_canonicalization(true)
             .max_wasm_stack(config.max_wasm_stack_bytes)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&c).map_err(|e| TaskError::Engine(format!("{e:#}")))?;

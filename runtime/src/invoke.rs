@@ -240,14 +240,23 @@ impl Csd {
 
     /// Reads a whole device file back to the host.
     pub fn export(&mut self, path: &str) -> Result<Vec<u8>, TaskError> {
+        let size = self.volume().layout(path)?.size_bytes;
+        let mut out = vec![0u8; size as usize];
+        self.read_at(path, 0, &mut out)?;
+        Ok(out)
+    }
+
+    /// Reads up to `buf.len()` bytes of a device file at `offset` to the host; returns how
+    /// many were read (short at the end of the file).
+    pub fn read_at(&mut self, path: &str, offset: u64, buf: &mut [u8]) -> Result<usize, TaskError> {
         let at = self.clock;
         let st = self.storage();
         let layout = st.volume.layout(path)?.clone();
-        let mut out = vec![0u8; layout.size_bytes as usize];
+        let n = (buf.len() as u64).min(layout.size_bytes.saturating_sub(offset));
         let mut done = at;
         let mut pos = 0usize;
-        for (dev_off, len) in st.volume.map(&layout, 0, layout.size_bytes) {
-            let chunk = &mut out[pos..pos + len as usize];
+        for (dev_off, len) in st.volume.map(&layout, offset, n) {
+            let chunk = &mut buf[pos..pos + len as usize];
             let c = st
                 .device
                 .read_at(IoPath::Host, at, dev_off, len, Some(chunk))?;
@@ -255,7 +264,7 @@ impl Csd {
             pos += len as usize;
         }
         self.clock = done;
-        Ok(out)
+        Ok(n as usize)
     }
 
     /// Runs `task` as one offload request: NVMe command, arguments over PCIe, the task on the

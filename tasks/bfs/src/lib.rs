@@ -18,7 +18,17 @@ fn run(ctx: Context) -> Result<()> {
         let bytes: Vec<u8> = dist.iter().flat_map(|d| d.to_le_bytes()).collect();
         ctx.file(1)?.write_at(0, &bytes);
     }
-    let reached = dist.iter().filter(|&&d| d != csd_kernels::UNREACHABLE).count();
-    let max_depth = dist.iter().filter(|&&d| d != csd_kernels::UNREACHABLE).max().copied().unwrap_or(0);
-    csd_sdk::ret_json(&serde_json::json!({ "nodes": graph.nodes, "reached": reached, "max_depth": max_depth }))
+    let reached = dist
+        .iter()
+        .filter(|&&d| d != csd_kernels::UNREACHABLE)
+        .count();
+    let max_depth = dist
+        .iter()
+        .filter(|&&d| d != csd_kernels::UNREACHABLE)
+        .max()
+        .copied()
+        .unwrap_or(0);
+    csd_sdk::ret_json(
+        &serde_json::json!({ "nodes": graph.nodes, "reached": reached, "max_depth": max_depth }),
+    )
 }

@@ -5,7 +5,10 @@ use csd_sdk::{bail, serde_json, task, Context, Result};
 #[task]
 fn run(ctx: Context) -> Result<()> {
     if ctx.file_count() != 2 {
-        bail!("register the compressed bitmap (r) and the output file (w), got {} files", ctx.file_count());
+        bail!(
+            "register the compressed bitmap (r) and the output file (w), got {} files",
+            ctx.file_count()
+        );
     }
     let (input, output) = (ctx.file(0)?, ctx.file(1)?);
     let compressed = input.read_to_end()?;

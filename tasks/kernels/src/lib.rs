@@ -4,16 +4,38 @@
 
 /// Sum of the data as little-endian u32s, wrapping in u64 (LightFS's STATS32).
 pub fn stats32(data: &[u8]) -> u64 {
-    data.chunks_exact(4)
-        .map(|w| u64::from(u32::from_le_bytes([w[0], w[1], w[2], w[3]])))
-        .fold(0u64, u64::wrapping_add)
+    sum_words::<4>(data)
 }
 
 /// Sum of the data as little-endian u64s, wrapping (LightFS's STATS64).
 pub fn stats64(data: &[u8]) -> u64 {
-    data.chunks_exact(8)
-        .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")))
-        .fold(0u64, u64::wrapping_add)
+    sum_words::<8>(data)
+}
+
+/// Wrapping sum of `W`-byte little-endian words (a trailing partial word is ignored).
+///
+/// Eight independent accumulators per 64-byte block: the loop vectorises natively and in
+/// Wasm SIMD, and in Wasm it runs one fuel-metered block per 64 bytes instead of per word.
+fn sum_words<const W: usize>(data: &[u8]) -> u64 {
+    let word = |b: &[u8]| -> u64 {
+        let mut v = [0u8; 8];
+        v[..W].copy_from_slice(&b[..W]);
+        u64::from_le_bytes(v)
+    };
+    let mut acc = [0u64; 8];
+    let mut blocks = data.chunks_exact(64);
+    for block in &mut blocks {
+        for (lane, a) in acc.iter_mut().enumerate() {
+            for w in block[lane * 8..lane * 8 + 8].chunks_exact(W) {
+                *a = a.wrapping_add(word(w));
+            }
+        }
+    }
+    let mut sum = acc.iter().fold(0u64, |x, &y| x.wrapping_add(y));
+    for w in blocks.remainder().chunks_exact(W) {
+        sum = sum.wrapping_add(word(w));
+    }
+    sum
 }
 
 /// Dimensions of a KNN vector (LightFS's KNN: 128-dimensional f32 vectors).
@@ -44,15 +66,24 @@ pub fn knn(data: &[u8], query: &[f32], k: usize) -> Vec<Neighbor> {
     let mut best: Vec<(f32, u64)> = Vec::with_capacity(k + 1);
     for (index, v) in data.chunks_exact(KNN_DIM * 4).enumerate() {
         let d = l2_squared(v, query);
-        if best.len() == k && best.last().is_some_and(|&(worst, _)| d >= worst) {
+        // `total_cmp` orders NaN too (after every number), so corrupt vectors cannot make the
+        // result depend on comparison quirks.
+        if best.len() == k
+            && best
+                .last()
+                .is_some_and(|&(worst, _)| d.total_cmp(&worst).is_ge())
+        {
             continue;
         }
-        let at = best.partition_point(|&(bd, _)| bd <= d);
+        let at = best.partition_point(|&(bd, _)| bd.total_cmp(&d).is_le());
         best.insert(at, (d, index as u64));
         best.truncate(k);
     }
     best.into_iter()
-        .map(|(d, index)| Neighbor { index, distance: d.sqrt() })
+        .map(|(d, index)| Neighbor {
+            index,
+            distance: d.sqrt(),
+        })
         .collect()
 }
 
@@ -88,7 +119,13 @@ pub const MAX_QUERY_WORDS: usize = 4;
 /// addresses of its first `max_addresses` occurrences. Words are maximal runs of ASCII
 /// letters, digits and `_`; matching is exact.
 pub fn word_query(text: &[u8], keywords: &[&[u8]], max_addresses: usize) -> Vec<WordHits> {
-    let mut hits = vec![WordHits { count: 0, addresses: Vec::new() }; keywords.len()];
+    let mut hits = vec![
+        WordHits {
+            count: 0,
+            addresses: Vec::new()
+        };
+        keywords.len()
+    ];
     let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
     let mut i = 0;
     while i < text.len() {
@@ -122,7 +159,10 @@ pub fn word_query(text: &[u8], keywords: &[&[u8]], max_addresses: usize) -> Vec<
 /// the output as they are.
 pub fn rle_bitmap_decompress(input: &[u8], mut emit: impl FnMut(&[u8])) -> Result<u64, String> {
     if input.len() % 4 != 0 {
-        return Err(format!("input length {} is not a multiple of 4", input.len()));
+        return Err(format!(
+            "input length {} is not a multiple of 4",
+            input.len()
+        ));
     }
     let words: Vec<u32> = input
         .chunks_exact(4)
@@ -154,7 +194,10 @@ pub fn rle_bitmap_decompress(input: &[u8], mut emit: impl FnMut(&[u8])) -> Resul
         } else {
             let n = w as usize;
             let Some(literals) = words.get(i..i + n) else {
-                return Err(format!("literal run of {n} words at word {} runs past the end", i - 1));
+                return Err(format!(
+                    "literal run of {n} words at word {} runs past the end",
+                    i - 1
+                ));
             };
             for l in literals {
                 out.extend_from_slice(&l.to_le_bytes());
@@ -203,7 +246,9 @@ impl<'a> Csr<'a> {
         for i in 0..=nodes as usize {
             let o = u32_at(offsets, i);
             if o < prev || o > edges {
-                return Err(format!("offset {i} ({o}) is out of order or past {edges} edges"));
+                return Err(format!(
+                    "offset {i} ({o}) is out of order or past {edges} edges"
+                ));
             }
             prev = o;
         }
@@ -212,14 +257,24 @@ impl<'a> Csr<'a> {
         }
         for e in 0..edges as usize {
             if u32_at(targets, e) >= nodes {
-                return Err(format!("edge {e} points to node {} of {nodes}", u32_at(targets, e)));
+                return Err(format!(
+                    "edge {e} points to node {} of {nodes}",
+                    u32_at(targets, e)
+                ));
             }
         }
-        Ok(Csr { nodes, offsets, targets })
+        Ok(Csr {
+            nodes,
+            offsets,
+            targets,
+        })
     }
 
     pub fn neighbors(&self, node: u32) -> impl Iterator<Item = u32> + '_ {
-        let (a, b) = (u32_at(self.offsets, node as usize), u32_at(self.offsets, node as usize + 1));
+        let (a, b) = (
+            u32_at(self.offsets, node as usize),
+            u32_at(self.offsets, node as usize + 1),
+        );
         (a..b).map(move |e| u32_at(self.targets, e as usize))
     }
 }
@@ -230,7 +285,10 @@ pub const UNREACHABLE: u32 = u32::MAX;
 /// Breadth-first search: hop distance of every node from `source`.
 pub fn bfs(graph: &Csr<'_>, source: u32) -> Result<Vec<u32>, String> {
     if source >= graph.nodes {
-        return Err(format!("source {source} is not a node (the graph has {})", graph.nodes));
+        return Err(format!(
+            "source {source} is not a node (the graph has {})",
+            graph.nodes
+        ));
     }
     let mut dist = vec![UNREACHABLE; graph.nodes as usize];
     let mut frontier = vec![source];

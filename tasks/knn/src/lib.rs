@@ -16,7 +16,11 @@ fn default_k() -> usize {
 fn run(ctx: Context) -> Result<()> {
     let args: Args = ctx.args_json()?;
     if args.query.len() != csd_kernels::KNN_DIM {
-        bail!("query has {} dimensions; expected {}", args.query.len(), csd_kernels::KNN_DIM);
+        bail!(
+            "query has {} dimensions; expected {}",
+            args.query.len(),
+            csd_kernels::KNN_DIM
+        );
     }
     let mut all = Vec::new();
     for file in ctx.files() {

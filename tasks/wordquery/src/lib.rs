@@ -17,7 +17,11 @@ fn default_max() -> usize {
 fn run(ctx: Context) -> Result<()> {
     let args: Args = ctx.args_json()?;
     if args.words.is_empty() || args.words.len() > csd_kernels::MAX_QUERY_WORDS {
-        bail!("a word query takes 1 to {} words, got {}", csd_kernels::MAX_QUERY_WORDS, args.words.len());
+        bail!(
+            "a word query takes 1 to {} words, got {}",
+            csd_kernels::MAX_QUERY_WORDS,
+            args.words.len()
+        );
     }
     let keys: Vec<&[u8]> = args.words.iter().map(|w| w.as_bytes()).collect();
     let mut files = Vec::new();
