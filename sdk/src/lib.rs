@@ -5,8 +5,8 @@
 //! the invocation, its arguments, and returns bytes; the ABI underneath is documented in
 //! `sdk/README.md`.
 //!
-//! ```ignore
-//! use csd_sdk::{task, Context, Result};
+//! ```no_run
+//! use csd_sdk::{serde_json, task, Context, Result};
 //!
 //! #[task]
 //! fn run(ctx: Context) -> Result<()> {
@@ -16,6 +16,7 @@
 //!     }
 //!     csd_sdk::ret_json(&serde_json::json!({ "lines": total }))
 //! }
+//! # fn main() {}
 //! ```
 
 pub use csd_sdk_macros::task;

@@ -167,10 +167,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         fmt_bytes(read_bytes)
     );
     println!();
-    println!(
-        "  result   {}",
+    let compact = serde_json::to_string(&result)?;
+    let shown = if compact.len() <= 90 {
+        compact
+    } else {
         serde_json::to_string_pretty(&result)?.replace('\n', "\n           ")
-    );
+    };
+    println!("  result   {shown}");
     for line in &report.logs {
         println!("  log      {line}");
     }
