@@ -258,22 +258,35 @@ fn offset_arg(call: &'static str, off: i64) -> Result<u64, TaskError> {
     })
 }
 
-fn memory(c: &Ctx<'_>) -> Memory {
-    c.data()
-        .memory
-        .expect("memory is set before `run` is called")
+/// The task's memory. Looked up from the instance when the call comes from the module's
+/// `start` function, which runs before the runtime has recorded it.
+fn memory(c: &mut Ctx<'_>) -> wasmtime::Result<Memory> {
+    if let Some(m) = c.data().memory {
+        return Ok(m);
+    }
+    c.get_export("memory")
+        .and_then(|e| e.into_memory())
+        .ok_or_else(|| {
+            fail(TaskError::MissingExport {
+                what: "a linear memory named `memory`",
+            })
+        })
 }
 
+/// A UTF-8 (lossy) string from guest memory, cut to `MAX_LOG_LINE_BYTES` before copying.
 fn guest_string(
     c: &mut Ctx<'_>,
     call: &'static str,
     ptr: i32,
     len: i32,
 ) -> wasmtime::Result<String> {
-    let mem = memory(c);
+    let mem = memory(c)?;
     let data = mem.data(&*c);
     let r = guest_range(call, ptr, len, data.len()).map_err(fail)?;
-    Ok(String::from_utf8_lossy(&data[r]).into_owned())
+    let cut = r.start..r.end.min(r.start + MAX_LOG_LINE_BYTES);
+    let mut s = String::from_utf8_lossy(&data[cut]).into_owned();
+    s.truncate(s.floor_char_boundary(MAX_LOG_LINE_BYTES));
+    Ok(s)
 }
 
 pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
@@ -285,7 +298,7 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
         MODULE,
         "args_read",
         |mut c: Ctx<'_>, ptr: i32, len: i32| -> wasmtime::Result<i32> {
-            let mem = memory(&c);
+            let mem = memory(&mut c)?;
             let (data, s) = mem.data_and_store_mut(&mut c);
             let r = guest_range("args_read", ptr, len, data.len()).map_err(fail)?;
             let n = r.len().min(s.args.len());
@@ -310,7 +323,7 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
         "file_read",
         |mut c: Ctx<'_>, h: i32, off: i64, ptr: i32, len: i32| -> wasmtime::Result<i32> {
             charge_compute(&mut c)?;
-            let mem = memory(&c);
+            let mem = memory(&mut c)?;
             let (data, s) = mem.data_and_store_mut(&mut c);
             let r = guest_range("file_read", ptr, len, data.len()).map_err(fail)?;
             let off = offset_arg("file_read", off).map_err(fail)?;
@@ -327,7 +340,7 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
         "file_write",
         |mut c: Ctx<'_>, h: i32, off: i64, ptr: i32, len: i32| -> wasmtime::Result<i32> {
             charge_compute(&mut c)?;
-            let mem = memory(&c);
+            let mem = memory(&mut c)?;
             let (data, s) = mem.data_and_store_mut(&mut c);
             let r = guest_range("file_write", ptr, len, data.len()).map_err(fail)?;
             let off = offset_arg("file_write", off).map_err(fail)?;
@@ -341,7 +354,7 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
         "file_append",
         |mut c: Ctx<'_>, h: i32, ptr: i32, len: i32| -> wasmtime::Result<i32> {
             charge_compute(&mut c)?;
-            let mem = memory(&c);
+            let mem = memory(&mut c)?;
             let (data, s) = mem.data_and_store_mut(&mut c);
             let r = guest_range("file_append", ptr, len, data.len()).map_err(fail)?;
             let path = s.writable("file_append", h).map_err(fail)?.path.clone();
@@ -354,7 +367,7 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
         MODULE,
         "ret_write",
         |mut c: Ctx<'_>, ptr: i32, len: i32| -> wasmtime::Result<()> {
-            let mem = memory(&c);
+            let mem = memory(&mut c)?;
             let (data, s) = mem.data_and_store_mut(&mut c);
             let r = guest_range("ret_write", ptr, len, data.len()).map_err(fail)?;
             if (s.ret.len() + r.len()) as u64 > s.limits.max_return_bytes {
@@ -370,10 +383,9 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
         MODULE,
         "log",
         |mut c: Ctx<'_>, ptr: i32, len: i32| -> wasmtime::Result<()> {
-            let mut line = guest_string(&mut c, "log", ptr, len)?;
+            let line = guest_string(&mut c, "log", ptr, len)?;
             let s = c.data_mut();
             if s.logs.len() < MAX_LOG_LINES {
-                line.truncate(line.floor_char_boundary(MAX_LOG_LINE_BYTES));
                 tracing::info!(target: "csd_task", "{line}");
                 s.logs.push(line);
             }
@@ -384,8 +396,7 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
         MODULE,
         "panic",
         |mut c: Ctx<'_>, ptr: i32, len: i32| -> wasmtime::Result<()> {
-            let mut msg = guest_string(&mut c, "panic", ptr, len)?;
-            msg.truncate(msg.floor_char_boundary(MAX_LOG_LINE_BYTES));
+            let msg = guest_string(&mut c, "panic", ptr, len)?;
             Err(fail(TaskError::Panicked(msg)))
         },
     )?;
@@ -393,8 +404,7 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
         MODULE,
         "fail",
         |mut c: Ctx<'_>, ptr: i32, len: i32| -> wasmtime::Result<()> {
-            let mut msg = guest_string(&mut c, "fail", ptr, len)?;
-            msg.truncate(msg.floor_char_boundary(MAX_LOG_LINE_BYTES));
+            let msg = guest_string(&mut c, "fail", ptr, len)?;
             c.data_mut().failure = Some(msg);
             Ok(())
         },
@@ -410,7 +420,7 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
          out_cap: i32|
          -> wasmtime::Result<i64> {
             charge_compute(&mut c)?;
-            let mem = memory(&c);
+            let mem = memory(&mut c)?;
             let (data, s) = mem.data_and_store_mut(&mut c);
             let pat = guest_range("accel_grep", pat_ptr, pat_len, data.len()).map_err(fail)?;
             let out_bytes = out_cap.checked_mul(8).unwrap_or(-1);

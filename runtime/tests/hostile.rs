@@ -382,3 +382,35 @@ fn compiled_modules_are_cached_on_disk_and_bad_cache_files_ignored() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn host_calls_from_the_start_function_are_served_or_refused_not_crashing() {
+    // A `start` function runs during instantiation, before `run`: its host calls must work
+    // like any other (here: a panic with a message) and never crash the host.
+    let e = hostile(
+        &module(
+            r#"(func $boot (call $panic (i32.const 16) (i32.const 5)))
+                   (start $boot)
+                   (func (export "run") (result i32) (i32.const 0))"#,
+        ),
+        read_ctx(),
+    );
+    assert_eq!(e.to_string(), "task panicked: index");
+}
+
+#[test]
+fn a_gigantic_log_message_is_cut_not_copied_whole() {
+    let (mut csd, copy) = setup();
+    let task = engine()
+        .load(
+            "logger",
+            br#"(module (import "csd_v1" "log" (func $log (param i32 i32)))
+                (memory (export "memory") 256)
+                (func (export "run") (result i32) (call $log (i32.const 0) (i32.const 16777216)) (i32.const 0)))"#,
+        )
+        .unwrap();
+    let r = csd.run(&task, &IscContext::new()).unwrap();
+    assert_eq!(r.logs.len(), 1);
+    assert_eq!(r.logs[0].len(), 4096, "cut to the 4 KiB line limit");
+    still_serving(&mut csd, &copy);
+}
