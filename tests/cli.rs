@@ -167,3 +167,188 @@ fn a_malformed_profile_file_names_field_and_line() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Runs csd with a private module cache, so tests never touch the user's.
+fn csd_cached(args: &[&str], cache: &std::path::Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_csd"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env("XDG_CACHE_HOME", cache)
+        .output()
+        .expect("csd runs")
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("csd-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn csd_run_imports_a_directory_and_runs_a_builtin_task() {
+    let dir = scratch("run");
+    std::fs::create_dir_all(dir.join("logs/old")).unwrap();
+    std::fs::write(dir.join("logs/a.log"), "ok\nERROR one\nok\n").unwrap();
+    std::fs::write(dir.join("logs/old/b.log"), "ERROR two ERROR three\n").unwrap();
+    let logs = dir.join("logs");
+    let args = [
+        "run",
+        "grep",
+        "--import",
+        logs.to_str().unwrap(),
+        "--path",
+        "/logs",
+        "--args",
+        r#"{"pattern":"ERROR"}"#,
+        "--json",
+    ];
+    let o = csd_cached(&args, &dir.join("cache"));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        v["files"],
+        serde_json::json!(["/logs/a.log", "/logs/old/b.log"])
+    );
+    assert_eq!(v["result"]["total"], 3);
+    assert_eq!(
+        v["result"]["files"][1]["offsets"],
+        serde_json::json!([0, 10])
+    );
+    let b = &v["breakdown"];
+    let sum: u64 = [
+        "read_file_ns",
+        "compute_ns",
+        "write_ns",
+        "dma_ns",
+        "others_ns",
+    ]
+    .iter()
+    .map(|k| b[k].as_u64().unwrap())
+    .sum();
+    assert_eq!(sum, v["latency_ns"].as_u64().unwrap());
+    // Second run: compiled module from the disk cache, byte-identical report.
+    let again = csd_cached(&args, &dir.join("cache"));
+    assert_eq!(o.stdout, again.stdout);
+    assert!(
+        std::fs::read_dir(dir.join("cache/csdlab/modules"))
+            .unwrap()
+            .count()
+            >= 1
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn csd_run_writes_output_files_and_exports_them() {
+    let dir = scratch("export");
+    // A fill of 3 all-ones words, then a literal of 1 word.
+    let words: [u32; 3] = [0xC000_0003, 1, 0xDEAD_BEEF];
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    std::fs::write(dir.join("bits.rle"), bytes).unwrap();
+    let input = dir.join("bits.rle");
+    let out = dir.join("out");
+    let o = csd_cached(
+        &[
+            "run",
+            "bitmap-decompress",
+            "--import",
+            input.to_str().unwrap(),
+            "--file",
+            "/out/bits:w",
+            "--export",
+            out.to_str().unwrap(),
+        ],
+        &dir.join("cache"),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut expect = vec![0xFFu8; 12];
+    expect.extend(0xDEAD_BEEFu32.to_le_bytes());
+    assert_eq!(std::fs::read(out.join("out/bits")).unwrap(), expect);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn csd_tasks_lists_the_builtin_tasks() {
+    let o = csd(&["tasks"]);
+    assert!(o.status.success());
+    let out = stdout(&o);
+    for t in [
+        "stats32",
+        "stats64",
+        "knn",
+        "grep",
+        "grep-accel",
+        "checksum",
+        "wordquery",
+        "bitmap-decompress",
+        "bfs",
+    ] {
+        assert!(out.lines().any(|l| l.starts_with(t)), "{t} missing:\n{out}");
+    }
+}
+
+#[test]
+fn csd_run_errors_are_clear() {
+    let dir = scratch("errors");
+    std::fs::write(dir.join("garbage.wasm"), b"definitely not wasm").unwrap();
+    std::fs::write(dir.join("f"), b"x").unwrap();
+    let f = dir.join("f");
+    let f = f.to_str().unwrap();
+    let garbage = dir.join("garbage.wasm");
+    let cache = dir.join("cache");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["run", "frobnicate"], "unknown task 'frobnicate'"),
+        (
+            vec!["run", garbage.to_str().unwrap()],
+            "not a valid WebAssembly module",
+        ),
+        (
+            vec!["run", "grep", "--import", "/no/such/dir"],
+            "--import /no/such/dir",
+        ),
+        (
+            vec!["run", "grep", "--import", f, "--args", "{}"],
+            "bad arguments: missing field `pattern`",
+        ),
+        (
+            vec!["run", "grep", "--import", f, "--file", "/x"],
+            "expected PATH:MODE",
+        ),
+        (
+            vec![
+                "run",
+                "hostile",
+                "--args",
+                r#"{"do":"loop"}"#,
+                "--fuel",
+                "100000",
+            ],
+            "used up its compute budget",
+        ),
+        (
+            vec![
+                "run",
+                "grep-accel",
+                "--profile",
+                "daisyplus-femu",
+                "--import",
+                f,
+                "--args",
+                r#"{"pattern":"x"}"#,
+            ],
+            "no grep accelerator",
+        ),
+    ];
+    for (args, expected) in cases {
+        let o = csd_cached(&args, &cache);
+        let err = stderr(&o);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        assert!(
+            err.contains(expected),
+            "{args:?}: expected {expected:?} in:\n{err}"
+        );
+        assert!(!err.contains("panicked"), "{args:?}:\n{err}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
