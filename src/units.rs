@@ -30,7 +30,7 @@ pub fn fmt_bytes(n: u64) -> String {
         unit += 1;
     }
     let scale = 1u64 << (10 * unit);
-    if n % scale == 0 {
+    if n.is_multiple_of(scale) {
         format!("{} {}", n / scale, UNITS[unit])
     } else {
         format!("{:.2} {}", n as f64 / scale as f64, UNITS[unit])
@@ -67,7 +67,7 @@ pub fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::with_capacity(s.len() + s.len() / 3);
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

@@ -271,7 +271,7 @@ impl SynthJob {
         while let Some(Reverse((done, _))) = in_flight.pop() {
             retired += 1;
             end = end.max(done);
-            if retired % 8192 == 0 {
+            if retired.is_multiple_of(8192) {
                 progress(retired, total_ops);
             }
             if issued < total_ops {

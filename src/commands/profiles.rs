@@ -54,8 +54,8 @@ pub fn run(json: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "{:<18} {:>10} {:>6} {:>8} {:>7} {:>9} {:>9} {:>9}  {}",
-        "profile", "capacity", "dies", "page", "OP", "read", "program", "erase", "host link"
+        "{:<18} {:>10} {:>6} {:>8} {:>7} {:>9} {:>9} {:>9}  host link",
+        "profile", "capacity", "dies", "page", "OP", "read", "program", "erase"
     );
     for r in &rows {
         println!(
@@ -88,7 +88,7 @@ pub fn run(json: bool) -> anyhow::Result<()> {
 
 /// Microseconds without a trailing `.0` for whole values, so `80µs` and `0.3µs` both read well.
 fn fmt_us(ns: u64) -> String {
-    if ns % 1000 == 0 {
+    if ns.is_multiple_of(1000) {
         (ns / 1000).to_string()
     } else {
         format!("{:.1}", ns as f64 / 1e3)
