@@ -229,7 +229,7 @@ impl NdpMeta {
 
     /// Decodes and verifies a `.ndpmeta`; nothing is returned from a file that fails a check.
     pub fn decode(bytes: &[u8]) -> Result<NdpMeta, NdpMetaError> {
-        if bytes.len() < SLOT_BYTES || bytes.len() % SLOT_BYTES != 0 {
+        if bytes.len() < SLOT_BYTES || !bytes.len().is_multiple_of(SLOT_BYTES) {
             return Err(NdpMetaError::BadLength(bytes.len()));
         }
         if &bytes[0..8] != MAGIC {
