@@ -5,6 +5,8 @@
 //! LightFS-Host and the offload designs `frag-s`, `frag-m`, `fsr`, `lightfs`. Talks to the
 //! flash only through `csd_device::Device`.
 //!
-//! Today: [`ndpmeta`], LightFS's per-directory index file format.
+//! Today: [`ndpmeta`], LightFS's per-directory index file format, and [`alloc`], the extent
+//! allocator the file system will place files with.
 
+pub mod alloc;
 pub mod ndpmeta;
