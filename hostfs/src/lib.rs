@@ -5,8 +5,11 @@
 //! LightFS-Host and the offload designs `frag-s`, `frag-m`, `fsr`, `lightfs`. Talks to the
 //! flash only through `csd_device::Device`.
 //!
-//! Today: [`ndpmeta`], LightFS's per-directory index file format, and [`alloc`], the extent
-//! allocator the file system will place files with.
+//! Today: [`ndpmeta`], LightFS's per-directory index file format; [`alloc`], the extent
+//! allocator; [`namespace`], directories, inodes and level-by-level path resolution that
+//! reports the metadata blocks a lookup reads; [`perms`], the POSIX access check.
 
 pub mod alloc;
+pub mod namespace;
 pub mod ndpmeta;
+pub mod perms;

@@ -25,8 +25,6 @@
 //! device must never follow extents out of a corrupt index, so [`NdpMeta::decode`] verifies
 //! everything before returning anything.
 
-use std::fmt;
-
 /// Bytes per header slot, entry and continuation slot.
 pub const SLOT_BYTES: usize = 128;
 /// Bytes of the name field in an entry.
@@ -50,13 +48,7 @@ const FLAG_TOO_FRAGMENTED: u16 = 1 << 2;
 const FLAG_CONTINUATION: u16 = 1 << 3;
 const KNOWN_FLAGS: u16 = FLAG_DIR | FLAG_NAME_CONTINUES | FLAG_TOO_FRAGMENTED | FLAG_CONTINUATION;
 
-/// Owner, group and permission bits of a file or directory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Perms {
-    pub uid: u32,
-    pub gid: u32,
-    pub mode: u16,
-}
+pub use crate::perms::Perms;
 
 /// A run of consecutive file-system blocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -457,10 +449,4 @@ fn get32(b: &[u8], at: usize) -> u32 {
 }
 fn get64(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
-}
-
-impl fmt::Display for Perms {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{} {:o}", self.uid, self.gid, self.mode)
-    }
 }

@@ -1,0 +1,427 @@
+//! The file-system namespace: directories and inodes with owners and permission bits, and path
+//! resolution level by level, as ext4 does it without its hashed-directory index.
+//!
+//! The namespace knows where its metadata lives on the device (inode-table blocks, directory
+//! blocks) but does no I/O. [`Namespace::resolve`] reports every metadata block a lookup has
+//! to read, in order; the file-system layer charges those reads through the device model
+//! unless its metadata cache holds them (a cold lookup really reads flash, a warm one does
+//! not). Keeping the two apart is what lets `frag-s`, `fsr` and `lightfs` pay for the same
+//! lookup in their own way: on the host, inside the device, or not at all.
+
+use crate::alloc::{AllocError, BlockRun, ExtentAllocator};
+use crate::perms::{Access, Cred, Perms};
+use std::collections::BTreeMap;
+
+/// An inode number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ino(pub u32);
+
+impl Ino {
+    /// The root directory (as in ext4: inode 1 is reserved).
+    pub const ROOT: Ino = Ino(2);
+}
+
+/// Where metadata lives: fixed-size inodes in an inode table at the start of the volume.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MetaLayout {
+    pub block_bytes: u64,
+    /// ext4's default inode size.
+    pub inode_bytes: u64,
+    pub inode_table_first_block: u64,
+    pub inode_count: u32,
+}
+
+impl MetaLayout {
+    /// The inode-table block holding `ino`.
+    pub fn inode_block(&self, ino: Ino) -> u64 {
+        self.inode_table_first_block + u64::from(ino.0) * self.inode_bytes / self.block_bytes
+    }
+
+    /// Blocks the inode table occupies; data blocks start after it.
+    pub fn inode_table_blocks(&self) -> u64 {
+        (u64::from(self.inode_count) * self.inode_bytes).div_ceil(self.block_bytes)
+    }
+}
+
+/// Bytes a directory entry takes in a directory block (ext4: 8-byte header plus the name,
+/// rounded up to 4).
+pub fn dirent_bytes(name_len: usize) -> u64 {
+    (8 + name_len as u64).next_multiple_of(4)
+}
+
+/// The "." and ".." entries every directory block list starts with.
+const DOT_ENTRIES_BYTES: u64 = 12 + 12;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: String,
+    pub ino: Ino,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InodeKind {
+    File {
+        size_bytes: u64,
+        extents: Vec<BlockRun>,
+    },
+    Dir {
+        entries: Vec<DirEntry>,
+        blocks: Vec<BlockRun>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Inode {
+    pub ino: Ino,
+    pub parent: Ino,
+    pub perms: Perms,
+    pub kind: InodeKind,
+}
+
+impl Inode {
+    pub fn is_dir(&self) -> bool {
+        matches!(self.kind, InodeKind::Dir { .. })
+    }
+}
+
+/// A metadata block a lookup reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetaRead {
+    /// The inode-table block holding `ino`.
+    Inode { ino: Ino, block: u64 },
+    /// Block `index` of directory `dir`'s entries.
+    Dir { dir: Ino, index: u64, block: u64 },
+}
+
+impl MetaRead {
+    pub fn block(&self) -> u64 {
+        match *self {
+            MetaRead::Inode { block, .. } | MetaRead::Dir { block, .. } => block,
+        }
+    }
+}
+
+/// The outcome of a path lookup.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resolution {
+    pub ino: Ino,
+    /// The ino of every level, root first: what LightFS-Host sends the device instead of a path.
+    pub ino_list: Vec<Ino>,
+    /// The metadata blocks the lookup reads, in order.
+    pub reads: Vec<MetaRead>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum NsError {
+    #[error("'{0}' is not a valid path (absolute, '/'-separated, no '.' or '..' parts)")]
+    BadPath(String),
+    #[error("no such file or directory: '{0}'")]
+    NotFound(String),
+    #[error("'{0}' is not a directory")]
+    NotADirectory(String),
+    #[error("'{0}' already exists")]
+    Exists(String),
+    #[error("permission denied: {access} access to '{path}'")]
+    PermissionDenied { path: String, access: &'static str },
+    #[error("name '{0}' is longer than 255 bytes")]
+    NameTooLong(String),
+    #[error("no free inodes (the inode table holds {0})")]
+    NoInodes(u32),
+    #[error(transparent)]
+    NoSpace(#[from] AllocError),
+}
+
+/// What `create` makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NewKind {
+    File,
+    Dir,
+}
+
+#[derive(Clone, Debug)]
+pub struct Namespace {
+    layout: MetaLayout,
+    inodes: BTreeMap<Ino, Inode>,
+    next_ino: u32,
+}
+
+/// Splits an absolute path into its components.
+fn components(path: &str) -> Result<Vec<&str>, NsError> {
+    if path == "/" {
+        return Ok(Vec::new());
+    }
+    let parts: Vec<&str> = path.strip_prefix('/').unwrap_or("").split('/').collect();
+    if !path.starts_with('/')
+        || parts
+            .iter()
+            .any(|c| c.is_empty() || *c == "." || *c == ".." || c.contains('\0'))
+    {
+        return Err(NsError::BadPath(path.to_string()));
+    }
+    Ok(parts)
+}
+
+impl Namespace {
+    /// An empty file system: a root directory owned by `root_perms`, its first directory
+    /// block taken from `alloc`.
+    pub fn new(
+        layout: MetaLayout,
+        root_perms: Perms,
+        alloc: &mut ExtentAllocator,
+    ) -> Result<Namespace, NsError> {
+        let blocks = alloc.allocate(1, None)?;
+        let root = Inode {
+            ino: Ino::ROOT,
+            parent: Ino::ROOT,
+            perms: root_perms,
+            kind: InodeKind::Dir {
+                entries: Vec::new(),
+                blocks,
+            },
+        };
+        Ok(Namespace {
+            layout,
+            inodes: BTreeMap::from([(Ino::ROOT, root)]),
+            next_ino: Ino::ROOT.0 + 1,
+        })
+    }
+
+    pub fn layout(&self) -> &MetaLayout {
+        &self.layout
+    }
+
+    pub fn inode(&self, ino: Ino) -> Option<&Inode> {
+        self.inodes.get(&ino)
+    }
+
+    /// Number of inodes in use (files and directories, root included).
+    pub fn inode_count(&self) -> usize {
+        self.inodes.len()
+    }
+
+    /// The entries of a directory, in on-disk order.
+    pub fn readdir(&self, ino: Ino) -> Option<&[DirEntry]> {
+        match &self.inodes.get(&ino)?.kind {
+            InodeKind::Dir { entries, .. } => Some(entries),
+            InodeKind::File { .. } => None,
+        }
+    }
+
+    /// Index of the directory block holding entry `k` (entries never straddle blocks).
+    fn entry_block_index(&self, entries: &[DirEntry], k: usize) -> u64 {
+        let block = self.layout.block_bytes;
+        let (mut index, mut used) = (0u64, DOT_ENTRIES_BYTES);
+        for (i, e) in entries.iter().enumerate() {
+            let size = dirent_bytes(e.name.len());
+            if used + size > block {
+                index += 1;
+                used = 0;
+            }
+            if i == k {
+                return index;
+            }
+            used += size;
+        }
+        index
+    }
+
+    /// Blocks a directory's entries need.
+    fn dir_blocks_needed(&self, entries: &[DirEntry]) -> u64 {
+        if entries.is_empty() {
+            1
+        } else {
+            self.entry_block_index(entries, entries.len() - 1) + 1
+        }
+    }
+
+    /// The device block holding block `index` of a run list.
+    fn nth_block(runs: &[BlockRun], mut index: u64) -> u64 {
+        for r in runs {
+            if index < r.blocks {
+                return r.first + index;
+            }
+            index -= r.blocks;
+        }
+        unreachable!("directory blocks cover every entry")
+    }
+
+    /// Resolves `path` for `who`, level by level: at each directory, its inode block (to find
+    /// its blocks and check search permission), then its directory blocks up to the one holding
+    /// the next name; finally the target's inode block.
+    pub fn resolve(&self, path: &str, who: Cred) -> Result<Resolution, NsError> {
+        let parts = components(path)?;
+        let mut ino = Ino::ROOT;
+        let mut ino_list = vec![ino];
+        let mut reads = Vec::new();
+        let mut walked = String::new();
+        for part in parts {
+            let dir = &self.inodes[&ino];
+            reads.push(MetaRead::Inode {
+                ino,
+                block: self.layout.inode_block(ino),
+            });
+            let InodeKind::Dir { entries, blocks } = &dir.kind else {
+                return Err(NsError::NotADirectory(if walked.is_empty() {
+                    "/".into()
+                } else {
+                    walked
+                }));
+            };
+            if !dir.perms.allows(who, Access::Execute) {
+                let path = if walked.is_empty() {
+                    "/".into()
+                } else {
+                    walked
+                };
+                return Err(NsError::PermissionDenied {
+                    path,
+                    access: Access::Execute.name(),
+                });
+            }
+            walked.push('/');
+            walked.push_str(part);
+            let found = entries.iter().position(|e| e.name == part);
+            let last_block = match found {
+                Some(k) => self.entry_block_index(entries, k),
+                None => self.dir_blocks_needed(entries) - 1,
+            };
+            for index in 0..=last_block {
+                reads.push(MetaRead::Dir {
+                    dir: ino,
+                    index,
+                    block: Self::nth_block(blocks, index),
+                });
+            }
+            let Some(k) = found else {
+                return Err(NsError::NotFound(walked));
+            };
+            ino = entries[k].ino;
+            ino_list.push(ino);
+        }
+        reads.push(MetaRead::Inode {
+            ino,
+            block: self.layout.inode_block(ino),
+        });
+        Ok(Resolution {
+            ino,
+            ino_list,
+            reads,
+        })
+    }
+
+    /// Creates a file or directory at `path` (its parent must exist), owned by `perms`.
+    pub fn create(
+        &mut self,
+        path: &str,
+        kind: NewKind,
+        perms: Perms,
+        who: Cred,
+        alloc: &mut ExtentAllocator,
+    ) -> Result<Ino, NsError> {
+        let parts = components(path)?;
+        let Some((name, parent_parts)) = parts.split_last() else {
+            return Err(NsError::Exists("/".into()));
+        };
+        if name.len() > 255 {
+            return Err(NsError::NameTooLong(name.to_string()));
+        }
+        let parent_path = format!("/{}", parent_parts.join("/"));
+        let parent = self.resolve(&parent_path, who)?.ino;
+        let parent_inode = &self.inodes[&parent];
+        let InodeKind::Dir { entries, .. } = &parent_inode.kind else {
+            return Err(NsError::NotADirectory(parent_path));
+        };
+        if entries.iter().any(|e| e.name == *name) {
+            return Err(NsError::Exists(path.to_string()));
+        }
+        if !parent_inode.perms.allows(who, Access::Write) {
+            return Err(NsError::PermissionDenied {
+                path: parent_path,
+                access: Access::Write.name(),
+            });
+        }
+        if self.next_ino >= self.layout.inode_count {
+            return Err(NsError::NoInodes(self.layout.inode_count));
+        }
+        // Grow the parent's directory blocks if the new entry does not fit, near its last block.
+        let mut grown: Vec<DirEntry> = entries.clone();
+        let ino = Ino(self.next_ino);
+        grown.push(DirEntry {
+            name: name.to_string(),
+            ino,
+        });
+        let needed = self.dir_blocks_needed(&grown);
+        let InodeKind::Dir { blocks, .. } = &self.inodes[&parent].kind else {
+            unreachable!()
+        };
+        let have: u64 = blocks.iter().map(|r| r.blocks).sum();
+        let goal = blocks.last().map(|r| r.end());
+        let extra = if needed > have {
+            alloc.allocate(needed - have, goal)?
+        } else {
+            Vec::new()
+        };
+        let new_kind = match kind {
+            NewKind::File => InodeKind::File {
+                size_bytes: 0,
+                extents: Vec::new(),
+            },
+            NewKind::Dir => match alloc.allocate(1, goal) {
+                Ok(b) => InodeKind::Dir {
+                    entries: Vec::new(),
+                    blocks: b,
+                },
+                Err(e) => {
+                    for r in extra {
+                        alloc.free(r).expect("just allocated");
+                    }
+                    return Err(e.into());
+                }
+            },
+        };
+        let InodeKind::Dir { entries, blocks } =
+            &mut self.inodes.get_mut(&parent).expect("parent").kind
+        else {
+            unreachable!()
+        };
+        *entries = grown;
+        for r in extra {
+            match blocks.last_mut() {
+                Some(last) if last.end() == r.first => last.blocks += r.blocks,
+                _ => blocks.push(r),
+            }
+        }
+        self.inodes.insert(
+            ino,
+            Inode {
+                ino,
+                parent,
+                perms,
+                kind: new_kind,
+            },
+        );
+        self.next_ino += 1;
+        Ok(ino)
+    }
+
+    /// Records a file's size and extents (after allocation or writeback).
+    pub fn set_file_layout(
+        &mut self,
+        ino: Ino,
+        size_bytes: u64,
+        extents: Vec<BlockRun>,
+    ) -> Result<(), NsError> {
+        match self.inodes.get_mut(&ino).map(|i| &mut i.kind) {
+            Some(InodeKind::File {
+                size_bytes: s,
+                extents: e,
+            }) => {
+                *s = size_bytes;
+                *e = extents;
+                Ok(())
+            }
+            Some(InodeKind::Dir { .. }) => Err(NsError::NotADirectory(format!("ino {}", ino.0))),
+            None => Err(NsError::NotFound(format!("ino {}", ino.0))),
+        }
+    }
+}

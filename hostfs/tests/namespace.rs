@@ -1,0 +1,219 @@
+//! Path resolution reports the ino list and exactly the metadata blocks a level-by-level lookup
+//! reads; permissions are checked on the way.
+
+use csd_hostfs::alloc::ExtentAllocator;
+use csd_hostfs::namespace::*;
+use csd_hostfs::perms::{Cred, Perms};
+
+const LAYOUT: MetaLayout = MetaLayout {
+    block_bytes: 4096,
+    inode_bytes: 256,
+    inode_table_first_block: 1,
+    inode_count: 4096,
+};
+
+const ME: Cred = Cred {
+    uid: 1000,
+    gid: 1000,
+};
+const MINE: Perms = Perms {
+    uid: 1000,
+    gid: 1000,
+    mode: 0o755,
+};
+
+fn fresh() -> (Namespace, ExtentAllocator) {
+    let data_start = LAYOUT.inode_table_first_block + LAYOUT.inode_table_blocks();
+    let mut alloc = ExtentAllocator::new(data_start, 100_000);
+    let ns = Namespace::new(LAYOUT, MINE, &mut alloc).unwrap();
+    (ns, alloc)
+}
+
+#[test]
+fn resolution_reads_each_level_and_returns_the_ino_list() {
+    let (mut ns, mut alloc) = fresh();
+    let a = ns.create("/a", NewKind::Dir, MINE, ME, &mut alloc).unwrap();
+    let b = ns
+        .create("/a/b", NewKind::Dir, MINE, ME, &mut alloc)
+        .unwrap();
+    let f = ns
+        .create("/a/b/f.dat", NewKind::File, MINE, ME, &mut alloc)
+        .unwrap();
+    let r = ns.resolve("/a/b/f.dat", ME).unwrap();
+    assert_eq!(r.ino, f);
+    assert_eq!(r.ino_list, vec![Ino::ROOT, a, b, f]);
+    // Per level: the directory's inode block, then its (single) directory block; then the
+    // target's inode block.
+    let kinds: Vec<String> = r
+        .reads
+        .iter()
+        .map(|m| match m {
+            MetaRead::Inode { ino, .. } => format!("i{}", ino.0),
+            MetaRead::Dir { dir, index, .. } => format!("d{}.{index}", dir.0),
+        })
+        .collect();
+    assert_eq!(kinds, ["i2", "d2.0", "i3", "d3.0", "i4", "d4.0", "i5"]);
+    // 16 inodes of 256 bytes share a 4 KiB inode-table block.
+    assert_eq!(LAYOUT.inode_block(Ino(2)), LAYOUT.inode_block(Ino(15)));
+    assert_ne!(LAYOUT.inode_block(Ino(15)), LAYOUT.inode_block(Ino(16)));
+    assert_eq!(
+        ns.resolve("/", ME).unwrap().reads.len(),
+        1,
+        "the root's inode only"
+    );
+}
+
+#[test]
+fn big_directories_spill_into_more_blocks_and_late_entries_cost_more_reads() {
+    let (mut ns, mut alloc) = fresh();
+    // 24-byte names make 32-byte entries: 127 per 4 KiB block after "." and "..".
+    for i in 0..600 {
+        ns.create(
+            &format!("/file-{i:019}"),
+            NewKind::File,
+            MINE,
+            ME,
+            &mut alloc,
+        )
+        .unwrap();
+    }
+    assert_eq!(dirent_bytes(24), 32);
+    let dir_reads = |path: &str| {
+        ns.resolve(path, ME)
+            .unwrap()
+            .reads
+            .iter()
+            .filter(|m| matches!(m, MetaRead::Dir { .. }))
+            .count()
+    };
+    assert_eq!(dir_reads(&format!("/file-{:019}", 0)), 1);
+    assert_eq!(dir_reads(&format!("/file-{:019}", 126)), 1);
+    assert_eq!(dir_reads(&format!("/file-{:019}", 127)), 2);
+    assert_eq!(dir_reads(&format!("/file-{:019}", 599)), 5);
+    // A miss reads every directory block before giving up.
+    assert!(matches!(ns.resolve("/nope", ME), Err(NsError::NotFound(p)) if p == "/nope"));
+    // The root's blocks were allocated next to each other: one extent.
+    let InodeKind::Dir { blocks, .. } = &ns.inode(Ino::ROOT).unwrap().kind else {
+        panic!()
+    };
+    assert_eq!(blocks.iter().map(|r| r.blocks).sum::<u64>(), 5);
+}
+
+#[test]
+fn permissions_are_checked_on_the_way() {
+    let (mut ns, mut alloc) = fresh();
+    let private = Perms {
+        mode: 0o700,
+        ..MINE
+    };
+    ns.create("/home", NewKind::Dir, private, ME, &mut alloc)
+        .unwrap();
+    ns.create("/home/notes", NewKind::File, MINE, ME, &mut alloc)
+        .unwrap();
+    let stranger = Cred {
+        uid: 2000,
+        gid: 2000,
+    };
+    assert_eq!(
+        ns.resolve("/home/notes", stranger),
+        Err(NsError::PermissionDenied {
+            path: "/home".into(),
+            access: "search"
+        })
+    );
+    assert!(ns.resolve("/home/notes", Cred::ROOT).is_ok());
+    let e = ns
+        .create("/home/x", NewKind::File, MINE, stranger, &mut alloc)
+        .unwrap_err();
+    assert!(e.to_string().starts_with("permission denied"), "{e}");
+    let read_only_root = Perms {
+        mode: 0o555,
+        ..MINE
+    };
+    let mut alloc2 = ExtentAllocator::new(100, 100);
+    let mut ns2 = Namespace::new(LAYOUT, read_only_root, &mut alloc2).unwrap();
+    assert!(matches!(
+        ns2.create("/x", NewKind::File, MINE, ME, &mut alloc2),
+        Err(NsError::PermissionDenied {
+            access: "write",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn bad_requests_are_clear_errors() {
+    let (mut ns, mut alloc) = fresh();
+    ns.create("/f", NewKind::File, MINE, ME, &mut alloc)
+        .unwrap();
+    let cases = [
+        (
+            ns.create("/f", NewKind::File, MINE, ME, &mut alloc)
+                .unwrap_err(),
+            "'/f' already exists",
+        ),
+        (
+            ns.create("/f/g", NewKind::File, MINE, ME, &mut alloc)
+                .unwrap_err(),
+            "'/f' is not a directory",
+        ),
+        (
+            ns.create("/x/g", NewKind::File, MINE, ME, &mut alloc)
+                .unwrap_err(),
+            "no such file or directory: '/x'",
+        ),
+        (
+            ns.create("relative", NewKind::File, MINE, ME, &mut alloc)
+                .unwrap_err(),
+            "not a valid path",
+        ),
+        (
+            ns.create("/a/../b", NewKind::File, MINE, ME, &mut alloc)
+                .unwrap_err(),
+            "not a valid path",
+        ),
+        (
+            ns.create(
+                &format!("/{}", "n".repeat(256)),
+                NewKind::File,
+                MINE,
+                ME,
+                &mut alloc,
+            )
+            .unwrap_err(),
+            "longer than 255",
+        ),
+    ];
+    for (e, expected) in cases {
+        assert!(e.to_string().contains(expected), "{e}");
+    }
+    let mut tiny = ExtentAllocator::new(100, 1);
+    let mut ns3 = Namespace::new(LAYOUT, MINE, &mut tiny).unwrap();
+    let e = ns3
+        .create("/d", NewKind::Dir, MINE, ME, &mut tiny)
+        .unwrap_err();
+    assert!(e.to_string().starts_with("no space"), "{e}");
+    assert_eq!(
+        tiny.free_blocks(),
+        0,
+        "nothing leaked, nothing double-freed"
+    );
+}
+
+#[test]
+fn file_layouts_are_recorded() {
+    let (mut ns, mut alloc) = fresh();
+    let f = ns
+        .create("/f", NewKind::File, MINE, ME, &mut alloc)
+        .unwrap();
+    let runs = alloc.allocate(4, None).unwrap();
+    ns.set_file_layout(f, 16_000, runs.clone()).unwrap();
+    assert_eq!(
+        ns.inode(f).unwrap().kind,
+        InodeKind::File {
+            size_bytes: 16_000,
+            extents: runs
+        }
+    );
+    assert!(ns.set_file_layout(Ino::ROOT, 1, vec![]).is_err());
+}
