@@ -55,6 +55,17 @@ pub struct Accelerators {
     pub stats: Option<Accelerator>,
 }
 
+/// Host-side software costs of the testbed's file system, from a profile's `[host]` table
+/// (LightFS Table V gives filefrag's latency on ext4).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostCosts {
+    /// CPU time of one `fiemap`/filefrag call whose metadata is cached.
+    pub fiemap_ns: u64,
+    /// CPU time to look up one path component in the host's metadata cache.
+    pub path_component_ns: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -37,7 +37,7 @@ pub mod synth;
 pub mod timing;
 
 pub use addr::{BlockId, ChannelId, DieId, Lpn, PageAddr, Ppn, VirtualTime};
-pub use cost::{Accelerator, Accelerators, DeviceCpu};
+pub use cost::{Accelerator, Accelerators, DeviceCpu, HostCosts};
 pub use device::{Completion, DataMode, Device, DeviceCounters, IoCounters, IoPath};
 pub use error::DeviceError;
 pub use ftl::{Ftl, FtlCounters, GcWork};

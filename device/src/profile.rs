@@ -6,7 +6,7 @@
 //! reader can always tell measured from assumed. Profiles are validated on load; a bad one is an
 //! error naming the field and its line, never a panic deep inside the model.
 
-use crate::cost::{Accelerators, DeviceCpu};
+use crate::cost::{Accelerators, DeviceCpu, HostCosts};
 use crate::geometry::Geometry;
 use crate::timing::{FlashTiming, HostInterface};
 use serde::{Deserialize, Serialize};
@@ -38,6 +38,7 @@ pub struct Profile {
     pub device_cpu: DeviceCpu,
     #[serde(default)]
     pub accelerators: Accelerators,
+    pub host: HostCosts,
     /// `"table.field" = "why this value, and where it comes from"`.
     #[serde(default)]
     pub assumptions: BTreeMap<String, String>,
@@ -266,6 +267,8 @@ const KNOWN_FIELDS: &[&str] = &[
     "device_cpu.dram_bytes",
     "accelerators.grep",
     "accelerators.stats",
+    "host.fiemap_ns",
+    "host.path_component_ns",
 ];
 
 /// Renders a TOML error as "line N: message" (the crate's own rendering spans several lines

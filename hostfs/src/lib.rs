@@ -7,9 +7,12 @@
 //!
 //! Today: [`ndpmeta`], LightFS's per-directory index file format; [`alloc`], the extent
 //! allocator; [`namespace`], directories, inodes and level-by-level path resolution that
-//! reports the metadata blocks a lookup reads; [`perms`], the POSIX access check.
+//! reports the metadata blocks a lookup reads; [`perms`], the POSIX access check; [`fs`],
+//! `HostFs`, all of them over the device with a host metadata cache (cold and warm lookups,
+//! `fiemap`).
 
 pub mod alloc;
+pub mod fs;
 pub mod namespace;
 pub mod ndpmeta;
 pub mod perms;
