@@ -370,23 +370,35 @@ impl Device {
         len: u64,
         out: Option<&mut [u8]>,
     ) -> Result<Completion, DeviceError> {
-        self.check_bytes(offset, len)?;
+        self.read_ranges(path, at, &[(offset, len)], out)
+    }
+
+    /// Reads several `(offset, len)` byte ranges as one request (scatter-gather: one NVMe
+    /// command, one DMA), all issued at `at` so their pages are read in parallel. With `out`
+    /// (data mode), fills it with the ranges back to back.
+    pub fn read_ranges(
+        &mut self,
+        path: IoPath,
+        at: VirtualTime,
+        ranges: &[(u64, u64)],
+        out: Option<&mut [u8]>,
+    ) -> Result<Completion, DeviceError> {
+        let total = self.check_ranges(ranges)?;
         if let Some(o) = &out {
-            self.check_buffer(o.len(), len)?;
+            self.check_buffer(o.len(), total)?;
         }
         let ps = self.page_size();
         let t0 = self.front_end(path, at);
         let mut flash_done = t0;
-        if len > 0 {
-            let first = offset / ps;
-            let last = (offset + len - 1) / ps;
-            // Scratch space only for partly covered pages: whole pages are read straight into
-            // the caller's buffer (this copy is the hot path of every task's file read).
-            let mut scratch = Vec::new();
-            let mut out = out;
-            for p in first..=last {
+        // Scratch space only for partly covered pages: whole pages are read straight into
+        // the caller's buffer (this copy is the hot path of every task's file read).
+        let mut scratch = Vec::new();
+        let mut out = out;
+        let mut base = 0u64;
+        for &(offset, len) in ranges.iter().filter(|r| r.1 > 0) {
+            for p in offset / ps..=(offset + len - 1) / ps {
                 let (a, b) = page_span(p, ps, offset, len);
-                let dst = (p * ps + a - offset) as usize;
+                let dst = (base + p * ps + a - offset) as usize;
                 let done = match out.as_deref_mut() {
                     None => self.flash_read_page(Lpn(p), None, t0)?,
                     Some(o) if b - a == ps => {
@@ -402,8 +414,19 @@ impl Device {
                 };
                 flash_done = flash_done.max(done);
             }
+            base += len;
         }
-        Ok(self.finish_read(path, at, t0, flash_done, len))
+        Ok(self.finish_read(path, at, t0, flash_done, total))
+    }
+
+    /// Checks every range and returns their total length.
+    fn check_ranges(&self, ranges: &[(u64, u64)]) -> Result<u64, DeviceError> {
+        let mut total = 0u64;
+        for &(offset, len) in ranges {
+            self.check_bytes(offset, len)?;
+            total += len;
+        }
+        Ok(total)
     }
 
     /// Writes `len` bytes at byte `offset` (any alignment). Pages the range covers only partly
@@ -416,23 +439,36 @@ impl Device {
         len: u64,
         data: Option<&[u8]>,
     ) -> Result<Completion, DeviceError> {
-        self.check_bytes(offset, len)?;
+        self.write_ranges(path, at, &[(offset, len)], data)
+    }
+
+    /// Writes several `(offset, len)` byte ranges as one request (one NVMe command, one DMA);
+    /// `data` (data mode) holds them back to back. Partly covered pages are
+    /// read-modify-written.
+    pub fn write_ranges(
+        &mut self,
+        path: IoPath,
+        at: VirtualTime,
+        ranges: &[(u64, u64)],
+        data: Option<&[u8]>,
+    ) -> Result<Completion, DeviceError> {
+        let total = self.check_ranges(ranges)?;
         if let Some(d) = data {
-            self.check_buffer(d.len(), len)?;
+            self.check_buffer(d.len(), total)?;
         }
         let ps = self.page_size();
         let payloads = self.ftl.keeps_payloads();
         let t0 = self.front_end(path, at);
-        let ready = self.write_data_ready(path, t0, len);
+        let ready = self.write_data_ready(path, t0, total);
         let mut done = ready;
-        if len > 0 {
-            let first = offset / ps;
-            let last = (offset + len - 1) / ps;
-            let mut page = vec![0u8; if payloads { ps as usize } else { 0 }];
-            for p in first..=last {
+        let mut page = vec![0u8; if payloads { ps as usize } else { 0 }];
+        let mut base = 0u64;
+        for &(offset, len) in ranges.iter().filter(|r| r.1 > 0) {
+            for p in offset / ps..=(offset + len - 1) / ps {
                 let lpn = Lpn(p);
                 let (a, b) = page_span(p, ps, offset, len);
-                let src = (p * ps + a - offset) as usize..(p * ps + b - offset) as usize;
+                let src =
+                    (base + p * ps + a - offset) as usize..(base + p * ps + b - offset) as usize;
                 let partial = a > 0 || b < ps;
                 let mut start = ready;
                 if partial && self.ftl.lookup(lpn)?.is_some() {
@@ -455,6 +491,7 @@ impl Device {
                 };
                 done = done.max(self.flash_write_page(lpn, content, start)?);
             }
+            base += len;
         }
         Ok(Completion {
             submitted: at,

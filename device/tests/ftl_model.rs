@@ -234,3 +234,29 @@ fn unaligned_byte_writes_read_modify_write() {
         .unwrap();
     assert_eq!(back, expect[100..1300]);
 }
+
+#[test]
+fn scattered_ranges_are_one_request() {
+    let mut dev = Device::new(&tiny_profile(), DataMode::Payloads).unwrap();
+    let t = VirtualTime::ZERO;
+    let data: Vec<u8> = (0..1500u32).map(|i| (i % 200) as u8 + 1).collect();
+    // Two ranges far apart, one of them unaligned: written and read back as single requests.
+    let ranges = [(100u64, 1000u64), (40 * PAGE as u64, 500u64)];
+    let w = dev
+        .write_ranges(IoPath::Host, t, &ranges, Some(&data))
+        .unwrap();
+    assert_eq!(dev.counters().io.host_commands, 1, "one NVMe command");
+    assert_eq!(w.nvme_ns + w.dma_ns + w.flash_ns, w.latency_ns());
+    let mut back = vec![0u8; 1500];
+    dev.read_ranges(IoPath::Host, w.done, &ranges, Some(&mut back))
+        .unwrap();
+    assert_eq!(dev.counters().io.host_commands, 2);
+    assert_eq!(back, data);
+    // Out of range anywhere in the list: nothing is written.
+    let before = dev.ftl().l2p().len();
+    let bad = [(0u64, 10u64), (dev.capacity_bytes(), 1u64)];
+    assert!(dev
+        .write_ranges(IoPath::Host, t, &bad, Some(&[1u8; 11]))
+        .is_err());
+    assert_eq!(dev.ftl().l2p().len(), before);
+}

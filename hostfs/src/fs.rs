@@ -165,19 +165,11 @@ impl HostFs {
             .allocate((data.len() as u64).div_ceil(bs), None)
             .map_err(NsError::from)?;
         let keep = self.device.ftl().keeps_payloads();
-        let at = self.clock;
-        let mut done = at;
-        let mut pos = 0u64;
-        for r in &runs {
-            let len = (r.blocks * bs).min(data.len() as u64 - pos);
-            let chunk = &data[pos as usize..(pos + len) as usize];
-            let c =
-                self.device
-                    .write_at(IoPath::Host, at, r.first * bs, len, keep.then_some(chunk))?;
-            done = done.max(c.done);
-            pos += len;
-        }
-        self.clock = done;
+        let ranges = byte_ranges(&runs, bs, data.len() as u64);
+        let c =
+            self.device
+                .write_ranges(IoPath::Host, self.clock, &ranges, keep.then_some(data))?;
+        self.clock = c.done;
         self.ns.set_file_layout(ino, data.len() as u64, runs)?;
         self.write_meta([self.ns.layout().inode_block(ino)])?;
         Ok(ino)
@@ -240,24 +232,30 @@ impl HostFs {
         };
         let bs = self.ns.layout().block_bytes;
         let mut out = vec![0u8; *size_bytes as usize];
-        let at = self.clock;
-        let mut done = at;
-        let mut pos = 0u64;
+        let ranges = byte_ranges(&extents, bs, out.len() as u64);
         let keep = self.device.ftl().keeps_payloads();
-        for r in extents {
-            let len = (r.blocks * bs).min(out.len() as u64 - pos);
-            let chunk = &mut out[pos as usize..(pos + len) as usize];
-            let c = self.device.read_at(
-                IoPath::Host,
-                at,
-                r.first * bs,
-                len,
-                if keep { Some(chunk) } else { None },
-            )?;
-            done = done.max(c.done);
-            pos += len;
-        }
-        self.clock = done;
+        let c = self.device.read_ranges(
+            IoPath::Host,
+            self.clock,
+            &ranges,
+            keep.then_some(&mut out[..]),
+        )?;
+        self.clock = c.done;
         Ok(out)
     }
+}
+
+/// The device byte ranges holding the first `len` bytes of a file laid out in `runs`.
+fn byte_ranges(runs: &[BlockRun], block_bytes: u64, len: u64) -> Vec<(u64, u64)> {
+    let mut left = len;
+    let mut out = Vec::with_capacity(runs.len());
+    for r in runs {
+        let n = (r.blocks * block_bytes).min(left);
+        if n == 0 {
+            break;
+        }
+        out.push((r.first * block_bytes, n));
+        left -= n;
+    }
+    out
 }

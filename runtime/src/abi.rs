@@ -144,30 +144,23 @@ impl TaskState {
         Ok(f)
     }
 
-    /// Reads `dst.len()` bytes of `path` at `offset` through the device (all extents issued at
-    /// once, so their pages are read in parallel), advancing the clock.
+    /// Reads `dst.len()` bytes of `path` at `offset` through the device as one request (its
+    /// extents' pages are read in parallel), advancing the clock.
     fn read_file(&mut self, path: &str, offset: u64, dst: &mut [u8]) -> Result<(), TaskError> {
-        let layout = self.storage.volume.layout(path)?.clone();
-        let ranges = self.storage.volume.map(&layout, offset, dst.len() as u64);
+        let layout = self.storage.volume.layout(path)?;
+        let ranges = self.storage.volume.map(layout, offset, dst.len() as u64);
         let keep = self.storage.device.ftl().keeps_payloads();
         let start = self.clock;
-        let mut done = start;
-        let mut pos = 0usize;
-        for (dev_off, len) in ranges {
-            let chunk = &mut dst[pos..pos + len as usize];
-            let out = if keep { Some(&mut *chunk) } else { None };
-            let c = self
-                .storage
-                .device
-                .read_at(IoPath::Internal, start, dev_off, len, out)?;
-            if !keep {
-                chunk.fill(0);
-            }
-            done = done.max(c.done);
-            pos += len as usize;
+        let out = if keep { Some(&mut *dst) } else { None };
+        let c = self
+            .storage
+            .device
+            .read_ranges(IoPath::Internal, start, &ranges, out)?;
+        if !keep {
+            dst.fill(0);
         }
-        self.breakdown.read_file_ns += done.since(start);
-        self.clock = done;
+        self.breakdown.read_file_ns += c.done.since(start);
+        self.clock = c.done;
         self.bytes_read += dst.len() as u64;
         Ok(())
     }
@@ -176,24 +169,17 @@ impl TaskState {
         self.storage
             .volume
             .ensure_size(path, offset + src.len() as u64)?;
-        let layout = self.storage.volume.layout(path)?.clone();
-        let ranges = self.storage.volume.map(&layout, offset, src.len() as u64);
+        let layout = self.storage.volume.layout(path)?;
+        let ranges = self.storage.volume.map(layout, offset, src.len() as u64);
         let keep = self.storage.device.ftl().keeps_payloads();
         let start = self.clock;
-        let mut done = start;
-        let mut pos = 0usize;
-        for (dev_off, len) in ranges {
-            let chunk = &src[pos..pos + len as usize];
-            let data = if keep { Some(chunk) } else { None };
-            let c = self
-                .storage
-                .device
-                .write_at(IoPath::Internal, start, dev_off, len, data)?;
-            done = done.max(c.done);
-            pos += len as usize;
-        }
-        self.breakdown.write_ns += done.since(start);
-        self.clock = done;
+        let data = if keep { Some(src) } else { None };
+        let c = self
+            .storage
+            .device
+            .write_ranges(IoPath::Internal, start, &ranges, data)?;
+        self.breakdown.write_ns += c.done.since(start);
+        self.clock = c.done;
         self.bytes_written += src.len() as u64;
         Ok(())
     }

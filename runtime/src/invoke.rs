@@ -223,18 +223,11 @@ impl Csd {
         let st = self.storage();
         st.volume.create(path)?;
         st.volume.ensure_size(path, data.len() as u64)?;
-        let layout = st.volume.layout(path)?.clone();
-        let mut done = at;
-        let mut pos = 0usize;
-        for (dev_off, len) in st.volume.map(&layout, 0, data.len() as u64) {
-            let chunk = &data[pos..pos + len as usize];
-            let c = st
-                .device
-                .write_at(IoPath::Host, at, dev_off, len, Some(chunk))?;
-            done = done.max(c.done);
-            pos += len as usize;
-        }
-        self.clock = done;
+        let ranges = st.volume.map(st.volume.layout(path)?, 0, data.len() as u64);
+        let c = st
+            .device
+            .write_ranges(IoPath::Host, at, &ranges, Some(data))?;
+        self.clock = c.done;
         Ok(())
     }
 
@@ -251,19 +244,13 @@ impl Csd {
     pub fn read_at(&mut self, path: &str, offset: u64, buf: &mut [u8]) -> Result<usize, TaskError> {
         let at = self.clock;
         let st = self.storage();
-        let layout = st.volume.layout(path)?.clone();
+        let layout = st.volume.layout(path)?;
         let n = (buf.len() as u64).min(layout.size_bytes.saturating_sub(offset));
-        let mut done = at;
-        let mut pos = 0usize;
-        for (dev_off, len) in st.volume.map(&layout, offset, n) {
-            let chunk = &mut buf[pos..pos + len as usize];
-            let c = st
-                .device
-                .read_at(IoPath::Host, at, dev_off, len, Some(chunk))?;
-            done = done.max(c.done);
-            pos += len as usize;
-        }
-        self.clock = done;
+        let ranges = st.volume.map(layout, offset, n);
+        let c = st
+            .device
+            .read_ranges(IoPath::Host, at, &ranges, Some(&mut buf[..n as usize]))?;
+        self.clock = c.done;
         Ok(n as usize)
     }
 
