@@ -206,9 +206,23 @@ impl HostFs {
         path: &str,
         who: Cred,
     ) -> Result<(Vec<BlockRun>, LookupCost), FsError> {
+        let (_, extents, cost) = self.file_extents(path, who)?;
+        Ok((extents, cost))
+    }
+
+    /// Looks up a readable file: its size, extents, and the cost of `fiemap` (lookup + CPU).
+    fn file_extents(
+        &mut self,
+        path: &str,
+        who: Cred,
+    ) -> Result<(u64, Vec<BlockRun>, LookupCost), FsError> {
         let (r, mut cost) = self.lookup(path, who)?;
         let inode = self.ns.inode(r.ino).expect("resolved");
-        let InodeKind::File { extents, .. } = &inode.kind else {
+        let InodeKind::File {
+            size_bytes,
+            extents,
+        } = &inode.kind
+        else {
             return Err(FsError::IsADirectory(path.to_string()));
         };
         if !inode.perms.allows(who, Access::Read) {
@@ -217,21 +231,17 @@ impl HostFs {
                 access: Access::Read.name(),
             });
         }
-        let extents = extents.clone();
+        let found = (*size_bytes, extents.clone());
         self.clock = self.clock.after(self.costs.fiemap_ns);
         cost.ns += self.costs.fiemap_ns;
-        Ok((extents, cost))
+        Ok((found.0, found.1, cost))
     }
 
     /// Reads a whole file back through the device (data mode keeps the bytes).
     pub fn read_file(&mut self, path: &str, who: Cred) -> Result<Vec<u8>, FsError> {
-        let (extents, _) = self.fiemap(path, who)?;
-        let ino = self.ns.resolve(path, who)?.ino;
-        let Some(InodeKind::File { size_bytes, .. }) = self.ns.inode(ino).map(|i| &i.kind) else {
-            return Err(FsError::IsADirectory(path.to_string()));
-        };
+        let (size_bytes, extents, _) = self.file_extents(path, who)?;
         let bs = self.ns.layout().block_bytes;
-        let mut out = vec![0u8; *size_bytes as usize];
+        let mut out = vec![0u8; size_bytes as usize];
         let ranges = byte_ranges(&extents, bs, out.len() as u64);
         let keep = self.device.ftl().keeps_payloads();
         let c = self.device.read_ranges(

@@ -195,26 +195,24 @@ impl TaskState {
     }
 }
 
-/// Turns the fuel burnt since the last host call into device-CPU time.
-fn charge_compute(c: &mut Ctx<'_>) -> wasmtime::Result<()> {
-    let remaining = c.get_fuel()?;
-    let s = c.data_mut();
-    let used = s.limits.fuel.saturating_sub(remaining);
-    let delta = s.cpu.compute_ns(used) - s.cpu.compute_ns(s.fuel_charged);
-    s.fuel_charged = used;
-    s.breakdown.compute_ns += delta;
-    s.clock = s.clock.after(delta);
-    Ok(())
+impl TaskState {
+    /// Turns the fuel burnt since the last charge into device-CPU time. `remaining` is the
+    /// store's fuel now; rounding is applied to the running total, so charging in many small
+    /// steps costs the same as charging once.
+    pub(crate) fn charge_fuel(&mut self, remaining: u64) {
+        let used = self.limits.fuel.saturating_sub(remaining);
+        let delta = self.cpu.compute_ns(used) - self.cpu.compute_ns(self.fuel_charged);
+        self.fuel_charged = used;
+        self.breakdown.compute_ns += delta;
+        self.clock = self.clock.after(delta);
+    }
 }
 
-pub(crate) fn charge_final_compute(store: &mut wasmtime::Store<TaskState>) {
-    let remaining = store.get_fuel().unwrap_or(0);
-    let s = store.data_mut();
-    let used = s.limits.fuel.saturating_sub(remaining);
-    let delta = s.cpu.compute_ns(used) - s.cpu.compute_ns(s.fuel_charged);
-    s.fuel_charged = used;
-    s.breakdown.compute_ns += delta;
-    s.clock = s.clock.after(delta);
+/// Charges the compute before a host call does its own work.
+fn charge_compute(c: &mut Ctx<'_>) -> wasmtime::Result<()> {
+    let remaining = c.get_fuel()?;
+    c.data_mut().charge_fuel(remaining);
+    Ok(())
 }
 
 /// Checks a guest `(ptr, len)` against memory of `mem_len` bytes.

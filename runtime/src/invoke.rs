@@ -1,7 +1,7 @@
 //! Running a task: registration of files (TxISC Listing 1's shape), limits, and the latency
 //! breakdown of one invocation.
 
-use crate::abi::{self, MemoryCap, OpenFile, TaskState};
+use crate::abi::{MemoryCap, OpenFile, TaskState};
 use crate::engine::{Task, TaskEngine};
 use crate::error::TaskError;
 use crate::volume::Volume;
@@ -308,7 +308,8 @@ impl Csd {
         let mut store = Store::new(task.pre.module().engine(), state);
         store.limiter(|s| &mut s.limiter);
         let outcome = execute(&mut store, task, ctx.limits.fuel);
-        abi::charge_final_compute(&mut store);
+        let remaining = store.get_fuel().unwrap_or(0);
+        store.data_mut().charge_fuel(remaining);
         let mut state = store.into_data();
         let result = outcome.map_err(|e| classify(e, &state));
         let result = match result {
