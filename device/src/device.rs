@@ -264,25 +264,11 @@ impl Device {
         at: VirtualTime,
         lpn: Lpn,
         pages: u64,
-        mut out: Option<&mut [u8]>,
+        out: Option<&mut [u8]>,
     ) -> Result<Completion, DeviceError> {
         self.check_pages(lpn, pages)?;
         let ps = self.page_size();
-        if let Some(o) = &out {
-            self.check_buffer(o.len(), pages * ps)?;
-            if !self.ftl.keeps_payloads() {
-                return Err(DeviceError::PayloadsNotKept);
-            }
-        }
-        let t0 = self.front_end(path, at);
-        let mut flash_done = t0;
-        for i in 0..pages {
-            let chunk = out
-                .as_deref_mut()
-                .map(|o| &mut o[(i * ps) as usize..((i + 1) * ps) as usize]);
-            flash_done = flash_done.max(self.flash_read_page(Lpn(lpn.0 + i), chunk, t0)?);
-        }
-        Ok(self.finish_read(path, at, t0, flash_done, pages * ps))
+        self.read_ranges(path, at, &[(lpn.0 * ps, pages * ps)], out)
     }
 
     fn finish_read(
@@ -341,23 +327,7 @@ impl Device {
     ) -> Result<Completion, DeviceError> {
         self.check_pages(lpn, pages)?;
         let ps = self.page_size();
-        if let Some(d) = data {
-            self.check_buffer(d.len(), pages * ps)?;
-        }
-        let t0 = self.front_end(path, at);
-        let ready = self.write_data_ready(path, t0, pages * ps);
-        let mut done = ready;
-        for i in 0..pages {
-            let chunk = data.map(|d| &d[(i * ps) as usize..((i + 1) * ps) as usize]);
-            done = done.max(self.flash_write_page(Lpn(lpn.0 + i), chunk, ready)?);
-        }
-        Ok(Completion {
-            submitted: at,
-            done,
-            nvme_ns: t0.since(at),
-            dma_ns: ready.since(t0),
-            flash_ns: done.since(ready),
-        })
+        self.write_ranges(path, at, &[(lpn.0 * ps, pages * ps)], data)
     }
 
     /// Reads `len` bytes at byte `offset` of the logical space (any alignment). With `out`
@@ -386,6 +356,9 @@ impl Device {
         let total = self.check_ranges(ranges)?;
         if let Some(o) = &out {
             self.check_buffer(o.len(), total)?;
+            if !self.ftl.keeps_payloads() {
+                return Err(DeviceError::PayloadsNotKept);
+            }
         }
         let ps = self.page_size();
         let t0 = self.front_end(path, at);

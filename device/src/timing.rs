@@ -182,11 +182,6 @@ impl BusyClocks {
         self.now = self.now.max(at);
     }
 
-    /// Time one page needs on its channel.
-    pub fn page_transfer_ns(&self) -> u64 {
-        self.page_transfer_ns
-    }
-
     /// Page read: the die senses the page into its register, then the channel moves it out.
     /// The die stays busy until its register is drained.
     pub fn read_page(&mut self, die: DieId, channel: ChannelId, at: VirtualTime) -> VirtualTime {
