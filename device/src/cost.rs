@@ -20,6 +20,9 @@ pub struct DeviceCpu {
     pub ns_per_fuel: f64,
     /// Device DRAM: the default cap on a task's linear memory.
     pub dram_bytes: u64,
+    /// Firmware time to examine one metadata entry (a directory entry while resolving a path
+    /// in the device, a `.ndpmeta` entry while retrieving layouts).
+    pub metadata_entry_ns: u64,
 }
 
 impl DeviceCpu {
@@ -85,6 +88,7 @@ mod tests {
             cores: 1,
             ns_per_fuel: 1.5,
             dram_bytes: 1,
+            metadata_entry_ns: 1,
         };
         assert_eq!(cpu.compute_ns(3), 5);
     }

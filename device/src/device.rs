@@ -168,6 +168,42 @@ impl Device {
         self.ftl.read_physical(ppn, out)
     }
 
+    /// Reads physical pages on the internal path, all issued at `at` (LightFS's metadata locker
+    /// reads a locked file through its shadow address table this way). With `out` (data
+    /// mode), fills it with the pages back to back; stale copies read as they are on flash.
+    pub fn read_physical_pages(
+        &mut self,
+        at: VirtualTime,
+        ppns: &[Ppn],
+        mut out: Option<&mut [u8]>,
+    ) -> Result<Completion, DeviceError> {
+        let ps = self.page_size();
+        if let Some(o) = &out {
+            self.check_buffer(o.len(), ps * ppns.len() as u64)?;
+            if !self.ftl.keeps_payloads() {
+                return Err(DeviceError::PayloadsNotKept);
+            }
+        }
+        let t0 = self.front_end(IoPath::Internal, at);
+        let mut flash_done = t0;
+        for (i, &ppn) in ppns.iter().enumerate() {
+            if u64::from(ppn.0) >= self.profile.geometry.physical_pages() {
+                return Err(DeviceError::PpnOutOfRange { ppn: ppn.0 });
+            }
+            if let Some(o) = out.as_deref_mut() {
+                let at = i * ps as usize;
+                self.ftl.read_physical(ppn, &mut o[at..at + ps as usize])?;
+            }
+            let die = self.profile.geometry.die_of(ppn);
+            self.counters.flash_page_reads += 1;
+            let done = self
+                .clocks
+                .read_page(die, self.channel_of[die.0 as usize], t0);
+            flash_done = flash_done.max(done);
+        }
+        Ok(self.finish_read(IoPath::Internal, at, t0, flash_done, ps * ppns.len() as u64))
+    }
+
     fn check_pages(&self, lpn: Lpn, pages: u64) -> Result<(), DeviceError> {
         let end = lpn.0.checked_add(pages).ok_or(DeviceError::LpnOutOfRange {
             lpn: lpn.0,

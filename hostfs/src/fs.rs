@@ -7,14 +7,18 @@
 //! level needs the previous one). That is why a cold `fiemap` costs hundreds of microseconds
 //! and a warm one only the host's CPU time (LightFS Table V).
 //!
-//! Files are written whole and synchronously here (`import`): the page cache with delayed,
-//! out-of-order writeback that LightFS §II-D's consistency problem needs is the next layer.
+//! Files are written two ways: `import` places a whole file durably (building a data set), and
+//! `open`/`write`/`close` go through the page cache ([`crate::pagecache`]): overwrites stay in
+//! place (same logical blocks, as ext4 does), new blocks are allocated at writeback (delayed
+//! allocation), and dirty pages reach the device later and out of order, so a reader that
+//! bypasses the host — an NDP request — can see a file half old, half new (LightFS §II-D).
 
 use crate::alloc::{BlockRun, ExtentAllocator};
 use crate::namespace::{Ino, InodeKind, MetaLayout, Namespace, NewKind, NsError, Resolution};
+use crate::pagecache::{PageCache, WritebackPolicy};
 use crate::perms::{Access, Cred, Perms};
 use csd_device::{Device, DeviceError, HostCosts, IoPath, Lpn, VirtualTime};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The superblock's block.
 const SUPERBLOCK: u64 = 0;
@@ -33,6 +37,44 @@ pub enum FsError {
     IsADirectory(String),
     #[error("the device ({0} blocks) is too small for a file system")]
     TooSmall(u64),
+    #[error("bad file descriptor {0}")]
+    BadFd(u32),
+    #[error("file descriptor {fd} ('{path}') is not open for {access}")]
+    FdMode {
+        fd: u32,
+        path: String,
+        access: &'static str,
+    },
+}
+
+/// An open file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Fd(pub u32);
+
+/// How to open a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenOptions {
+    pub write: bool,
+    /// Create the file (with `perms`) if it does not exist.
+    pub create: Option<Perms>,
+}
+
+impl OpenOptions {
+    pub const READ: OpenOptions = OpenOptions {
+        write: false,
+        create: None,
+    };
+    pub const WRITE: OpenOptions = OpenOptions {
+        write: true,
+        create: None,
+    };
+}
+
+#[derive(Clone, Debug)]
+struct OpenFile {
+    ino: Ino,
+    path: String,
+    write: bool,
 }
 
 /// What a lookup cost: metadata blocks read from flash, cache hits, and time.
@@ -51,6 +93,14 @@ pub struct HostFs {
     cached: BTreeSet<u64>,
     costs: HostCosts,
     clock: VirtualTime,
+    cache: PageCache,
+    policy: WritebackPolicy,
+    /// When the flusher last ran.
+    flushed_at: VirtualTime,
+    fds: BTreeMap<Fd, OpenFile>,
+    next_fd: u32,
+    /// Data blocks written to the device, in order: what a device-side block monitor sees.
+    written: Vec<u64>,
 }
 
 impl HostFs {
@@ -80,6 +130,12 @@ impl HostFs {
             cached: BTreeSet::new(),
             costs,
             clock: VirtualTime::ZERO,
+            cache: PageCache::new(0),
+            policy: WritebackPolicy::default(),
+            flushed_at: VirtualTime::ZERO,
+            fds: BTreeMap::new(),
+            next_fd: 3,
+            written: Vec::new(),
         };
         let root_blocks = fs.dir_blocks(Ino::ROOT);
         fs.write_meta(
@@ -100,6 +156,38 @@ impl HostFs {
 
     pub fn clock(&self) -> VirtualTime {
         self.clock
+    }
+
+    /// Moves the host's clock forward to `t` (never back): another actor's time has passed.
+    pub fn advance_to(&mut self, t: VirtualTime) {
+        self.clock = self.clock.max(t);
+    }
+
+    /// The device, for device-side models (LightFS-CSD, FSR) that act at the host's clock.
+    pub fn device_mut(&mut self) -> &mut Device {
+        &mut self.device
+    }
+
+    pub fn costs(&self) -> &HostCosts {
+        &self.costs
+    }
+
+    /// Restarts the writeback order from `seed`.
+    pub fn seed_writeback(&mut self, seed: u64) {
+        self.cache.reseed(seed);
+    }
+
+    pub fn set_writeback_policy(&mut self, policy: WritebackPolicy) {
+        self.policy = policy;
+    }
+
+    pub fn page_cache(&self) -> &PageCache {
+        &self.cache
+    }
+
+    /// Metadata blocks the host has cached.
+    pub fn cached_metadata_blocks(&self) -> usize {
+        self.cached.len()
     }
 
     /// Empties the host's metadata cache (`echo 2 > /proc/sys/vm/drop_caches`).
@@ -237,7 +325,8 @@ impl HostFs {
         Ok((found.0, found.1, cost))
     }
 
-    /// Reads a whole file back through the device (data mode keeps the bytes).
+    /// Reads a whole file as the flash holds it, bypassing the page cache (what a reader on
+    /// the device side sees; data mode keeps the bytes).
     pub fn read_file(&mut self, path: &str, who: Cred) -> Result<Vec<u8>, FsError> {
         let (size_bytes, extents, _) = self.file_extents(path, who)?;
         let bs = self.ns.layout().block_bytes;
@@ -252,6 +341,291 @@ impl HostFs {
         )?;
         self.clock = c.done;
         Ok(out)
+    }
+}
+
+/// File I/O through the page cache.
+impl HostFs {
+    fn open_file(&self, fd: Fd) -> Result<&OpenFile, FsError> {
+        self.fds.get(&fd).ok_or(FsError::BadFd(fd.0))
+    }
+
+    /// Opens (or creates) a file for reading or writing.
+    pub fn open(&mut self, path: &str, how: OpenOptions, who: Cred) -> Result<Fd, FsError> {
+        let ino = match (self.lookup(path, who), how.create) {
+            (Ok((r, _)), _) => r.ino,
+            (Err(FsError::Namespace(NsError::NotFound(_))), Some(perms)) => {
+                self.create(path, NewKind::File, perms, who)?
+            }
+            (Err(e), _) => return Err(e),
+        };
+        let inode = self.ns.inode(ino).expect("resolved");
+        if inode.is_dir() && how.write {
+            return Err(FsError::IsADirectory(path.to_string()));
+        }
+        let access = if how.write {
+            Access::Write
+        } else {
+            Access::Read
+        };
+        if !inode.perms.allows(who, access) {
+            return Err(FsError::PermissionDenied {
+                path: path.to_string(),
+                access: access.name(),
+            });
+        }
+        let fd = Fd(self.next_fd);
+        self.next_fd += 1;
+        self.fds.insert(
+            fd,
+            OpenFile {
+                ino,
+                path: path.to_string(),
+                write: how.write,
+            },
+        );
+        Ok(fd)
+    }
+
+    /// The inode an open file refers to.
+    pub fn fd_ino(&self, fd: Fd) -> Result<Ino, FsError> {
+        Ok(self.open_file(fd)?.ino)
+    }
+
+    /// A file's size (bytes written so far, dirty or not) and allocated extents.
+    pub fn file_layout(&self, ino: Ino) -> Option<(u64, &[BlockRun])> {
+        match &self.ns.inode(ino)?.kind {
+            InodeKind::File {
+                size_bytes,
+                extents,
+            } => Some((*size_bytes, extents)),
+            InodeKind::Dir { .. } => None,
+        }
+    }
+
+    /// The device block holding block `index` of a file, if allocated.
+    fn block_of(&self, ino: Ino, index: u64) -> Option<u64> {
+        let (_, extents) = self.file_layout(ino)?;
+        let mut skip = index;
+        for r in extents {
+            if skip < r.blocks {
+                return Some(r.first + skip);
+            }
+            skip -= r.blocks;
+        }
+        None
+    }
+
+    /// A block's current contents as the host sees them: dirty page, else the device.
+    fn host_block(&mut self, ino: Ino, index: u64) -> Result<Vec<u8>, FsError> {
+        let bs = self.ns.layout().block_bytes as usize;
+        if let Some(p) = self.cache.get(ino, index) {
+            return Ok(p.data.clone().unwrap_or_else(|| vec![0; bs]));
+        }
+        let mut buf = vec![0u8; bs];
+        if let Some(block) = self.block_of(ino, index) {
+            let keep = self.device.ftl().keeps_payloads();
+            let c = self.device.read(
+                IoPath::Host,
+                self.clock,
+                Lpn(block),
+                1,
+                keep.then_some(&mut buf[..]),
+            )?;
+            self.clock = c.done;
+        }
+        Ok(buf)
+    }
+
+    /// Writes `data` at `offset` into the page cache. Nothing reaches the device until
+    /// writeback; blocks past the allocated end are allocated then (delayed allocation).
+    pub fn write(&mut self, fd: Fd, offset: u64, data: &[u8]) -> Result<(), FsError> {
+        let f = self.open_file(fd)?;
+        if !f.write {
+            return Err(FsError::FdMode {
+                fd: fd.0,
+                path: f.path.clone(),
+                access: "writing",
+            });
+        }
+        let ino = f.ino;
+        let bs = self.ns.layout().block_bytes;
+        let keep = self.device.ftl().keeps_payloads();
+        let end = offset + data.len() as u64;
+        let mut pos = offset;
+        while pos < end {
+            let index = pos / bs;
+            let within = pos % bs;
+            let n = (bs - within).min(end - pos);
+            let page = if keep {
+                let mut block = if n == bs {
+                    vec![0u8; bs as usize]
+                } else {
+                    self.host_block(ino, index)?
+                };
+                let from = (pos - offset) as usize;
+                block[within as usize..(within + n) as usize]
+                    .copy_from_slice(&data[from..from + n as usize]);
+                Some(block)
+            } else {
+                if n < bs && self.cache.get(ino, index).is_none() {
+                    self.host_block(ino, index)?;
+                }
+                None
+            };
+            self.cache.dirty(ino, index, page, self.clock);
+            pos += n;
+        }
+        let (size, extents) = self.file_layout(ino).expect("open file");
+        if end > size {
+            let extents = extents.to_vec();
+            self.ns.set_file_layout(ino, end, extents)?;
+        }
+        Ok(())
+    }
+
+    /// Reads up to `len` bytes at `offset` as the host sees the file (dirty pages included).
+    pub fn read(&mut self, fd: Fd, offset: u64, len: u64) -> Result<Vec<u8>, FsError> {
+        let ino = self.open_file(fd)?.ino;
+        let (size, _) = self.file_layout(ino).expect("open file");
+        let end = (offset + len).min(size);
+        let bs = self.ns.layout().block_bytes;
+        let mut out = Vec::with_capacity(end.saturating_sub(offset) as usize);
+        let mut pos = offset;
+        while pos < end {
+            let block = self.host_block(ino, pos / bs)?;
+            let within = (pos % bs) as usize;
+            let n = ((bs - pos % bs).min(end - pos)) as usize;
+            out.extend_from_slice(&block[within..within + n]);
+            pos += n as u64;
+        }
+        Ok(out)
+    }
+
+    /// Closes a file. Like POSIX `close`, this does not write anything back.
+    pub fn close(&mut self, fd: Fd) -> Result<Ino, FsError> {
+        self.fds
+            .remove(&fd)
+            .map(|f| f.ino)
+            .ok_or(FsError::BadFd(fd.0))
+    }
+
+    /// Whether any descriptor has `ino` open for writing.
+    pub fn open_for_write(&self, ino: Ino) -> bool {
+        self.fds.values().any(|f| f.ino == ino && f.write)
+    }
+
+    /// Allocates device blocks for every dirty block of `ino` past its allocated end, as
+    /// ext4's delayed allocation does when writeback starts. Returns whether the layout
+    /// changed (the inode block must be written too).
+    fn allocate_delayed(&mut self, ino: Ino) -> Result<bool, FsError> {
+        let Some(&last) = self.cache.dirty_blocks(ino).last() else {
+            return Ok(false);
+        };
+        let (size, extents) = self.file_layout(ino).expect("file");
+        let have: u64 = extents.iter().map(|r| r.blocks).sum();
+        if last < have {
+            return Ok(false);
+        }
+        let mut extents = extents.to_vec();
+        let goal = extents.last().map(|r| r.end());
+        for r in self
+            .alloc
+            .allocate(last + 1 - have, goal)
+            .map_err(NsError::from)?
+        {
+            match extents.last_mut() {
+                Some(l) if l.end() == r.first => l.blocks += r.blocks,
+                _ => extents.push(r),
+            }
+        }
+        self.ns.set_file_layout(ino, size, extents)?;
+        Ok(true)
+    }
+
+    /// Writes the given dirty pages to the device, each as its own command, all submitted at
+    /// the host's clock; returns when the last one completed.
+    fn write_back(&mut self, pages: &[(Ino, u64)]) -> Result<VirtualTime, FsError> {
+        let at = self.clock;
+        let mut done = at;
+        let mut inodes = BTreeSet::new();
+        for &(ino, _) in pages {
+            if self.allocate_delayed(ino)? {
+                inodes.insert(self.ns.layout().inode_block(ino));
+            }
+        }
+        for &(ino, index) in pages {
+            let Some(page) = self.cache.take(ino, index) else {
+                continue;
+            };
+            let block = self.block_of(ino, index).expect("allocated above");
+            let c = self
+                .device
+                .write(IoPath::Host, at, Lpn(block), 1, page.data.as_deref())?;
+            self.written.push(block);
+            done = done.max(c.done);
+        }
+        let clock = self.clock;
+        self.write_meta(inodes)?;
+        done = done.max(self.clock);
+        self.clock = clock;
+        Ok(done)
+    }
+
+    /// `fsync`: writes back the file's dirty pages (in the block layer's order) and waits.
+    pub fn fsync(&mut self, fd: Fd) -> Result<(), FsError> {
+        let ino = self.open_file(fd)?.ino;
+        self.sync_file(ino)
+    }
+
+    /// Writes back one file's dirty pages and waits (what `fsync` and LightFS-Host's periodic
+    /// updater do).
+    pub fn sync_file(&mut self, ino: Ino) -> Result<(), FsError> {
+        let pages = self.cache.pick_file(ino);
+        self.clock = self.write_back(&pages)?;
+        Ok(())
+    }
+
+    /// `sync`: writes back every dirty page and waits.
+    pub fn sync(&mut self) -> Result<(), FsError> {
+        let pages = self.cache.pick(usize::MAX, |_, _| true);
+        self.clock = self.write_back(&pages)?;
+        Ok(())
+    }
+
+    /// One partial writeback pass: up to `max_pages` dirty pages, chosen and ordered by the
+    /// seeded generator, reach the device. The host does not wait for them. Returns how many
+    /// were written.
+    pub fn writeback_some(&mut self, max_pages: usize) -> Result<usize, FsError> {
+        let pages = self.cache.pick(max_pages, |_, _| true);
+        self.write_back(&pages)?;
+        Ok(pages.len())
+    }
+
+    /// Runs the kernel flusher up to the host's clock: pages that had been dirty for longer
+    /// than the expiry at one of its wake-ups are written back, in random order. They are
+    /// submitted now rather than at the wake-up (the device has already served later
+    /// commands, and its timelines only move forward). Returns pages written.
+    pub fn run_flusher(&mut self) -> Result<usize, FsError> {
+        let interval = self.policy.interval_ns.max(1);
+        let wakes = self.clock.since(self.flushed_at) / interval;
+        if wakes == 0 {
+            return Ok(0);
+        }
+        let last_wake = self.flushed_at.after(wakes * interval);
+        self.flushed_at = last_wake;
+        let expire = self.policy.expire_ns;
+        let pages = self
+            .cache
+            .pick(usize::MAX, |_, p| last_wake.since(p.dirtied) >= expire);
+        self.write_back(&pages)?;
+        Ok(pages.len())
+    }
+
+    /// Device blocks written back since the last call, in order: the stream of write
+    /// commands a device-side block monitor observes.
+    pub fn take_written(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.written)
     }
 }
 

@@ -15,4 +15,5 @@ pub mod alloc;
 pub mod fs;
 pub mod namespace;
 pub mod ndpmeta;
+pub mod pagecache;
 pub mod perms;

@@ -108,3 +108,62 @@ fn lookups_are_deterministic() {
     };
     assert_eq!(run(), run());
 }
+
+#[test]
+fn writes_wait_in_the_page_cache_and_reach_flash_out_of_order() {
+    use csd_hostfs::fs::OpenOptions;
+    let mut fs = fs("cosmos-plus");
+    fs.mkdir("/d", MINE, ME).unwrap();
+    let old = vec![1u8; 8 * 16384];
+    fs.import("/d/f", &old, MINE, ME).unwrap();
+    let (before, _) = fs.fiemap("/d/f", ME).unwrap();
+
+    let fd = fs.open("/d/f", OpenOptions::WRITE, ME).unwrap();
+    let new = vec![2u8; 8 * 16384];
+    fs.write(fd, 0, &new).unwrap();
+    // The host sees the new data; the flash still holds the old.
+    assert_eq!(fs.read(fd, 0, new.len() as u64).unwrap(), new);
+    assert_eq!(fs.read_file("/d/f", ME).unwrap(), old);
+    assert_eq!(fs.page_cache().len(), 8);
+
+    // A partial writeback pass leaves the flash copy half old, half new.
+    fs.seed_writeback(7);
+    assert_eq!(fs.writeback_some(3).unwrap(), 3);
+    let torn = fs.read_file("/d/f", ME).unwrap();
+    let new_blocks = torn.chunks(16384).filter(|b| b[0] == 2).count();
+    assert_eq!(new_blocks, 3, "exactly the written-back blocks are new");
+    assert_eq!(fs.take_written().len(), 3);
+
+    // fsync finishes the job; overwrites stayed in place.
+    fs.fsync(fd).unwrap();
+    assert_eq!(fs.read_file("/d/f", ME).unwrap(), new);
+    assert!(fs.page_cache().is_empty());
+    assert_eq!(fs.fiemap("/d/f", ME).unwrap().0, before);
+    fs.close(fd).unwrap();
+    assert!(matches!(fs.close(fd), Err(FsError::BadFd(_))));
+}
+
+#[test]
+fn appends_are_allocated_at_writeback_and_the_flusher_honours_expiry() {
+    use csd_device::VirtualTime;
+    use csd_hostfs::fs::OpenOptions;
+    let mut fs = fs("cosmos-plus");
+    let how = OpenOptions {
+        write: true,
+        create: Some(MINE),
+    };
+    let fd = fs.open("/new", how, ME).unwrap();
+    fs.write(fd, 0, &[9u8; 40_000]).unwrap();
+    // Delayed allocation: no blocks yet.
+    assert!(fs.fiemap("/new", ME).unwrap().0.is_empty());
+    let t = fs.clock();
+    fs.advance_to(t.after(10_000_000_000));
+    assert_eq!(fs.run_flusher().unwrap(), 0, "not expired after 10 s");
+    fs.advance_to(t.after(40_000_000_000));
+    assert_eq!(fs.run_flusher().unwrap(), 3, "three 16 KiB blocks expired");
+    let (extents, _) = fs.fiemap("/new", ME).unwrap();
+    assert_eq!(extents.iter().map(|r| r.blocks).sum::<u64>(), 3);
+    assert_eq!(fs.read_file("/new", ME).unwrap(), vec![9u8; 40_000]);
+    let ro = fs.open("/new", OpenOptions::READ, ME).unwrap();
+    assert!(matches!(fs.write(ro, 0, b"x"), Err(FsError::FdMode { .. })));
+}

@@ -15,6 +15,7 @@
 use crate::error::TaskError;
 use crate::invoke::{Breakdown, Mode, Storage, TaskLimits};
 use csd_device::{Accelerator, Accelerators, DeviceCpu, IoPath, VirtualTime};
+use std::collections::BTreeMap;
 use wasmtime::{Caller, Engine, Linker, Memory, ResourceLimiter};
 
 /// The import module name of this ABI version.
@@ -46,9 +47,18 @@ pub(crate) struct OpenFile {
     pub mode: Mode,
 }
 
+/// Where a task's registered files live during an invocation.
+pub(crate) enum Backing {
+    /// On the device: reads and writes go through the flash model on the internal path.
+    Device(Storage),
+    /// Already read into device DRAM by an NDP dispatcher, which charged the flash reads
+    /// itself; the task reads them at memory speed and may not write them.
+    Staged(BTreeMap<String, Vec<u8>>),
+}
+
 /// Per-invocation state the host functions work on.
 pub(crate) struct TaskState {
-    pub storage: Storage,
+    pub backing: Backing,
     pub files: Vec<OpenFile>,
     pub args: Vec<u8>,
     pub ret: Vec<u8>,
@@ -100,6 +110,13 @@ impl ResourceLimiter for MemoryCap {
 
 type Ctx<'a> = Caller<'a, TaskState>;
 
+fn staged<'a>(files: &'a BTreeMap<String, Vec<u8>>, path: &str) -> Result<&'a [u8], TaskError> {
+    files
+        .get(path)
+        .map(Vec::as_slice)
+        .ok_or_else(|| crate::volume::VolumeError::NoSuchFile(path.to_string()).into())
+}
+
 fn fail(e: TaskError) -> wasmtime::Error {
     wasmtime::Error::new(e)
 }
@@ -147,13 +164,24 @@ impl TaskState {
     /// Reads `dst.len()` bytes of `path` at `offset` through the device as one request (its
     /// extents' pages are read in parallel), advancing the clock.
     fn read_file(&mut self, path: &str, offset: u64, dst: &mut [u8]) -> Result<(), TaskError> {
-        let layout = self.storage.volume.layout(path)?;
-        let ranges = self.storage.volume.map(layout, offset, dst.len() as u64);
-        let keep = self.storage.device.ftl().keeps_payloads();
+        let storage = match &mut self.backing {
+            Backing::Device(storage) => storage,
+            Backing::Staged(files) => {
+                let data = staged(files, path)?;
+                let from = (offset as usize).min(data.len());
+                let n = dst.len().min(data.len() - from);
+                dst[..n].copy_from_slice(&data[from..from + n]);
+                dst[n..].fill(0);
+                self.bytes_read += dst.len() as u64;
+                return Ok(());
+            }
+        };
+        let layout = storage.volume.layout(path)?;
+        let ranges = storage.volume.map(layout, offset, dst.len() as u64);
+        let keep = storage.device.ftl().keeps_payloads();
         let start = self.clock;
         let out = if keep { Some(&mut *dst) } else { None };
-        let c = self
-            .storage
+        let c = storage
             .device
             .read_ranges(IoPath::Internal, start, &ranges, out)?;
         if !keep {
@@ -166,16 +194,21 @@ impl TaskState {
     }
 
     fn write_file(&mut self, path: &str, offset: u64, src: &[u8]) -> Result<(), TaskError> {
-        self.storage
+        let Backing::Device(storage) = &mut self.backing else {
+            return Err(TaskError::BadArgument {
+                call: "file_write",
+                reason: format!("'{path}' was staged for an NDP request and is read-only"),
+            });
+        };
+        storage
             .volume
             .ensure_size(path, offset + src.len() as u64)?;
-        let layout = self.storage.volume.layout(path)?;
-        let ranges = self.storage.volume.map(layout, offset, src.len() as u64);
-        let keep = self.storage.device.ftl().keeps_payloads();
+        let layout = storage.volume.layout(path)?;
+        let ranges = storage.volume.map(layout, offset, src.len() as u64);
+        let keep = storage.device.ftl().keeps_payloads();
         let start = self.clock;
         let data = if keep { Some(src) } else { None };
-        let c = self
-            .storage
+        let c = storage
             .device
             .write_ranges(IoPath::Internal, start, &ranges, data)?;
         self.breakdown.write_ns += c.done.since(start);
@@ -185,7 +218,10 @@ impl TaskState {
     }
 
     fn file_size(&self, path: &str) -> Result<u64, TaskError> {
-        Ok(self.storage.volume.layout(path)?.size_bytes)
+        match &self.backing {
+            Backing::Device(storage) => Ok(storage.volume.layout(path)?.size_bytes),
+            Backing::Staged(files) => Ok(staged(files, path)?.len() as u64),
+        }
     }
 
     fn accelerate(&mut self, accel: &Accelerator, bytes: u64) {

@@ -1,11 +1,11 @@
 //! Running a task: registration of files (TxISC Listing 1's shape), limits, and the latency
 //! breakdown of one invocation.
 
-use crate::abi::{MemoryCap, OpenFile, TaskState};
+use crate::abi::{Backing, MemoryCap, OpenFile, TaskState};
 use crate::engine::{Task, TaskEngine};
 use crate::error::TaskError;
 use crate::volume::Volume;
-use csd_device::{DataMode, Device, IoPath, Profile, VirtualTime};
+use csd_device::{Accelerators, DataMode, Device, DeviceCpu, IoPath, Profile, VirtualTime};
 use serde::Serialize;
 use std::sync::Arc;
 use wasmtime::{Store, Trap};
@@ -284,49 +284,30 @@ impl Csd {
             .memory_bytes
             .unwrap_or(self.profile.device_cpu.dram_bytes)
             .min(self.engine.config().max_memory_bytes);
-        let state = TaskState {
-            storage,
-            files,
-            args: ctx.args.clone(),
-            ret: Vec::new(),
-            logs: Vec::new(),
-            limits: ctx.limits.clone(),
-            limiter: MemoryCap {
+        let (result, mut state) = invoke(
+            task,
+            TaskState::new(
+                Backing::Device(storage),
+                files,
+                ctx,
                 cap_bytes,
-                refused: None,
-            },
-            memory: None,
-            cpu: self.profile.device_cpu.clone(),
-            accelerators: self.profile.accelerators.clone(),
-            clock: args_in.done,
-            fuel_charged: 0,
-            breakdown,
-            failure: None,
-            bytes_read: 0,
-            bytes_written: 0,
+                &self.profile.device_cpu,
+                &self.profile.accelerators,
+                args_in.done,
+                breakdown,
+            ),
+        );
+        let Backing::Device(mut storage) =
+            std::mem::replace(&mut state.backing, Backing::Staged(Default::default()))
+        else {
+            unreachable!("a device-backed invocation keeps its backing");
         };
-        let mut store = Store::new(task.pre.module().engine(), state);
-        store.limiter(|s| &mut s.limiter);
-        let outcome = execute(&mut store, task, ctx.limits.fuel);
-        let remaining = store.get_fuel().unwrap_or(0);
-        store.data_mut().charge_fuel(remaining);
-        let mut state = store.into_data();
-        let result = outcome.map_err(|e| classify(e, &state));
-        let result = match result {
-            Ok(0) => Ok(()),
-            Ok(code) => Err(TaskError::Failed {
-                code,
-                message: state.failure.take(),
-            }),
-            Err(e) => Err(e),
-        };
-        let ret_out = state
-            .storage
+        let ret_out = storage
             .device
             .host_transfer(state.clock, state.ret.len() as u64);
         state.breakdown.dma_ns += ret_out.dma_ns;
         self.clock = ret_out.done;
-        self.storage = Some(state.storage);
+        self.storage = Some(storage);
         result?;
         debug_assert_eq!(state.breakdown.total_ns(), ret_out.done.since(started));
         Ok(TaskReport {
@@ -341,6 +322,116 @@ impl Csd {
             bytes_written: state.bytes_written,
         })
     }
+}
+
+impl TaskEngine {
+    /// Runs `task` on the device CPU of `cpu` over `inputs` that an NDP dispatcher has already
+    /// read into device memory (it charged those flash reads itself). The task sees input `n`
+    /// as handle `n`, read-only. The report's breakdown holds only `compute`: device-CPU time
+    /// for the fuel burnt plus accelerator time, from a start of zero.
+    pub fn run_staged(
+        &self,
+        task: &Task,
+        inputs: Vec<(String, Vec<u8>)>,
+        ctx: &IscContext,
+        cpu: &DeviceCpu,
+        accelerators: &Accelerators,
+    ) -> Result<TaskReport, TaskError> {
+        let files = inputs
+            .iter()
+            .map(|(path, _)| OpenFile {
+                path: path.clone(),
+                mode: Mode::Read,
+            })
+            .collect();
+        let cap_bytes = ctx
+            .limits
+            .memory_bytes
+            .unwrap_or(cpu.dram_bytes)
+            .min(self.config().max_memory_bytes);
+        let (result, state) = invoke(
+            task,
+            TaskState::new(
+                Backing::Staged(inputs.into_iter().collect()),
+                files,
+                ctx,
+                cap_bytes,
+                cpu,
+                accelerators,
+                VirtualTime::ZERO,
+                Breakdown::default(),
+            ),
+        );
+        result?;
+        Ok(TaskReport {
+            task: task.name().to_string(),
+            ret: state.ret,
+            fuel: state.fuel_charged,
+            breakdown: state.breakdown,
+            started: VirtualTime::ZERO,
+            finished: state.clock,
+            logs: state.logs,
+            bytes_read: state.bytes_read,
+            bytes_written: state.bytes_written,
+        })
+    }
+}
+
+impl TaskState {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        backing: Backing,
+        files: Vec<OpenFile>,
+        ctx: &IscContext,
+        cap_bytes: u64,
+        cpu: &DeviceCpu,
+        accelerators: &Accelerators,
+        clock: VirtualTime,
+        breakdown: Breakdown,
+    ) -> TaskState {
+        TaskState {
+            backing,
+            files,
+            args: ctx.args.clone(),
+            ret: Vec::new(),
+            logs: Vec::new(),
+            limits: ctx.limits.clone(),
+            limiter: MemoryCap {
+                cap_bytes,
+                refused: None,
+            },
+            memory: None,
+            cpu: cpu.clone(),
+            accelerators: accelerators.clone(),
+            clock,
+            fuel_charged: 0,
+            breakdown,
+            failure: None,
+            bytes_read: 0,
+            bytes_written: 0,
+        }
+    }
+}
+
+/// Instantiates and runs `task` over `state`, then charges its fuel. Returns the outcome
+/// together with the state, whose backing the caller takes back whatever happened.
+fn invoke(task: &Task, state: TaskState) -> (Result<(), TaskError>, TaskState) {
+    let fuel = state.limits.fuel;
+    let mut store = Store::new(task.pre.module().engine(), state);
+    store.limiter(|s| &mut s.limiter);
+    let outcome = execute(&mut store, task, fuel);
+    let remaining = store.get_fuel().unwrap_or(0);
+    store.data_mut().charge_fuel(remaining);
+    let mut state = store.into_data();
+    let result = match outcome.map_err(|e| classify(e, &state)) {
+        Ok(0) => Ok(()),
+        Ok(code) => Err(TaskError::Failed {
+            code,
+            message: state.failure.take(),
+        }),
+        Err(e) => Err(e),
+    };
+    (result, state)
 }
 
 fn register(volume: &mut Volume, files: &[(String, Mode)]) -> Result<Vec<OpenFile>, TaskError> {
