@@ -145,7 +145,6 @@ fn writes_wait_in_the_page_cache_and_reach_flash_out_of_order() {
 
 #[test]
 fn appends_are_allocated_at_writeback_and_the_flusher_honours_expiry() {
-    use csd_device::VirtualTime;
     use csd_hostfs::fs::OpenOptions;
     let mut fs = fs("cosmos-plus");
     let how = OpenOptions {

@@ -50,7 +50,7 @@ pub(crate) struct OpenFile {
 /// Where a task's registered files live during an invocation.
 pub(crate) enum Backing {
     /// On the device: reads and writes go through the flash model on the internal path.
-    Device(Storage),
+    Device(Box<Storage>),
     /// Already read into device DRAM by an NDP dispatcher, which charged the flash reads
     /// itself; the task reads them at memory speed and may not write them.
     Staged(BTreeMap<String, Vec<u8>>),

@@ -287,7 +287,7 @@ impl Csd {
         let (result, mut state) = invoke(
             task,
             TaskState::new(
-                Backing::Device(storage),
+                Backing::Device(Box::new(storage)),
                 files,
                 ctx,
                 cap_bytes,
@@ -307,7 +307,7 @@ impl Csd {
             .host_transfer(state.clock, state.ret.len() as u64);
         state.breakdown.dma_ns += ret_out.dma_ns;
         self.clock = ret_out.done;
-        self.storage = Some(storage);
+        self.storage = Some(*storage);
         result?;
         debug_assert_eq!(state.breakdown.total_ns(), ret_out.done.since(started));
         Ok(TaskReport {
