@@ -158,6 +158,13 @@ impl HostFs {
         self.clock
     }
 
+    /// Sets the time of the actor about to act. Concurrent actors (frag-m's host threads) are
+    /// simulated one step at a time in time order, so this may move the clock back to an
+    /// earlier thread's time; the device keeps its own notion of submission order.
+    pub fn set_clock(&mut self, t: VirtualTime) {
+        self.clock = t;
+    }
+
     /// Moves the host's clock forward to `t` (never back): another actor's time has passed.
     pub fn advance_to(&mut self, t: VirtualTime) {
         self.clock = self.clock.max(t);
@@ -299,7 +306,7 @@ impl HostFs {
     }
 
     /// Looks up a readable file: its size, extents, and the cost of `fiemap` (lookup + CPU).
-    fn file_extents(
+    pub fn file_extents(
         &mut self,
         path: &str,
         who: Cred,
@@ -341,6 +348,79 @@ impl HostFs {
         )?;
         self.clock = c.done;
         Ok(out)
+    }
+}
+
+/// Whole-file helpers for building data sets and index files.
+impl HostFs {
+    /// The regular files directly inside directory `path` (names in directory order), for a
+    /// caller who may list it. Names starting with `.ndpmeta` are LightFS's own and skipped.
+    pub fn list_files(&mut self, path: &str, who: Cred) -> Result<Vec<(String, Ino)>, FsError> {
+        let (r, _) = self.lookup(path, who)?;
+        let inode = self.ns.inode(r.ino).expect("resolved");
+        if !inode.is_dir() {
+            return Err(FsError::Namespace(NsError::NotADirectory(path.to_string())));
+        }
+        if !inode.perms.allows(who, Access::Read) {
+            return Err(FsError::PermissionDenied {
+                path: path.to_string(),
+                access: Access::Read.name(),
+            });
+        }
+        let base = path.trim_end_matches('/');
+        Ok(self
+            .ns
+            .readdir(r.ino)
+            .unwrap_or_default()
+            .iter()
+            .filter(|e| e.name != crate::ndp::NDPMETA_NAME)
+            .filter(|e| self.ns.inode(e.ino).is_some_and(|i| !i.is_dir()))
+            .map(|e| (format!("{base}/{}", e.name), e.ino))
+            .collect())
+    }
+
+    /// Writes `data` as the whole content of `path` straight to the device and waits
+    /// (`O_DIRECT` + `fsync`), creating the file if needed. Blocks are reused in place when
+    /// the size in blocks is unchanged, else reallocated. Returns the file's ino and whether
+    /// its extents changed.
+    pub fn put_file(
+        &mut self,
+        path: &str,
+        data: &[u8],
+        perms: Perms,
+        who: Cred,
+    ) -> Result<(Ino, bool), FsError> {
+        let ino = match self.lookup(path, who) {
+            Ok((r, _)) => r.ino,
+            Err(FsError::Namespace(NsError::NotFound(_))) => {
+                self.create(path, NewKind::File, perms, who)?
+            }
+            Err(e) => return Err(e),
+        };
+        let bs = self.ns.layout().block_bytes;
+        let (_, old) = self
+            .file_layout(ino)
+            .ok_or_else(|| FsError::IsADirectory(path.to_string()))?;
+        let old = old.to_vec();
+        let need = (data.len() as u64).div_ceil(bs);
+        let moved = old.iter().map(|r| r.blocks).sum::<u64>() != need;
+        let runs = if moved {
+            for r in &old {
+                self.alloc.free(*r).map_err(NsError::from)?;
+            }
+            self.alloc.allocate(need, None).map_err(NsError::from)?
+        } else {
+            old
+        };
+        let keep = self.device.ftl().keeps_payloads();
+        let ranges = byte_ranges(&runs, bs, data.len() as u64);
+        let c =
+            self.device
+                .write_ranges(IoPath::Host, self.clock, &ranges, keep.then_some(data))?;
+        self.clock = c.done;
+        self.ns.set_file_layout(ino, data.len() as u64, runs)?;
+        self.write_meta([self.ns.layout().inode_block(ino)])?;
+        Ok((ino, moved))
     }
 }
 
@@ -572,6 +652,24 @@ impl HostFs {
         Ok(done)
     }
 
+    /// Starts writeback of one file the way `sync` does: allocates its delayed blocks and
+    /// returns the logical blocks about to be written (LightFS's periodic updater sends these
+    /// with the new layout so the device knows what to wait for).
+    pub fn prepare_writeback(&mut self, ino: Ino) -> Result<Vec<u64>, FsError> {
+        if self.allocate_delayed(ino)? {
+            let block = self.ns.layout().inode_block(ino);
+            let clock = self.clock;
+            self.write_meta([block])?;
+            self.clock = clock;
+        }
+        Ok(self
+            .cache
+            .dirty_blocks(ino)
+            .into_iter()
+            .filter_map(|i| self.block_of(ino, i))
+            .collect())
+    }
+
     /// `fsync`: writes back the file's dirty pages (in the block layer's order) and waits.
     pub fn fsync(&mut self, fd: Fd) -> Result<(), FsError> {
         let ino = self.open_file(fd)?.ino;
@@ -630,7 +728,7 @@ impl HostFs {
 }
 
 /// The device byte ranges holding the first `len` bytes of a file laid out in `runs`.
-fn byte_ranges(runs: &[BlockRun], block_bytes: u64, len: u64) -> Vec<(u64, u64)> {
+pub fn byte_ranges(runs: &[BlockRun], block_bytes: u64, len: u64) -> Vec<(u64, u64)> {
     let mut left = len;
     let mut out = Vec::with_capacity(runs.len());
     for r in runs {

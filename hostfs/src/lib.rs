@@ -14,6 +14,7 @@
 pub mod alloc;
 pub mod fs;
 pub mod namespace;
+pub mod ndp;
 pub mod ndpmeta;
 pub mod pagecache;
 pub mod perms;

@@ -1,0 +1,119 @@
+//! FSR: in-storage file-system resolution (LightFS §IV-A, [12]). Per file, the host sends the
+//! path; the device resolves it itself, reading the inode and directory blocks of each level
+//! from flash (one after another: each level's block number comes from the previous level)
+//! unless its own DRAM still holds them, then reads the file and computes.
+
+use super::cpu::CorePool;
+use super::frag::{device_steps, drive, refuse};
+use super::{
+    expand_paths, DesignKind, NdpCompute, NdpError, NdpOutcome, NdpRequest, OffloadDesign,
+};
+use crate::fs::{byte_ranges, FsError, HostFs};
+use crate::namespace::{InodeKind, NsError};
+use crate::perms::Access;
+use csd_device::{IoPath, Lpn};
+use std::collections::BTreeSet;
+
+#[derive(Default)]
+pub struct Fsr {
+    /// Metadata blocks in the device's DRAM.
+    cached: BTreeSet<u64>,
+}
+
+impl OffloadDesign for Fsr {
+    fn kind(&self) -> DesignKind {
+        DesignKind::Fsr
+    }
+
+    fn drop_caches(&mut self, fs: &mut HostFs) {
+        fs.drop_caches();
+        self.cached.clear();
+    }
+
+    fn offload(
+        &mut self,
+        fs: &mut HostFs,
+        req: &NdpRequest,
+        compute: &mut dyn NdpCompute,
+    ) -> Result<NdpOutcome, NdpError> {
+        let started = fs.clock();
+        let files = expand_paths(fs, req)?;
+        let profile = fs.device().profile().clone();
+        let nvme_ns = profile.host_interface.nvme_command_ns;
+        let entry_ns = profile.device_cpu.metadata_entry_ns;
+        let mut cpu = CorePool::new(profile.device_cpu.cores);
+        let args_bytes = compute.args_bytes();
+        let bs = fs.namespace().layout().block_bytes;
+        let who = req.who;
+        let cached = &mut self.cached;
+        let (files, finished) = drive(1, files, started, |job, t| match job.step {
+            0 => {
+                job.stages.others_ns += nvme_ns as f64;
+                Ok(Some(t.after(nvme_ns)))
+            }
+            // The path string (NUL-terminated) and arguments cross PCIe.
+            1 => {
+                let bytes = job.path.len() as u64 + 1 + args_bytes;
+                let c = fs.device_mut().host_transfer(t, bytes);
+                job.stages.dma_ns += c.done.since(t) as f64;
+                Ok(Some(c.done))
+            }
+            // The device walks the path.
+            2 => {
+                let r = fs
+                    .namespace()
+                    .resolve(&job.path, who)
+                    .map_err(|e| refuse(FsError::Namespace(e), who))?;
+                let ns = fs.namespace();
+                let inode = ns.inode(r.ino).expect("resolved");
+                let InodeKind::File {
+                    size_bytes,
+                    extents,
+                } = &inode.kind
+                else {
+                    return Err(FsError::IsADirectory(job.path.clone()).into());
+                };
+                if !inode.perms.allows(who, Access::Read) {
+                    return Err(refuse(
+                        FsError::PermissionDenied {
+                            path: job.path.clone(),
+                            access: Access::Read.name(),
+                        },
+                        who,
+                    ));
+                }
+                job.size = *size_bytes;
+                job.ranges = byte_ranges(extents, bs, *size_bytes);
+                // Entries examined: a linear scan of each directory up to the wanted name.
+                let mut examined = 0u64;
+                for pair in r.ino_list.windows(2) {
+                    let entries = ns.readdir(pair[0]).ok_or_else(|| {
+                        FsError::Namespace(NsError::NotADirectory(job.path.clone()))
+                    })?;
+                    examined +=
+                        1 + entries.iter().position(|e| e.ino == pair[1]).unwrap_or(0) as u64;
+                }
+                let mut at = t;
+                for m in &r.reads {
+                    if cached.insert(m.block()) {
+                        at = fs
+                            .device_mut()
+                            .read(IoPath::Internal, at, Lpn(m.block()), 1, None)?
+                            .done;
+                    }
+                }
+                let done = cpu.run(at, examined * entry_ns);
+                job.stages.retrieve_layout_ns += done.since(t) as f64;
+                Ok(Some(done))
+            }
+            _ => device_steps(fs, &mut cpu, compute, job, t, 3),
+        })?;
+        fs.advance_to(finished);
+        Ok(NdpOutcome {
+            design: DesignKind::Fsr,
+            files,
+            started,
+            finished,
+        })
+    }
+}

@@ -1,0 +1,165 @@
+//! Building `.ndpmeta` files (LightFS §III-C1): depth-first, bottom-up, because a directory's
+//! entry for a subdirectory holds the extents of that subdirectory's own `.ndpmeta`.
+
+use super::super::{NdpError, NDPMETA_NAME};
+use crate::alloc::BlockRun;
+use crate::fs::HostFs;
+use crate::namespace::{Ino, InodeKind};
+use crate::ndpmeta::{BlockExtent, EntryKind, Layout, NdpEntry, NdpMeta, MAX_EXTENTS};
+use crate::perms::{Cred, Perms};
+
+/// Where a directory's `.ndpmeta` lives and what it says.
+#[derive(Clone, Debug)]
+pub struct DirIndex {
+    pub dir: Ino,
+    pub path: String,
+    pub meta_ino: Ino,
+    pub meta: NdpMeta,
+    pub extents: Vec<BlockRun>,
+    pub bytes: u64,
+}
+
+/// A file's or `.ndpmeta`'s extents as Table I stores them, or "too fragmented".
+pub fn layout_of(extents: &[BlockRun]) -> Layout {
+    if extents.len() > MAX_EXTENTS {
+        return Layout::TooFragmented;
+    }
+    let fits = extents
+        .iter()
+        .all(|r| r.first <= u64::from(u32::MAX) && r.blocks <= u64::from(u32::MAX));
+    if !fits {
+        return Layout::TooFragmented;
+    }
+    Layout::Extents(
+        extents
+            .iter()
+            .map(|r| BlockExtent {
+                first_block: r.first as u32,
+                blocks: r.blocks as u32,
+            })
+            .collect(),
+    )
+}
+
+pub fn runs_of(extents: &[BlockExtent]) -> Vec<BlockRun> {
+    extents
+        .iter()
+        .map(|e| BlockRun {
+            first: u64::from(e.first_block),
+            blocks: u64::from(e.blocks),
+        })
+        .collect()
+}
+
+/// The `.ndpmeta` entry describing child `ino` of a directory, given the indexes already
+/// built for subdirectories.
+pub fn entry_for(
+    fs: &HostFs,
+    name: &str,
+    ino: Ino,
+    sub: impl Fn(Ino) -> Option<(Vec<BlockRun>, u64)>,
+) -> Option<NdpEntry> {
+    let inode = fs.namespace().inode(ino)?;
+    let (kind, length, layout) = match &inode.kind {
+        InodeKind::File {
+            size_bytes,
+            extents,
+        } => (EntryKind::File, *size_bytes, layout_of(extents)),
+        InodeKind::Dir { .. } => {
+            let (extents, bytes) = sub(ino)?;
+            (EntryKind::Dir, bytes, layout_of(&extents))
+        }
+    };
+    Some(NdpEntry {
+        name: name.to_string(),
+        kind,
+        ino: u64::from(ino.0),
+        length,
+        perms: inode.perms,
+        layout,
+    })
+}
+
+/// Writes (or rewrites) the `.ndpmeta` of `dir` from the namespace, with `sub` giving the
+/// index location of each subdirectory. Returns the index and whether its extents moved.
+pub fn write_index(
+    fs: &mut HostFs,
+    dir: Ino,
+    path: &str,
+    who: Cred,
+    sub: impl Fn(Ino) -> Option<(Vec<BlockRun>, u64)>,
+) -> Result<(DirIndex, bool), NdpError> {
+    let ns = fs.namespace();
+    let dir_perms = ns.inode(dir).map(|i| i.perms).unwrap_or(Perms {
+        uid: 0,
+        gid: 0,
+        mode: 0o755,
+    });
+    let entries: Vec<NdpEntry> = ns
+        .readdir(dir)
+        .unwrap_or_default()
+        .iter()
+        .filter(|e| e.name != NDPMETA_NAME)
+        .filter_map(|e| entry_for(fs, &e.name, e.ino, &sub))
+        .collect();
+    let meta = NdpMeta::new(entries);
+    let meta_path = format!("{}/{NDPMETA_NAME}", path.trim_end_matches('/'));
+    let bytes = meta.encode().map_err(|source| NdpError::Index {
+        path: meta_path.clone(),
+        source,
+    })?;
+    let perms = Perms {
+        mode: dir_perms.mode & 0o666,
+        ..dir_perms
+    };
+    let (meta_ino, moved) = fs.put_file(&meta_path, &bytes, perms, who)?;
+    let extents = fs.file_layout(meta_ino).expect("just written").1.to_vec();
+    Ok((
+        DirIndex {
+            dir,
+            path: path.to_string(),
+            meta_ino,
+            meta,
+            extents,
+            bytes: bytes.len() as u64,
+        },
+        moved,
+    ))
+}
+
+/// Builds every `.ndpmeta` under `root`, children before parents. Returns them root last.
+pub fn build_tree(fs: &mut HostFs, root: &str, who: Cred) -> Result<Vec<DirIndex>, NdpError> {
+    let (r, _) = fs.lookup(root, who)?;
+    let mut order = Vec::new();
+    // Depth-first post-order without recursion: (dir, path, children pushed?).
+    let mut stack = vec![(r.ino, root.trim_end_matches('/').to_string(), false)];
+    while let Some((dir, path, expanded)) = stack.pop() {
+        if expanded {
+            order.push((dir, path));
+            continue;
+        }
+        stack.push((dir, path.clone(), true));
+        let ns = fs.namespace();
+        for e in ns.readdir(dir).unwrap_or_default().iter().rev() {
+            if ns.inode(e.ino).is_some_and(|i| i.is_dir()) {
+                stack.push((e.ino, format!("{path}/{}", e.name), false));
+            }
+        }
+    }
+    let mut built: Vec<DirIndex> = Vec::new();
+    for (dir, path) in order {
+        let path = if path.is_empty() {
+            "/".to_string()
+        } else {
+            path
+        };
+        let (index, _) = write_index(fs, dir, &path, who, |ino| {
+            built
+                .iter()
+                .find(|b| b.dir == ino)
+                .map(|b| (b.extents.clone(), b.bytes))
+        })?;
+        built.push(index);
+    }
+    Ok(built)
+}
