@@ -1,6 +1,8 @@
 //! The `csd` tool's library half: what its tests and benchmarks share with the binary.
 
 /// The example tasks of `tasks/`, compiled to Wasm by `build.rs` and embedded here.
+pub mod ndp;
+
 pub mod builtin {
     include!(concat!(env!("OUT_DIR"), "/builtin_tasks.rs"));
 

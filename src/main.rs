@@ -4,7 +4,7 @@ mod commands;
 mod units;
 
 use clap::{Parser, Subcommand};
-use commands::{bench, device, profiles, task};
+use commands::{bench, device, ndp, profiles, task};
 use std::process::ExitCode;
 
 /// csdlab: try an in-storage computing idea before you own a programmable SSD.
@@ -37,6 +37,11 @@ enum Command {
     ///
     /// Example: csd run grep --import ./logs --path /logs --args '{"pattern":"ERROR"}'
     Run(task::RunArgs),
+    /// Offload an NDP operation over many small files under frag-s, frag-m, FSR and LightFS
+    /// (LightFS §IV): per-file latency, its breakdown, PAO and LightFS's speedup.
+    ///
+    /// Example: csd ndp --profile cosmos-plus --app stats64 --files 100 --size 16k --cold
+    Ndp(ndp::NdpArgs),
     /// List the built-in example tasks.
     Tasks {
         /// Print as JSON.
@@ -76,6 +81,7 @@ fn main() -> ExitCode {
         Some(Command::Profiles { json }) => profiles::run(*json),
         Some(Command::Device(DeviceCmd::Run(args))) => device::run(args),
         Some(Command::Run(args)) => task::run(args),
+        Some(Command::Ndp(args)) => ndp::run(args),
         Some(Command::Tasks { json }) => task::list(*json),
         Some(Command::Task(cmd)) => task::build(cmd),
         Some(Command::Bench(cmd)) => bench::run(cmd),

@@ -1,0 +1,254 @@
+//! `csd ndp`: LightFS §IV's microbenchmark over the four offload designs.
+
+use crate::units::parse_size;
+use anyhow::{bail, Context};
+use csd::ndp::{measure, synthetic, App, DataSet, DesignResult, TaskCompute};
+use csd_device::Profile;
+use csd_hostfs::ndp::DesignKind;
+use serde::Serialize;
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct NdpArgs {
+    /// Device profile (LightFS's testbed is cosmos-plus).
+    #[arg(long, default_value = "cosmos-plus")]
+    pub profile: String,
+    /// The application (LightFS Table III).
+    #[arg(long, value_enum, default_value = "stats64")]
+    pub app: App,
+    /// Number of files in the directory the request processes.
+    #[arg(long, default_value_t = 100)]
+    pub files: usize,
+    /// Size of each file (e.g. 4k, 16k, 1m).
+    #[arg(long, default_value = "16k", value_parser = parse_size)]
+    pub size: u64,
+    /// Designs to compare: `all` or a comma-separated list of frag-s, frag-m, fsr, lightfs.
+    #[arg(long, default_value = "all")]
+    pub design: String,
+    /// Cold caches: drop every host and device metadata cache before the request (LightFS's
+    /// "without warmup"). By default one unmeasured request warms them first.
+    #[arg(long)]
+    pub cold: bool,
+    /// Repeat over a parameter: `files=1,10,100,1000` or `size=4k,16k,64k,256k`.
+    #[arg(long)]
+    pub sweep: Option<String>,
+    /// Use the regular files of this host directory instead of synthetic ones.
+    #[arg(long, conflicts_with = "sweep")]
+    pub import: Option<PathBuf>,
+    /// Seed of the synthetic file contents.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Serialize)]
+struct Point {
+    files: usize,
+    size_bytes: u64,
+    designs: Vec<DesignResult>,
+    /// LightFS's speedup over each other design (their mean latency over LightFS's).
+    speedup_of_lightfs: Vec<(DesignKind, f64)>,
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    profile: &'a str,
+    app: App,
+    cold: bool,
+    points: Vec<Point>,
+}
+
+fn designs(spec: &str) -> anyhow::Result<Vec<DesignKind>> {
+    if spec == "all" {
+        return Ok(DesignKind::ALL.to_vec());
+    }
+    let mut out = Vec::new();
+    for d in spec.split(',') {
+        let d: DesignKind = d.trim().parse().map_err(anyhow::Error::msg)?;
+        if !out.contains(&d) {
+            out.push(d);
+        }
+    }
+    Ok(out)
+}
+
+/// (files, size) points of the run.
+fn points(args: &NdpArgs) -> anyhow::Result<Vec<(usize, u64)>> {
+    let Some(sweep) = &args.sweep else {
+        return Ok(vec![(args.files, args.size)]);
+    };
+    let Some((what, values)) = sweep.split_once('=') else {
+        bail!("--sweep '{sweep}': expected files=N,N,… or size=S,S,…");
+    };
+    let values: Vec<&str> = values.split(',').map(str::trim).collect();
+    match what {
+        "files" => values
+            .iter()
+            .map(|v| {
+                v.parse::<usize>()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .map(|n| (n, args.size))
+                    .with_context(|| format!("--sweep files: '{v}' is not a positive count"))
+            })
+            .collect(),
+        "size" => values
+            .iter()
+            .map(|v| {
+                parse_size(v)
+                    .map_err(anyhow::Error::msg)
+                    .map(|s| (args.files, s))
+                    .with_context(|| format!("--sweep size: '{v}'"))
+            })
+            .collect(),
+        other => bail!("--sweep {other}=…: can sweep `files` or `size`"),
+    }
+}
+
+fn import_dir(dir: &PathBuf) -> anyhow::Result<DataSet> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let entry = entry?;
+        if entry.file_type()?.is_file() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.len() > 255 || name.contains('/') {
+                continue;
+            }
+            files.push((name, std::fs::read(entry.path())?));
+        }
+    }
+    files.sort();
+    if files.is_empty() {
+        bail!("{} holds no regular files", dir.display());
+    }
+    Ok(files)
+}
+
+pub fn run(args: &NdpArgs) -> anyhow::Result<()> {
+    let profile = Profile::load(&args.profile)?;
+    let kinds = designs(&args.design)?;
+    if args.files == 0 {
+        bail!("--files must be at least 1");
+    }
+    let engine = super::task::engine()?;
+    let wasm = csd::builtin::task(args.app.task()).expect("every app is a built-in task");
+    let mut compute = TaskCompute::new(engine, args.app.task(), wasm, args.app.args(), &profile)?;
+    let mut report = Report {
+        profile: &profile.name,
+        app: args.app,
+        cold: args.cold,
+        points: Vec::new(),
+    };
+    let plan: Vec<(Option<DataSet>, usize, u64)> = match &args.import {
+        Some(dir) => {
+            let data = import_dir(dir)?;
+            let (n, size) = (
+                data.len(),
+                data.iter().map(|f| f.1.len() as u64).sum::<u64>(),
+            );
+            vec![(Some(data), n, size / n as u64)]
+        }
+        None => points(args)?
+            .into_iter()
+            .map(|(n, s)| (None, n, s))
+            .collect(),
+    };
+    // One step per design and point; indicatif draws nothing when stderr is not a terminal.
+    let bar = indicatif::ProgressBar::new(plan.len() as u64 * kinds.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}",
+        )
+        .expect("static template"),
+    );
+    for (data, files, size) in plan {
+        let data = data.unwrap_or_else(|| synthetic(args.app, files, size as usize, args.seed));
+        let mut results = Vec::new();
+        for &kind in &kinds {
+            bar.set_message(format!(
+                "{kind} · {files} × {}",
+                crate::units::fmt_bytes(size)
+            ));
+            results.push(measure(&profile, &data, kind, &mut compute, args.cold)?);
+            bar.inc(1);
+        }
+        let light = results
+            .iter()
+            .find(|r| r.design == DesignKind::LightFs)
+            .map(|r| r.summary.mean_latency_ns);
+        let speedup_of_lightfs = match light {
+            Some(l) if l > 0.0 => results
+                .iter()
+                .filter(|r| r.design != DesignKind::LightFs)
+                .map(|r| (r.design, r.summary.mean_latency_ns / l))
+                .collect(),
+            _ => Vec::new(),
+        };
+        report.points.push(Point {
+            files,
+            size_bytes: size,
+            designs: results,
+            speedup_of_lightfs,
+        });
+    }
+    bar.finish_and_clear();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_tables(&report);
+    }
+    Ok(())
+}
+
+fn us(ns: f64) -> String {
+    format!("{:.1}", ns / 1000.0)
+}
+
+fn print_tables(r: &Report) {
+    println!(
+        "NDP offload · profile {} · app {} · {}",
+        r.profile,
+        r.app.task(),
+        if r.cold { "cold caches" } else { "warm caches" }
+    );
+    for p in &r.points {
+        println!(
+            "\n{} file(s) × {} — mean per-file latency and breakdown (µs)",
+            p.files,
+            crate::units::fmt_bytes(p.size_bytes)
+        );
+        println!(
+            "{:<8} {:>9} {:>9} {:>8} {:>9} {:>9} {:>8} {:>7} {:>9}",
+            "design", "latency", "retrieve", "dma", "read", "compute", "others", "PAO", "lightfs×"
+        );
+        for d in &p.designs {
+            let b = &d.summary.breakdown;
+            let speedup = p
+                .speedup_of_lightfs
+                .iter()
+                .find(|s| s.0 == d.design)
+                .map_or("-".to_string(), |s| format!("{:.2}", s.1));
+            println!(
+                "{:<8} {:>9} {:>9} {:>8} {:>9} {:>9} {:>8} {:>6.1}% {:>9}",
+                d.design.name(),
+                us(d.summary.mean_latency_ns),
+                us(b.retrieve_layout_ns),
+                us(b.dma_ns),
+                us(b.read_file_ns),
+                us(b.compute_ns),
+                us(b.others_ns),
+                d.summary.pao * 100.0,
+                speedup
+            );
+        }
+        if let Some(f) = p.designs.iter().find_map(|d| d.footprint) {
+            println!(
+                "lightfs metadata caches: host {} · device {}",
+                crate::units::fmt_bytes(f.host_bytes),
+                crate::units::fmt_bytes(f.device_bytes)
+            );
+        }
+    }
+}

@@ -1,0 +1,230 @@
+//! LightFS §IV's microbenchmark: one NDP operation over a directory of equal-sized files,
+//! offloaded by each design, with the computation run as a real Wasm task on the device CPU.
+//!
+//! This is where the two halves meet: `csd-hostfs` has the designs and `csd-runtime` runs
+//! tasks; [`TaskCompute`] runs a task over the bytes a design's device side read.
+
+use anyhow::Context as _;
+use csd_device::rng::SimRng;
+use csd_device::{DataMode, Device, Profile};
+use csd_hostfs::fs::HostFs;
+use csd_hostfs::ndp::{
+    Computed, DesignKind, Footprint, NdpCompute, NdpOutcome, NdpRequest, NdpSummary, OffloadDesign,
+};
+use csd_hostfs::perms::{Cred, Perms};
+use csd_runtime::{IscContext, Task, TaskEngine};
+use serde::Serialize;
+use std::sync::Arc;
+
+/// The LightFS Table III applications.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+pub enum App {
+    #[serde(rename = "stats32")]
+    Stats32,
+    #[serde(rename = "stats64")]
+    Stats64,
+    #[serde(rename = "knn")]
+    Knn,
+    /// Grep on the device's embedded CPU (Grep-ARM).
+    #[serde(rename = "grep")]
+    Grep,
+    /// Grep on the grep accelerator (Grep-ACC).
+    #[serde(rename = "grep-accel")]
+    GrepAccel,
+}
+
+impl App {
+    pub fn task(self) -> &'static str {
+        match self {
+            App::Stats32 => "stats32",
+            App::Stats64 => "stats64",
+            App::Knn => "knn",
+            App::Grep => "grep",
+            App::GrepAccel => "grep-accel",
+        }
+    }
+
+    /// The task's arguments.
+    pub fn args(self) -> Vec<u8> {
+        match self {
+            App::Knn => {
+                let query: Vec<f32> = (0..csd_kernels::KNN_DIM).map(|i| i as f32 / 7.0).collect();
+                serde_json::json!({ "query": query, "k": 10 })
+                    .to_string()
+                    .into_bytes()
+            }
+            App::Grep | App::GrepAccel => br#"{"pattern":"ERROR"}"#.to_vec(),
+            App::Stats32 | App::Stats64 => Vec::new(),
+        }
+    }
+
+    /// Deterministic file contents the application can work on: integers for STATS, real
+    /// floats for KNN (random bits would be NaNs), text with matches for grep.
+    pub fn content(self, bytes: usize, rng: &mut SimRng) -> Vec<u8> {
+        match self {
+            App::Knn => (0..bytes.div_ceil(4))
+                .flat_map(|_| ((rng.below(2000) as f32) / 10.0 - 100.0).to_le_bytes())
+                .take(bytes)
+                .collect(),
+            App::Grep | App::GrepAccel => {
+                let words: [&[u8]; 6] = [
+                    b"INFO ",
+                    b"request ",
+                    b"served ",
+                    b"ok\n",
+                    b"ERROR ",
+                    b"42 ",
+                ];
+                let mut out = Vec::with_capacity(bytes + 16);
+                while out.len() < bytes {
+                    out.extend_from_slice(words[rng.below(words.len() as u64) as usize]);
+                }
+                out.truncate(bytes);
+                out
+            }
+            App::Stats32 | App::Stats64 => (0..bytes.div_ceil(8))
+                .flat_map(|_| rng.next_u64().to_le_bytes())
+                .take(bytes)
+                .collect(),
+        }
+    }
+}
+
+/// Runs a Wasm task on the device CPU model over data a design has read.
+pub struct TaskCompute {
+    engine: Arc<TaskEngine>,
+    task: Task,
+    ctx: IscContext,
+    args_len: u64,
+    profile: Profile,
+}
+
+impl TaskCompute {
+    pub fn new(
+        engine: Arc<TaskEngine>,
+        name: &str,
+        wasm: &[u8],
+        args: Vec<u8>,
+        profile: &Profile,
+    ) -> anyhow::Result<TaskCompute> {
+        let task = engine
+            .load(name, wasm)
+            .with_context(|| format!("loading task '{name}'"))?;
+        Ok(TaskCompute {
+            engine,
+            task,
+            args_len: args.len() as u64,
+            ctx: IscContext::new().args(args),
+            profile: profile.clone(),
+        })
+    }
+}
+
+impl NdpCompute for TaskCompute {
+    fn compute(&mut self, path: &str, data: Vec<u8>) -> Result<Computed, String> {
+        let report = self
+            .engine
+            .run_staged(
+                &self.task,
+                vec![(path.to_string(), data)],
+                &self.ctx,
+                &self.profile.device_cpu,
+                &self.profile.accelerators,
+            )
+            .map_err(|e| e.to_string())?;
+        Ok(Computed {
+            compute_ns: report.breakdown.compute_ns,
+            ret: report.ret,
+        })
+    }
+
+    fn args_bytes(&self) -> u64 {
+        self.args_len
+    }
+}
+
+/// The owner of the benchmark's files.
+pub const OWNER: Cred = Cred {
+    uid: 1000,
+    gid: 1000,
+};
+pub const OWNER_PERMS: Perms = Perms {
+    uid: 1000,
+    gid: 1000,
+    mode: 0o755,
+};
+/// Where the data set lives on the device.
+pub const DATA_DIR: &str = "/data";
+
+/// Files to place: name and contents.
+pub type DataSet = Vec<(String, Vec<u8>)>;
+
+/// `count` files of `size` bytes for `app`, seeded.
+pub fn synthetic(app: App, count: usize, size: usize, seed: u64) -> DataSet {
+    let mut rng = SimRng::new(seed);
+    (0..count)
+        .map(|i| (format!("f{i:05}"), app.content(size, &mut rng)))
+        .collect()
+}
+
+/// A fresh device and file system holding `data` in [`DATA_DIR`], with `design` initialised.
+pub fn prepare(
+    profile: &Profile,
+    data: &DataSet,
+    kind: DesignKind,
+) -> anyhow::Result<(HostFs, Box<dyn OffloadDesign>)> {
+    let device = Device::new(profile, DataMode::Payloads)?;
+    let mut fs = HostFs::format(device, OWNER_PERMS)?;
+    fs.mkdir(DATA_DIR, OWNER_PERMS, OWNER)?;
+    for (name, bytes) in data {
+        fs.import(&format!("{DATA_DIR}/{name}"), bytes, OWNER_PERMS, OWNER)
+            .with_context(|| format!("placing {name}"))?;
+    }
+    let mut design = kind.build();
+    design.init(&mut fs, DATA_DIR, OWNER)?;
+    Ok((fs, design))
+}
+
+/// One design's figures.
+#[derive(Clone, Debug, Serialize)]
+pub struct DesignResult {
+    pub design: DesignKind,
+    #[serde(flatten)]
+    pub summary: NdpSummary,
+    /// LightFS's metadata caches after the request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub footprint: Option<Footprint>,
+    /// Results of the first files (each the task's JSON), to show the work was done.
+    #[serde(skip)]
+    pub outcome: NdpOutcome,
+}
+
+/// Runs the operation "process every file of [`DATA_DIR`]" under one design: warm (after a
+/// first, unmeasured run) or cold (every metadata cache dropped first).
+pub fn measure(
+    profile: &Profile,
+    data: &DataSet,
+    kind: DesignKind,
+    compute: &mut dyn NdpCompute,
+    cold: bool,
+) -> anyhow::Result<DesignResult> {
+    let (mut fs, mut design) = prepare(profile, data, kind)?;
+    let req = NdpRequest {
+        paths: vec![DATA_DIR.to_string()],
+        who: OWNER,
+    };
+    if cold {
+        design.drop_caches(&mut fs);
+    } else {
+        design.offload(&mut fs, &req, compute)?;
+    }
+    let outcome = design
+        .offload(&mut fs, &req, compute)
+        .with_context(|| format!("offloading under {kind}"))?;
+    Ok(DesignResult {
+        design: kind,
+        summary: outcome.summary(),
+        footprint: design.footprint(),
+        outcome,
+    })
+}
