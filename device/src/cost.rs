@@ -67,6 +67,9 @@ pub struct HostCosts {
     pub fiemap_ns: u64,
     /// CPU time to look up one path component in the host's metadata cache.
     pub path_component_ns: u64,
+    /// CPU time for LightFS-Host to look up one path component in its own user-space
+    /// `.ndpmeta` cache.
+    pub index_lookup_ns: u64,
 }
 
 #[cfg(test)]

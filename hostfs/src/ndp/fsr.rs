@@ -84,8 +84,9 @@ impl OffloadDesign for Fsr {
                 }
                 job.size = *size_bytes;
                 job.ranges = byte_ranges(extents, bs, *size_bytes);
-                // Entries examined: a linear scan of each directory up to the wanted name.
-                let mut examined = 0u64;
+                // Entries examined: every inode parsed on the way, and a linear scan of each
+                // directory up to the wanted name.
+                let mut examined = r.reads.len() as u64;
                 for pair in r.ino_list.windows(2) {
                     let entries = ns.readdir(pair[0]).ok_or_else(|| {
                         FsError::Namespace(NsError::NotADirectory(job.path.clone()))

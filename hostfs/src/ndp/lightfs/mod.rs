@@ -86,14 +86,28 @@ struct Resolved {
 
 impl State {
     /// The host cache's view of `dir`, read from its `.ndpmeta` on flash on a miss.
+    /// LightFS-Host runs on a user-space NVMe driver (UNVMe, §IV-A) and knows where each
+    /// index lives (the root's from initialisation, the others from their parent's entry), so
+    /// it reads the blocks directly instead of looking the file up through the kernel.
     fn host_dir(&mut self, fs: &mut HostFs, dir: u64) -> Result<&HostDir, NdpError> {
         if !self.host.contains_key(&dir) {
             let index = self
                 .indexes
                 .get(&Ino(dir as u32))
                 .ok_or(NdpError::NotInitialised { design: "lightfs" })?;
+            let bs = fs.namespace().layout().block_bytes;
+            let ranges = byte_ranges(&index.extents, bs, index.bytes);
+            let mut bytes = vec![0u8; index.bytes as usize];
+            let keep = fs.device().ftl().keeps_payloads();
+            let at = fs.clock();
+            let c = fs.device_mut().read_ranges(
+                IoPath::Host,
+                at,
+                &ranges,
+                keep.then_some(&mut bytes[..]),
+            )?;
+            fs.advance_to(c.done);
             let meta_path = format!("{}/{NDPMETA_NAME}", index.path.trim_end_matches('/'));
-            let bytes = fs.read_file(&meta_path, self.who)?;
             let meta = NdpMeta::decode(&bytes).map_err(|source| NdpError::Index {
                 path: meta_path,
                 source,
@@ -115,11 +129,11 @@ impl State {
                     format!("{path} (outside the LightFS tree {})", self.root_path),
                 )))
             })?;
-        let component_ns = fs.costs().path_component_ns;
+        let component_ns = fs.costs().index_lookup_ns;
         let mut ino_list = vec![u64::from(self.root.0)];
         let mut dir = u64::from(self.root.0);
         let mut target: Option<HostEntry> = None;
-        let mut cpu_ns = component_ns;
+        let mut cpu_ns = 0;
         for name in rel.split('/').filter(|c| !c.is_empty()) {
             if target.as_ref().is_some_and(|t| t.kind == EntryKind::File) {
                 return Err(FsError::Namespace(crate::namespace::NsError::NotADirectory(
@@ -208,10 +222,9 @@ impl State {
     /// The block monitor sees what reached the flash; the update trigger unlocks and updates
     /// finished files; the host then rewrites the `.ndpmeta` files up the tree.
     fn monitor(&mut self, fs: &mut HostFs) -> Result<(), NdpError> {
+        // Even with nothing new written, a file whose expected blocks had all arrived before
+        // the updater's message is ready now.
         let written = fs.take_written();
-        if written.is_empty() {
-            return Ok(());
-        }
         let updated = self.csd.observe_writes(fs.device_mut(), written)?;
         let mut dirs = BTreeSet::new();
         for (ino, _, _) in updated {

@@ -1,0 +1,371 @@
+//! The offload designs over a real (simulated) device: `.ndpmeta` trees built on flash and
+//! read back, corrupt indexes refused, permission checks, and the metadata locker.
+//!
+//! The computation here is a plain byte sum so these tests need no Wasm engine; the `csd`
+//! crate's tests run the same designs with the real tasks.
+
+use csd_device::{DataMode, Device, Lpn, Profile};
+use csd_hostfs::fs::{HostFs, OpenOptions};
+use csd_hostfs::namespace::InodeKind;
+use csd_hostfs::ndp::lightfs::LightFs;
+use csd_hostfs::ndp::{
+    Computed, DesignKind, NdpCompute, NdpError, NdpRequest, OffloadDesign, NDPMETA_NAME,
+};
+use csd_hostfs::ndpmeta::{EntryKind, Layout, NdpMeta};
+use csd_hostfs::perms::{Cred, Perms};
+use proptest::prelude::*;
+
+const ME: Cred = Cred {
+    uid: 1000,
+    gid: 1000,
+};
+const OTHER: Cred = Cred {
+    uid: 2000,
+    gid: 2000,
+};
+const DIR: Perms = Perms {
+    uid: 1000,
+    gid: 1000,
+    mode: 0o755,
+};
+const SHARED: Perms = Perms {
+    uid: 1000,
+    gid: 1000,
+    mode: 0o644,
+};
+const PRIVATE: Perms = Perms {
+    uid: 1000,
+    gid: 1000,
+    mode: 0o600,
+};
+
+/// Sums the bytes it is given; 1 µs per KiB.
+struct ByteSum;
+
+impl NdpCompute for ByteSum {
+    fn compute(&mut self, _path: &str, data: Vec<u8>) -> Result<Computed, String> {
+        let sum: u64 = data.iter().map(|&b| u64::from(b)).sum();
+        Ok(Computed {
+            ret: sum.to_le_bytes().to_vec(),
+            compute_ns: data.len() as u64,
+        })
+    }
+}
+
+fn fs() -> HostFs {
+    let p = Profile::load("cosmos-plus").unwrap();
+    HostFs::format(Device::new(&p, DataMode::Payloads).unwrap(), DIR).unwrap()
+}
+
+fn sum_of(data: &[u8]) -> Vec<u8> {
+    data.iter()
+        .map(|&b| u64::from(b))
+        .sum::<u64>()
+        .to_le_bytes()
+        .to_vec()
+}
+
+/// A directory tree: (path, Some(size) for a file / None for a directory), parents first.
+fn tree() -> impl Strategy<Value = Vec<(String, Option<usize>)>> {
+    let name = prop_oneof![
+        3 => "[a-z0-9]{1,12}",
+        1 => "[a-zA-Z0-9_-]{33,200}",
+    ];
+    prop::collection::vec(
+        (name, 0usize..4, prop::option::weighted(0.7, 0usize..40_000)),
+        1..30,
+    )
+    .prop_map(|items| {
+        let mut dirs = vec!["/t".to_string()];
+        let mut out = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
+        for (name, parent, size) in items {
+            let parent = dirs[parent % dirs.len()].clone();
+            let path = format!("{parent}/{name}");
+            if !seen.insert(path.clone()) {
+                continue;
+            }
+            if size.is_none() {
+                dirs.push(path.clone());
+            }
+            out.push((path, size));
+        }
+        out
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Every directory's `.ndpmeta`, read back from flash, describes exactly what the
+    /// namespace holds: names (long ones included), inos, lengths, kinds, extents, and for a
+    /// subdirectory the location of its own `.ndpmeta`.
+    #[test]
+    fn ndpmeta_trees_round_trip_through_flash(items in tree()) {
+        let mut fs = fs();
+        fs.mkdir("/t", DIR, ME).unwrap();
+        for (path, size) in &items {
+            match size {
+                Some(n) => { fs.import(path, &vec![7u8; *n], SHARED, ME).unwrap(); }
+                None => { fs.mkdir(path, DIR, ME).unwrap(); }
+            }
+        }
+        let mut design = LightFs::default();
+        design.init(&mut fs, "/t", ME).unwrap();
+        let mut dirs = vec!["/t".to_string()];
+        dirs.extend(items.iter().filter(|i| i.1.is_none()).map(|i| i.0.clone()));
+        for dir in dirs {
+            let bytes = fs.read_file(&format!("{dir}/{NDPMETA_NAME}"), ME).unwrap();
+            let meta = NdpMeta::decode(&bytes).unwrap();
+            let (r, _) = fs.lookup(&dir, ME).unwrap();
+            let ns = fs.namespace();
+            let children: Vec<(String, u32, InodeKind)> = ns
+                .readdir(r.ino)
+                .unwrap()
+                .iter()
+                .filter(|e| e.name != NDPMETA_NAME)
+                .map(|e| (e.name.clone(), e.ino.0, ns.inode(e.ino).unwrap().kind.clone()))
+                .collect();
+            prop_assert_eq!(meta.entries.len(), children.len());
+            for (e, (name, ino, kind)) in meta.entries.iter().zip(children) {
+                prop_assert_eq!(&e.name, &name);
+                prop_assert_eq!(e.ino, u64::from(ino));
+                match kind {
+                    InodeKind::File { size_bytes, extents } => {
+                        prop_assert_eq!(e.kind, EntryKind::File);
+                        prop_assert_eq!(e.length, size_bytes);
+                        let Layout::Extents(x) = &e.layout else { panic!("small files fit") };
+                        prop_assert_eq!(x.len(), extents.len());
+                        for (a, b) in x.iter().zip(&extents) {
+                            prop_assert_eq!(u64::from(a.first_block), b.first);
+                            prop_assert_eq!(u64::from(a.blocks), b.blocks);
+                        }
+                    }
+                    InodeKind::Dir { .. } => {
+                        prop_assert_eq!(e.kind, EntryKind::Dir);
+                        // The entry locates the subdirectory's own index.
+                        let sub = format!("{dir}/{name}/{NDPMETA_NAME}");
+                        let (sub_extents, _) = fs.fiemap(&sub, ME).unwrap();
+                        let Layout::Extents(x) = &e.layout else { panic!("indexes are small") };
+                        prop_assert_eq!(
+                            x.iter().map(|a| (u64::from(a.first_block), u64::from(a.blocks))).collect::<Vec<_>>(),
+                            sub_extents.iter().map(|r| (r.first, r.blocks)).collect::<Vec<_>>()
+                        );
+                        prop_assert_eq!(e.length, fs.read_file(&sub, ME).unwrap().len() as u64);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn populated(perms: &[Perms]) -> HostFs {
+    let mut fs = fs();
+    fs.mkdir("/d", DIR, ME).unwrap();
+    for (i, p) in perms.iter().enumerate() {
+        fs.import(&format!("/d/f{i}"), &[i as u8; 5000], *p, ME)
+            .unwrap();
+    }
+    fs
+}
+
+fn request(who: Cred) -> NdpRequest {
+    NdpRequest {
+        paths: vec!["/d".into()],
+        who,
+    }
+}
+
+#[test]
+fn every_design_computes_the_same_results() {
+    let mut expected = None;
+    for kind in DesignKind::ALL {
+        let mut fs = populated(&[SHARED; 12]);
+        let mut d = kind.build();
+        d.init(&mut fs, "/d", ME).unwrap();
+        let out = d.offload(&mut fs, &request(ME), &mut ByteSum).unwrap();
+        let rets: Vec<_> = out
+            .files
+            .iter()
+            .map(|f| (f.path.clone(), f.ret.clone()))
+            .collect();
+        assert_eq!(rets.len(), 12, "{kind}");
+        assert_eq!(rets[3].1, sum_of(&[3u8; 5000]), "{kind}");
+        match &expected {
+            None => expected = Some(rets),
+            Some(e) => assert_eq!(e, &rets, "{kind}"),
+        }
+        let s = out.summary();
+        assert!(
+            s.mean_latency_ns > 0.0 && s.pao > 0.0 && s.pao < 1.0,
+            "{kind}: {s:?}"
+        );
+        let total = s.breakdown.total_ns();
+        assert!(
+            (total - s.mean_latency_ns).abs() < 1.0,
+            "{kind}: stages add up"
+        );
+    }
+}
+
+#[test]
+fn aggregated_permissions_refuse_a_directory_in_one_check() {
+    for kind in DesignKind::ALL {
+        let mut fs = populated(&[PRIVATE; 5]);
+        let mut d = kind.build();
+        d.init(&mut fs, "/d", ME).unwrap();
+        let e = d
+            .offload(&mut fs, &request(OTHER), &mut ByteSum)
+            .unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            matches!(e, NdpError::PermissionDenied { uid: 2000, .. }),
+            "{kind}: {msg}"
+        );
+        if kind == DesignKind::LightFs {
+            assert!(
+                matches!(
+                    e,
+                    NdpError::PermissionDenied {
+                        aggregated: true,
+                        ..
+                    }
+                ),
+                "{msg}"
+            );
+            assert!(msg.contains("aggregated permissions"), "{msg}");
+        }
+        // The owner may.
+        assert!(
+            d.offload(&mut fs, &request(ME), &mut ByteSum).is_ok(),
+            "{kind}"
+        );
+    }
+}
+
+#[test]
+fn mixed_permissions_are_checked_file_by_file() {
+    let mut perms = [SHARED; 6];
+    perms[4] = PRIVATE;
+    let mut fs = populated(&perms);
+    let mut d = LightFs::default();
+    d.init(&mut fs, "/d", ME).unwrap();
+    let e = d
+        .offload(&mut fs, &request(OTHER), &mut ByteSum)
+        .unwrap_err();
+    assert!(
+        matches!(&e, NdpError::PermissionDenied { path, aggregated: false, .. } if path == "/d/f4"),
+        "{e}"
+    );
+    // A single readable file of the same directory is fine.
+    let one = NdpRequest {
+        paths: vec!["/d/f1".into()],
+        who: OTHER,
+    };
+    assert_eq!(
+        d.offload(&mut fs, &one, &mut ByteSum).unwrap().files.len(),
+        1
+    );
+}
+
+#[test]
+fn a_corrupt_ndpmeta_is_reported_not_trusted() {
+    let mut fs = populated(&[SHARED; 3]);
+    let mut d = LightFs::default();
+    d.init(&mut fs, "/d", ME).unwrap();
+    // Flip one byte of the index on flash, behind the file system's back.
+    let (extents, _) = fs.fiemap(&format!("/d/{NDPMETA_NAME}"), ME).unwrap();
+    let block = extents[0].first;
+    let ps = fs.device().page_size() as usize;
+    let mut page = vec![0u8; ps];
+    let t = fs.clock();
+    fs.device_mut()
+        .read(csd_device::IoPath::Host, t, Lpn(block), 1, Some(&mut page))
+        .unwrap();
+    page[200] ^= 0x40;
+    fs.device_mut()
+        .write(csd_device::IoPath::Host, t, Lpn(block), 1, Some(&page))
+        .unwrap();
+    d.drop_caches(&mut fs);
+    let e = d.offload(&mut fs, &request(ME), &mut ByteSum).unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, NdpError::Index { .. }), "{msg}");
+    assert!(msg.contains("checksum mismatch"), "{msg}");
+}
+
+#[test]
+fn the_locker_serves_the_old_version_until_the_new_one_is_on_flash() {
+    let mut fs = populated(&[SHARED; 2]);
+    let mut d = LightFs::default();
+    d.init(&mut fs, "/d", ME).unwrap();
+    let one = NdpRequest {
+        paths: vec!["/d/f1".into()],
+        who: ME,
+    };
+    let old = sum_of(&[1u8; 5000]);
+    let new = sum_of(&[9u8; 5000]);
+    let fd = d.open(&mut fs, "/d/f1", OpenOptions::WRITE, ME).unwrap();
+    fs.write(fd, 0, &[9u8; 5000]).unwrap();
+    // The page reaches flash while the file is still open: the locker's shadow pages win,
+    // and their flash block may not be erased.
+    fs.sync().unwrap();
+    assert_eq!(fs.read_file("/d/f1", ME).unwrap(), vec![9u8; 5000]);
+    assert_eq!(
+        d.offload(&mut fs, &one, &mut ByteSum).unwrap().files[0].ret,
+        old
+    );
+    let pinned = (0..fs.device().geometry().blocks())
+        .filter(|&b| fs.device().ftl().is_pinned(csd_device::BlockId(b)))
+        .count();
+    assert_eq!(pinned, 1);
+    d.close(&mut fs, fd).unwrap();
+    assert_eq!(
+        d.offload(&mut fs, &one, &mut ByteSum).unwrap().files[0].ret,
+        old
+    );
+    // The periodic updater runs; the update trigger unlocks and the new version is served.
+    fs.advance_to(fs.clock().after(csd_hostfs::ndp::lightfs::SYNC_INTERVAL_NS));
+    d.background(&mut fs).unwrap();
+    assert_eq!(
+        d.offload(&mut fs, &one, &mut ByteSum).unwrap().files[0].ret,
+        new
+    );
+    let pinned = (0..fs.device().geometry().blocks())
+        .filter(|&b| fs.device().ftl().is_pinned(csd_device::BlockId(b)))
+        .count();
+    assert_eq!(pinned, 0, "unlocking releases the GC-forbid pins");
+    // And the index on flash says so for a cold restart.
+    d.drop_caches(&mut fs);
+    assert_eq!(
+        d.offload(&mut fs, &one, &mut ByteSum).unwrap().files[0].ret,
+        new
+    );
+}
+
+#[test]
+fn files_created_in_an_indexed_directory_join_the_index_at_sync() {
+    let mut fs = populated(&[SHARED; 2]);
+    let mut d = LightFs::default();
+    d.init(&mut fs, "/d", ME).unwrap();
+    let how = OpenOptions {
+        write: true,
+        create: Some(SHARED),
+    };
+    let fd = d.open(&mut fs, "/d/new", how, ME).unwrap();
+    fs.write(fd, 0, &[5u8; 70_000]).unwrap();
+    d.close(&mut fs, fd).unwrap();
+    assert_eq!(
+        d.offload(&mut fs, &request(ME), &mut ByteSum)
+            .unwrap()
+            .files
+            .len(),
+        2
+    );
+    fs.advance_to(fs.clock().after(csd_hostfs::ndp::lightfs::SYNC_INTERVAL_NS));
+    d.background(&mut fs).unwrap();
+    let out = d.offload(&mut fs, &request(ME), &mut ByteSum).unwrap();
+    assert_eq!(out.files.len(), 3);
+    assert_eq!(out.files[2].ret, sum_of(&[5u8; 70_000]));
+    let fp = d.footprint().unwrap();
+    assert!(fp.host_bytes > 0 && fp.device_bytes > 0);
+}
