@@ -90,7 +90,10 @@ pub struct HostFs {
     ns: Namespace,
     alloc: ExtentAllocator,
     /// Metadata blocks in the host's cache (inode-table and directory blocks).
-    cached: BTreeSet<u64>,
+    /// Metadata blocks in the host's cache, with the time each one's read completes: a
+    /// lookup that needs a block still being read waits for it (as on a locked buffer head)
+    /// instead of reading it again or finding it early.
+    cached: BTreeMap<u64, VirtualTime>,
     costs: HostCosts,
     clock: VirtualTime,
     cache: PageCache,
@@ -127,7 +130,7 @@ impl HostFs {
             device,
             ns,
             alloc,
-            cached: BTreeSet::new(),
+            cached: BTreeMap::new(),
             costs,
             clock: VirtualTime::ZERO,
             cache: PageCache::new(0),
@@ -217,7 +220,7 @@ impl HostFs {
         let mut done = at;
         for b in blocks.into_iter().collect::<BTreeSet<_>>() {
             done = done.max(self.device.write(IoPath::Host, at, Lpn(b), 1, None)?.done);
-            self.cached.insert(b);
+            self.cached.insert(b, at);
         }
         self.clock = done;
         Ok(())
@@ -279,14 +282,15 @@ impl HostFs {
             start.after(self.costs.path_component_ns * (r.ino_list.len() as u64 - 1).max(1));
         let mut cost = LookupCost::default();
         for m in &r.reads {
-            if self.cached.contains(&m.block()) {
+            if let Some(&ready) = self.cached.get(&m.block()) {
+                t = t.max(ready);
                 cost.cache_hits += 1;
             } else {
                 t = self
                     .device
                     .read(IoPath::Host, t, Lpn(m.block()), 1, None)?
                     .done;
-                self.cached.insert(m.block());
+                self.cached.insert(m.block(), t);
                 cost.metadata_reads += 1;
             }
         }
