@@ -352,3 +352,94 @@ fn csd_run_errors_are_clear() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn csd_ndp_reports_every_design_deterministically() {
+    let cache = scratch("ndp-cache");
+    let args = ["ndp", "--files", "20", "--size", "16k", "--app", "stats32"];
+    let a = csd_cached(&args, &cache);
+    assert!(a.status.success(), "{}", stderr(&a));
+    assert_eq!(
+        a.stdout,
+        csd_cached(&args, &cache).stdout,
+        "two runs differ"
+    );
+    insta::assert_snapshot!(stdout(&a));
+
+    let sweep = [
+        "ndp",
+        "--sweep",
+        "files=1,10",
+        "--design",
+        "frag-s,lightfs",
+        "--json",
+    ];
+    let o = csd_cached(&sweep, &cache);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let points = v["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    for p in points {
+        let designs = p["designs"].as_array().unwrap();
+        assert_eq!(designs.len(), 2);
+        let speedup = p["speedup_of_lightfs"][0][1].as_f64().unwrap();
+        assert!(speedup >= 1.0, "{p}");
+        for d in designs {
+            let pao = d["pao"].as_f64().unwrap();
+            assert!((0.0..1.0).contains(&pao), "{d}");
+        }
+    }
+
+    // A real directory of files.
+    let dir = scratch("ndp-import");
+    for i in 0..5 {
+        std::fs::write(
+            dir.join(format!("part{i}.log")),
+            "ERROR disk\nINFO ok\n".repeat(200),
+        )
+        .unwrap();
+    }
+    let o = csd_cached(
+        &[
+            "ndp",
+            "--import",
+            dir.to_str().unwrap(),
+            "--app",
+            "grep",
+            "--json",
+        ],
+        &cache,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["points"][0]["files"], 5);
+}
+
+#[test]
+fn csd_ndp_errors_are_clear() {
+    let cache = scratch("ndp-errors");
+    for (args, expect) in [
+        (
+            &["ndp", "--design", "frag-x"][..],
+            "unknown design 'frag-x'",
+        ),
+        (
+            &["ndp", "--sweep", "depth=3"][..],
+            "can sweep `files` or `size`",
+        ),
+        (
+            &["ndp", "--sweep", "files=1,zero"][..],
+            "'zero' is not a positive count",
+        ),
+        (&["ndp", "--files", "0"][..], "--files must be at least 1"),
+        (
+            &["ndp", "--import", "/nonexistent/csd"][..],
+            "/nonexistent/csd",
+        ),
+        (&["ndp", "--profile", "nope"][..], "nope"),
+    ] {
+        let o = csd_cached(args, &cache);
+        assert!(!o.status.success(), "{args:?} should fail");
+        assert!(stderr(&o).contains(expect), "{args:?}: {}", stderr(&o));
+    }
+}
