@@ -1,15 +1,16 @@
 //! # csd-hostfs: the host side of csdlab
 //!
-//! Will hold the namespace (directories, inodes, permissions), an ext4-like extent allocator
-//! over the device's logical space, a page cache with delayed out-of-order writeback, `fiemap`;
-//! LightFS-Host and the offload designs `frag-s`, `frag-m`, `fsr`, `lightfs`. Talks to the
-//! flash only through `csd_device::Device`.
+//! A host file system over the device's logical space, modelled closely enough that finding
+//! a file's layout costs what it costs on a real system, and the four ways LightFS compares of
+//! offloading near-data processing onto the device.
 //!
-//! Today: [`ndpmeta`], LightFS's per-directory index file format; [`alloc`], the extent
-//! allocator; [`namespace`], directories, inodes and level-by-level path resolution that
-//! reports the metadata blocks a lookup reads; [`perms`], the POSIX access check; [`fs`],
-//! `HostFs`, all of them over the device with a host metadata cache (cold and warm lookups,
-//! `fiemap`).
+//! [`namespace`]: directories, inodes and level-by-level path resolution that reports the
+//! metadata blocks a lookup reads; [`alloc`]: the ext4-like extent allocator; [`perms`]: the
+//! POSIX access check; [`pagecache`]: dirty pages and their seeded, out-of-order writeback;
+//! [`fs`]: `HostFs`, all of them over the device (cold and warm lookups, `fiemap`, file I/O
+//! through the page cache); [`ndpmeta`]: LightFS's per-directory index file format; [`ndp`]:
+//! the offload designs frag-s, frag-m, FSR and LightFS. Talks to the flash only through
+//! `csd_device::Device`.
 
 pub mod alloc;
 pub mod fs;
