@@ -1,4 +1,4 @@
-//! FSR: in-storage file-system resolution (LightFS §IV-A, [12]). Per file, the host sends the
+//! FSR: in-storage file-system resolution (LightFS §IV-A, ref. 12). Per file, the host sends the
 //! path; the device resolves it itself, reading the inode and directory blocks of each level
 //! from flash (one after another: each level's block number comes from the previous level)
 //! unless its own DRAM still holds them, then reads the file and computes.
