@@ -2,7 +2,7 @@
 //! offloaded by each design, with the computation run as a real Wasm task on the device CPU.
 //!
 //! This is where the two halves meet: `csd-hostfs` has the designs and `csd-runtime` runs
-//! tasks; [`TaskCompute`] runs a task over the bytes a design's device side read.
+//! tasks; `TaskCompute` runs a task over the bytes a design's device side read.
 
 use anyhow::Context as _;
 use csd_device::rng::SimRng;
