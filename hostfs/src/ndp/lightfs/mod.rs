@@ -118,17 +118,20 @@ impl State {
         Ok(&self.host[&dir])
     }
 
+    /// `path` below the LightFS root (`""` for the root itself), if it is in the tree.
+    fn relative<'p>(&self, path: &'p str) -> Option<&'p str> {
+        path.strip_prefix(self.root_path.trim_end_matches('/'))
+            .filter(|r| r.is_empty() || r.starts_with('/'))
+    }
+
     /// Path → ino list and the files it covers, from the host cache; checks permissions
     /// (the directory's aggregated permissions once when it has them, else file by file).
     fn resolve(&mut self, fs: &mut HostFs, path: &str, who: Cred) -> Result<Resolved, NdpError> {
-        let rel = path
-            .strip_prefix(self.root_path.trim_end_matches('/'))
-            .filter(|r| r.is_empty() || r.starts_with('/'))
-            .ok_or_else(|| {
-                NdpError::Fs(FsError::Namespace(crate::namespace::NsError::NotFound(
-                    format!("{path} (outside the LightFS tree {})", self.root_path),
-                )))
-            })?;
+        let rel = self.relative(path).ok_or_else(|| {
+            NdpError::Fs(FsError::Namespace(crate::namespace::NsError::NotFound(
+                format!("{path} (outside the LightFS tree {})", self.root_path),
+            )))
+        })?;
         let component_ns = fs.costs().index_lookup_ns;
         let mut ino_list = vec![u64::from(self.root.0)];
         let mut dir = u64::from(self.root.0);
@@ -398,9 +401,17 @@ impl OffloadDesign for LightFs {
         if !how.write {
             return Ok(fs.open(path, how, who)?);
         }
-        let in_tree = path.starts_with(st.root_path.trim_end_matches('/'));
+        let in_tree = st.relative(path).is_some();
+        // A file the index does not know yet needs no lock; any other failure (a corrupt
+        // index, a refused permission) must stop the open, or the file would go unlocked.
         let existing = if in_tree {
-            st.resolve(fs, path, who).ok()
+            match st.resolve(fs, path, who) {
+                Ok(r) => Some(r),
+                Err(NdpError::Fs(FsError::Namespace(crate::namespace::NsError::NotFound(_)))) => {
+                    None
+                }
+                Err(e) => return Err(e),
+            }
         } else {
             None
         };
