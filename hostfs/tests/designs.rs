@@ -292,7 +292,9 @@ fn a_corrupt_ndpmeta_is_reported_not_trusted() {
     assert!(matches!(e, NdpError::Index { .. }), "{msg}");
     assert!(msg.contains("checksum mismatch"), "{msg}");
     // A writer cannot slip past the locker because the index is unreadable.
-    let e = d.open(&mut fs, "/d/f0", OpenOptions::WRITE, ME).unwrap_err();
+    let e = d
+        .open(&mut fs, "/d/f0", OpenOptions::WRITE, ME)
+        .unwrap_err();
     assert!(e.to_string().contains("checksum mismatch"), "{e}");
 }
 

@@ -4,7 +4,7 @@
 //! unless its own DRAM still holds them, then reads the file and computes.
 
 use super::cpu::CorePool;
-use super::frag::{device_steps, drive, refuse};
+use super::pipeline::{device_steps, drive, refuse};
 use super::{
     expand_paths, DesignKind, NdpCompute, NdpError, NdpOutcome, NdpRequest, OffloadDesign,
 };

@@ -24,6 +24,7 @@ pub mod cpu;
 pub mod frag;
 pub mod fsr;
 pub mod lightfs;
+mod pipeline;
 
 use crate::fs::{Fd, FsError, HostFs, OpenOptions};
 use crate::ndpmeta::NdpMetaError;

@@ -523,7 +523,7 @@ impl OffloadDesign for LightFs {
                 if e.too_fragmented {
                     let (_, extents, _) = fs
                         .file_extents(path, req.who)
-                        .map_err(|e| super::frag::refuse(e, req.who))?;
+                        .map_err(|e| super::pipeline::refuse(e, req.who))?;
                     host_layouts.insert(e.ino, extents);
                 }
             }
