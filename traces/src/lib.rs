@@ -1,4 +1,17 @@
-//! # csd-traces: record, import and replay file-system traces (to come)
+//! # csd-traces: file-system and block traces
 //!
-//! The JSON Lines trace format, the strace-based recorder and importers, the replay engine
-//! driving hostfs + device + runtime in virtual time, reports, and the sled run store.
+//! The csd trace format ([`format`], documented for users in `traces/FORMAT.md`): JSON Lines
+//! with a versioned header. [`TraceReader`] streams a trace in constant memory, resolving
+//! file descriptors to paths and naming the line of every problem; [`TraceWriter`] writes one.
+//! [`import`] converts strace output and block traces (fio iolog v3, MSR Cambridge, DiskSim).
+//!
+//! Replay through hostfs + device + runtime and the run store come next (issue 6).
+
+pub mod format;
+pub mod import;
+mod reader;
+mod writer;
+
+pub use format::{Event, Header, IscFile, Op, OpenFlags};
+pub use reader::{Strictness, TraceError, TraceReader};
+pub use writer::TraceWriter;

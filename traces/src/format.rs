@@ -1,0 +1,641 @@
+//! The csd trace format: JSON Lines, a versioned header, one event per line
+//! (`traces/FORMAT.md` is the reference for users; this module is the code).
+//!
+//! Events are parsed from a generic JSON object by hand rather than by a derived
+//! `Deserialize`: every problem then names the field and what was wrong with it, unknown fields
+//! are kept (in [`Event::extra`]) without a second parse, and an unknown `op` can be told
+//! apart from a malformed line.
+
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// The `format` every header names.
+pub const FORMAT: &str = "csd-trace";
+/// The version this csdlab reads and writes.
+pub const VERSION: u64 = 1;
+
+/// The first line of a trace.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Header {
+    pub version: u64,
+    /// Where the events came from: `strace`, `fio-iolog3`, `msr`, `disksim`, `synthetic`, …
+    pub source: String,
+    /// Other header fields, kept as they were.
+    pub extra: BTreeMap<String, Value>,
+}
+
+impl Header {
+    pub fn new(source: impl Into<String>) -> Header {
+        Header {
+            version: VERSION,
+            source: source.into(),
+            extra: BTreeMap::new(),
+        }
+    }
+
+    pub fn parse(line: &str) -> Result<Header, String> {
+        let v: Value =
+            serde_json::from_str(line).map_err(|e| format!("header is not JSON: {e}"))?;
+        let Value::Object(mut m) = v else {
+            return Err("header is not a JSON object".into());
+        };
+        match m.remove("format") {
+            Some(Value::String(f)) if f == FORMAT => {}
+            Some(other) => return Err(format!("header format is {other}, expected \"{FORMAT}\"")),
+            None => {
+                return Err(format!(
+                    "header has no \"format\":\"{FORMAT}\" (not a csd trace?)"
+                ))
+            }
+        }
+        let version = m
+            .remove("version")
+            .and_then(|v| v.as_u64())
+            .ok_or("header has no integer \"version\"")?;
+        if version != VERSION {
+            return Err(format!(
+                "trace version {version} is not supported (this csd reads version {VERSION})"
+            ));
+        }
+        match m.remove("clock") {
+            None => {}
+            Some(Value::String(c)) if c == "ns" => {}
+            Some(other) => {
+                return Err(format!("header clock is {other}; only \"ns\" is supported"))
+            }
+        }
+        let source = match m.remove("source") {
+            Some(Value::String(s)) => s,
+            None => "unknown".into(),
+            Some(other) => return Err(format!("header source must be a string, got {other}")),
+        };
+        Ok(Header {
+            version,
+            source,
+            extra: m.into_iter().collect(),
+        })
+    }
+
+    pub fn to_line(&self) -> String {
+        let mut m = Map::new();
+        m.insert("format".into(), FORMAT.into());
+        m.insert("version".into(), self.version.into());
+        m.insert("source".into(), self.source.clone().into());
+        m.insert("clock".into(), "ns".into());
+        for (k, v) in &self.extra {
+            m.insert(k.clone(), v.clone());
+        }
+        Value::Object(m).to_string()
+    }
+}
+
+/// How a file is opened (from `O_*` flags).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpenFlags {
+    pub read: bool,
+    pub write: bool,
+    pub create: bool,
+    pub truncate: bool,
+    pub append: bool,
+    pub directory: bool,
+}
+
+impl OpenFlags {
+    /// Parses `O_WRONLY|O_CREAT|O_TRUNC`-style flags; unknown flags are ignored.
+    pub fn parse(s: &str) -> OpenFlags {
+        let mut f = OpenFlags {
+            read: true,
+            ..OpenFlags::default()
+        };
+        for flag in s.split('|').map(str::trim) {
+            match flag {
+                "O_RDONLY" => f.read = true,
+                "O_WRONLY" => {
+                    f.write = true;
+                    f.read = false;
+                }
+                "O_RDWR" => {
+                    f.write = true;
+                    f.read = true;
+                }
+                "O_CREAT" => f.create = true,
+                "O_TRUNC" => f.truncate = true,
+                "O_APPEND" => f.append = true,
+                "O_DIRECTORY" => f.directory = true,
+                _ => {}
+            }
+        }
+        f
+    }
+
+    pub fn to_flags(self) -> String {
+        let mut s = String::from(match (self.read, self.write) {
+            (_, false) => "O_RDONLY",
+            (false, true) => "O_WRONLY",
+            (true, true) => "O_RDWR",
+        });
+        for (on, name) in [
+            (self.create, "O_CREAT"),
+            (self.truncate, "O_TRUNC"),
+            (self.append, "O_APPEND"),
+            (self.directory, "O_DIRECTORY"),
+        ] {
+            if on {
+                s.push('|');
+                s.push_str(name);
+            }
+        }
+        s
+    }
+}
+
+/// How a task invocation (`isc`) uses a file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IscFile {
+    pub path: String,
+    /// `r`, `w` or `rw`.
+    pub mode: String,
+}
+
+/// What happened. File-descriptor operations carry the path the fd refers to (the reader
+/// resolves it from the `open` that returned the fd when the line does not name it).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    Open {
+        path: String,
+        flags: OpenFlags,
+    },
+    Close {
+        fd: i64,
+        path: String,
+    },
+    /// `read`/`write` at the fd's current offset (`off` is set when the recorder knew it).
+    Read {
+        fd: i64,
+        path: String,
+        off: Option<u64>,
+        len: u64,
+    },
+    Write {
+        fd: i64,
+        path: String,
+        off: Option<u64>,
+        len: u64,
+    },
+    Pread {
+        fd: i64,
+        path: String,
+        off: u64,
+        len: u64,
+    },
+    Pwrite {
+        fd: i64,
+        path: String,
+        off: u64,
+        len: u64,
+    },
+    Fsync {
+        fd: i64,
+        path: String,
+    },
+    Fdatasync {
+        fd: i64,
+        path: String,
+    },
+    Mkdir {
+        path: String,
+    },
+    Rmdir {
+        path: String,
+    },
+    Unlink {
+        path: String,
+    },
+    Rename {
+        path: String,
+        to: String,
+    },
+    Stat {
+        path: String,
+    },
+    Truncate {
+        path: String,
+        len: u64,
+    },
+    /// An NDP offload request: `task` over `paths` (files or directories).
+    Ndp {
+        task: String,
+        paths: Vec<String>,
+        args: String,
+    },
+    /// A transactional task invocation over registered files.
+    Isc {
+        task: String,
+        files: Vec<IscFile>,
+        args: String,
+    },
+    /// Block-level read of `len` bytes at byte `off` of the device (block traces).
+    Bread {
+        off: u64,
+        len: u64,
+    },
+    /// Block-level write.
+    Bwrite {
+        off: u64,
+        len: u64,
+    },
+}
+
+/// Every op name, in the format's spelling.
+pub const OPS: &[&str] = &[
+    "open",
+    "close",
+    "read",
+    "write",
+    "pread",
+    "pwrite",
+    "fsync",
+    "fdatasync",
+    "mkdir",
+    "rmdir",
+    "unlink",
+    "rename",
+    "stat",
+    "truncate",
+    "ndp",
+    "isc",
+    "bread",
+    "bwrite",
+];
+
+impl Op {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Open { .. } => "open",
+            Op::Close { .. } => "close",
+            Op::Read { .. } => "read",
+            Op::Write { .. } => "write",
+            Op::Pread { .. } => "pread",
+            Op::Pwrite { .. } => "pwrite",
+            Op::Fsync { .. } => "fsync",
+            Op::Fdatasync { .. } => "fdatasync",
+            Op::Mkdir { .. } => "mkdir",
+            Op::Rmdir { .. } => "rmdir",
+            Op::Unlink { .. } => "unlink",
+            Op::Rename { .. } => "rename",
+            Op::Stat { .. } => "stat",
+            Op::Truncate { .. } => "truncate",
+            Op::Ndp { .. } => "ndp",
+            Op::Isc { .. } => "isc",
+            Op::Bread { .. } => "bread",
+            Op::Bwrite { .. } => "bwrite",
+        }
+    }
+
+    /// The fd this op works on, if it is an fd op.
+    pub fn fd(&self) -> Option<i64> {
+        match self {
+            Op::Close { fd, .. }
+            | Op::Read { fd, .. }
+            | Op::Write { fd, .. }
+            | Op::Pread { fd, .. }
+            | Op::Pwrite { fd, .. }
+            | Op::Fsync { fd, .. }
+            | Op::Fdatasync { fd, .. } => Some(*fd),
+            _ => None,
+        }
+    }
+}
+
+/// One traced operation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Event {
+    /// When it started, in ns since the trace's start.
+    pub t: u64,
+    pub pid: u32,
+    pub op: Op,
+    /// The result as the traced system returned it (bytes, an fd, or `-errno`).
+    pub ret: Option<i64>,
+    /// How long it took on the traced system, in ns.
+    pub dur: Option<u64>,
+    /// Fields this csdlab does not know, kept as they were.
+    pub extra: BTreeMap<String, Value>,
+}
+
+/// A parsed line before fd resolution: the event, with `path` possibly empty for fd ops.
+pub(crate) enum Parsed {
+    Event(Event),
+    UnknownOp(String),
+}
+
+/// Takes fields out of one line's object, naming them in errors.
+struct Fields(Map<String, Value>);
+
+impl Fields {
+    fn take(&mut self, k: &str) -> Option<Value> {
+        self.0.remove(k)
+    }
+
+    fn u64(&mut self, k: &str) -> Result<u64, String> {
+        match self.take(k) {
+            Some(v) => as_u64(k, &v),
+            None => Err(format!("missing field \"{k}\"")),
+        }
+    }
+
+    fn opt_u64(&mut self, k: &str) -> Result<Option<u64>, String> {
+        self.take(k).map(|v| as_u64(k, &v)).transpose()
+    }
+
+    fn i64(&mut self, k: &str) -> Result<i64, String> {
+        match self.take(k) {
+            Some(v) => v
+                .as_i64()
+                .ok_or_else(|| format!("field \"{k}\" must be an integer, got {v}")),
+            None => Err(format!("missing field \"{k}\"")),
+        }
+    }
+
+    fn string(&mut self, k: &str) -> Result<String, String> {
+        match self.take(k) {
+            Some(Value::String(s)) => Ok(s),
+            Some(v) => Err(format!("field \"{k}\" must be a string, got {v}")),
+            None => Err(format!("missing field \"{k}\"")),
+        }
+    }
+
+    fn opt_string(&mut self, k: &str) -> Result<Option<String>, String> {
+        match self.take(k) {
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(v) => Err(format!("field \"{k}\" must be a string, got {v}")),
+            None => Ok(None),
+        }
+    }
+
+    fn path(&mut self, k: &str) -> Result<String, String> {
+        let p = self.string(k)?;
+        if p.is_empty() {
+            return Err(format!("field \"{k}\" is an empty path"));
+        }
+        Ok(p)
+    }
+
+    /// `args` may be a JSON string or any JSON value (kept as its text).
+    fn args(&mut self) -> String {
+        match self.take("args") {
+            None => String::new(),
+            Some(Value::String(s)) => s,
+            Some(v) => v.to_string(),
+        }
+    }
+}
+
+fn as_u64(k: &str, v: &Value) -> Result<u64, String> {
+    match v.as_u64() {
+        Some(n) => Ok(n),
+        None if v.as_i64().is_some() => Err(format!("field \"{k}\" is negative ({v})")),
+        None => Err(format!(
+            "field \"{k}\" must be a non-negative integer, got {v}"
+        )),
+    }
+}
+
+/// Parses one event line. `Err` is a malformed line; an unknown `op` is `Parsed::UnknownOp`.
+pub(crate) fn parse_event(line: &str) -> Result<Parsed, String> {
+    let v: Value = serde_json::from_str(line).map_err(|e| format!("not valid JSON: {e}"))?;
+    let Value::Object(m) = v else {
+        return Err("an event must be a JSON object".into());
+    };
+    let mut f = Fields(m);
+    let op_name = f.string("op")?;
+    let t = f.u64("t")?;
+    let pid = f.u64("pid")?;
+    let pid = u32::try_from(pid).map_err(|_| format!("pid {pid} does not fit in 32 bits"))?;
+    let ret = match f.take("ret") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_i64()
+                .ok_or_else(|| format!("field \"ret\" must be an integer, got {v}"))?,
+        ),
+    };
+    let dur = f.opt_u64("dur")?;
+    let fd_path = |f: &mut Fields| -> Result<(i64, String), String> {
+        let fd = f.i64("fd")?;
+        if fd < 0 {
+            return Err(format!("field \"fd\" is negative ({fd})"));
+        }
+        Ok((fd, f.opt_string("path")?.unwrap_or_default()))
+    };
+    let op = match op_name.as_str() {
+        "open" => {
+            let path = f.path("path")?;
+            let flags = OpenFlags::parse(&f.opt_string("flags")?.unwrap_or_default());
+            Op::Open { path, flags }
+        }
+        "close" => {
+            let (fd, path) = fd_path(&mut f)?;
+            Op::Close { fd, path }
+        }
+        "read" | "write" => {
+            let (fd, path) = fd_path(&mut f)?;
+            let off = f.opt_u64("off")?;
+            let len = f.u64("len")?;
+            if op_name == "read" {
+                Op::Read { fd, path, off, len }
+            } else {
+                Op::Write { fd, path, off, len }
+            }
+        }
+        "pread" | "pwrite" => {
+            let (fd, path) = fd_path(&mut f)?;
+            let off = f.u64("off")?;
+            let len = f.u64("len")?;
+            if op_name == "pread" {
+                Op::Pread { fd, path, off, len }
+            } else {
+                Op::Pwrite { fd, path, off, len }
+            }
+        }
+        "fsync" | "fdatasync" => {
+            let (fd, path) = fd_path(&mut f)?;
+            if op_name == "fsync" {
+                Op::Fsync { fd, path }
+            } else {
+                Op::Fdatasync { fd, path }
+            }
+        }
+        "mkdir" => Op::Mkdir {
+            path: f.path("path")?,
+        },
+        "rmdir" => Op::Rmdir {
+            path: f.path("path")?,
+        },
+        "unlink" => Op::Unlink {
+            path: f.path("path")?,
+        },
+        "stat" => Op::Stat {
+            path: f.path("path")?,
+        },
+        "rename" => Op::Rename {
+            path: f.path("path")?,
+            to: f.path("to")?,
+        },
+        "truncate" => Op::Truncate {
+            path: f.path("path")?,
+            len: f.u64("len")?,
+        },
+        "ndp" => {
+            let task = f.string("task")?;
+            let paths = match f.take("paths") {
+                Some(Value::Array(a)) if !a.is_empty() => a
+                    .into_iter()
+                    .map(|p| match p {
+                        Value::String(s) if !s.is_empty() => Ok(s),
+                        other => Err(format!(
+                            "\"paths\" must hold non-empty strings, got {other}"
+                        )),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+                Some(v) => {
+                    return Err(format!(
+                        "field \"paths\" must be a non-empty array, got {v}"
+                    ))
+                }
+                None => return Err("missing field \"paths\"".into()),
+            };
+            Op::Ndp {
+                task,
+                paths,
+                args: f.args(),
+            }
+        }
+        "isc" => {
+            let task = f.string("task")?;
+            let files = match f.take("files") {
+                Some(Value::Array(a)) => a
+                    .into_iter()
+                    .map(|x| {
+                        let path = x.get("path").and_then(Value::as_str);
+                        let mode = x.get("mode").and_then(Value::as_str);
+                        match (path, mode) {
+                            (Some(p), Some(m @ ("r" | "w" | "rw"))) if !p.is_empty() => Ok(IscFile {
+                                path: p.to_string(),
+                                mode: m.to_string(),
+                            }),
+                            _ => Err(format!(
+                                "each of \"files\" must be {{\"path\":…,\"mode\":\"r\"|\"w\"|\"rw\"}}, got {x}"
+                            )),
+                        }
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+                Some(v) => return Err(format!("field \"files\" must be an array, got {v}")),
+                None => return Err("missing field \"files\"".into()),
+            };
+            Op::Isc {
+                task,
+                files,
+                args: f.args(),
+            }
+        }
+        "bread" | "bwrite" => {
+            let off = f.u64("off")?;
+            let len = f.u64("len")?;
+            if op_name == "bread" {
+                Op::Bread { off, len }
+            } else {
+                Op::Bwrite { off, len }
+            }
+        }
+        _ => return Ok(Parsed::UnknownOp(op_name)),
+    };
+    Ok(Parsed::Event(Event {
+        t,
+        pid,
+        op,
+        ret,
+        dur,
+        extra: f.0.into_iter().collect(),
+    }))
+}
+
+fn push_str(out: &mut String, key: &str, v: &str) {
+    let _ = write!(out, ",\"{key}\":{}", Value::String(v.to_string()));
+}
+
+impl Event {
+    /// The event as one line of the format (no newline). Key order is fixed: `t`, `pid`,
+    /// `op`, the op's fields, `ret`, `dur`, then unknown fields.
+    pub fn to_line(&self) -> String {
+        let mut s = String::with_capacity(96);
+        let _ = write!(
+            s,
+            "{{\"t\":{},\"pid\":{},\"op\":\"{}\"",
+            self.t,
+            self.pid,
+            self.op.name()
+        );
+        match &self.op {
+            Op::Open { path, flags } => {
+                push_str(&mut s, "path", path);
+                push_str(&mut s, "flags", &flags.to_flags());
+            }
+            Op::Close { fd, path } | Op::Fsync { fd, path } | Op::Fdatasync { fd, path } => {
+                let _ = write!(s, ",\"fd\":{fd}");
+                push_str(&mut s, "path", path);
+            }
+            Op::Read { fd, path, off, len } | Op::Write { fd, path, off, len } => {
+                let _ = write!(s, ",\"fd\":{fd}");
+                push_str(&mut s, "path", path);
+                if let Some(o) = off {
+                    let _ = write!(s, ",\"off\":{o}");
+                }
+                let _ = write!(s, ",\"len\":{len}");
+            }
+            Op::Pread { fd, path, off, len } | Op::Pwrite { fd, path, off, len } => {
+                let _ = write!(s, ",\"fd\":{fd}");
+                push_str(&mut s, "path", path);
+                let _ = write!(s, ",\"off\":{off},\"len\":{len}");
+            }
+            Op::Mkdir { path } | Op::Rmdir { path } | Op::Unlink { path } | Op::Stat { path } => {
+                push_str(&mut s, "path", path);
+            }
+            Op::Rename { path, to } => {
+                push_str(&mut s, "path", path);
+                push_str(&mut s, "to", to);
+            }
+            Op::Truncate { path, len } => {
+                push_str(&mut s, "path", path);
+                let _ = write!(s, ",\"len\":{len}");
+            }
+            Op::Ndp { task, paths, args } => {
+                push_str(&mut s, "task", task);
+                let _ = write!(s, ",\"paths\":{}", Value::from(paths.clone()));
+                push_str(&mut s, "args", args);
+            }
+            Op::Isc { task, files, args } => {
+                push_str(&mut s, "task", task);
+                let files: Vec<Value> = files
+                    .iter()
+                    .map(|f| serde_json::json!({"path": f.path, "mode": f.mode}))
+                    .collect();
+                let _ = write!(s, ",\"files\":{}", Value::from(files));
+                push_str(&mut s, "args", args);
+            }
+            Op::Bread { off, len } | Op::Bwrite { off, len } => {
+                let _ = write!(s, ",\"off\":{off},\"len\":{len}");
+            }
+        }
+        if let Some(r) = self.ret {
+            let _ = write!(s, ",\"ret\":{r}");
+        }
+        if let Some(d) = self.dur {
+            let _ = write!(s, ",\"dur\":{d}");
+        }
+        for (k, v) in &self.extra {
+            let _ = write!(s, ",{}:{v}", Value::String(k.clone()));
+        }
+        s.push('}');
+        s
+    }
+}

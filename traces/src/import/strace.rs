@@ -1,0 +1,501 @@
+//! strace text (`strace -f -ttt -T -y -s0`) to csd trace events.
+//!
+//! One line per syscall: an optional pid, an absolute timestamp, then
+//! `name(args) = ret <duration>`. A call another thread interrupted is split into
+//! `name(args <unfinished ...>` and, later, `<... name resumed>rest) = ret <dur>`; the two halves
+//! are joined per pid and the event keeps the time the call started. `-y` prints every fd with
+//! its path (`3</tmp/a>`, `AT_FDCWD</home/u>`), so relative paths are resolved and fd events
+//! carry their file. Syscalls that touch no regular file (pipes, sockets, `/proc`, `/dev`,
+//! memory management, signals) are ignored.
+
+use super::ImportError;
+use crate::format::{Event, Op, OpenFlags};
+use std::collections::{BTreeMap, HashMap};
+
+#[derive(Default)]
+pub struct StraceConverter {
+    origin: Option<u64>,
+    /// Unfinished calls by pid: (syscall, start time in ns, argument text so far).
+    pending: HashMap<u32, (String, u64, String)>,
+    /// The last working directory seen per pid (from `AT_FDCWD</dir>`).
+    cwd: HashMap<u32, String>,
+}
+
+fn err(line: u64, problem: impl Into<String>) -> ImportError {
+    ImportError {
+        format: "strace",
+        line,
+        problem: problem.into(),
+    }
+}
+
+/// `1795376906.680789` → ns.
+fn parse_ts(s: &str) -> Option<u64> {
+    let (sec, frac) = s.split_once('.').unwrap_or((s, ""));
+    if sec.is_empty()
+        || !sec.bytes().all(|b| b.is_ascii_digit())
+        || !frac.bytes().all(|b| b.is_ascii_digit())
+        || frac.len() > 9
+    {
+        return None;
+    }
+    let sec: u64 = sec.parse().ok()?;
+    let mut ns: u64 = if frac.is_empty() {
+        0
+    } else {
+        frac.parse().ok()?
+    };
+    for _ in frac.len()..9 {
+        ns *= 10;
+    }
+    sec.checked_mul(1_000_000_000)?.checked_add(ns)
+}
+
+/// Splits `a, "b,c", {d, e}, 3</x,y>` at top-level commas.
+fn split_args(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let (mut depth, mut in_str, mut esc, mut in_angle) = (0i32, false, false, false);
+    for c in s.chars() {
+        if in_str {
+            cur.push(c);
+            if esc {
+                esc = false;
+            } else if c == '\\' {
+                esc = true;
+            } else if c == '"' {
+                in_str = false;
+            }
+            continue;
+        }
+        if in_angle {
+            cur.push(c);
+            if c == '>' {
+                in_angle = false;
+            }
+            continue;
+        }
+        match c {
+            '"' => {
+                in_str = true;
+                cur.push(c);
+            }
+            '<' if cur.ends_with(|p: char| p.is_ascii_digit() || p == 'D') => {
+                in_angle = true;
+                cur.push(c);
+            }
+            '[' | '{' | '(' => {
+                depth += 1;
+                cur.push(c);
+            }
+            ']' | '}' | ')' => {
+                depth -= 1;
+                cur.push(c);
+            }
+            ',' if depth <= 0 => out.push(std::mem::take(&mut cur).trim().to_string()),
+            _ => cur.push(c),
+        }
+    }
+    if !cur.trim().is_empty() {
+        out.push(cur.trim().to_string());
+    }
+    out
+}
+
+/// A C-escaped, double-quoted strace string.
+fn unquote(s: &str) -> Option<String> {
+    let inner = s.strip_prefix('"')?;
+    let inner = inner.strip_suffix("...").unwrap_or(inner);
+    let inner = inner.strip_suffix('"')?;
+    let mut out = Vec::new();
+    let b = inner.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'\\' {
+            out.push(b[i]);
+            i += 1;
+            continue;
+        }
+        let c = *b.get(i + 1)?;
+        i += 2;
+        match c {
+            b'n' => out.push(b'\n'),
+            b't' => out.push(b'\t'),
+            b'r' => out.push(b'\r'),
+            b'v' => out.push(0x0b),
+            b'f' => out.push(0x0c),
+            b'x' => {
+                let h = inner.get(i..i + 2)?;
+                out.push(u8::from_str_radix(h, 16).ok()?);
+                i += 2;
+            }
+            b'0'..=b'7' => {
+                let mut v = u32::from(c - b'0');
+                let mut n = 1;
+                while n < 3 && i < b.len() && (b'0'..=b'7').contains(&b[i]) {
+                    v = v * 8 + u32::from(b[i] - b'0');
+                    i += 1;
+                    n += 1;
+                }
+                out.push(u8::try_from(v).ok()?);
+            }
+            other => out.push(other),
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// `3</tmp/a>` → (3, Some("/tmp/a")); `AT_FDCWD</x>` → (-100, Some("/x")); `3` → (3, None).
+fn fd_arg(s: &str) -> Option<(i64, Option<String>)> {
+    let (num, path) = match s.split_once('<') {
+        Some((n, rest)) => (n, Some(rest.strip_suffix('>')?.to_string())),
+        None => (s, None),
+    };
+    let fd = if num == "AT_FDCWD" {
+        -100
+    } else {
+        num.parse().ok()?
+    };
+    Some((fd, path))
+}
+
+/// A path csdlab replays: absolute, and not a pseudo file system or device.
+fn replayable(path: &str) -> bool {
+    path.starts_with('/')
+        && !["/proc/", "/sys/", "/dev/", "/run/"]
+            .iter()
+            .any(|p| path.starts_with(p) || path == p.trim_end_matches('/'))
+}
+
+/// Joins a possibly relative path onto a directory and normalises `.`/`..`.
+fn absolute(dir: Option<&str>, path: &str) -> String {
+    let joined = if path.starts_with('/') {
+        path.to_string()
+    } else {
+        format!("{}/{path}", dir.unwrap_or("/"))
+    };
+    let mut parts: Vec<&str> = Vec::new();
+    for c in joined.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            c => parts.push(c),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
+/// The result part: `= 3</tmp/a> <0.000044>` → (ret, fd path, errno, dur ns).
+struct Outcome {
+    ret: Option<i64>,
+    path: Option<String>,
+    errno: Option<String>,
+    dur: Option<u64>,
+}
+
+fn parse_outcome(s: &str) -> Option<Outcome> {
+    let s = s.trim();
+    let (body, dur) = match s.rfind(" <") {
+        Some(i) if s.ends_with('>') => {
+            let d = &s[i + 2..s.len() - 1];
+            match parse_ts(d) {
+                Some(ns) => (&s[..i], Some(ns)),
+                None => (s, None),
+            }
+        }
+        _ => (s, None),
+    };
+    let body = body.trim();
+    if body.starts_with('?') {
+        return Some(Outcome {
+            ret: None,
+            path: None,
+            errno: None,
+            dur,
+        });
+    }
+    let mut words = body.splitn(2, ' ');
+    let first = words.next()?;
+    let (num, path) = match first.split_once('<') {
+        Some((n, p)) => (n, p.strip_suffix('>').map(str::to_string)),
+        None => (first, None),
+    };
+    let ret = if let Some(hex) = num.strip_prefix("0x") {
+        i64::from_str_radix(hex, 16).ok()
+    } else {
+        num.parse().ok()
+    }?;
+    let errno = words
+        .next()
+        .and_then(|w| w.split_whitespace().next())
+        .filter(|w| w.starts_with('E'))
+        .map(str::to_string);
+    Some(Outcome {
+        ret: Some(ret),
+        path,
+        errno,
+        dur,
+    })
+}
+
+impl StraceConverter {
+    pub fn line(&mut self, line: u64, text: &str) -> Result<Option<Event>, ImportError> {
+        let text = text.trim_end();
+        if text.trim().is_empty() {
+            return Ok(None);
+        }
+        // `[pid 12] ts …`, `12 ts …` or `ts …`.
+        let (pid, rest) = if let Some(r) = text.strip_prefix("[pid ") {
+            let (p, r) = r
+                .split_once(']')
+                .ok_or_else(|| err(line, "unterminated [pid …]"))?;
+            (
+                p.trim()
+                    .parse::<u32>()
+                    .map_err(|_| err(line, format!("bad pid '{p}'")))?,
+                r.trim_start(),
+            )
+        } else {
+            let (first, r) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
+            if !first.contains('.') && first.bytes().all(|b| b.is_ascii_digit()) {
+                let pid = first
+                    .parse::<u32>()
+                    .map_err(|_| err(line, format!("bad pid '{first}'")))?;
+                (pid, r.trim_start())
+            } else {
+                (0, text)
+            }
+        };
+        let (ts, call) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+        let ts = parse_ts(ts).ok_or_else(|| {
+            err(
+                line,
+                format!("expected an absolute timestamp (strace -ttt), got '{ts}'"),
+            )
+        })?;
+        let call = call.trim_start();
+        if call.starts_with("+++") || call.starts_with("---") || call.is_empty() {
+            return Ok(None);
+        }
+        let (name, args, outcome_text, t) = if let Some(r) = call.strip_prefix("<... ") {
+            let (name, tail) = r
+                .split_once(" resumed>")
+                .ok_or_else(|| err(line, "a '<...' line without 'resumed>'"))?;
+            let Some((_, start, prefix)) = self.pending.remove(&pid) else {
+                // Its start was before the trace began: nothing to join with.
+                return Ok(None);
+            };
+            let (tail_args, outcome) = tail
+                .rsplit_once(") = ")
+                .ok_or_else(|| err(line, "resumed call without '= result'"))?;
+            (
+                name.to_string(),
+                format!("{prefix}{tail_args}"),
+                outcome.to_string(),
+                start,
+            )
+        } else {
+            let open = call
+                .find('(')
+                .ok_or_else(|| err(line, "expected 'syscall(args) = result'"))?;
+            let name = &call[..open];
+            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                return Err(err(line, format!("'{name}' is not a syscall name")));
+            }
+            let body = &call[open + 1..];
+            if let Some(before) = body.strip_suffix("<unfinished ...>") {
+                self.pending
+                    .insert(pid, (name.to_string(), ts, before.to_string()));
+                return Ok(None);
+            }
+            let (args, outcome) = body
+                .rsplit_once(") = ")
+                .ok_or_else(|| err(line, "expected 'syscall(args) = result'"))?;
+            (name.to_string(), args.to_string(), outcome.to_string(), ts)
+        };
+        let outcome = parse_outcome(&outcome_text)
+            .ok_or_else(|| err(line, format!("cannot read the result '{outcome_text}'")))?;
+        let origin = *self.origin.get_or_insert(t);
+        let t = t.saturating_sub(origin);
+        let args = split_args(&args);
+        let op = self.convert(pid, &name, &args, &outcome);
+        Ok(op.map(|op| {
+            let mut extra = BTreeMap::new();
+            if let Some(e) = outcome.errno.clone() {
+                extra.insert("errno".to_string(), serde_json::Value::String(e));
+            }
+            Event {
+                t,
+                pid,
+                op,
+                ret: outcome.ret,
+                dur: outcome.dur,
+                extra,
+            }
+        }))
+    }
+
+    /// The directory a `*at` call's dirfd names (or the cwd), remembering the cwd.
+    fn dir_of(&mut self, pid: u32, dirfd: Option<&String>) -> Option<String> {
+        let (fd, path) = dirfd.and_then(|a| fd_arg(a))?;
+        if fd == -100 {
+            if let Some(p) = &path {
+                self.cwd.insert(pid, p.clone());
+            }
+            return path.or_else(|| self.cwd.get(&pid).cloned());
+        }
+        path
+    }
+
+    fn path_arg(
+        &mut self,
+        pid: u32,
+        dirfd: Option<&String>,
+        arg: Option<&String>,
+    ) -> Option<String> {
+        let p = unquote(arg?)?;
+        let dir = match dirfd {
+            Some(_) => self.dir_of(pid, dirfd),
+            None => self.cwd.get(&pid).cloned(),
+        };
+        let abs = absolute(dir.as_deref(), &p);
+        replayable(&abs).then_some(abs)
+    }
+
+    fn fd_file(args: &[String]) -> Option<(i64, String)> {
+        let (fd, path) = fd_arg(args.first()?)?;
+        let path = path?;
+        replayable(&path).then_some((fd, path))
+    }
+
+    fn convert(&mut self, pid: u32, name: &str, a: &[String], out: &Outcome) -> Option<Op> {
+        let num = |i: usize| a.get(i).and_then(|s| s.parse::<u64>().ok());
+        let ok_len = || out.ret.filter(|&r| r >= 0).map(|r| r as u64);
+        match name {
+            "open" | "openat" | "creat" => {
+                let (dirfd, path, flags) = match name {
+                    "openat" => (a.first(), a.get(1), a.get(2).cloned().unwrap_or_default()),
+                    "creat" => (None, a.first(), "O_WRONLY|O_CREAT|O_TRUNC".into()),
+                    _ => (None, a.first(), a.get(1).cloned().unwrap_or_default()),
+                };
+                let path = match out.path.clone().filter(|p| p.starts_with('/')) {
+                    Some(p) => replayable(&p).then_some(p)?,
+                    None => self.path_arg(pid, dirfd, path)?,
+                };
+                Some(Op::Open {
+                    path,
+                    flags: OpenFlags::parse(&flags),
+                })
+            }
+            "close" => Self::fd_file(a).map(|(fd, path)| Op::Close { fd, path }),
+            "read" | "write" => {
+                let (fd, path) = Self::fd_file(a)?;
+                let len = num(2)?;
+                Some(if name == "read" {
+                    Op::Read {
+                        fd,
+                        path,
+                        off: None,
+                        len,
+                    }
+                } else {
+                    Op::Write {
+                        fd,
+                        path,
+                        off: None,
+                        len,
+                    }
+                })
+            }
+            "readv" | "writev" => {
+                let (fd, path) = Self::fd_file(a)?;
+                let len = ok_len().unwrap_or(0);
+                Some(if name == "readv" {
+                    Op::Read {
+                        fd,
+                        path,
+                        off: None,
+                        len,
+                    }
+                } else {
+                    Op::Write {
+                        fd,
+                        path,
+                        off: None,
+                        len,
+                    }
+                })
+            }
+            "pread64" | "pwrite64" | "preadv" | "pwritev" | "preadv2" | "pwritev2" => {
+                let (fd, path) = Self::fd_file(a)?;
+                let vectored = name.contains('v');
+                let off = num(3)?;
+                let len = if vectored {
+                    ok_len().unwrap_or(0)
+                } else {
+                    num(2)?
+                };
+                Some(if name.starts_with("pread") {
+                    Op::Pread { fd, path, off, len }
+                } else {
+                    Op::Pwrite { fd, path, off, len }
+                })
+            }
+            "fsync" => Self::fd_file(a).map(|(fd, path)| Op::Fsync { fd, path }),
+            "fdatasync" => Self::fd_file(a).map(|(fd, path)| Op::Fdatasync { fd, path }),
+            "mkdir" => self
+                .path_arg(pid, None, a.first())
+                .map(|path| Op::Mkdir { path }),
+            "mkdirat" => self
+                .path_arg(pid, a.first(), a.get(1))
+                .map(|path| Op::Mkdir { path }),
+            "rmdir" => self
+                .path_arg(pid, None, a.first())
+                .map(|path| Op::Rmdir { path }),
+            "unlink" => self
+                .path_arg(pid, None, a.first())
+                .map(|path| Op::Unlink { path }),
+            "unlinkat" => {
+                let path = self.path_arg(pid, a.first(), a.get(1))?;
+                Some(if a.get(2).is_some_and(|f| f.contains("AT_REMOVEDIR")) {
+                    Op::Rmdir { path }
+                } else {
+                    Op::Unlink { path }
+                })
+            }
+            "rename" => {
+                let path = self.path_arg(pid, None, a.first())?;
+                let to = self.path_arg(pid, None, a.get(1))?;
+                Some(Op::Rename { path, to })
+            }
+            "renameat" | "renameat2" => {
+                let path = self.path_arg(pid, a.first(), a.get(1))?;
+                let to = self.path_arg(pid, a.get(2), a.get(3))?;
+                Some(Op::Rename { path, to })
+            }
+            "stat" | "lstat" => self
+                .path_arg(pid, None, a.first())
+                .map(|path| Op::Stat { path }),
+            "newfstatat" | "fstatat64" | "statx" => {
+                if a.get(1).is_some_and(|p| p == "\"\"") {
+                    // fstat through AT_EMPTY_PATH: the fd's own file.
+                    return Self::fd_file(a).map(|(_, path)| Op::Stat { path });
+                }
+                self.path_arg(pid, a.first(), a.get(1))
+                    .map(|path| Op::Stat { path })
+            }
+            "fstat" => Self::fd_file(a).map(|(_, path)| Op::Stat { path }),
+            "truncate" => {
+                let path = self.path_arg(pid, None, a.first())?;
+                Some(Op::Truncate { path, len: num(1)? })
+            }
+            "ftruncate" => {
+                let (_, path) = Self::fd_file(a)?;
+                Some(Op::Truncate { path, len: num(1)? })
+            }
+            _ => None,
+        }
+    }
+}
