@@ -187,6 +187,20 @@ fn absolute(dir: Option<&str>, path: &str) -> String {
     format!("/{}", parts.join("/"))
 }
 
+/// Splits `args) = result` (strace pads short calls: `brk(NULL)        = 0x…`) into the
+/// argument text and the result text.
+fn split_result(s: &str) -> Option<(&str, &str)> {
+    let mut end = s.len();
+    while let Some(i) = s[..end].rfind("= ") {
+        let before = s[..i].trim_end();
+        if let Some(args) = before.strip_suffix(')') {
+            return Some((args, &s[i + 2..]));
+        }
+        end = i;
+    }
+    None
+}
+
 /// The result part: `= 3</tmp/a> <0.000044>` → (ret, fd path, errno, dur ns).
 struct Outcome {
     ret: Option<i64>,
@@ -275,6 +289,7 @@ impl StraceConverter {
                 format!("expected an absolute timestamp (strace -ttt), got '{ts}'"),
             )
         })?;
+        let origin = *self.origin.get_or_insert(ts);
         let call = call.trim_start();
         if call.starts_with("+++") || call.starts_with("---") || call.is_empty() {
             return Ok(None);
@@ -287,9 +302,8 @@ impl StraceConverter {
                 // Its start was before the trace began: nothing to join with.
                 return Ok(None);
             };
-            let (tail_args, outcome) = tail
-                .rsplit_once(") = ")
-                .ok_or_else(|| err(line, "resumed call without '= result'"))?;
+            let (tail_args, outcome) =
+                split_result(tail).ok_or_else(|| err(line, "resumed call without '= result'"))?;
             (
                 name.to_string(),
                 format!("{prefix}{tail_args}"),
@@ -310,14 +324,12 @@ impl StraceConverter {
                     .insert(pid, (name.to_string(), ts, before.to_string()));
                 return Ok(None);
             }
-            let (args, outcome) = body
-                .rsplit_once(") = ")
-                .ok_or_else(|| err(line, "expected 'syscall(args) = result'"))?;
+            let (args, outcome) =
+                split_result(body).ok_or_else(|| err(line, "expected 'syscall(args) = result'"))?;
             (name.to_string(), args.to_string(), outcome.to_string(), ts)
         };
         let outcome = parse_outcome(&outcome_text)
             .ok_or_else(|| err(line, format!("cannot read the result '{outcome_text}'")))?;
-        let origin = *self.origin.get_or_insert(t);
         let t = t.saturating_sub(origin);
         let args = split_args(&args);
         let op = self.convert(pid, &name, &args, &outcome);

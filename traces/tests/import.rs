@@ -1,0 +1,237 @@
+//! Importers: a real strace capture, unfinished/resumed pairs, block formats, and garbage.
+
+use csd_traces::import::{convert, ConvertError, Source};
+use csd_traces::{Event, Header, Op, Strictness, TraceReader, TraceWriter};
+use proptest::prelude::*;
+
+fn events(source: Source, text: &str) -> Result<Vec<Event>, ConvertError> {
+    let mut out = Vec::new();
+    convert(source, text, |e| {
+        out.push(e);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+#[test]
+fn a_real_strace_capture_converts_and_reads_back() {
+    // `strace -f -ttt -T -y -s0 -o shell.strace sh -c 'mkdir d; echo hi > d/a;
+    //  cat d/a > /dev/null; mv d/a d/b; sync d/b; ls d; rm d/b; rmdir d'` in /tmp/st.
+    let text = include_str!("fixtures/shell.strace");
+    let evs = events(Source::Strace, text).unwrap();
+    let ops: Vec<&Op> = evs.iter().map(|e| &e.op).collect();
+    let has = |want: &Op| ops.iter().any(|o| *o == want);
+    assert!(
+        has(&Op::Mkdir {
+            path: "/tmp/st/d".into()
+        }),
+        "relative mkdir resolved with the cwd"
+    );
+    assert!(ops.iter().any(|o| matches!(o, Op::Open { path, flags } if path == "/tmp/st/d/a" && flags.write && flags.create && flags.truncate)));
+    assert!(
+        ops.iter()
+            .any(|o| matches!(o, Op::Write { fd: 1, path, len: 3, .. } if path == "/tmp/st/d/a")),
+        "the shell's redirected stdout"
+    );
+    assert!(has(&Op::Rename {
+        path: "/tmp/st/d/a".into(),
+        to: "/tmp/st/d/b".into()
+    }));
+    assert!(has(&Op::Fsync {
+        fd: 3,
+        path: "/tmp/st/d/b".into()
+    }));
+    assert!(has(&Op::Unlink {
+        path: "/tmp/st/d/b".into()
+    }));
+    assert!(has(&Op::Rmdir {
+        path: "/tmp/st/d".into()
+    }));
+    assert!(
+        !ops.iter()
+            .any(|o| matches!(o, Op::Open { path, .. } if path.starts_with("/proc"))),
+        "pseudo files are ignored"
+    );
+    // Times are relative, non-decreasing per pid, and durations came from -T.
+    assert!(
+        evs[0].t < 10_000_000,
+        "relative to the trace start, not the epoch"
+    );
+    assert!(evs.iter().all(|e| e.dur.is_some()));
+    // Failed calls keep their errno.
+    assert!(evs
+        .iter()
+        .any(|e| e.ret == Some(-1) && e.extra.get("errno").is_some_and(|v| v == "ENOENT")));
+
+    let mut w = TraceWriter::new(Vec::new(), &Header::new("strace")).unwrap();
+    for e in &evs {
+        w.write(e).unwrap();
+    }
+    let bytes = w.finish().unwrap();
+    let back: Vec<Event> = TraceReader::new(&bytes[..], Strictness::Strict)
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(back, evs);
+}
+
+#[test]
+fn unfinished_and_resumed_halves_are_joined() {
+    let text = "\
+100 1000.000000 openat(AT_FDCWD</w>, \"x\", O_WRONLY|O_CREAT, 0644 <unfinished ...>
+101 1000.000100 fsync(4</w/y>) = 0 <0.000200>
+100 1000.000300 <... openat resumed>) = 3</w/x> <0.000300>
+100 1000.000400 pwrite64(3</w/x>, \"\"..., 4096, 8192) = 4096 <0.000010>
+101 1000.000500 <... read resumed>\"\"..., 10) = 10 <0.1>
+[pid 102] 1000.000600 unlinkat(AT_FDCWD</w>, \"sub\", AT_REMOVEDIR) = 0 <0.000001>
+100 1000.000700 +++ exited with 0 +++
+";
+    let evs = events(Source::Strace, text).unwrap();
+    assert_eq!(evs.len(), 4, "{evs:?}");
+    assert_eq!(
+        evs[0].op,
+        Op::Fsync {
+            fd: 4,
+            path: "/w/y".into()
+        }
+    );
+    assert_eq!(evs[0].t, 100_000);
+    assert!(matches!(&evs[1].op, Op::Open { path, .. } if path == "/w/x"));
+    assert_eq!(evs[1].t, 0, "a resumed call keeps its start time");
+    assert_eq!(evs[1].dur, Some(300_000));
+    assert_eq!(
+        evs[2].op,
+        Op::Pwrite {
+            fd: 3,
+            path: "/w/x".into(),
+            off: 8192,
+            len: 4096
+        }
+    );
+    assert_eq!(
+        evs[3].op,
+        Op::Rmdir {
+            path: "/w/sub".into()
+        }
+    );
+    assert_eq!(evs[3].pid, 102);
+}
+
+#[test]
+fn block_traces_become_device_reads_and_writes() {
+    let fio = "fio version 3 iolog\n2 /dev/nvme0n1 add\n872 /dev/nvme0n1 open\n878 /dev/nvme0n1 write 0 16384\n1878 /dev/nvme0n1 read 4096 4096\n2000 /dev/nvme0n1 close\n";
+    let evs = events(Source::FioIolog3, fio).unwrap();
+    assert_eq!(evs.len(), 2);
+    assert_eq!(evs[0].op, Op::Bwrite { off: 0, len: 16384 });
+    assert_eq!(
+        (evs[0].t, evs[1].t),
+        (876_000, 1_876_000),
+        "µs since the first line"
+    );
+    let msr = "128166372003061629,hm,0,Read,3154665472,4096,1331\n128166372016382155,hm,0,Write,3154669568,8192,9055\n";
+    let evs = events(Source::Msr, msr).unwrap();
+    assert_eq!(
+        evs[0].op,
+        Op::Bread {
+            off: 3154665472,
+            len: 4096
+        }
+    );
+    assert_eq!(evs[1].t, (128166372016382155 - 128166372003061629) * 100);
+    assert_eq!(evs[1].dur, Some(905_500));
+    let disksim = "0.000000 0 1000 8 1\n1.500000 0 2000 16 0\n";
+    let evs = events(Source::Disksim, disksim).unwrap();
+    assert_eq!(
+        evs[0].op,
+        Op::Bread {
+            off: 512_000,
+            len: 4096
+        }
+    );
+    assert_eq!(
+        evs[1].op,
+        Op::Bwrite {
+            off: 1_024_000,
+            len: 8192
+        }
+    );
+    assert_eq!(evs[1].t, 1_500_000);
+}
+
+#[test]
+fn bad_foreign_lines_name_format_and_line() {
+    for (src, text, want) in [
+        (
+            Source::FioIolog3,
+            "fio version 2 iolog\n",
+            "fio-iolog3 line 1: expected the header",
+        ),
+        (
+            Source::FioIolog3,
+            "fio version 3 iolog\n1 f read 0\n",
+            "fio-iolog3 line 2: read needs an offset and a length",
+        ),
+        (
+            Source::FioIolog3,
+            "fio version 3 iolog\n1 f read -4 5\n",
+            "offset '-4' is not a non-negative integer",
+        ),
+        (
+            Source::Msr,
+            "1,h,0,Read,0,4096\n",
+            "msr line 1: expected 7 comma-separated fields",
+        ),
+        (
+            Source::Msr,
+            "1,h,0,Erase,0,4096,1\n",
+            "Type 'Erase' is neither Read nor Write",
+        ),
+        (
+            Source::Msr,
+            "5,h,0,Read,0,4096,1\n4,h,0,Read,0,4096,1\n",
+            "msr line 2: timestamp 4 runs backwards",
+        ),
+        (Source::Disksim, "0.0 0 x 8 1\n", "disksim line 1: lba 'x'"),
+        (
+            Source::Strace,
+            "garbage here\n",
+            "strace line 1: expected an absolute timestamp",
+        ),
+        (
+            Source::Strace,
+            "1 2.5 read(3</a>, \"\", 4)\n",
+            "strace line 1: expected 'syscall(args) = result'",
+        ),
+    ] {
+        let e = events(src, text).unwrap_err().to_string();
+        assert!(e.contains(want), "{text:?}: got '{e}'");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    #[test]
+    fn importers_never_panic_on_random_bytes(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
+        let text = String::from_utf8_lossy(&bytes);
+        for src in Source::ALL {
+            let _ = events(src, &text);
+        }
+        let _ = TraceReader::new(&bytes[..], Strictness::Lenient).map(|r| r.count());
+    }
+
+    #[test]
+    fn importers_never_panic_on_plausible_lines(lines in prop::collection::vec(
+        prop_oneof![
+            "[0-9]{1,5} [0-9]{1,10}\\.[0-9]{0,9} [a-z0-9_]{1,10}\\([^\n]{0,40}",
+            "[0-9]{1,5} [0-9]{1,10}\\.[0-9]{1,6} <\\.\\.\\. [a-z]{1,8} resumed>[^\n]{0,30}",
+            "[0-9 .,a-zA-Z/<>\"()=-]{0,60}",
+            "fio version 3 iolog",
+            "[0-9]{1,20},[a-z]{0,3},[0-9]{1,3},(Read|Write|x),[0-9-]{1,21},[0-9]{1,21},[0-9]{1,21}",
+        ], 0..20)) {
+        let text = lines.join("\n");
+        for src in Source::ALL {
+            let _ = events(src, &text);
+        }
+    }
+}
