@@ -20,7 +20,7 @@ fn a_real_strace_capture_converts_and_reads_back() {
     let text = include_str!("fixtures/shell.strace");
     let evs = events(Source::Strace, text).unwrap();
     let ops: Vec<&Op> = evs.iter().map(|e| &e.op).collect();
-    let has = |want: &Op| ops.iter().any(|o| *o == want);
+    let has = |want: &Op| ops.contains(&want);
     assert!(
         has(&Op::Mkdir {
             path: "/tmp/st/d".into()
