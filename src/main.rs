@@ -4,7 +4,7 @@ mod commands;
 mod units;
 
 use clap::{Parser, Subcommand};
-use commands::{bench, device, ndp, profiles, task};
+use commands::{bench, device, ndp, profiles, task, trace};
 use std::process::ExitCode;
 
 /// csdlab: try an in-storage computing idea before you own a programmable SSD.
@@ -42,6 +42,9 @@ enum Command {
     ///
     /// Example: csd ndp --profile cosmos-plus --app stats64 --files 100 --size 16k --cold
     Ndp(ndp::NdpArgs),
+    /// Record, convert and check file-system and block traces.
+    #[command(subcommand)]
+    Trace(trace::TraceCmd),
     /// List the built-in example tasks.
     Tasks {
         /// Print as JSON.
@@ -82,6 +85,7 @@ fn main() -> ExitCode {
         Some(Command::Device(DeviceCmd::Run(args))) => device::run(args),
         Some(Command::Run(args)) => task::run(args),
         Some(Command::Ndp(args)) => ndp::run(args),
+        Some(Command::Trace(cmd)) => trace::run(cmd),
         Some(Command::Tasks { json }) => task::list(*json),
         Some(Command::Task(cmd)) => task::build(cmd),
         Some(Command::Bench(cmd)) => bench::run(cmd),

@@ -443,3 +443,83 @@ fn csd_ndp_errors_are_clear() {
         assert!(stderr(&o).contains(expect), "{args:?}: {}", stderr(&o));
     }
 }
+
+#[test]
+fn csd_trace_records_imports_and_checks() {
+    let dir = scratch("trace");
+    let out = dir.join("t.trace");
+    let script = format!(
+        "mkdir {d}/w && echo hello > {d}/w/a && cat {d}/w/a > /dev/null && rm {d}/w/a && rmdir {d}/w",
+        d = dir.display()
+    );
+    let o = csd(&[
+        "trace",
+        "record",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = csd(&["trace", "check", out.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for op in ["mkdir", "unlink", "rmdir", "write"] {
+        assert!(
+            v["by_op"][op].as_u64().unwrap_or(0) >= 1,
+            "{op} missing: {v}"
+        );
+    }
+    assert_eq!(v["source"], "strace");
+
+    let msr = dir.join("x.csv");
+    std::fs::write(&msr, "1,h,0,Read,0,4096,10\n2,h,0,Write,4096,4096,10\n").unwrap();
+    let conv = dir.join("x.trace");
+    let o = csd(&[
+        "trace",
+        "import",
+        "--from",
+        "msr",
+        msr.to_str().unwrap(),
+        "-o",
+        conv.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = csd(&["trace", "check", conv.to_str().unwrap()]);
+    assert!(stdout(&o).contains("2 events"), "{}", stdout(&o));
+
+    // Errors name the file and line.
+    std::fs::write(&msr, "1,h,0,Read,0,4096,10\n2,h,0,Trim,0,1,1\n").unwrap();
+    let o = csd(&[
+        "trace",
+        "import",
+        "--from",
+        "msr",
+        msr.to_str().unwrap(),
+        "-o",
+        conv.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("msr line 2"), "{}", stderr(&o));
+    let bad = dir.join("bad.trace");
+    std::fs::write(
+        &bad,
+        "{\"format\":\"csd-trace\",\"version\":1}\n{\"t\":1,\"pid\":1,\"op\":\"mmap\"}\n",
+    )
+    .unwrap();
+    let o = csd(&["trace", "check", bad.to_str().unwrap()]);
+    assert!(
+        stderr(&o).contains("line 2: unknown op \"mmap\""),
+        "{}",
+        stderr(&o)
+    );
+    let o = csd(&["trace", "check", bad.to_str().unwrap(), "--lenient"]);
+    assert!(o.status.success());
+    assert!(
+        stdout(&o).contains("skipped unknown op mmap: 1"),
+        "{}",
+        stdout(&o)
+    );
+}

@@ -3,3 +3,4 @@ pub mod device;
 pub mod ndp;
 pub mod profiles;
 pub mod task;
+pub mod trace;

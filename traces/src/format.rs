@@ -77,16 +77,18 @@ impl Header {
         })
     }
 
+    /// The header line: `format`, `version`, `source`, `clock`, then other fields.
     pub fn to_line(&self) -> String {
-        let mut m = Map::new();
-        m.insert("format".into(), FORMAT.into());
-        m.insert("version".into(), self.version.into());
-        m.insert("source".into(), self.source.clone().into());
-        m.insert("clock".into(), "ns".into());
+        let mut s = format!(
+            "{{\"format\":\"{FORMAT}\",\"version\":{},\"source\":{},\"clock\":\"ns\"",
+            self.version,
+            Value::String(self.source.clone())
+        );
         for (k, v) in &self.extra {
-            m.insert(k.clone(), v.clone());
+            let _ = write!(s, ",{}:{v}", Value::String(k.clone()));
         }
-        Value::Object(m).to_string()
+        s.push('}');
+        s
     }
 }
 

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 
 fn events(source: Source, text: &str) -> Result<Vec<Event>, ConvertError> {
     let mut out = Vec::new();
-    convert(source, text, |e| {
+    convert(source, text.as_bytes(), |e| {
         out.push(e);
         Ok(())
     })?;

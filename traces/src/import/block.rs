@@ -57,7 +57,7 @@ impl BlockConverter {
             Source::FioIolog3 => self.fio(line, text),
             Source::Msr => self.msr(line, text),
             Source::Disksim => self.disksim(line, text),
-            Source::Strace => unreachable!("strace has its own converter"),
+            Source::Strace => Err(self.err(line, "strace text goes through the strace converter")),
         }
     }
 

@@ -43,6 +43,12 @@ impl Source {
     }
 }
 
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl std::str::FromStr for Source {
     type Err = String;
     fn from_str(s: &str) -> Result<Source, String> {
@@ -64,40 +70,38 @@ pub struct ImportStats {
     pub ignored: u64,
 }
 
-/// Converts `input` (the whole foreign trace) and hands each event to `sink`.
+/// Converts `input` line by line (constant memory) and hands each event to `sink`.
 pub fn convert(
     source: Source,
-    input: &str,
+    mut input: impl std::io::BufRead,
     mut sink: impl FnMut(Event) -> std::io::Result<()>,
 ) -> Result<ImportStats, ConvertError> {
     let mut stats = ImportStats::default();
-    let mut push = |ev: Option<Event>, stats: &mut ImportStats| -> Result<(), ConvertError> {
+    let mut strace = strace::StraceConverter::default();
+    let mut block = block::BlockConverter::new(source);
+    let mut raw = Vec::new();
+    loop {
+        raw.clear();
+        if input
+            .read_until(b'\n', &mut raw)
+            .map_err(ConvertError::Io)?
+            == 0
+        {
+            break;
+        }
         stats.lines += 1;
+        let text = String::from_utf8_lossy(&raw);
+        let text = text.trim_end_matches(['\n', '\r']);
+        let ev = match source {
+            Source::Strace => strace.line(stats.lines, text)?,
+            _ => block.line(stats.lines, text)?,
+        };
         match ev {
             Some(ev) => {
                 stats.events += 1;
-                sink(ev).map_err(ConvertError::Io)
+                sink(ev).map_err(ConvertError::Io)?;
             }
-            None => {
-                stats.ignored += 1;
-                Ok(())
-            }
-        }
-    };
-    match source {
-        Source::Strace => {
-            let mut conv = strace::StraceConverter::default();
-            for (i, line) in input.lines().enumerate() {
-                let ev = conv.line(i as u64 + 1, line)?;
-                push(ev, &mut stats)?;
-            }
-        }
-        Source::FioIolog3 | Source::Msr | Source::Disksim => {
-            let mut conv = block::BlockConverter::new(source);
-            for (i, line) in input.lines().enumerate() {
-                let ev = conv.line(i as u64 + 1, line)?;
-                push(ev, &mut stats)?;
-            }
+            None => stats.ignored += 1,
         }
     }
     Ok(stats)

@@ -1,0 +1,220 @@
+//! `csd trace`: record programs, convert foreign traces, check traces.
+
+use anyhow::{bail, Context};
+use csd_traces::import::{convert, Source};
+use csd_traces::{Header, Strictness, TraceReader, TraceWriter};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[derive(clap::Subcommand, Debug)]
+pub enum TraceCmd {
+    /// Run a command under strace and save what it did to files as a csd trace.
+    ///
+    /// Example: csd trace record -o untar.trace -- tar xf linux.tar.gz
+    Record {
+        /// Where to write the trace.
+        #[arg(short, long)]
+        out: PathBuf,
+        /// Also keep strace's own output here.
+        #[arg(long)]
+        keep_strace: Option<PathBuf>,
+        /// The command and its arguments.
+        #[arg(required = true, last = true)]
+        command: Vec<String>,
+    },
+    /// Convert a trace from another tool (strace text, fio iolog v3, MSR Cambridge CSV,
+    /// DiskSim ASCII) into a csd trace.
+    Import {
+        /// The input's format.
+        #[arg(long)]
+        from: Source,
+        /// The foreign trace.
+        input: PathBuf,
+        /// Where to write the csd trace (default: standard output).
+        #[arg(short, long)]
+        out: Option<PathBuf>,
+    },
+    /// Read a csd trace completely and summarise it (events per op, pids, time span).
+    Check {
+        trace: PathBuf,
+        /// Skip and count unknown ops instead of failing on them.
+        #[arg(long)]
+        lenient: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn run(cmd: &TraceCmd) -> anyhow::Result<()> {
+    match cmd {
+        TraceCmd::Record {
+            out,
+            keep_strace,
+            command,
+        } => record(out, keep_strace.as_deref(), command),
+        TraceCmd::Import { from, input, out } => import(*from, input, out.as_deref()),
+        TraceCmd::Check {
+            trace,
+            lenient,
+            json,
+        } => check(trace, *lenient, *json),
+    }
+}
+
+/// Converts `input` into a csd trace at `out` (or stdout).
+fn write_converted(
+    source: Source,
+    input: &Path,
+    out: Option<&Path>,
+    header: Header,
+) -> anyhow::Result<csd_traces::import::ImportStats> {
+    let reader =
+        BufReader::new(File::open(input).with_context(|| format!("opening {}", input.display()))?);
+    let sink: Box<dyn Write> = match out {
+        Some(p) => Box::new(BufWriter::new(
+            File::create(p).with_context(|| format!("creating {}", p.display()))?,
+        )),
+        None => Box::new(BufWriter::new(std::io::stdout().lock())),
+    };
+    let mut w = TraceWriter::new(sink, &header)?;
+    let stats = convert(source, reader, |e| w.write(&e))
+        .with_context(|| format!("converting {}", input.display()))?;
+    w.finish()?;
+    Ok(stats)
+}
+
+fn import(from: Source, input: &Path, out: Option<&Path>) -> anyhow::Result<()> {
+    let mut header = Header::new(from.name());
+    header
+        .extra
+        .insert("imported_from".into(), input.display().to_string().into());
+    let stats = write_converted(from, input, out, header)?;
+    eprintln!(
+        "csd: {} events from {} lines ({} lines carried nothing to replay)",
+        stats.events, stats.lines, stats.ignored
+    );
+    Ok(())
+}
+
+fn record(out: &Path, keep: Option<&Path>, command: &[String]) -> anyhow::Result<()> {
+    let raw = match keep {
+        Some(p) => p.to_path_buf(),
+        None => std::env::temp_dir().join(format!("csd-record-{}.strace", std::process::id())),
+    };
+    let status = Command::new("strace")
+        .args(["-f", "-ttt", "-T", "-y", "-s0", "-o"])
+        .arg(&raw)
+        .arg("--")
+        .args(command)
+        .status()
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => anyhow::anyhow!(
+                "strace is not installed (csd trace record runs the command under strace; e.g. apt-get install strace)"
+            ),
+            _ => anyhow::Error::new(e).context("starting strace"),
+        })?;
+    if !raw.exists() {
+        bail!("strace produced no output (exit status {status}); is ptrace allowed here?");
+    }
+    let mut header = Header::new("strace");
+    header
+        .extra
+        .insert("command".into(), command.join(" ").into());
+    let converted = write_converted(Source::Strace, &raw, Some(out), header);
+    if keep.is_none() {
+        let _ = std::fs::remove_file(&raw);
+    }
+    let stats = converted?;
+    eprintln!(
+        "csd: recorded {} file-system events from `{}` into {}",
+        stats.events,
+        command.join(" "),
+        out.display()
+    );
+    if !status.success() {
+        eprintln!("csd: note: the command exited with {status}; its trace is kept");
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct Summary {
+    source: String,
+    events: u64,
+    by_op: BTreeMap<&'static str, u64>,
+    pids: usize,
+    span_ns: u64,
+    bytes_read: u64,
+    bytes_written: u64,
+    skipped_unknown_ops: BTreeMap<String, u64>,
+}
+
+fn check(path: &Path, lenient: bool, json: bool) -> anyhow::Result<()> {
+    use csd_traces::Op;
+    let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let strictness = if lenient {
+        Strictness::Lenient
+    } else {
+        Strictness::Strict
+    };
+    let mut reader = TraceReader::new(BufReader::new(file), strictness)
+        .with_context(|| format!("reading {}", path.display()))?;
+    let mut s = Summary {
+        source: reader.header().source.clone(),
+        events: 0,
+        by_op: BTreeMap::new(),
+        pids: 0,
+        span_ns: 0,
+        bytes_read: 0,
+        bytes_written: 0,
+        skipped_unknown_ops: BTreeMap::new(),
+    };
+    let mut pids = std::collections::BTreeSet::new();
+    for ev in reader.by_ref() {
+        let ev = ev.with_context(|| format!("reading {}", path.display()))?;
+        s.events += 1;
+        *s.by_op.entry(ev.op.name()).or_default() += 1;
+        pids.insert(ev.pid);
+        s.span_ns = s.span_ns.max(ev.t + ev.dur.unwrap_or(0));
+        match ev.op {
+            Op::Read { len, .. } | Op::Pread { len, .. } | Op::Bread { len, .. } => {
+                s.bytes_read += len
+            }
+            Op::Write { len, .. } | Op::Pwrite { len, .. } | Op::Bwrite { len, .. } => {
+                s.bytes_written += len
+            }
+            _ => {}
+        }
+    }
+    s.pids = pids.len();
+    s.skipped_unknown_ops = reader.skipped().clone();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+        return Ok(());
+    }
+    println!(
+        "{}: {} events from {} pid(s) over {}, source {}",
+        path.display(),
+        s.events,
+        s.pids,
+        crate::units::fmt_duration(s.span_ns),
+        s.source
+    );
+    println!(
+        "  read {} · written {}",
+        crate::units::fmt_bytes(s.bytes_read),
+        crate::units::fmt_bytes(s.bytes_written)
+    );
+    for (op, n) in &s.by_op {
+        println!("  {op:<10} {n}");
+    }
+    for (op, n) in &s.skipped_unknown_ops {
+        println!("  skipped unknown op {op}: {n}");
+    }
+    Ok(())
+}
