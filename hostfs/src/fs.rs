@@ -39,6 +39,8 @@ pub enum FsError {
     TooSmall(u64),
     #[error("bad file descriptor {0}")]
     BadFd(u32),
+    #[error("file descriptor {0} refers to a file that was removed while open")]
+    Stale(u32),
     #[error("file descriptor {fd} ('{path}') is not open for {access}")]
     FdMode {
         fd: u32,
@@ -428,6 +430,98 @@ impl HostFs {
     }
 }
 
+/// Namespace changes: each writes the metadata blocks it touches through the device.
+impl HostFs {
+    fn free_runs(&mut self, runs: &[BlockRun]) -> Result<(), FsError> {
+        for r in runs {
+            self.alloc.free(*r).map_err(NsError::from)?;
+        }
+        Ok(())
+    }
+
+    fn remove(&mut self, path: &str, dir: bool, who: Cred) -> Result<Ino, FsError> {
+        let r = self.ns.remove(path, dir, who)?;
+        self.free_runs(&r.blocks)?;
+        self.cache.forget(r.ino);
+        let layout = *self.ns.layout();
+        let mut blocks = vec![layout.inode_block(r.ino), layout.inode_block(r.parent)];
+        blocks.extend(self.dir_blocks(r.parent));
+        self.write_meta(blocks)?;
+        Ok(r.ino)
+    }
+
+    /// `unlink`: removes a file and frees its blocks (its dirty pages are dropped).
+    pub fn unlink(&mut self, path: &str, who: Cred) -> Result<Ino, FsError> {
+        self.remove(path, false, who)
+    }
+
+    /// `rmdir`: removes an empty directory.
+    pub fn rmdir(&mut self, path: &str, who: Cred) -> Result<Ino, FsError> {
+        self.remove(path, true, who)
+    }
+
+    /// `rename`: moves a file or directory, replacing a file at the destination.
+    pub fn rename(&mut self, from: &str, to: &str, who: Cred) -> Result<Ino, FsError> {
+        let r = self.ns.rename(from, to, who, &mut self.alloc)?;
+        if let Some(gone) = &r.replaced {
+            self.free_runs(&gone.blocks)?;
+            self.cache.forget(gone.ino);
+        }
+        let layout = *self.ns.layout();
+        let mut blocks = vec![
+            layout.inode_block(r.ino),
+            layout.inode_block(r.old_parent),
+            layout.inode_block(r.new_parent),
+        ];
+        blocks.extend(self.dir_blocks(r.old_parent));
+        blocks.extend(self.dir_blocks(r.new_parent));
+        self.write_meta(blocks)?;
+        Ok(r.ino)
+    }
+
+    /// `truncate`: sets a file's size; blocks past the new end are freed and their dirty
+    /// pages dropped.
+    pub fn truncate(&mut self, path: &str, len: u64, who: Cred) -> Result<(), FsError> {
+        let (r, _) = self.lookup(path, who)?;
+        let inode = self.ns.inode(r.ino).expect("resolved");
+        if !inode.perms.allows(who, Access::Write) {
+            return Err(FsError::PermissionDenied {
+                path: path.to_string(),
+                access: Access::Write.name(),
+            });
+        }
+        let Some((_, extents)) = self.file_layout(r.ino) else {
+            return Err(FsError::IsADirectory(path.to_string()));
+        };
+        let bs = self.ns.layout().block_bytes;
+        let keep_blocks = len.div_ceil(bs);
+        let (mut kept, mut freed, mut seen) = (Vec::new(), Vec::new(), 0u64);
+        for run in extents {
+            if seen >= keep_blocks {
+                freed.push(*run);
+            } else if seen + run.blocks > keep_blocks {
+                let k = keep_blocks - seen;
+                kept.push(BlockRun {
+                    first: run.first,
+                    blocks: k,
+                });
+                freed.push(BlockRun {
+                    first: run.first + k,
+                    blocks: run.blocks - k,
+                });
+            } else {
+                kept.push(*run);
+            }
+            seen += run.blocks;
+        }
+        self.free_runs(&freed)?;
+        self.cache.forget_from(r.ino, keep_blocks);
+        self.ns.set_file_layout(r.ino, len, kept)?;
+        self.write_meta([self.ns.layout().inode_block(r.ino)])?;
+        Ok(())
+    }
+}
+
 /// File I/O through the page cache.
 impl HostFs {
     fn open_file(&self, fd: Fd) -> Result<&OpenFile, FsError> {
@@ -474,6 +568,15 @@ impl HostFs {
     /// The inode an open file refers to.
     pub fn fd_ino(&self, fd: Fd) -> Result<Ino, FsError> {
         Ok(self.open_file(fd)?.ino)
+    }
+
+    /// The size and extents of the file `fd` refers to; an error if it was removed since.
+    /// (csdlab drops a file's inode at `unlink` even while it is open, where POSIX would keep
+    /// it until the last close: I/O through such an fd fails clearly instead.)
+    fn live_layout(&self, fd: Fd) -> Result<(Ino, u64, Vec<BlockRun>), FsError> {
+        let ino = self.open_file(fd)?.ino;
+        let (size, extents) = self.file_layout(ino).ok_or(FsError::Stale(fd.0))?;
+        Ok((ino, size, extents.to_vec()))
     }
 
     /// A file's size (bytes written so far, dirty or not) and allocated extents.
@@ -533,6 +636,7 @@ impl HostFs {
             });
         }
         let ino = f.ino;
+        self.live_layout(fd)?;
         let bs = self.ns.layout().block_bytes;
         let keep = self.device.ftl().keeps_payloads();
         let end = offset + data.len() as u64;
@@ -560,9 +664,8 @@ impl HostFs {
             self.cache.dirty(ino, index, page, self.clock);
             pos += n;
         }
-        let (size, extents) = self.file_layout(ino).expect("open file");
+        let (_, size, extents) = self.live_layout(fd)?;
         if end > size {
-            let extents = extents.to_vec();
             self.ns.set_file_layout(ino, end, extents)?;
         }
         Ok(())
@@ -570,8 +673,7 @@ impl HostFs {
 
     /// Reads up to `len` bytes at `offset` as the host sees the file (dirty pages included).
     pub fn read(&mut self, fd: Fd, offset: u64, len: u64) -> Result<Vec<u8>, FsError> {
-        let ino = self.open_file(fd)?.ino;
-        let (size, _) = self.file_layout(ino).expect("open file");
+        let (ino, size, _) = self.live_layout(fd)?;
         let end = (offset + len).min(size);
         let bs = self.ns.layout().block_bytes;
         let mut out = Vec::with_capacity(end.saturating_sub(offset) as usize);
@@ -606,7 +708,9 @@ impl HostFs {
         let Some(&last) = self.cache.dirty_blocks(ino).last() else {
             return Ok(false);
         };
-        let (size, extents) = self.file_layout(ino).expect("file");
+        let Some((size, extents)) = self.file_layout(ino) else {
+            return Ok(false);
+        };
         let have: u64 = extents.iter().map(|r| r.blocks).sum();
         if last < have {
             return Ok(false);
@@ -642,7 +746,10 @@ impl HostFs {
             let Some(page) = self.cache.take(ino, index) else {
                 continue;
             };
-            let block = self.block_of(ino, index).expect("allocated above");
+            // Allocated above, unless the file went away in between.
+            let Some(block) = self.block_of(ino, index) else {
+                continue;
+            };
             let c = self
                 .device
                 .write(IoPath::Host, at, Lpn(block), 1, page.data.as_deref())?;

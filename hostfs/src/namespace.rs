@@ -127,8 +127,35 @@ pub enum NsError {
     NameTooLong(String),
     #[error("no free inodes (the inode table holds {0})")]
     NoInodes(u32),
+    #[error("directory '{0}' is not empty")]
+    NotEmpty(String),
+    #[error("'{0}' is a directory")]
+    IsADirectory(String),
+    #[error("cannot move '{0}' into itself")]
+    IntoItself(String),
     #[error(transparent)]
     NoSpace(#[from] AllocError),
+}
+
+/// What a removal freed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Removed {
+    pub ino: Ino,
+    pub parent: Ino,
+    /// Data blocks (a file) or directory blocks (a directory) to give back to the allocator.
+    pub blocks: Vec<BlockRun>,
+}
+
+/// What a rename changed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Renamed {
+    pub ino: Ino,
+    pub old_parent: Ino,
+    pub new_parent: Ino,
+    /// Directory blocks the new parent had to grow by.
+    pub grown: Vec<BlockRun>,
+    /// A file the rename replaced.
+    pub replaced: Option<Removed>,
 }
 
 /// What `create` makes.
@@ -402,6 +429,155 @@ impl Namespace {
         );
         self.next_ino += 1;
         Ok(ino)
+    }
+
+    /// The parent directory of `path`, its entry name, and the caller's right to change it.
+    fn parent_of<'p>(&self, path: &'p str, who: Cred) -> Result<(Ino, &'p str), NsError> {
+        let parts = components(path)?;
+        let Some((name, parent_parts)) = parts.split_last() else {
+            return Err(NsError::BadPath(path.to_string()));
+        };
+        let parent_path = format!("/{}", parent_parts.join("/"));
+        let parent = self.resolve(&parent_path, who)?.ino;
+        let p = &self.inodes[&parent];
+        if !p.is_dir() {
+            return Err(NsError::NotADirectory(parent_path));
+        }
+        if !p.perms.allows(who, Access::Write) {
+            return Err(NsError::PermissionDenied {
+                path: parent_path,
+                access: Access::Write.name(),
+            });
+        }
+        Ok((parent, name))
+    }
+
+    fn entries_mut(&mut self, dir: Ino) -> &mut Vec<DirEntry> {
+        match &mut self.inodes.get_mut(&dir).expect("directory").kind {
+            InodeKind::Dir { entries, .. } => entries,
+            InodeKind::File { .. } => unreachable!("checked to be a directory"),
+        }
+    }
+
+    /// `unlink` (`dir == false`) or `rmdir` (`dir == true`, only when empty).
+    pub fn remove(&mut self, path: &str, dir: bool, who: Cred) -> Result<Removed, NsError> {
+        let (parent, name) = self.parent_of(path, who)?;
+        let ino = self
+            .readdir(parent)
+            .and_then(|es| es.iter().find(|e| e.name == name))
+            .map(|e| e.ino)
+            .ok_or_else(|| NsError::NotFound(path.to_string()))?;
+        let blocks = match &self.inodes[&ino].kind {
+            InodeKind::File { .. } if dir => return Err(NsError::NotADirectory(path.to_string())),
+            InodeKind::Dir { .. } if !dir => return Err(NsError::IsADirectory(path.to_string())),
+            InodeKind::Dir { entries, .. } if !entries.is_empty() => {
+                return Err(NsError::NotEmpty(path.to_string()))
+            }
+            InodeKind::Dir { blocks, .. } => blocks.clone(),
+            InodeKind::File { extents, .. } => extents.clone(),
+        };
+        self.entries_mut(parent).retain(|e| e.ino != ino);
+        self.inodes.remove(&ino);
+        Ok(Removed {
+            ino,
+            parent,
+            blocks,
+        })
+    }
+
+    /// `rename`: moves `from` to `to`, replacing a file at `to` (not a directory).
+    pub fn rename(
+        &mut self,
+        from: &str,
+        to: &str,
+        who: Cred,
+        alloc: &mut ExtentAllocator,
+    ) -> Result<Renamed, NsError> {
+        let (old_parent, old_name) = self.parent_of(from, who)?;
+        let ino = self
+            .readdir(old_parent)
+            .and_then(|es| es.iter().find(|e| e.name == old_name))
+            .map(|e| e.ino)
+            .ok_or_else(|| NsError::NotFound(from.to_string()))?;
+        if from == to {
+            return Ok(Renamed {
+                ino,
+                old_parent,
+                new_parent: old_parent,
+                grown: Vec::new(),
+                replaced: None,
+            });
+        }
+        let (new_parent, new_name) = self.parent_of(to, who)?;
+        if new_name.len() > 255 {
+            return Err(NsError::NameTooLong(new_name.to_string()));
+        }
+        // A directory may not move below itself.
+        let mut up = new_parent;
+        loop {
+            if up == ino {
+                return Err(NsError::IntoItself(from.to_string()));
+            }
+            if up == Ino::ROOT {
+                break;
+            }
+            up = self.inodes[&up].parent;
+        }
+        let existing = self
+            .readdir(new_parent)
+            .and_then(|es| es.iter().find(|e| e.name == new_name))
+            .map(|e| e.ino);
+        if existing.is_some_and(|e| self.inodes[&e].is_dir()) {
+            return Err(NsError::Exists(to.to_string()));
+        }
+        // Grow the new parent first: if that fails, nothing has changed.
+        let mut grown_entries: Vec<DirEntry> = self
+            .readdir(new_parent)
+            .unwrap_or_default()
+            .iter()
+            .filter(|e| e.ino != ino && Some(e.ino) != existing)
+            .cloned()
+            .collect();
+        grown_entries.push(DirEntry {
+            name: new_name.to_string(),
+            ino,
+        });
+        let needed = self.dir_blocks_needed(&grown_entries);
+        let InodeKind::Dir { blocks, .. } = &self.inodes[&new_parent].kind else {
+            unreachable!("checked to be a directory")
+        };
+        let have: u64 = blocks.iter().map(|r| r.blocks).sum();
+        let goal = blocks.last().map(|r| r.end());
+        let grown = if needed > have {
+            alloc.allocate(needed - have, goal)?
+        } else {
+            Vec::new()
+        };
+        let replaced = match existing {
+            Some(_) => Some(self.remove(to, false, who)?),
+            None => None,
+        };
+        self.entries_mut(old_parent).retain(|e| e.ino != ino);
+        let InodeKind::Dir { entries, blocks } =
+            &mut self.inodes.get_mut(&new_parent).expect("parent").kind
+        else {
+            unreachable!()
+        };
+        *entries = grown_entries;
+        for r in &grown {
+            match blocks.last_mut() {
+                Some(last) if last.end() == r.first => last.blocks += r.blocks,
+                _ => blocks.push(*r),
+            }
+        }
+        self.inodes.get_mut(&ino).expect("moved").parent = new_parent;
+        Ok(Renamed {
+            ino,
+            old_parent,
+            new_parent,
+            grown,
+            replaced,
+        })
     }
 
     /// Records a file's size and extents (after allocation or writeback).

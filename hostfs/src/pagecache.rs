@@ -75,6 +75,23 @@ impl PageCache {
         self.dirty.remove(&(ino, index))
     }
 
+    /// Drops every dirty page of a file that no longer exists.
+    pub fn forget(&mut self, ino: Ino) {
+        self.forget_from(ino, 0);
+    }
+
+    /// Drops a file's dirty pages from block `first` on (a truncation).
+    pub fn forget_from(&mut self, ino: Ino, first: u64) {
+        let gone: Vec<(Ino, u64)> = self
+            .dirty
+            .range((ino, first)..=(ino, u64::MAX))
+            .map(|(&k, _)| k)
+            .collect();
+        for k in gone {
+            self.dirty.remove(&k);
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.dirty.len()
     }

@@ -166,3 +166,80 @@ fn appends_are_allocated_at_writeback_and_the_flusher_honours_expiry() {
     let ro = fs.open("/new", OpenOptions::READ, ME).unwrap();
     assert!(matches!(fs.write(ro, 0, b"x"), Err(FsError::FdMode { .. })));
 }
+
+#[test]
+fn unlink_rmdir_rename_and_truncate_change_the_namespace_and_free_space() {
+    use csd_hostfs::fs::OpenOptions;
+    use csd_hostfs::namespace::NsError;
+    let mut fs = fs("cosmos-plus");
+    fs.mkdir("/a", MINE, ME).unwrap();
+    fs.mkdir("/a/sub", MINE, ME).unwrap();
+    fs.mkdir("/b", MINE, ME).unwrap();
+    let data = vec![3u8; 5 * 16384];
+    fs.import("/a/f", &data, MINE, ME).unwrap();
+    fs.import("/b/g", b"old g", MINE, ME).unwrap();
+
+    // rename into another directory, replacing a file there.
+    fs.rename("/a/f", "/b/g", ME).unwrap();
+    assert_eq!(fs.read_file("/b/g", ME).unwrap(), data);
+    assert!(matches!(
+        fs.lookup("/a/f", ME),
+        Err(FsError::Namespace(NsError::NotFound(_)))
+    ));
+    // A directory cannot move below itself, nor replace a directory.
+    assert!(matches!(
+        fs.rename("/a", "/a/sub/x", ME),
+        Err(FsError::Namespace(NsError::IntoItself(_)))
+    ));
+    assert!(matches!(
+        fs.rename("/b/g", "/a/sub", ME),
+        Err(FsError::Namespace(NsError::Exists(_)))
+    ));
+    fs.rename("/a/sub", "/b/sub2", ME).unwrap();
+    assert!(fs.lookup("/b/sub2", ME).is_ok());
+
+    // truncate frees the blocks past the end.
+    fs.truncate("/b/g", 20_000, ME).unwrap();
+    assert_eq!(fs.read_file("/b/g", ME).unwrap(), data[..20_000].to_vec());
+    assert_eq!(
+        fs.fiemap("/b/g", ME)
+            .unwrap()
+            .0
+            .iter()
+            .map(|r| r.blocks)
+            .sum::<u64>(),
+        2
+    );
+
+    // rmdir refuses a non-empty directory; unlink refuses a directory.
+    assert!(matches!(
+        fs.rmdir("/b", ME),
+        Err(FsError::Namespace(NsError::NotEmpty(_)))
+    ));
+    assert!(matches!(
+        fs.unlink("/b/sub2", ME),
+        Err(FsError::Namespace(NsError::IsADirectory(_)))
+    ));
+    let fd = fs.open("/b/g", OpenOptions::WRITE, ME).unwrap();
+    fs.write(fd, 0, b"dirty").unwrap();
+    fs.unlink("/b/g", ME).unwrap();
+    assert!(fs.page_cache().is_empty(), "its dirty pages went with it");
+    assert!(matches!(fs.write(fd, 0, b"x"), Err(FsError::Stale(_))));
+    fs.rmdir("/b/sub2", ME).unwrap();
+    fs.rmdir("/b", ME).unwrap();
+    fs.rmdir("/a", ME).unwrap();
+    assert_eq!(
+        fs.namespace()
+            .readdir(csd_hostfs::namespace::Ino::ROOT)
+            .unwrap()
+            .len(),
+        0
+    );
+    // Someone else may not remove my files.
+    fs.import("/mine", b"x", MINE, ME).unwrap();
+    let other = Cred { uid: 5, gid: 5 };
+    assert!(matches!(
+        fs.unlink("/mine", other),
+        Err(FsError::Namespace(NsError::PermissionDenied { .. }))
+    ));
+}
