@@ -4,7 +4,7 @@ mod commands;
 mod units;
 
 use clap::{Parser, Subcommand};
-use commands::{bench, device, ndp, profiles, task, trace};
+use commands::{bench, device, ndp, profiles, replay, task, trace};
 use std::process::ExitCode;
 
 /// csdlab: try an in-storage computing idea before you own a programmable SSD.
@@ -42,6 +42,11 @@ enum Command {
     ///
     /// Example: csd ndp --profile cosmos-plus --app stats64 --files 100 --size 16k --cold
     Ndp(ndp::NdpArgs),
+    /// Replay a trace through the host file system, the device and each offload design.
+    ///
+    /// Without a trace, replays the bundled sample (unpacking a source tarball).
+    /// Example: csd replay build.trace --profile cosmos-plus --design frag-s,lightfs --json
+    Replay(replay::ReplayArgs),
     /// Record, convert and check file-system and block traces.
     #[command(subcommand)]
     Trace(trace::TraceCmd),
@@ -86,6 +91,7 @@ fn main() -> ExitCode {
         Some(Command::Run(args)) => task::run(args),
         Some(Command::Ndp(args)) => ndp::run(args),
         Some(Command::Trace(cmd)) => trace::run(cmd),
+        Some(Command::Replay(args)) => replay::run(args),
         Some(Command::Tasks { json }) => task::list(*json),
         Some(Command::Task(cmd)) => task::build(cmd),
         Some(Command::Bench(cmd)) => bench::run(cmd),

@@ -2,5 +2,6 @@ pub mod bench;
 pub mod device;
 pub mod ndp;
 pub mod profiles;
+pub mod replay;
 pub mod task;
 pub mod trace;

@@ -60,7 +60,7 @@ struct Report<'a> {
     points: Vec<Point>,
 }
 
-fn designs(spec: &str) -> anyhow::Result<Vec<DesignKind>> {
+pub fn designs(spec: &str) -> anyhow::Result<Vec<DesignKind>> {
     if spec == "all" {
         return Ok(DesignKind::ALL.to_vec());
     }

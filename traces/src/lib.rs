@@ -5,11 +5,13 @@
 //! file descriptors to paths and naming the line of every problem; [`TraceWriter`] writes one.
 //! [`import`] converts strace output and block traces (fio iolog v3, MSR Cambridge, DiskSim).
 //!
-//! Replay through hostfs + device + runtime and the run store come next (issue 6).
+//! [`replay`] replays a trace through hostfs, the device and an offload design in virtual
+//! time. The run store comes next (issue 6).
 
 pub mod format;
 pub mod import;
 mod reader;
+pub mod replay;
 mod writer;
 
 pub use format::{Event, Header, IscFile, Op, OpenFlags};

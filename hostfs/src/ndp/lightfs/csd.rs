@@ -71,6 +71,10 @@ pub struct LightFsCsd {
     locked: BTreeMap<u64, ShadowTable>,
     entry_ns: u64,
     block_bytes: u64,
+    /// The `.ndpmeta` bytes as last written, by directory: what flash holds. Used only when
+    /// the device keeps no payloads (timing-only runs): the reads are still timed on flash,
+    /// the bytes come from here.
+    written: BTreeMap<u64, Vec<u8>>,
 }
 
 /// The device-side outcome of a step: when it finished and how much device DRAM metadata
@@ -95,7 +99,13 @@ impl LightFsCsd {
             locked: BTreeMap::new(),
             entry_ns,
             block_bytes,
+            written: BTreeMap::new(),
         }
+    }
+
+    /// The host wrote directory `dir`'s `.ndpmeta` (see `written`).
+    pub fn note_written(&mut self, dir: u64, bytes: Vec<u8>) {
+        self.written.insert(dir, bytes);
     }
 
     /// A restart: every cached entry is gone (locks are not: they guard data on flash).
@@ -130,6 +140,9 @@ impl LightFsCsd {
             &ranges,
             keep.then_some(&mut bytes[..]),
         )?;
+        if !keep {
+            bytes = self.written.get(&dir).cloned().unwrap_or_default();
+        }
         let meta = NdpMeta::decode(&bytes).map_err(|source| NdpError::Index {
             path: format!(".ndpmeta of directory ino {dir}"),
             source,

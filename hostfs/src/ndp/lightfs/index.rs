@@ -17,6 +17,8 @@ pub struct DirIndex {
     pub meta: NdpMeta,
     pub extents: Vec<BlockRun>,
     pub bytes: u64,
+    /// The encoded file as written.
+    pub encoded: Vec<u8>,
 }
 
 /// A file's or `.ndpmeta`'s extents as Table I stores them, or "too fragmented".
@@ -122,6 +124,7 @@ pub fn write_index(
             meta,
             extents,
             bytes: bytes.len() as u64,
+            encoded: bytes,
         },
         moved,
     ))

@@ -107,6 +107,10 @@ impl State {
                 keep.then_some(&mut bytes[..]),
             )?;
             fs.advance_to(c.done);
+            if !keep {
+                // Timing-only device: the read is timed, the bytes are the ones written.
+                bytes = index.encoded.clone();
+            }
             let meta_path = format!("{}/{NDPMETA_NAME}", index.path.trim_end_matches('/'));
             let meta = NdpMeta::decode(&bytes).map_err(|source| NdpError::Index {
                 path: meta_path,
@@ -369,6 +373,9 @@ impl OffloadDesign for LightFs {
             entry_ns,
             bs,
         );
+        for b in &built {
+            csd.note_written(u64::from(b.dir.0), b.encoded.clone());
+        }
         let t = fs.clock();
         csd.dispatch(fs.device_mut(), t, &[u64::from(root_ino.0)])?;
         let mut state = State {

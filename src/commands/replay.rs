@@ -1,0 +1,192 @@
+//! `csd replay`: a trace through the host file system, the device and each design.
+
+use anyhow::Context;
+use csd::ndp::TaskCompute;
+use csd_device::Profile;
+use csd_hostfs::ndp::NdpCompute;
+use csd_traces::replay::{replay, Pace, ReplayOptions, ReplayReport};
+use csd_traces::Strictness;
+use serde::Serialize;
+use std::io::BufRead;
+use std::path::PathBuf;
+
+/// The sample replayed when no trace is given.
+pub const SAMPLE_NAME: &str = "untar.trace";
+const SAMPLE: &str = include_str!("../../traces/samples/untar.trace");
+
+#[derive(clap::Args, Debug)]
+pub struct ReplayArgs {
+    /// The trace (csd trace format). Without one, the bundled sample (`traces/samples/untar.trace`:
+    /// unpacking a source tarball) is replayed.
+    pub trace: Option<PathBuf>,
+    /// Device profile.
+    #[arg(long, default_value = "cosmos-plus")]
+    pub profile: String,
+    /// Designs to compare: `all` or a comma-separated list of frag-s, frag-m, fsr, lightfs.
+    #[arg(long, default_value = "all")]
+    pub design: String,
+    /// `afap`: each pid as fast as possible, keeping its order; `timed`: not before each
+    /// event's recorded time.
+    #[arg(long, default_value = "afap")]
+    pub mode: Pace,
+    /// Seed of the page cache's writeback order.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Skip and count unknown ops instead of failing.
+    #[arg(long)]
+    pub lenient: bool,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    trace: String,
+    profile: &'a str,
+    mode: Pace,
+    seed: u64,
+    designs: Vec<ReplayReport>,
+}
+
+fn open_trace(
+    args: &ReplayArgs,
+) -> anyhow::Result<Box<dyn FnMut() -> std::io::Result<Box<dyn BufRead>>>> {
+    match &args.trace {
+        None => Ok(Box::new(|| {
+            Ok(Box::new(SAMPLE.as_bytes()) as Box<dyn BufRead>)
+        })),
+        Some(p) => {
+            std::fs::metadata(p).with_context(|| format!("opening {}", p.display()))?;
+            let p = p.clone();
+            Ok(Box::new(move || {
+                Ok(Box::new(std::io::BufReader::new(std::fs::File::open(&p)?)) as Box<dyn BufRead>)
+            }))
+        }
+    }
+}
+
+pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
+    let profile = Profile::load(&args.profile)?;
+    let kinds = super::ndp::designs(&args.design)?;
+    let engine = super::task::engine()?;
+    let opts = ReplayOptions {
+        pace: args.mode,
+        seed: args.seed,
+        strictness: if args.lenient {
+            Strictness::Lenient
+        } else {
+            Strictness::Strict
+        },
+    };
+    let name = args
+        .trace
+        .as_ref()
+        .map_or(format!("(sample) {SAMPLE_NAME}"), |p| {
+            p.display().to_string()
+        });
+    let mut open = open_trace(args)?;
+    let mut designs = Vec::new();
+    for kind in kinds {
+        let bar = indicatif::ProgressBar::new_spinner();
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+                .expect("static template"),
+        );
+        let mut factory = |task: &str, task_args: &str| -> Result<Box<dyn NdpCompute>, String> {
+            let wasm = csd::builtin::task(task)
+                .ok_or_else(|| format!("unknown task '{task}' (ndp ops name built-in tasks)"))?;
+            TaskCompute::new(
+                engine.clone(),
+                task,
+                wasm,
+                task_args.as_bytes().to_vec(),
+                &profile,
+            )
+            .map(|c| Box::new(c) as Box<dyn NdpCompute>)
+            .map_err(|e| format!("{e:#}"))
+        };
+        let started = std::time::Instant::now();
+        let report = replay(&mut open, &profile, kind, &mut factory, &opts, |n| {
+            // Show progress only once a replay has run for a second.
+            if started.elapsed().as_secs() >= 1 {
+                bar.set_message(format!("{kind}: {n} events"));
+                bar.tick();
+            }
+        })
+        .with_context(|| format!("replaying {name} under {kind}"))?;
+        bar.finish_and_clear();
+        designs.push(report);
+    }
+    let report = Report {
+        trace: name,
+        profile: &profile.name,
+        mode: args.mode,
+        seed: args.seed,
+        designs,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print(&report);
+    }
+    Ok(())
+}
+
+fn us(ns: u64) -> String {
+    format!("{:.1}", ns as f64 / 1000.0)
+}
+
+fn print(r: &Report) {
+    println!(
+        "replay of {} · profile {} · mode {:?} · seed {}",
+        r.trace, r.profile, r.mode, r.seed
+    );
+    for d in &r.designs {
+        println!(
+            "\n{}: {} ops of {} events in {} virtual ({:.0} ops/s) · flash reads {} · programs {} · erases {} · WAF {:.2}",
+            d.design,
+            d.ops,
+            d.events,
+            crate::units::fmt_duration(d.duration_ns),
+            d.ops_per_sec,
+            d.device.io.flash_page_reads,
+            d.device.io.flash_page_programs,
+            d.device.ftl.blocks_erased,
+            d.device.waf
+        );
+        println!(
+            "  {:<10} {:>8} {:>7} {:>10} {:>10} {:>10} {:>10}",
+            "op", "count", "failed", "p50 µs", "p99 µs", "p99.9 µs", "max µs"
+        );
+        for (op, l) in &d.latency {
+            println!(
+                "  {:<10} {:>8} {:>7} {:>10} {:>10} {:>10} {:>10}",
+                op,
+                l.count,
+                l.failed,
+                us(l.p50_ns),
+                us(l.p99_ns),
+                us(l.p999_ns),
+                us(l.max_ns)
+            );
+        }
+        if let Some(n) = &d.ndp {
+            let b = &n.breakdown;
+            println!(
+                "  ndp: {} request(s), {} file(s); per file µs: retrieve {:.1} · dma {:.1} · read {:.1} · compute {:.1} · others {:.1} · PAO {:.1}%",
+                n.requests,
+                n.files,
+                b.retrieve_layout_ns / 1e3,
+                b.dma_ns / 1e3,
+                b.read_file_ns / 1e3,
+                b.compute_ns / 1e3,
+                b.others_ns / 1e3,
+                n.pao * 100.0
+            );
+        }
+        for (why, n) in &d.skipped {
+            println!("  skipped {n}: {why}");
+        }
+    }
+}

@@ -1,0 +1,643 @@
+//! Replaying a trace through the host file system, the device and an offload design, in
+//! virtual time.
+//!
+//! Two passes over the trace, both streaming. The first ([`Prescan`]) finds what must exist
+//! before the trace starts: files it reads before writing them (with the size its reads need)
+//! and their directories. Setup creates those untimed, then the second pass replays every
+//! event: each pid is a thread of virtual time (its next op starts when its previous one ended;
+//! in `timed` mode not before the op's trace timestamp either), so one pid's order is kept
+//! and different pids overlap on the device.
+//!
+//! Latency per op is what the model charges: metadata reads on cold lookups, device reads for
+//! data not in the page cache, `fsync` writeback, NDP offloads. A `write` into the page cache
+//! costs no device time (csdlab models no host CPU time per syscall).
+
+use crate::format::{Event, Op};
+use crate::reader::{Strictness, TraceError, TraceReader};
+use csd_device::{DeviceCounters, IoPath, Profile, VirtualTime};
+use csd_hostfs::fs::{Fd, FsError, HostFs, OpenOptions};
+use csd_hostfs::namespace::NsError;
+use csd_hostfs::ndp::{DesignKind, NdpCompute, NdpRequest, OffloadDesign, Stages};
+use csd_hostfs::perms::{Cred, Perms};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::BufRead;
+
+/// How a replay paces each pid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pace {
+    /// As fast as possible: an op starts when its pid's previous op ended.
+    Afap,
+    /// Honour the trace's timestamps: an op starts no earlier than its recorded time.
+    Timed,
+}
+
+impl std::str::FromStr for Pace {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Pace, String> {
+        match s {
+            "afap" => Ok(Pace::Afap),
+            "timed" => Ok(Pace::Timed),
+            _ => Err(format!(
+                "unknown replay mode '{s}' (expected afap or timed)"
+            )),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct ReplayOptions {
+    pub pace: Pace,
+    /// Seeds the page cache's writeback order.
+    pub seed: u64,
+    pub strictness: Strictness,
+}
+
+/// Builds the computation of an `ndp` op from its task name and arguments.
+pub type ComputeFactory<'a> = dyn FnMut(&str, &str) -> Result<Box<dyn NdpCompute>, String> + 'a;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    #[error("setting up the trace's initial files: {0}")]
+    Setup(String),
+    #[error("device: {0}")]
+    Device(#[from] csd_device::DeviceError),
+}
+
+/// What the trace needs to exist before it starts.
+#[derive(Debug, Default)]
+pub struct Prescan {
+    /// Files read (or opened without creating) before any write, with the bytes reads reach.
+    pub files: BTreeMap<String, u64>,
+    pub dirs: BTreeSet<String>,
+    /// Paths the trace itself creates or writes first.
+    created: BTreeSet<String>,
+    /// Directories the trace itself makes (setup must not make them first).
+    made: BTreeSet<String>,
+    pub events: u64,
+}
+
+fn parent(path: &str) -> Option<&str> {
+    let i = path.rfind('/')?;
+    Some(if i == 0 { "/" } else { &path[..i] })
+}
+
+impl Prescan {
+    fn note_dirs(&mut self, path: &str) {
+        let mut p = parent(path);
+        while let Some(d) = p {
+            if d == "/" || !self.dirs.insert(d.to_string()) {
+                break;
+            }
+            p = parent(d);
+        }
+    }
+
+    fn needs(&mut self, path: &str, bytes: u64) {
+        if self.created.contains(path) {
+            return;
+        }
+        let e = self.files.entry(path.to_string()).or_insert(0);
+        *e = (*e).max(bytes);
+        self.note_dirs(path);
+    }
+
+    fn creates(&mut self, path: &str) {
+        if !self.files.contains_key(path) {
+            self.created.insert(path.to_string());
+        }
+        self.note_dirs(path);
+    }
+
+    /// Reads the whole trace once.
+    pub fn run(reader: impl BufRead, strictness: Strictness) -> Result<Prescan, TraceError> {
+        let mut s = Prescan::default();
+        // Offsets of fds without explicit offsets, to size sequential reads.
+        let mut pos: HashMap<(u32, i64), u64> = HashMap::new();
+        for ev in TraceReader::new(reader, strictness)? {
+            let ev = ev?;
+            s.events += 1;
+            if ev.ret.is_some_and(|r| r < 0) {
+                continue;
+            }
+            let done = ev.ret.map(|r| r.max(0) as u64);
+            match &ev.op {
+                Op::Open { path, flags } => {
+                    if flags.directory {
+                        s.dirs.insert(path.clone());
+                        s.note_dirs(path);
+                    } else if flags.create || flags.truncate {
+                        s.creates(path);
+                    } else {
+                        s.needs(path, 0);
+                    }
+                    if let Some(fd) = ev.ret {
+                        pos.insert((ev.pid, fd), 0);
+                    }
+                }
+                Op::Read { fd, path, off, len } => {
+                    let p = pos.entry((ev.pid, *fd)).or_insert(0);
+                    let at = off.unwrap_or(*p);
+                    let n = done.unwrap_or(*len);
+                    s.needs(path, at + n);
+                    *p = at + n;
+                }
+                Op::Pread { path, off, len, .. } => s.needs(path, off + done.unwrap_or(*len)),
+                Op::Write { fd, path, off, len } => {
+                    let p = pos.entry((ev.pid, *fd)).or_insert(0);
+                    *p = off.unwrap_or(*p) + done.unwrap_or(*len);
+                    s.creates(path);
+                }
+                Op::Pwrite { path, .. } | Op::Truncate { path, .. } => s.creates(path),
+                Op::Stat { path } | Op::Unlink { path } => s.needs(path, 0),
+                Op::Rename { path, to } => {
+                    s.needs(path, 0);
+                    s.note_dirs(to);
+                }
+                Op::Mkdir { path } => {
+                    if !s.dirs.contains(path) {
+                        s.made.insert(path.clone());
+                    }
+                    s.note_dirs(path);
+                }
+                Op::Rmdir { path } => {
+                    s.dirs.insert(path.clone());
+                    s.note_dirs(path);
+                }
+                Op::Ndp { paths, .. } => {
+                    for p in paths {
+                        s.note_dirs(p);
+                    }
+                }
+                _ => {}
+            }
+        }
+        // A path used both as a file and a directory is a directory.
+        let dirs = s.dirs.clone();
+        s.files.retain(|f, _| f != "/" && !dirs.contains(f));
+        // Directories the trace makes, and everything below them, are its own to create.
+        let made = std::mem::take(&mut s.made);
+        let inside_made = |p: &str| {
+            made.iter().any(|m| {
+                p == m
+                    || p.strip_prefix(m.as_str())
+                        .is_some_and(|r| r.starts_with('/'))
+            })
+        };
+        s.dirs.retain(|d| !inside_made(d));
+        s.files.retain(|f, _| !inside_made(f));
+        Ok(s)
+    }
+}
+
+/// Latency percentiles of one op type, in ns.
+#[derive(Clone, Debug, Serialize)]
+pub struct OpLatency {
+    pub count: u64,
+    pub failed: u64,
+    pub mean_ns: f64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub max_ns: u64,
+}
+
+/// The offload requests of a replay.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct NdpTotals {
+    pub requests: u64,
+    pub files: u64,
+    /// Mean per-file stages over every request.
+    pub breakdown: Stages,
+    pub pao: f64,
+}
+
+/// One design's replay.
+#[derive(Clone, Debug, Serialize)]
+pub struct ReplayReport {
+    pub design: DesignKind,
+    pub events: u64,
+    /// Events replayed (not skipped).
+    pub ops: u64,
+    /// Events not replayed, by reason.
+    pub skipped: BTreeMap<String, u64>,
+    pub duration_ns: u64,
+    pub ops_per_sec: f64,
+    pub latency: BTreeMap<String, OpLatency>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ndp: Option<NdpTotals>,
+    pub device: DeviceCounters,
+}
+
+/// Who replays: the traces carry no credentials, so everything runs as root.
+const WHO: Cred = Cred::ROOT;
+const FILE_PERMS: Perms = Perms {
+    uid: 0,
+    gid: 0,
+    mode: 0o644,
+};
+const DIR_PERMS: Perms = Perms {
+    uid: 0,
+    gid: 0,
+    mode: 0o755,
+};
+
+struct OpenFd {
+    fd: Fd,
+    pos: u64,
+}
+
+struct Replayer<'a> {
+    fs: HostFs,
+    design: Box<dyn OffloadDesign>,
+    compute: &'a mut ComputeFactory<'a>,
+    computes: BTreeMap<(String, String), Box<dyn NdpCompute>>,
+    fds: HashMap<(u32, i64), OpenFd>,
+    clocks: HashMap<u32, VirtualTime>,
+    hist: BTreeMap<&'static str, (Histogram<u64>, u64)>,
+    skipped: BTreeMap<String, u64>,
+    ops: u64,
+    ndp: NdpTotals,
+    ndp_stage_sum: Stages,
+    pace: Pace,
+}
+
+fn mkdir_p(fs: &mut HostFs, dir: &str) -> Result<(), FsError> {
+    let mut at = String::new();
+    for c in dir.split('/').filter(|c| !c.is_empty()) {
+        at.push('/');
+        at.push_str(c);
+        match fs.mkdir(&at, DIR_PERMS, WHO) {
+            Ok(_) | Err(FsError::Namespace(NsError::Exists(_))) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+impl Replayer<'_> {
+    fn skip(&mut self, why: &str) {
+        *self.skipped.entry(why.to_string()).or_default() += 1;
+    }
+
+    fn record(&mut self, op: &'static str, ns: u64, ok: bool) {
+        let (h, failed) = self.hist.entry(op).or_insert_with(|| {
+            // 1 ns to one hour at 3 significant digits; longer latencies saturate.
+            let h = Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
+                .expect("valid histogram bounds");
+            (h, 0)
+        });
+        if ok {
+            h.saturating_record(ns);
+        } else {
+            *failed += 1;
+        }
+    }
+
+    /// The hostfs fd for a trace fd, opening `path` implicitly when the trace never showed
+    /// the open (an fd inherited from a parent, e.g. a shell redirection).
+    fn fd_for(
+        &mut self,
+        pid: u32,
+        fd: i64,
+        path: &str,
+        write: bool,
+    ) -> Result<&mut OpenFd, FsError> {
+        if !self.fds.contains_key(&(pid, fd)) {
+            let how = OpenOptions {
+                write,
+                create: write.then_some(FILE_PERMS),
+            };
+            if write {
+                if let Some(p) = parent(path) {
+                    mkdir_p(&mut self.fs, p)?;
+                }
+            }
+            let f = self
+                .design
+                .open(&mut self.fs, path, how, WHO)
+                .map_err(|e| match e {
+                    csd_hostfs::ndp::NdpError::Fs(e) => e,
+                    other => FsError::Namespace(NsError::NotFound(other.to_string())),
+                })?;
+            self.fds.insert((pid, fd), OpenFd { fd: f, pos: 0 });
+        }
+        Ok(self.fds.get_mut(&(pid, fd)).expect("inserted"))
+    }
+
+    fn apply(&mut self, ev: &Event, start: VirtualTime) -> Result<bool, FsError> {
+        let fs_done = |r: Result<(), FsError>| r.map(|_| true);
+        match &ev.op {
+            Op::Open { path, flags } => {
+                if flags.directory {
+                    return fs_done(self.fs.lookup(path, WHO).map(|_| ()));
+                }
+                let how = OpenOptions {
+                    write: flags.write,
+                    create: flags.create.then_some(FILE_PERMS),
+                };
+                if flags.create {
+                    if let Some(p) = parent(path) {
+                        mkdir_p(&mut self.fs, p)?;
+                    }
+                }
+                let f = self
+                    .design
+                    .open(&mut self.fs, path, how, WHO)
+                    .map_err(|e| match e {
+                        csd_hostfs::ndp::NdpError::Fs(e) => e,
+                        other => FsError::Namespace(NsError::NotFound(other.to_string())),
+                    })?;
+                if flags.truncate && flags.write {
+                    self.fs.truncate(path, 0, WHO)?;
+                }
+                if let Some(fd) = ev.ret {
+                    if let Some(old) = self.fds.insert((ev.pid, fd), OpenFd { fd: f, pos: 0 }) {
+                        let _ = self.design.close(&mut self.fs, old.fd);
+                    }
+                } else {
+                    let _ = self.design.close(&mut self.fs, f);
+                }
+                Ok(true)
+            }
+            Op::Close { fd, .. } => {
+                if let Some(o) = self.fds.remove(&(ev.pid, *fd)) {
+                    self.design
+                        .close(&mut self.fs, o.fd)
+                        .map_err(|e| FsError::Namespace(NsError::NotFound(e.to_string())))?;
+                }
+                Ok(true)
+            }
+            Op::Read { fd, path, off, len } => self.data(ev, *fd, path, *off, *len, false),
+            Op::Pread { fd, path, off, len } => self.data(ev, *fd, path, Some(*off), *len, false),
+            Op::Write { fd, path, off, len } => self.data(ev, *fd, path, *off, *len, true),
+            Op::Pwrite { fd, path, off, len } => self.data(ev, *fd, path, Some(*off), *len, true),
+            Op::Fsync { fd, path } | Op::Fdatasync { fd, path } => {
+                let f = self.fd_for(ev.pid, *fd, path, false)?.fd;
+                fs_done(self.fs.fsync(f))
+            }
+            Op::Mkdir { path } => {
+                if let Some(p) = parent(path) {
+                    mkdir_p(&mut self.fs, p)?;
+                }
+                fs_done(self.fs.mkdir(path, DIR_PERMS, WHO).map(|_| ()))
+            }
+            Op::Rmdir { path } => fs_done(self.fs.rmdir(path, WHO).map(|_| ())),
+            Op::Unlink { path } => fs_done(self.fs.unlink(path, WHO).map(|_| ())),
+            Op::Rename { path, to } => {
+                if let Some(p) = parent(to) {
+                    mkdir_p(&mut self.fs, p)?;
+                }
+                fs_done(self.fs.rename(path, to, WHO).map(|_| ()))
+            }
+            Op::Stat { path } => fs_done(self.fs.lookup(path, WHO).map(|_| ())),
+            Op::Truncate { path, len } => fs_done(self.fs.truncate(path, *len, WHO)),
+            Op::Ndp { task, paths, args } => {
+                let key = (task.clone(), args.clone());
+                if !self.computes.contains_key(&key) {
+                    match (self.compute)(task, args) {
+                        Ok(c) => {
+                            self.computes.insert(key.clone(), c);
+                        }
+                        Err(e) => {
+                            self.skip(&format!("ndp: {e}"));
+                            return Ok(false);
+                        }
+                    }
+                }
+                let compute = self.computes.get_mut(&key).expect("inserted");
+                let req = NdpRequest {
+                    paths: paths.clone(),
+                    who: WHO,
+                };
+                let out = self
+                    .design
+                    .offload(&mut self.fs, &req, compute.as_mut())
+                    .map_err(|e| FsError::Namespace(NsError::NotFound(e.to_string())))?;
+                let s = out.summary();
+                self.ndp.requests += 1;
+                self.ndp.files += s.files as u64;
+                let b = s.breakdown;
+                let n = s.files as f64;
+                let sum = &mut self.ndp_stage_sum;
+                sum.retrieve_layout_ns += b.retrieve_layout_ns * n;
+                sum.dma_ns += b.dma_ns * n;
+                sum.read_file_ns += b.read_file_ns * n;
+                sum.compute_ns += b.compute_ns * n;
+                sum.others_ns += b.others_ns * n;
+                Ok(true)
+            }
+            Op::Isc { .. } => {
+                self.skip("isc (task transactions are not replayed yet)");
+                Ok(false)
+            }
+            Op::Bread { off, len } => {
+                let c = self
+                    .fs
+                    .device_mut()
+                    .read_at(IoPath::Host, start, *off, *len, None)
+                    .map_err(FsError::Device)?;
+                self.fs.advance_to(c.done);
+                Ok(true)
+            }
+            Op::Bwrite { off, len } => {
+                let c = self
+                    .fs
+                    .device_mut()
+                    .write_at(IoPath::Host, start, *off, *len, None)
+                    .map_err(FsError::Device)?;
+                self.fs.advance_to(c.done);
+                Ok(true)
+            }
+        }
+    }
+
+    /// A read or write: at `off` if given (pread/pwrite, or a recorded offset), else at the
+    /// fd's position, which it then advances.
+    fn data(
+        &mut self,
+        ev: &Event,
+        fd: i64,
+        path: &str,
+        off: Option<u64>,
+        len: u64,
+        write: bool,
+    ) -> Result<bool, FsError> {
+        let n = ev.ret.map_or(len, |r| r.max(0) as u64);
+        let positional = matches!(ev.op, Op::Pread { .. } | Op::Pwrite { .. });
+        let o = self.fd_for(ev.pid, fd, path, write)?;
+        let at = off.unwrap_or(o.pos);
+        if !positional {
+            o.pos = at + n;
+        }
+        let f = o.fd;
+        if write {
+            // Timing-only device: the bytes themselves do not matter.
+            self.fs.write(f, at, &vec![0u8; n as usize])?;
+        } else {
+            self.fs.read(f, at, n)?;
+        }
+        Ok(true)
+    }
+
+    fn event(&mut self, ev: &Event) {
+        if ev.ret.is_some_and(|r| r < 0) {
+            self.skip("failed in the trace");
+            return;
+        }
+        let pid_clock = self
+            .clocks
+            .get(&ev.pid)
+            .copied()
+            .unwrap_or(VirtualTime::ZERO);
+        let start = match self.pace {
+            Pace::Afap => pid_clock,
+            Pace::Timed => pid_clock.max(VirtualTime(ev.t)),
+        };
+        self.fs.set_clock(start);
+        // Background work due by now (kernel flusher; LightFS's updater and block monitor).
+        let _ = self.design.background(&mut self.fs);
+        self.fs.set_clock(start);
+        let outcome = self.apply(ev, start);
+        let end = self.fs.clock().max(start);
+        match outcome {
+            Ok(true) => {
+                self.ops += 1;
+                self.record(ev.op.name(), end.since(start), true);
+            }
+            Ok(false) => {}
+            Err(_) => {
+                self.ops += 1;
+                self.record(ev.op.name(), 0, false);
+            }
+        }
+        self.clocks.insert(ev.pid, end);
+    }
+}
+
+/// Replays a trace under one design. `open` gives a fresh reader of the trace for each pass.
+pub fn replay<R: BufRead>(
+    mut open: impl FnMut() -> std::io::Result<R>,
+    profile: &Profile,
+    design: DesignKind,
+    compute: &mut ComputeFactory<'_>,
+    opts: &ReplayOptions,
+    mut progress: impl FnMut(u64),
+) -> Result<ReplayReport, ReplayError> {
+    let scan = Prescan::run(open().map_err(TraceError::Io)?, opts.strictness)?;
+    let device = csd_device::Device::new(profile, csd_device::DataMode::TimingOnly)?;
+    let mut fs =
+        HostFs::format(device, DIR_PERMS).map_err(|e| ReplayError::Setup(e.to_string()))?;
+    fs.seed_writeback(opts.seed);
+    let setup = |fs: &mut HostFs| -> Result<(), FsError> {
+        for d in &scan.dirs {
+            mkdir_p(fs, d)?;
+        }
+        for (f, size) in &scan.files {
+            if let Some(p) = parent(f) {
+                mkdir_p(fs, p)?;
+            }
+            match fs.import(f, &vec![0u8; *size as usize], FILE_PERMS, WHO) {
+                // Opened without O_DIRECTORY but created as a directory's parent: a directory.
+                Err(FsError::Namespace(NsError::Exists(_) | NsError::NotADirectory(_))) => {}
+                r => {
+                    r?;
+                }
+            }
+        }
+        Ok(())
+    };
+    setup(&mut fs).map_err(|e| ReplayError::Setup(e.to_string()))?;
+    let mut d = design.build();
+    d.init(&mut fs, "/", WHO)
+        .map_err(|e| ReplayError::Setup(e.to_string()))?;
+    d.drop_caches(&mut fs);
+    // The trace starts on an idle device with fresh counters.
+    fs.device_mut().reset_measurements();
+    fs.set_clock(VirtualTime::ZERO);
+
+    let mut r = Replayer {
+        fs,
+        design: d,
+        compute,
+        computes: BTreeMap::new(),
+        fds: HashMap::new(),
+        clocks: HashMap::new(),
+        hist: BTreeMap::new(),
+        skipped: BTreeMap::new(),
+        ops: 0,
+        ndp: NdpTotals::default(),
+        ndp_stage_sum: Stages::default(),
+        pace: opts.pace,
+    };
+    let mut reader = TraceReader::new(open().map_err(TraceError::Io)?, opts.strictness)?;
+    let mut events = 0u64;
+    for ev in reader.by_ref() {
+        let ev = ev?;
+        events += 1;
+        r.event(&ev);
+        if events % 4096 == 0 {
+            progress(events);
+        }
+    }
+    progress(events);
+    for (op, n) in reader.skipped() {
+        *r.skipped.entry(format!("unknown op {op}")).or_default() += n;
+    }
+    let duration = r
+        .clocks
+        .values()
+        .copied()
+        .max()
+        .unwrap_or(VirtualTime::ZERO);
+    let latency = r
+        .hist
+        .iter()
+        .map(|(op, (h, failed))| {
+            (
+                op.to_string(),
+                OpLatency {
+                    count: h.len(),
+                    failed: *failed,
+                    mean_ns: if h.is_empty() { 0.0 } else { h.mean() },
+                    p50_ns: h.value_at_quantile(0.5),
+                    p99_ns: h.value_at_quantile(0.99),
+                    p999_ns: h.value_at_quantile(0.999),
+                    max_ns: h.max(),
+                },
+            )
+        })
+        .collect();
+    let ndp = (r.ndp.requests > 0).then(|| {
+        let n = r.ndp.files.max(1) as f64;
+        let s = &r.ndp_stage_sum;
+        let breakdown = Stages {
+            retrieve_layout_ns: s.retrieve_layout_ns / n,
+            dma_ns: s.dma_ns / n,
+            read_file_ns: s.read_file_ns / n,
+            compute_ns: s.compute_ns / n,
+            others_ns: s.others_ns / n,
+        };
+        NdpTotals {
+            pao: breakdown.pao(),
+            breakdown,
+            ..r.ndp.clone()
+        }
+    });
+    let secs = duration.0 as f64 / 1e9;
+    Ok(ReplayReport {
+        design,
+        events,
+        ops: r.ops,
+        skipped: r.skipped,
+        duration_ns: duration.0,
+        ops_per_sec: if secs > 0.0 { r.ops as f64 / secs } else { 0.0 },
+        latency,
+        ndp,
+        device: r.fs.device().counters(),
+    })
+}

@@ -1,0 +1,84 @@
+//! Replaying traces through the host file system and the device.
+
+use csd_device::Profile;
+use csd_hostfs::ndp::{Computed, DesignKind, NdpCompute};
+use csd_traces::replay::{replay, Pace, ReplayOptions, ReplayReport};
+use csd_traces::Strictness;
+
+struct Sum;
+impl NdpCompute for Sum {
+    fn compute(&mut self, _path: &str, data: Vec<u8>) -> Result<Computed, String> {
+        Ok(Computed {
+            ret: (data.len() as u64).to_le_bytes().to_vec(),
+            compute_ns: 25_000,
+        })
+    }
+}
+
+fn run(trace: &str, design: DesignKind, pace: Pace) -> ReplayReport {
+    let profile = Profile::load("cosmos-plus").unwrap();
+    let mut factory =
+        |_: &str, _: &str| -> Result<Box<dyn NdpCompute>, String> { Ok(Box::new(Sum)) };
+    let opts = ReplayOptions {
+        pace,
+        seed: 1,
+        strictness: Strictness::Strict,
+    };
+    replay(
+        || Ok(trace.as_bytes()),
+        &profile,
+        design,
+        &mut factory,
+        &opts,
+        |_| {},
+    )
+    .unwrap()
+}
+
+const H: &str = r#"{"format":"csd-trace","version":1,"source":"test","clock":"ns"}"#;
+
+fn trace(lines: &[&str]) -> String {
+    let mut s = format!("{H}\n");
+    for l in lines {
+        s.push_str(l);
+        s.push('\n');
+    }
+    s
+}
+
+#[test]
+fn file_operations_cost_what_the_model_charges() {
+    let t = trace(&[
+        r#"{"t":0,"pid":1,"op":"mkdir","path":"/w"}"#,
+        r#"{"t":10,"pid":1,"op":"open","path":"/w/a","flags":"O_WRONLY|O_CREAT","ret":3}"#,
+        r#"{"t":20,"pid":1,"op":"write","fd":3,"len":65536,"ret":65536}"#,
+        r#"{"t":30,"pid":1,"op":"fsync","fd":3}"#,
+        r#"{"t":40,"pid":1,"op":"close","fd":3}"#,
+        r#"{"t":50,"pid":2,"op":"open","path":"/in/big","flags":"O_RDONLY","ret":4}"#,
+        r#"{"t":60,"pid":2,"op":"read","fd":4,"len":32768,"ret":32768}"#,
+        r#"{"t":70,"pid":2,"op":"stat","path":"/w/a"}"#,
+        r#"{"t":80,"pid":2,"op":"rename","path":"/w/a","to":"/w/b"}"#,
+        r#"{"t":90,"pid":2,"op":"unlink","path":"/w/b"}"#,
+        r#"{"t":95,"pid":2,"op":"unlink","path":"/w/nope","ret":-1}"#,
+    ]);
+    let r = run(&t, DesignKind::FragS, Pace::Afap);
+    assert_eq!(r.events, 11);
+    assert_eq!(r.ops, 10);
+    assert_eq!(r.skipped.get("failed in the trace"), Some(&1));
+    let l = |op: &str| {
+        r.latency
+            .get(op)
+            .unwrap_or_else(|| panic!("{op}: {:?}", r.latency))
+    };
+    for op in [
+        "mkdir", "open", "write", "fsync", "close", "read", "stat", "rename", "unlink",
+    ] {
+        assert_eq!(l(op).failed, 0, "{op} failed: {r:?}");
+    }
+    // fsync writes 4 × 16 KiB pages back: at least one 1.3 ms program.
+    assert!(l("fsync").max_ns >= 1_300_000, "{:?}", l("fsync"));
+    // Reading 2 pages of a file that existed before the trace reads flash.
+    assert!(l("read").max_ns >= 50_000, "{:?}", l("read"));
+    assert!(r.device.io.flash_page_programs >= 4);
+    assert!(r.duration_ns >= l("fsync").max_ns);
+}
