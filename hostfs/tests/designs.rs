@@ -307,6 +307,11 @@ fn the_locker_serves_the_old_version_until_the_new_one_is_on_flash() {
         paths: vec!["/d/f1".into()],
         who: ME,
     };
+    let pinned = |fs: &HostFs| {
+        (0..fs.device().geometry().blocks())
+            .filter(|&b| fs.device().ftl().is_pinned(csd_device::BlockId(b)))
+            .count()
+    };
     let old = sum_of(&[1u8; 5000]);
     let new = sum_of(&[9u8; 5000]);
     let fd = d.open(&mut fs, "/d/f1", OpenOptions::WRITE, ME).unwrap();
@@ -315,36 +320,32 @@ fn the_locker_serves_the_old_version_until_the_new_one_is_on_flash() {
     // and their flash block may not be erased.
     fs.sync().unwrap();
     assert_eq!(fs.read_file("/d/f1", ME).unwrap(), vec![9u8; 5000]);
-    assert_eq!(
-        d.offload(&mut fs, &one, &mut ByteSum).unwrap().files[0].ret,
-        old
-    );
-    let pinned = (0..fs.device().geometry().blocks())
-        .filter(|&b| fs.device().ftl().is_pinned(csd_device::BlockId(b)))
-        .count();
-    assert_eq!(pinned, 1);
+    let ret = |d: &mut LightFs, fs: &mut HostFs| {
+        d.offload(fs, &one, &mut ByteSum).unwrap().files[0]
+            .ret
+            .clone()
+    };
+    assert_eq!(ret(&mut d, &mut fs), old);
+    assert_eq!(pinned(&fs), 1);
+    // Closing a file whose blocks are all on flash: the host retrieves the layout, the
+    // device has seen every block, so the update trigger unlocks at once (§III-C2).
     d.close(&mut fs, fd).unwrap();
-    assert_eq!(
-        d.offload(&mut fs, &one, &mut ByteSum).unwrap().files[0].ret,
-        old
-    );
-    // The periodic updater runs; the update trigger unlocks and the new version is served.
+    assert_eq!(ret(&mut d, &mut fs), new);
+    assert_eq!(pinned(&fs), 0, "unlocking releases the GC-forbid pins");
+
+    // A file closed with pages still dirty stays locked until the periodic updater's sync.
+    let fd = d.open(&mut fs, "/d/f1", OpenOptions::WRITE, ME).unwrap();
+    fs.write(fd, 0, &[1u8; 5000]).unwrap();
+    d.close(&mut fs, fd).unwrap();
+    assert_eq!(ret(&mut d, &mut fs), new);
+    assert_eq!(pinned(&fs), 1);
     fs.advance_to(fs.clock().after(csd_hostfs::ndp::lightfs::SYNC_INTERVAL_NS));
     d.background(&mut fs).unwrap();
-    assert_eq!(
-        d.offload(&mut fs, &one, &mut ByteSum).unwrap().files[0].ret,
-        new
-    );
-    let pinned = (0..fs.device().geometry().blocks())
-        .filter(|&b| fs.device().ftl().is_pinned(csd_device::BlockId(b)))
-        .count();
-    assert_eq!(pinned, 0, "unlocking releases the GC-forbid pins");
+    assert_eq!(ret(&mut d, &mut fs), old);
+    assert_eq!(pinned(&fs), 0);
     // And the index on flash says so for a cold restart.
     d.drop_caches(&mut fs);
-    assert_eq!(
-        d.offload(&mut fs, &one, &mut ByteSum).unwrap().files[0].ret,
-        new
-    );
+    assert_eq!(ret(&mut d, &mut fs), old);
 }
 
 #[test]
@@ -373,4 +374,44 @@ fn files_created_in_an_indexed_directory_join_the_index_at_sync() {
     assert_eq!(out.files[2].ret, sum_of(&[5u8; 70_000]));
     let fp = d.footprint().unwrap();
     assert!(fp.host_bytes > 0 && fp.device_bytes > 0);
+}
+
+#[test]
+fn directories_made_after_init_join_the_index() {
+    for mode in [DataMode::Payloads, DataMode::TimingOnly] {
+        made_after_init(mode);
+    }
+}
+
+fn made_after_init(mode: DataMode) {
+    let p = Profile::load("cosmos-plus").unwrap();
+    let mut fs = HostFs::format(Device::new(&p, mode).unwrap(), DIR).unwrap();
+    let payloads = mode == DataMode::Payloads;
+    let mut d = LightFs::default();
+    d.init(&mut fs, "/", ME).unwrap();
+    d.drop_caches(&mut fs);
+    fs.mkdir("/data", DIR, ME).unwrap();
+    fs.mkdir("/data/deep", DIR, ME).unwrap();
+    let how = OpenOptions {
+        write: true,
+        create: Some(SHARED),
+    };
+    for name in ["/data/a", "/data/deep/b"] {
+        let fd = d.open(&mut fs, name, how, ME).unwrap();
+        fs.write(fd, 0, &[4u8; 3000]).unwrap();
+        fs.fsync(fd).unwrap();
+        // Closing a file with nothing left to write back updates the index at once.
+        d.close(&mut fs, fd).unwrap();
+    }
+    for (path, files) in [("/data", 1), ("/data/deep", 1), ("/data/deep/b", 1)] {
+        let req = NdpRequest {
+            paths: vec![path.into()],
+            who: ME,
+        };
+        let out = d.offload(&mut fs, &req, &mut ByteSum).unwrap();
+        assert_eq!(out.files.len(), files, "{path}");
+        if payloads {
+            assert_eq!(out.files[0].ret, sum_of(&[4u8; 3000]));
+        }
+    }
 }

@@ -185,6 +185,9 @@ fn print(r: &Report) {
                 n.pao * 100.0
             );
         }
+        for (op, e) in &d.first_errors {
+            println!("  first failed {op}: {e}");
+        }
         for (why, n) in &d.skipped {
             println!("  skipped {n}: {why}");
         }

@@ -4,9 +4,10 @@
 //! Two passes over the trace, both streaming. The first ([`Prescan`]) finds what must exist
 //! before the trace starts: files it reads before writing them (with the size its reads need)
 //! and their directories. Setup creates those untimed, then the second pass replays every
-//! event: each pid is a thread of virtual time (its next op starts when its previous one ended;
-//! in `timed` mode not before the op's trace timestamp either), so one pid's order is kept
-//! and different pids overlap on the device.
+//! event: each pid is a thread of virtual time. An op starts when its pid's previous op ended,
+//! not before the op the trace issued before it (ops start in trace order, so cross-pid
+//! dependencies hold), and in `timed` mode not before its recorded timestamp either. One pid's
+//! ops never overlap; different pids' ops do, on the device.
 //!
 //! Latency per op is what the model charges: metadata reads on cold lookups, device reads for
 //! data not in the page cache, `fsync` writeback, NDP offloads. A `write` into the page cache
@@ -228,6 +229,9 @@ pub struct ReplayReport {
     pub duration_ns: u64,
     pub ops_per_sec: f64,
     pub latency: BTreeMap<String, OpLatency>,
+    /// The first error of each op type that failed in the replay (the model refused an op
+    /// the traced system performed, e.g. a path that does not exist here).
+    pub first_errors: BTreeMap<String, String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ndp: Option<NdpTotals>,
     pub device: DeviceCounters,
@@ -260,10 +264,12 @@ struct Replayer<'a> {
     clocks: HashMap<u32, VirtualTime>,
     hist: BTreeMap<&'static str, (Histogram<u64>, u64)>,
     skipped: BTreeMap<String, u64>,
+    first_errors: BTreeMap<String, String>,
     ops: u64,
     ndp: NdpTotals,
     ndp_stage_sum: Stages,
     pace: Pace,
+    last_start: VirtualTime,
 }
 
 fn mkdir_p(fs: &mut HostFs, dir: &str) -> Result<(), FsError> {
@@ -489,6 +495,8 @@ impl Replayer<'_> {
             self.skip("failed in the trace");
             return;
         }
+        // An op starts when its pid is free, and not before the op the trace issued before
+        // it (so a file another pid created already exists): pids overlap while one waits.
         let pid_clock = self
             .clocks
             .get(&ev.pid)
@@ -497,7 +505,9 @@ impl Replayer<'_> {
         let start = match self.pace {
             Pace::Afap => pid_clock,
             Pace::Timed => pid_clock.max(VirtualTime(ev.t)),
-        };
+        }
+        .max(self.last_start);
+        self.last_start = start;
         self.fs.set_clock(start);
         // Background work due by now (kernel flusher; LightFS's updater and block monitor).
         let _ = self.design.background(&mut self.fs);
@@ -510,9 +520,12 @@ impl Replayer<'_> {
                 self.record(ev.op.name(), end.since(start), true);
             }
             Ok(false) => {}
-            Err(_) => {
+            Err(e) => {
                 self.ops += 1;
                 self.record(ev.op.name(), 0, false);
+                self.first_errors
+                    .entry(ev.op.name().to_string())
+                    .or_insert_with(|| e.to_string());
             }
         }
         self.clocks.insert(ev.pid, end);
@@ -569,10 +582,12 @@ pub fn replay<R: BufRead>(
         clocks: HashMap::new(),
         hist: BTreeMap::new(),
         skipped: BTreeMap::new(),
+        first_errors: BTreeMap::new(),
         ops: 0,
         ndp: NdpTotals::default(),
         ndp_stage_sum: Stages::default(),
         pace: opts.pace,
+        last_start: VirtualTime::ZERO,
     };
     let mut reader = TraceReader::new(open().map_err(TraceError::Io)?, opts.strictness)?;
     let mut events = 0u64;
@@ -580,7 +595,7 @@ pub fn replay<R: BufRead>(
         let ev = ev?;
         events += 1;
         r.event(&ev);
-        if events % 4096 == 0 {
+        if events.is_multiple_of(4096) {
             progress(events);
         }
     }
@@ -637,6 +652,7 @@ pub fn replay<R: BufRead>(
         duration_ns: duration.0,
         ops_per_sec: if secs > 0.0 { r.ops as f64 / secs } else { 0.0 },
         latency,
+        first_errors: r.first_errors,
         ndp,
         device: r.fs.device().counters(),
     })

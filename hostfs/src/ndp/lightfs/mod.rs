@@ -56,6 +56,8 @@ struct HostDir {
 #[derive(Clone, Debug)]
 struct Unsync {
     dir: Ino,
+    /// The directory's path (it may not be indexed yet).
+    dir_path: String,
     closed: bool,
     /// Not in the index yet (created during the session).
     new: bool,
@@ -245,19 +247,25 @@ impl State {
         Ok(())
     }
 
-    /// Rewrites `dir`'s `.ndpmeta` and refreshes both caches; while an index moves, its
-    /// parent's entry changes too, up to the root (LightFS §III-E).
+    /// Rewrites `dir`'s `.ndpmeta` and refreshes both caches; while an index moves or changes
+    /// size, its parent's entry changes too, up to the root (LightFS §III-E stops when an
+    /// index is rewritten in place; ours also records the length, so a size change climbs).
     fn rewrite_up(&mut self, fs: &mut HostFs, mut dir: Ino) -> Result<(), NdpError> {
         loop {
             let Some(path) = self.indexes.get(&dir).map(|i| i.path.clone()) else {
                 return Ok(());
             };
+            let old_bytes = self.indexes.get(&dir).map(|i| i.bytes);
             let indexes = &self.indexes;
             let (index, moved) = write_index(fs, dir, &path, self.who, |ino| {
                 indexes.get(&ino).map(|b| (b.extents.clone(), b.bytes))
             })?;
+            // The parent's entry holds this index's extents *and* length.
+            let moved = moved || old_bytes != Some(index.bytes);
             self.host
                 .insert(u64::from(dir.0), host_view(path, &index.meta));
+            self.csd
+                .note_written(u64::from(dir.0), index.encoded.clone());
             for e in &index.meta.entries {
                 let runs = match &e.layout {
                     Layout::Extents(x) => index::runs_of(x),
@@ -296,34 +304,80 @@ impl State {
     /// The periodic updater (Fig. 7 ⑤⑥): `sync` each closed file of the unsync list, tell
     /// the device its new layout and the blocks to wait for.
     fn periodic_update(&mut self, fs: &mut HostFs) -> Result<(), NdpError> {
-        let closed: Vec<(Ino, Unsync)> = self
+        let closed: Vec<Ino> = self
             .unsync
             .iter()
             .filter(|(_, u)| u.closed)
-            .map(|(&i, u)| (i, u.clone()))
+            .map(|(&i, _)| i)
             .collect();
-        for (ino, u) in closed {
-            let pending = fs.prepare_writeback(ino)?;
-            let (length, extents) = fs
-                .file_layout(ino)
-                .map(|(l, e)| (l, e.to_vec()))
-                .unwrap_or_default();
-            if u.new || !self.csd.is_locked(u64::from(ino.0)) {
-                fs.sync_file(ino)?;
-                fs.take_written();
-                self.unsync.remove(&ino);
-                self.rewrite_up(fs, u.dir)?;
-                continue;
-            }
-            self.csd.expect(
-                u64::from(ino.0),
-                length,
-                extents,
-                pending.into_iter().collect(),
-            );
-            fs.sync_file(ino)?;
+        for ino in closed {
+            self.update_file(fs, ino)?;
         }
         self.monitor(fs)
+    }
+
+    /// Synchronises one closed file: `sync` allocates and pushes its blocks; a locked file
+    /// waits for the block monitor, an unlocked one (new, or never indexed) joins the index
+    /// right away.
+    fn update_file(&mut self, fs: &mut HostFs, ino: Ino) -> Result<(), NdpError> {
+        let Some(u) = self.unsync.get(&ino).cloned() else {
+            return Ok(());
+        };
+        let pending = fs.prepare_writeback(ino)?;
+        let (length, extents) = fs
+            .file_layout(ino)
+            .map(|(l, e)| (l, e.to_vec()))
+            .unwrap_or_default();
+        if u.new || !self.csd.is_locked(u64::from(ino.0)) {
+            fs.sync_file(ino)?;
+            // The monitor must still see these blocks for other locked files.
+            self.unsync.remove(&ino);
+            self.index_dir(fs, u.dir, &u.dir_path)?;
+            return Ok(());
+        }
+        self.csd.expect(
+            u64::from(ino.0),
+            length,
+            extents,
+            pending.into_iter().collect(),
+        );
+        fs.sync_file(ino).map_err(NdpError::from)
+    }
+
+    /// Rewrites `dir`'s index, first indexing it (and any unindexed ancestors) if the
+    /// directory was created after initialisation.
+    fn index_dir(&mut self, fs: &mut HostFs, dir: Ino, path: &str) -> Result<(), NdpError> {
+        if self.indexes.contains_key(&dir) || self.relative(path).is_none() {
+            return self.rewrite_up(fs, dir);
+        }
+        // The unindexed directories from `dir` up to the first indexed ancestor.
+        let mut chain = Vec::new();
+        let (mut d, mut p) = (dir, path.to_string());
+        while !self.indexes.contains_key(&d) {
+            if fs.namespace().inode(d).is_none() {
+                return Ok(()); // removed since
+            }
+            let parent = fs.namespace().inode(d).map_or(self.root, |i| i.parent);
+            chain.push((d, p.clone()));
+            p = match p.rfind('/') {
+                Some(0) | None => "/".to_string(),
+                Some(i) => p[..i].to_string(),
+            };
+            if d == parent {
+                break;
+            }
+            d = parent;
+        }
+        // Deepest first: a parent's entry points at its child's index.
+        for (d, p) in chain {
+            let indexes = &self.indexes;
+            let (index, _) = write_index(fs, d, &p, self.who, |ino| {
+                indexes.get(&ino).map(|b| (b.extents.clone(), b.bytes))
+            })?;
+            self.csd.note_written(u64::from(d.0), index.encoded.clone());
+            self.indexes.insert(d, index);
+        }
+        self.rewrite_up(fs, d)
     }
 }
 
@@ -440,8 +494,19 @@ impl OffloadDesign for LightFs {
                 .inode(ino)
                 .map(|i| i.parent)
                 .unwrap_or(st.root);
+            let dir_path = path
+                .rfind('/')
+                .map(|i| {
+                    if i == 0 {
+                        "/".to_string()
+                    } else {
+                        path[..i].to_string()
+                    }
+                })
+                .unwrap_or_else(|| "/".to_string());
             let entry = st.unsync.entry(ino).or_insert(Unsync {
                 dir,
+                dir_path,
                 closed: false,
                 new: existing.is_none(),
             });
@@ -456,6 +521,13 @@ impl OffloadDesign for LightFs {
             if !fs.open_for_write(ino) {
                 if let Some(u) = st.unsync.get_mut(&ino) {
                     u.closed = true;
+                    // §III-C2: after close the host retrieves the layout (in memory, ~5 µs)
+                    // and updates the metadata. A file with nothing left to write back is
+                    // synchronised now; others wait for the periodic updater's `sync`.
+                    if !fs.page_cache().is_dirty(ino) {
+                        st.update_file(fs, ino)?;
+                        st.monitor(fs)?;
+                    }
                 }
             }
         }
