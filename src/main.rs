@@ -13,7 +13,8 @@ use std::process::ExitCode;
 /// FTL with GC, a device CPU running WebAssembly tasks) so the same command and seed always
 /// print the same numbers.
 ///
-/// Run without a command, csd runs its default job: `csd device run` with its defaults.
+/// Run without a command, csd runs its main job: `csd replay`, which replays the bundled
+/// sample trace (unpacking a source tarball) under every offload design and compares them.
 /// Logs go to stderr, filtered by RUST_LOG (e.g. RUST_LOG=csd_device=debug).
 #[derive(Parser, Debug)]
 #[command(name = "csd", version, about, long_about, propagate_version = true)]
@@ -83,8 +84,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         None => {
-            eprintln!("csd: running the default job (`csd device run`); see `csd --help` for more");
-            device::run(&default_run_args())
+            eprintln!("csd: running the default job (`csd replay` of the bundled sample trace); see `csd --help` for more");
+            replay::run(&default_replay_args())
         }
         Some(Command::Profiles { json }) => profiles::run(*json),
         Some(Command::Device(DeviceCmd::Run(args))) => device::run(args),
@@ -105,12 +106,12 @@ fn main() -> ExitCode {
     }
 }
 
-/// `csd device run` with every default, as clap would fill them in.
-fn default_run_args() -> device::RunArgs {
+/// `csd replay` with every default, as clap would fill them in.
+fn default_replay_args() -> replay::ReplayArgs {
     #[derive(Parser)]
     struct Wrapper {
         #[command(flatten)]
-        args: device::RunArgs,
+        args: replay::ReplayArgs,
     }
     Wrapper::parse_from(["csd"]).args
 }

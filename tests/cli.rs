@@ -79,11 +79,10 @@ fn bare_csd_runs_the_default_job() {
     let o = csd(&[]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    assert!(
-        out.contains("profile daisyplus-femu, randwrite bs=16 KiB qd=32 size=4 GiB"),
-        "{out}"
-    );
-    assert!(out.contains("IOPS"));
+    assert!(out.contains("replay of (sample) untar.trace"), "{out}");
+    for design in ["frag-s:", "frag-m:", "fsr:", "lightfs:"] {
+        assert!(out.contains(design), "{design} missing: {out}");
+    }
     assert!(stderr(&o).contains("default job"));
 }
 
@@ -522,4 +521,74 @@ fn csd_trace_records_imports_and_checks() {
         "{}",
         stdout(&o)
     );
+}
+
+#[test]
+fn replays_are_deterministic_and_snapshotted() {
+    let cache = scratch("replay-cache");
+    for sample in [
+        "traces/samples/untar.trace",
+        "traces/samples/ndp-mixed.trace",
+    ] {
+        let path = format!("{}/{sample}", env!("CARGO_MANIFEST_DIR"));
+        let args = ["replay", path.as_str(), "--json"];
+        let a = csd_cached(&args, &cache);
+        assert!(a.status.success(), "{}", stderr(&a));
+        assert_eq!(
+            a.stdout,
+            csd_cached(&args, &cache).stdout,
+            "{sample}: two replays differ"
+        );
+        let v: serde_json::Value = serde_json::from_slice(&a.stdout).unwrap();
+        let designs = v["designs"].as_array().unwrap();
+        assert_eq!(designs.len(), 4);
+        for d in designs {
+            assert!(d["ops"].as_u64().unwrap() > 0, "{d}");
+            assert!(
+                d["first_errors"].as_object().unwrap().is_empty(),
+                "{sample}: {d}"
+            );
+        }
+        let human = csd_cached(
+            &["replay", path.as_str(), "--design", "frag-s,lightfs"],
+            &cache,
+        );
+        assert!(human.status.success(), "{}", stderr(&human));
+        // The trace path differs between machines; the report below it must not.
+        let report = stdout(&human).replace(&path, sample);
+        insta::assert_snapshot!(sample.replace(['/', '.'], "_"), report);
+    }
+    let ndp = csd_cached(
+        &[
+            "replay",
+            &format!(
+                "{}/traces/samples/ndp-mixed.trace",
+                env!("CARGO_MANIFEST_DIR")
+            ),
+            "--json",
+        ],
+        &cache,
+    );
+    let v: serde_json::Value = serde_json::from_slice(&ndp.stdout).unwrap();
+    for d in v["designs"].as_array().unwrap() {
+        assert_eq!(d["ndp"]["requests"], 3, "{d}");
+        assert!(d["skipped"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .any(|k| k.starts_with("isc")));
+    }
+    // Errors name the trace and the line.
+    let dir = scratch("replay-bad");
+    let bad = dir.join("bad.trace");
+    std::fs::write(&bad, "{\"format\":\"csd-trace\",\"version\":1}\n{\"t\":1,\"pid\":1,\"op\":\"read\",\"fd\":4,\"len\":1}\n").unwrap();
+    let o = csd_cached(&["replay", bad.to_str().unwrap()], &cache);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("line 2: fd 4 of pid 1 is not open"),
+        "{}",
+        stderr(&o)
+    );
+    let o = csd_cached(&["replay", "/nonexistent.trace"], &cache);
+    assert!(stderr(&o).contains("/nonexistent.trace"), "{}", stderr(&o));
 }
