@@ -49,9 +49,10 @@ struct Report<'a> {
     designs: Vec<ReplayReport>,
 }
 
-fn open_trace(
-    args: &ReplayArgs,
-) -> anyhow::Result<Box<dyn FnMut() -> std::io::Result<Box<dyn BufRead>>>> {
+/// Opens the trace afresh for each pass of each replay.
+type Opener = Box<dyn FnMut() -> std::io::Result<Box<dyn BufRead>>>;
+
+fn open_trace(args: &ReplayArgs) -> anyhow::Result<Opener> {
     match &args.trace {
         None => Ok(Box::new(|| {
             Ok(Box::new(SAMPLE.as_bytes()) as Box<dyn BufRead>)
