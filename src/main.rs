@@ -74,6 +74,13 @@ enum DeviceCmd {
 }
 
 fn main() -> ExitCode {
+    // Like any Unix filter, stop quietly when the reader goes away (`csd replay | head`)
+    // instead of panicking on a broken pipe.
+    #[cfg(unix)]
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
