@@ -529,6 +529,8 @@ fn replays_are_deterministic_and_snapshotted() {
     for sample in [
         "traces/samples/untar.trace",
         "traces/samples/ndp-mixed.trace",
+        "traces/samples/sqlite.trace",
+        "traces/samples/grep.trace",
     ] {
         let path = format!("{}/{sample}", env!("CARGO_MANIFEST_DIR"));
         let args = ["replay", path.as_str(), "--json"];
