@@ -6,12 +6,13 @@
 //! [`import`] converts strace output and block traces (fio iolog v3, MSR Cambridge, DiskSim).
 //!
 //! [`replay`] replays a trace through hostfs, the device and an offload design in virtual
-//! time. The run store comes next (issue 6).
+//! time; [`store`] keeps every run (and stored traces) in an embedded sled database.
 
 pub mod format;
 pub mod import;
 mod reader;
 pub mod replay;
+pub mod store;
 mod writer;
 
 pub use format::{Event, Header, IscFile, Op, OpenFlags};

@@ -1,0 +1,384 @@
+//! The run store: every replay and benchmark result, and stored traces, in an embedded sled
+//! database.
+//!
+//! A run is written with one `insert` of its whole record, then flushed: sled makes a single
+//! insert atomic, and a run is only inserted once it has finished, so an interrupted or failed
+//! run leaves nothing behind. sled holds an exclusive file lock while a store is open; a second
+//! process gets [`StoreError::Busy`] instead of waiting.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("the run store at {path} is in use by another csd process (sled holds it locked); wait for that one to finish or use --store for another store")]
+    Busy { path: PathBuf },
+    #[error("cannot open the run store at {path}: {reason}")]
+    Open { path: PathBuf, reason: String },
+    #[error("run store: {0}")]
+    Db(#[from] sled::Error),
+    #[error("no run '{0}' in the store (see `csd runs list`)")]
+    NoRun(String),
+    #[error("no trace '{0}' in the store (see `csd trace add`)")]
+    NoTrace(String),
+    #[error("'{0}' is not a run id (runs are numbered: r1, r2, …)")]
+    BadId(String),
+    #[error("stored record {id} is unreadable: {reason}")]
+    Corrupt { id: String, reason: String },
+}
+
+/// What produced a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunKind {
+    Replay,
+    Ndp,
+    Task,
+}
+
+/// One stored result.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoredRun {
+    /// `r1`, `r2`, … in the order runs were stored.
+    pub id: String,
+    pub kind: RunKind,
+    /// The trace's content id (`sha256:` + hex) and name, for replays.
+    pub trace: Option<TraceRef>,
+    pub profile: String,
+    pub designs: Vec<String>,
+    pub seed: u64,
+    pub csd_version: String,
+    /// Wall-clock time the run was stored (seconds since the Unix epoch): bookkeeping only,
+    /// never part of a result.
+    pub stored_at: u64,
+    /// The report exactly as `--json` prints it.
+    pub report: Value,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceRef {
+    pub id: String,
+    pub name: String,
+}
+
+/// A run before it has an id.
+pub struct NewRun {
+    pub kind: RunKind,
+    pub trace: Option<TraceRef>,
+    pub profile: String,
+    pub designs: Vec<String>,
+    pub seed: u64,
+    pub report: Value,
+}
+
+/// A stored trace's description.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredTrace {
+    pub id: String,
+    pub name: String,
+    pub bytes: u64,
+}
+
+pub struct RunStore {
+    db: sled::Db,
+    runs: sled::Tree,
+    traces: sled::Tree,
+    trace_meta: sled::Tree,
+    /// `next_run`: the number the next run gets (ids are never reused, even after `rm`).
+    meta: sled::Tree,
+    path: PathBuf,
+}
+
+/// The default store: `$XDG_DATA_HOME/csdlab/runs`, else `~/.local/share/csdlab/runs`.
+pub fn default_store_path() -> PathBuf {
+    let base = std::env::var_os("XDG_DATA_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .unwrap_or_else(|| PathBuf::from("."));
+    base.join("csdlab").join("runs")
+}
+
+/// The content id of a trace.
+pub fn trace_id(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+fn run_key(n: u64) -> [u8; 8] {
+    n.to_be_bytes()
+}
+
+fn parse_id(id: &str) -> Result<u64, StoreError> {
+    id.strip_prefix('r')
+        .and_then(|n| n.parse::<u64>().ok())
+        .filter(|&n| n > 0)
+        .ok_or_else(|| StoreError::BadId(id.to_string()))
+}
+
+impl RunStore {
+    pub fn open(path: &Path) -> Result<RunStore, StoreError> {
+        std::fs::create_dir_all(path).map_err(|e| StoreError::Open {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        let db = sled::Config::new()
+            .path(path)
+            .open()
+            .map_err(|e| match &e {
+                sled::Error::Io(io) if io.to_string().contains("could not acquire lock") => {
+                    StoreError::Busy {
+                        path: path.to_path_buf(),
+                    }
+                }
+                _ => StoreError::Open {
+                    path: path.to_path_buf(),
+                    reason: e.to_string(),
+                },
+            })?;
+        Ok(RunStore {
+            runs: db.open_tree("runs")?,
+            traces: db.open_tree("traces")?,
+            trace_meta: db.open_tree("trace_meta")?,
+            meta: db.open_tree("meta")?,
+            db,
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Stores a finished run atomically and returns it with its id.
+    pub fn save(&self, run: NewRun) -> Result<StoredRun, StoreError> {
+        use sled::transaction::{ConflictableTransactionError, TransactionError};
+        use sled::Transactional;
+        let mut stored = StoredRun {
+            id: String::new(),
+            kind: run.kind,
+            trace: run.trace,
+            profile: run.profile,
+            designs: run.designs,
+            seed: run.seed,
+            csd_version: env!("CARGO_PKG_VERSION").to_string(),
+            stored_at: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            report: run.report,
+        };
+        // The run and the counter change together or not at all.
+        let id = (&self.runs, &self.meta)
+            .transaction(|(runs, meta)| {
+                let n = meta
+                    .get("next_run")?
+                    .and_then(|v| v.as_ref().try_into().ok().map(u64::from_be_bytes))
+                    .unwrap_or(1);
+                let mut record = stored.clone();
+                record.id = format!("r{n}");
+                let bytes = serde_json::to_vec(&record).expect("a run serialises");
+                runs.insert(&run_key(n), bytes)?;
+                meta.insert("next_run", &(n + 1).to_be_bytes())?;
+                Ok::<_, ConflictableTransactionError<()>>(record.id)
+            })
+            .map_err(|e| match e {
+                TransactionError::Storage(e) => StoreError::Db(e),
+                TransactionError::Abort(()) => unreachable!("the transaction never aborts"),
+            })?;
+        self.db.flush()?;
+        stored.id = id;
+        Ok(stored)
+    }
+
+    fn decode(id: &str, bytes: &[u8]) -> Result<StoredRun, StoreError> {
+        serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt {
+            id: id.to_string(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// Every run, oldest first.
+    pub fn list(&self) -> Result<Vec<StoredRun>, StoreError> {
+        self.runs
+            .iter()
+            .map(|kv| {
+                let (k, v) = kv?;
+                let n = u64::from_be_bytes(k.as_ref().try_into().unwrap_or([0; 8]));
+                Self::decode(&format!("r{n}"), &v)
+            })
+            .collect()
+    }
+
+    pub fn get(&self, id: &str) -> Result<StoredRun, StoreError> {
+        let n = parse_id(id)?;
+        let v = self
+            .runs
+            .get(run_key(n))?
+            .ok_or_else(|| StoreError::NoRun(id.to_string()))?;
+        Self::decode(id, &v)
+    }
+
+    pub fn remove(&self, id: &str) -> Result<(), StoreError> {
+        let n = parse_id(id)?;
+        self.runs
+            .remove(run_key(n))?
+            .ok_or_else(|| StoreError::NoRun(id.to_string()))?;
+        self.db.flush()?;
+        Ok(())
+    }
+
+    /// Stores a trace's bytes under its content id (storing the same trace twice is a no-op).
+    pub fn add_trace(&self, name: &str, bytes: &[u8]) -> Result<StoredTrace, StoreError> {
+        let id = trace_id(bytes);
+        let meta = StoredTrace {
+            id: id.clone(),
+            name: name.to_string(),
+            bytes: bytes.len() as u64,
+        };
+        // Bytes first, description second: a description always has its bytes.
+        self.traces.insert(id.as_bytes(), bytes)?;
+        self.trace_meta.insert(
+            id.as_bytes(),
+            serde_json::to_vec(&meta).expect("serialises"),
+        )?;
+        self.db.flush()?;
+        Ok(meta)
+    }
+
+    pub fn traces(&self) -> Result<Vec<StoredTrace>, StoreError> {
+        self.trace_meta
+            .iter()
+            .map(|kv| {
+                let (k, v) = kv?;
+                serde_json::from_slice(&v).map_err(|e| StoreError::Corrupt {
+                    id: String::from_utf8_lossy(&k).into_owned(),
+                    reason: e.to_string(),
+                })
+            })
+            .collect()
+    }
+
+    /// A stored trace's bytes, by id or by name.
+    pub fn trace(&self, key: &str) -> Result<(StoredTrace, Vec<u8>), StoreError> {
+        let meta = self
+            .traces()?
+            .into_iter()
+            .find(|t| t.id == key || t.name == key)
+            .ok_or_else(|| StoreError::NoTrace(key.to_string()))?;
+        let bytes = self
+            .traces
+            .get(meta.id.as_bytes())?
+            .ok_or_else(|| StoreError::NoTrace(key.to_string()))?;
+        Ok((meta, bytes.to_vec()))
+    }
+}
+
+/// Per-design differences between two runs' headline numbers (`b` − `a`), for `runs diff`.
+#[derive(Clone, Debug, Serialize)]
+pub struct DesignDelta {
+    pub design: String,
+    /// (metric, value in a, value in b, b − a, relative change).
+    pub metrics: Vec<(String, f64, f64, f64, Option<f64>)>,
+}
+
+/// The numbers worth comparing in a report, per design: replay and `csd ndp` reports both.
+fn headline(report: &Value) -> Vec<(String, Vec<(String, f64)>)> {
+    let mut out = Vec::new();
+    let num = |v: &Value, path: &[&str]| -> Option<f64> {
+        let mut cur = v;
+        for p in path {
+            cur = cur.get(p)?;
+        }
+        cur.as_f64()
+    };
+    // Replay: {"designs":[{design, duration_ns, ops_per_sec, latency:{op:{p50_ns,p99_ns}}, ndp, device}]}
+    if let Some(designs) = report.get("designs").and_then(Value::as_array) {
+        for d in designs {
+            let name = d
+                .get("design")
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+                .to_string();
+            let mut m = Vec::new();
+            for (label, path) in [
+                ("duration_ns", &["duration_ns"][..]),
+                ("ops_per_sec", &["ops_per_sec"][..]),
+                ("ndp.pao", &["ndp", "pao"][..]),
+                ("device.waf", &["device", "waf"][..]),
+                (
+                    "device.flash_page_reads",
+                    &["device", "io", "flash_page_reads"][..],
+                ),
+                (
+                    "device.flash_page_programs",
+                    &["device", "io", "flash_page_programs"][..],
+                ),
+            ] {
+                if let Some(x) = num(d, path) {
+                    m.push((label.to_string(), x));
+                }
+            }
+            if let Some(lat) = d.get("latency").and_then(Value::as_object) {
+                for (op, l) in lat {
+                    for q in ["p50_ns", "p99_ns"] {
+                        if let Some(x) = l.get(q).and_then(Value::as_f64) {
+                            m.push((format!("{op}.{q}"), x));
+                        }
+                    }
+                }
+            }
+            out.push((name, m));
+        }
+    }
+    // csd ndp: {"points":[{files,size_bytes,designs:[{design, mean_latency_ns, pao}]}]}
+    if let Some(points) = report.get("points").and_then(Value::as_array) {
+        for p in points {
+            let files = p.get("files").and_then(Value::as_u64).unwrap_or(0);
+            let size = p.get("size_bytes").and_then(Value::as_u64).unwrap_or(0);
+            for d in p
+                .get("designs")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let name = d.get("design").and_then(Value::as_str).unwrap_or("?");
+                let mut m = Vec::new();
+                for k in ["mean_latency_ns", "pao"] {
+                    if let Some(x) = d.get(k).and_then(Value::as_f64) {
+                        m.push((k.to_string(), x));
+                    }
+                }
+                out.push((format!("{name} ({files} × {size} B)"), m));
+            }
+        }
+    }
+    out
+}
+
+/// What changed from run `a` to run `b`, design by design (designs present in both).
+pub fn diff(a: &StoredRun, b: &StoredRun) -> Vec<DesignDelta> {
+    let ha = headline(&a.report);
+    let hb = headline(&b.report);
+    let mut out = Vec::new();
+    for (design, ma) in &ha {
+        let Some((_, mb)) = hb.iter().find(|(d, _)| d == design) else {
+            continue;
+        };
+        let metrics = ma
+            .iter()
+            .filter_map(|(k, va)| {
+                let vb = mb.iter().find(|(kb, _)| kb == k)?.1;
+                let rel = (*va != 0.0).then(|| (vb - va) / va);
+                Some((k.clone(), *va, vb, vb - va, rel))
+            })
+            .collect();
+        out.push(DesignDelta {
+            design: design.clone(),
+            metrics,
+        });
+    }
+    out
+}
