@@ -4,7 +4,7 @@ mod commands;
 mod units;
 
 use clap::{Parser, Subcommand};
-use commands::{bench, device, ndp, profiles, replay, task, trace};
+use commands::{bench, device, ndp, profiles, replay, runs, task, trace};
 use std::process::ExitCode;
 
 /// csdlab: try an in-storage computing idea before you own a programmable SSD.
@@ -48,6 +48,9 @@ enum Command {
     /// Without a trace, replays the bundled sample (unpacking a source tarball).
     /// Example: csd replay build.trace --profile cosmos-plus --design frag-s,lightfs --json
     Replay(replay::ReplayArgs),
+    /// The run store: list, show, compare and delete saved runs.
+    #[command(subcommand)]
+    Runs(runs::RunsCmd),
     /// Record, convert and check file-system and block traces.
     #[command(subcommand)]
     Trace(trace::TraceCmd),
@@ -100,6 +103,7 @@ fn main() -> ExitCode {
         Some(Command::Ndp(args)) => ndp::run(args),
         Some(Command::Trace(cmd)) => trace::run(cmd),
         Some(Command::Replay(args)) => replay::run(args),
+        Some(Command::Runs(cmd)) => runs::run(cmd),
         Some(Command::Tasks { json }) => task::list(*json),
         Some(Command::Task(cmd)) => task::build(cmd),
         Some(Command::Bench(cmd)) => bench::run(cmd),

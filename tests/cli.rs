@@ -2,10 +2,16 @@
 
 use std::process::{Command, Output};
 
+/// Where the tests' runs are saved: never the user's own store.
+fn test_data_home() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("csd-cli-data-{}", std::process::id()))
+}
+
 fn csd(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_csd"))
         .args(args)
         .env_remove("RUST_LOG")
+        .env("XDG_DATA_HOME", test_data_home())
         .output()
         .expect("csd runs")
 }
@@ -173,6 +179,7 @@ fn csd_cached(args: &[&str], cache: &std::path::Path) -> Output {
         .args(args)
         .env_remove("RUST_LOG")
         .env("XDG_CACHE_HOME", cache)
+        .env("XDG_DATA_HOME", test_data_home())
         .output()
         .expect("csd runs")
 }
@@ -593,4 +600,132 @@ fn replays_are_deterministic_and_snapshotted() {
     );
     let o = csd_cached(&["replay", "/nonexistent.trace"], &cache);
     assert!(stderr(&o).contains("/nonexistent.trace"), "{}", stderr(&o));
+}
+
+#[test]
+fn runs_are_stored_listed_compared_and_removed() {
+    let cache = scratch("runs-cache");
+    let store = scratch("runs-store");
+    let st = store.to_str().unwrap();
+    let sample = format!(
+        "{}/traces/samples/ndp-mixed.trace",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    for seed in ["1", "2"] {
+        let o = csd_cached(
+            &[
+                "replay",
+                &sample,
+                "--store",
+                st,
+                "--seed",
+                seed,
+                "--design",
+                "frag-s,lightfs",
+            ],
+            &cache,
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(stderr(&o).contains("saved as run r"), "{}", stderr(&o));
+    }
+    let o = csd_cached(&["ndp", "--files", "5", "--store", st], &cache);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = csd_cached(&["runs", "list", "--store", st, "--json"], &cache);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let ids: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["r1", "r2", "r3"]);
+    assert_eq!(v[0]["trace"]["name"], sample.as_str());
+    assert!(v[0]["trace"]["id"].as_str().unwrap().starts_with("sha256:"));
+    assert_eq!(v[2]["kind"], "ndp");
+    let o = csd_cached(&["runs", "show", "r2", "--store", st], &cache);
+    let shown: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(shown["seed"], 2);
+    assert_eq!(shown["report"]["designs"].as_array().unwrap().len(), 2);
+    let o = csd_cached(&["runs", "diff", "r1", "r2", "--store", st], &cache);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("frag-s") && out.contains("lightfs") && out.contains("duration_ns"),
+        "{out}"
+    );
+    let o = csd_cached(&["runs", "rm", "r1", "--store", st], &cache);
+    assert!(o.status.success());
+    let o = csd_cached(&["runs", "show", "r1", "--store", st], &cache);
+    assert!(stderr(&o).contains("no run 'r1'"), "{}", stderr(&o));
+
+    // A replay that fails at its last line saves nothing.
+    let dir = scratch("runs-fail");
+    let bad = dir.join("late-error.trace");
+    let mut text = std::fs::read_to_string(&sample).unwrap();
+    text.push_str("{\"t\":999999999,\"pid\":1,\"op\":\"write\",\"fd\":77,\"len\":1}\n");
+    std::fs::write(&bad, text).unwrap();
+    let o = csd_cached(&["replay", bad.to_str().unwrap(), "--store", st], &cache);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("fd 77 of pid 1 is not open"),
+        "{}",
+        stderr(&o)
+    );
+    let o = csd_cached(&["runs", "list", "--store", st, "--json"], &cache);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 2, "{v}");
+
+    // A replay killed midway leaves a readable store whose runs are all complete.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_csd"))
+        .args(["replay", &sample, "--store", st])
+        .env("XDG_CACHE_HOME", &cache)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let o = csd_cached(&["runs", "list", "--store", st, "--json"], &cache);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for r in serde_json::from_slice::<serde_json::Value>(&o.stdout)
+        .unwrap()
+        .as_array()
+        .unwrap()
+    {
+        let id = r["id"].as_str().unwrap();
+        let full = csd_cached(&["runs", "show", id, "--store", st], &cache);
+        let full: serde_json::Value = serde_json::from_slice(&full.stdout).unwrap();
+        assert!(full["report"].is_object(), "{id} is incomplete");
+    }
+
+    // While another process holds the store, runs commands say so.
+    let held = csd_traces::store::RunStore::open(&store).unwrap();
+    let o = csd_cached(&["runs", "list", "--store", st], &cache);
+    assert!(
+        stderr(&o).contains("in use by another csd process"),
+        "{}",
+        stderr(&o)
+    );
+    drop(held);
+
+    // Stored traces replay by name.
+    let o = csd_cached(&["trace", "add", &sample, "--store", st], &cache);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = csd_cached(
+        &[
+            "replay",
+            "ndp-mixed.trace",
+            "--store",
+            st,
+            "--design",
+            "fsr",
+        ],
+        &cache,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("replay of ndp-mixed.trace"),
+        "{}",
+        stdout(&o)
+    );
 }

@@ -41,6 +41,8 @@ pub struct NdpArgs {
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub store: super::runs::StoreArgs,
 }
 
 #[derive(Serialize)]
@@ -129,6 +131,7 @@ fn import_dir(dir: &PathBuf) -> anyhow::Result<DataSet> {
 pub fn run(args: &NdpArgs) -> anyhow::Result<()> {
     let profile = Profile::load(&args.profile)?;
     let kinds = designs(&args.design)?;
+    args.store.check()?;
     if args.files == 0 {
         bail!("--files must be at least 1");
     }
@@ -194,10 +197,21 @@ pub fn run(args: &NdpArgs) -> anyhow::Result<()> {
         });
     }
     bar.finish_and_clear();
+    let saved = args.store.save(csd_traces::store::NewRun {
+        kind: csd_traces::store::RunKind::Ndp,
+        trace: None,
+        profile: profile.name.clone(),
+        designs: kinds.iter().map(|k| k.to_string()).collect(),
+        seed: args.seed,
+        report: serde_json::to_value(&report)?,
+    })?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_tables(&report);
+    }
+    if let Some((run, path)) = saved {
+        eprintln!("csd: saved as run {} in {}", run.id, path.display());
     }
     Ok(())
 }

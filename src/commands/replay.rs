@@ -5,6 +5,7 @@ use csd::ndp::TaskCompute;
 use csd_device::Profile;
 use csd_hostfs::ndp::NdpCompute;
 use csd_traces::replay::{replay, Pace, ReplayOptions, ReplayReport};
+use csd_traces::store::{NewRun, RunKind, RunStore, TraceRef};
 use csd_traces::Strictness;
 use serde::Serialize;
 use std::io::BufRead;
@@ -38,6 +39,8 @@ pub struct ReplayArgs {
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub store: super::runs::StoreArgs,
 }
 
 #[derive(Serialize)]
@@ -52,19 +55,56 @@ struct Report<'a> {
 /// Opens the trace afresh for each pass of each replay.
 type Opener = Box<dyn FnMut() -> std::io::Result<Box<dyn BufRead>>>;
 
-fn open_trace(args: &ReplayArgs) -> anyhow::Result<Opener> {
-    match &args.trace {
-        None => Ok(Box::new(|| {
-            Ok(Box::new(SAMPLE.as_bytes()) as Box<dyn BufRead>)
-        })),
-        Some(p) => {
-            std::fs::metadata(p).with_context(|| format!("opening {}", p.display()))?;
-            let p = p.clone();
-            Ok(Box::new(move || {
-                Ok(Box::new(std::io::BufReader::new(std::fs::File::open(&p)?)) as Box<dyn BufRead>)
-            }))
+/// The trace to replay: a file, a trace stored with `csd trace add` (by id or name), or the
+/// bundled sample. Returns how to open it and its reference for the run store.
+fn open_trace(args: &ReplayArgs) -> anyhow::Result<(Opener, TraceRef)> {
+    let bytes: std::sync::Arc<Vec<u8>>;
+    let name = match &args.trace {
+        None => {
+            bytes = std::sync::Arc::new(SAMPLE.as_bytes().to_vec());
+            format!("(sample) {SAMPLE_NAME}")
         }
-    }
+        Some(p) if p.exists() => {
+            let p = p.clone();
+            let id = file_id(&p)?;
+            let opener: Opener = Box::new(move || {
+                Ok(Box::new(std::io::BufReader::new(std::fs::File::open(&p)?)) as Box<dyn BufRead>)
+            });
+            return Ok((
+                opener,
+                TraceRef {
+                    id,
+                    name: args.trace.as_ref().expect("some").display().to_string(),
+                },
+            ));
+        }
+        Some(p) => {
+            let key = p.display().to_string();
+            let stored = if args.store.no_store {
+                None
+            } else {
+                RunStore::open(&args.store.path())
+                    .ok()
+                    .and_then(|s| s.trace(&key).ok())
+            };
+            let Some((meta, b)) = stored else {
+                anyhow::bail!("opening {key}: no such file, and no trace of that id or name in the run store (csd trace add stores one)");
+            };
+            bytes = std::sync::Arc::new(b);
+            meta.name
+        }
+    };
+    let id = csd_traces::store::trace_id(&bytes);
+    let opener: Opener = Box::new(move || {
+        Ok(Box::new(std::io::Cursor::new(bytes.clone().as_ref().clone())) as Box<dyn BufRead>)
+    });
+    Ok((opener, TraceRef { id, name }))
+}
+
+/// The content id of a trace file, hashed as a stream.
+fn file_id(p: &std::path::Path) -> anyhow::Result<String> {
+    let f = std::fs::File::open(p).with_context(|| format!("opening {}", p.display()))?;
+    csd_traces::store::trace_id_of(f).with_context(|| format!("reading {}", p.display()))
 }
 
 pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
@@ -80,13 +120,10 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
             Strictness::Strict
         },
     };
-    let name = args
-        .trace
-        .as_ref()
-        .map_or(format!("(sample) {SAMPLE_NAME}"), |p| {
-            p.display().to_string()
-        });
-    let mut open = open_trace(args)?;
+    // Open the store first: a busy store is an error before any work is done.
+    args.store.check()?;
+    let (mut open, trace_ref) = open_trace(args)?;
+    let name = trace_ref.name.clone();
     let mut designs = Vec::new();
     for kind in kinds {
         let bar = indicatif::ProgressBar::new_spinner();
@@ -126,10 +163,25 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
         seed: args.seed,
         designs,
     };
+    let saved = args.store.save(NewRun {
+        kind: RunKind::Replay,
+        trace: Some(trace_ref),
+        profile: profile.name.clone(),
+        designs: report
+            .designs
+            .iter()
+            .map(|d| d.design.to_string())
+            .collect(),
+        seed: args.seed,
+        report: serde_json::to_value(&report)?,
+    })?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print(&report);
+    }
+    if let Some((run, path)) = saved {
+        eprintln!("csd: saved as run {} in {}", run.id, path.display());
     }
     Ok(())
 }

@@ -38,6 +38,12 @@ pub enum TraceCmd {
         #[arg(short, long)]
         out: Option<PathBuf>,
     },
+    /// Store a trace in the run store, so `csd replay` can name it by id or name.
+    Add {
+        trace: PathBuf,
+        #[command(flatten)]
+        store: super::runs::StoreArgs,
+    },
     /// Read a csd trace completely and summarise it (events per op, pids, time span).
     Check {
         trace: PathBuf,
@@ -58,6 +64,7 @@ pub fn run(cmd: &TraceCmd) -> anyhow::Result<()> {
             command,
         } => record(out, keep_strace.as_deref(), command),
         TraceCmd::Import { from, input, out } => import(*from, input, out.as_deref()),
+        TraceCmd::Add { trace, store } => add(trace, store),
         TraceCmd::Check {
             trace,
             lenient,
@@ -216,5 +223,29 @@ fn check(path: &Path, lenient: bool, json: bool) -> anyhow::Result<()> {
     for (op, n) in &s.skipped_unknown_ops {
         println!("  skipped unknown op {op}: {n}");
     }
+    Ok(())
+}
+
+fn add(path: &Path, store: &super::runs::StoreArgs) -> anyhow::Result<()> {
+    // Check it first: the store keeps only traces that read end to end.
+    let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let events = TraceReader::new(BufReader::new(file), Strictness::Strict)
+        .with_context(|| format!("reading {}", path.display()))?
+        .try_fold(0u64, |n, e| e.map(|_| n + 1))
+        .with_context(|| format!("reading {}", path.display()))?;
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let s = csd_traces::store::RunStore::open(&store.path())?;
+    let t = s.add_trace(&name, &bytes)?;
+    println!(
+        "{} {} ({} events) stored in {}",
+        t.id,
+        t.name,
+        events,
+        s.path().display()
+    );
     Ok(())
 }

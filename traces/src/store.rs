@@ -101,11 +101,29 @@ pub fn default_store_path() -> PathBuf {
     base.join("csdlab").join("runs")
 }
 
-/// The content id of a trace.
+/// The content id of a trace: `sha256:` and the first 8 bytes of its SHA-256, in hex.
 pub fn trace_id(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
+    trace_id_of(bytes).expect("reading a slice cannot fail")
+}
+
+/// [`trace_id`] of a stream, read in constant memory.
+pub fn trace_id_of(mut r: impl std::io::Read) -> std::io::Result<String> {
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = r.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    let hex: String = h
+        .finalize()
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Ok(format!("sha256:{hex}"))
 }
 
 fn run_key(n: u64) -> [u8; 8] {

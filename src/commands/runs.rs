@@ -1,0 +1,167 @@
+//! `csd runs`: the run store.
+
+use anyhow::Context;
+use csd_traces::store::{default_store_path, diff, NewRun, RunStore, StoreError, StoredRun};
+use std::path::PathBuf;
+
+/// Where results are kept.
+#[derive(clap::Args, Debug, Clone)]
+pub struct StoreArgs {
+    /// The run store (default: $XDG_DATA_HOME/csdlab/runs, else ~/.local/share/csdlab/runs).
+    #[arg(long, value_name = "PATH")]
+    pub store: Option<PathBuf>,
+    /// Do not save this run.
+    #[arg(long, conflicts_with = "store")]
+    pub no_store: bool,
+}
+
+impl StoreArgs {
+    pub fn path(&self) -> PathBuf {
+        self.store.clone().unwrap_or_else(default_store_path)
+    }
+
+    /// Checks, before any work, that results can be saved (unless `--no-store`): a path that
+    /// cannot hold a store is an error now, not after a long run. The store is not kept open,
+    /// so other csd processes can use it meanwhile.
+    pub fn check(&self) -> anyhow::Result<()> {
+        if self.no_store {
+            return Ok(());
+        }
+        match RunStore::open(&self.path()) {
+            Ok(_) | Err(StoreError::Busy { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Saves a finished run (unless `--no-store`). Another csd process holds the store only
+    /// while it saves or lists, so a busy store is retried for a few seconds before giving up.
+    pub fn save(&self, run: NewRun) -> anyhow::Result<Option<(StoredRun, PathBuf)>> {
+        if self.no_store {
+            return Ok(None);
+        }
+        let path = self.path();
+        let mut tries = 0;
+        let store = loop {
+            match RunStore::open(&path) {
+                Err(StoreError::Busy { .. }) if tries < 100 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                other => break other?,
+            }
+        };
+        Ok(Some((store.save(run)?, path)))
+    }
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum RunsCmd {
+    /// List stored runs.
+    List {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one run's full report.
+    Show {
+        id: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Compare two runs design by design (b − a).
+    Diff {
+        a: String,
+        b: String,
+        #[command(flatten)]
+        store: StoreArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a run.
+    Rm {
+        id: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+fn open(s: &StoreArgs) -> anyhow::Result<RunStore> {
+    RunStore::open(&s.path()).map_err(Into::into)
+}
+
+pub fn run(cmd: &RunsCmd) -> anyhow::Result<()> {
+    match cmd {
+        RunsCmd::List { store, json } => {
+            let s = open(store)?;
+            let runs = s.list()?;
+            if *json {
+                let brief: Vec<_> = runs
+                    .iter()
+                    .map(|r| {
+                        serde_json::json!({"id": r.id, "kind": r.kind, "trace": r.trace,
+                            "profile": r.profile, "designs": r.designs, "seed": r.seed,
+                            "csd_version": r.csd_version, "stored_at": r.stored_at})
+                    })
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&brief)?);
+                return Ok(());
+            }
+            if runs.is_empty() {
+                println!(
+                    "no runs in {} yet: `csd replay` or `csd ndp` saves one",
+                    s.path().display()
+                );
+                return Ok(());
+            }
+            println!(
+                "{:<6} {:<7} {:<14} {:<28} designs",
+                "id", "kind", "profile", "trace"
+            );
+            for r in runs {
+                let trace = r.trace.as_ref().map_or("-".to_string(), |t| t.name.clone());
+                println!(
+                    "{:<6} {:<7} {:<14} {:<28} {}",
+                    r.id,
+                    format!("{:?}", r.kind).to_lowercase(),
+                    r.profile,
+                    trace,
+                    r.designs.join(",")
+                );
+            }
+            Ok(())
+        }
+        RunsCmd::Show { id, store } => {
+            let r = open(store)?.get(id)?;
+            println!("{}", serde_json::to_string_pretty(&r)?);
+            Ok(())
+        }
+        RunsCmd::Diff { a, b, store, json } => {
+            let s = open(store)?;
+            let (ra, rb) = (s.get(a)?, s.get(b)?);
+            let d = diff(&ra, &rb);
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&d)?);
+                return Ok(());
+            }
+            if d.is_empty() {
+                println!("{a} and {b} have no design in common");
+            }
+            for dd in d {
+                println!("{}", dd.design);
+                for (k, va, vb, delta, rel) in dd.metrics {
+                    let rel = rel.map_or(String::new(), |r| format!(" ({:+.1}%)", r * 100.0));
+                    println!("  {k:<28} {va:>14.3} → {vb:>14.3}  {delta:+.3}{rel}");
+                }
+            }
+            Ok(())
+        }
+        RunsCmd::Rm { id, store } => {
+            open(store)?
+                .remove(id)
+                .with_context(|| format!("removing {id}"))?;
+            println!("removed {id}");
+            Ok(())
+        }
+    }
+}
