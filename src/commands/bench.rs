@@ -16,6 +16,11 @@ pub enum BenchCmd {
     Ftl(FtlArgs),
     /// Native vs Wasm speed of the task kernels, and the cost of one task invocation.
     Tasks(TasksArgs),
+    /// Replay speed (events/s) on a metadata-heavy trace, and memory against trace length.
+    Replay(super::bench_replay::ReplayBenchArgs),
+    /// (internal) one replay measurement, run in a fresh process.
+    #[command(hide = true)]
+    ReplayChild(super::bench_replay::ReplayChildArgs),
     /// (internal) the memory half of `bench ftl`, run in a fresh process.
     #[command(hide = true)]
     FtlRss(RssArgs),
@@ -101,6 +106,8 @@ pub fn run(cmd: &BenchCmd) -> anyhow::Result<()> {
     match cmd {
         BenchCmd::Ftl(args) => ftl(args),
         BenchCmd::Tasks(args) => tasks(args),
+        BenchCmd::Replay(args) => super::bench_replay::run(args),
+        BenchCmd::ReplayChild(args) => super::bench_replay::run_child(args),
         BenchCmd::FtlRss(args) => {
             let report = rss_child(args)?;
             println!("{}", serde_json::to_string(&report)?);
@@ -290,7 +297,7 @@ fn rss_child(args: &RssArgs) -> anyhow::Result<RssReport> {
 }
 
 /// A `kB` field of /proc/self/status, in bytes.
-fn proc_status_bytes(field: &str) -> anyhow::Result<u64> {
+pub fn proc_status_bytes(field: &str) -> anyhow::Result<u64> {
     let status = std::fs::read_to_string("/proc/self/status")
         .context("reading /proc/self/status (the memory benchmark needs Linux)")?;
     let line = status
