@@ -105,7 +105,10 @@ pub struct HostFs {
     fds: BTreeMap<Fd, OpenFile>,
     next_fd: u32,
     /// Data blocks written to the device, in order: what a device-side block monitor sees.
+    /// Recorded only once someone asks for them (`watch_writes`), so designs without a
+    /// monitor do not accumulate them.
     written: Vec<u64>,
+    watch_writes: bool,
 }
 
 impl HostFs {
@@ -141,6 +144,7 @@ impl HostFs {
             fds: BTreeMap::new(),
             next_fd: 3,
             written: Vec::new(),
+            watch_writes: false,
         };
         let root_blocks = fs.dir_blocks(Ino::ROOT);
         fs.write_meta(
@@ -753,7 +757,9 @@ impl HostFs {
             let c = self
                 .device
                 .write(IoPath::Host, at, Lpn(block), 1, page.data.as_deref())?;
-            self.written.push(block);
+            if self.watch_writes {
+                self.written.push(block);
+            }
             done = done.max(c.done);
         }
         let clock = self.clock;
@@ -831,8 +837,13 @@ impl HostFs {
         Ok(pages.len())
     }
 
+    /// Starts recording the data blocks written back, for [`HostFs::take_written`].
+    pub fn watch_writes(&mut self) {
+        self.watch_writes = true;
+    }
+
     /// Device blocks written back since the last call, in order: the stream of write
-    /// commands a device-side block monitor observes.
+    /// commands a device-side block monitor observes (after [`HostFs::watch_writes`]).
     pub fn take_written(&mut self) -> Vec<u64> {
         std::mem::take(&mut self.written)
     }

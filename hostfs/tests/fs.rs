@@ -118,6 +118,7 @@ fn writes_wait_in_the_page_cache_and_reach_flash_out_of_order() {
     fs.import("/d/f", &old, MINE, ME).unwrap();
     let (before, _) = fs.fiemap("/d/f", ME).unwrap();
 
+    fs.watch_writes();
     let fd = fs.open("/d/f", OpenOptions::WRITE, ME).unwrap();
     let new = vec![2u8; 8 * 16384];
     fs.write(fd, 0, &new).unwrap();

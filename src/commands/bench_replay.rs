@@ -37,7 +37,9 @@ pub struct ReplayChildArgs {
 }
 
 /// A metadata-heavy trace generated on the fly (constant memory): 4 pids, each looping over
-/// create, write 4 KiB, close, stat, rename, unlink, with a new directory every 64 files.
+/// create, write 4 KiB, close, stat, rename, unlink over 1024 names in 16 directories of its
+/// own. The file system it builds, and the set of paths, stay the same size however long the
+/// trace is, so memory that grows with the length would be the replay engine's own.
 struct Synthetic {
     total: u64,
     next: u64,
@@ -68,12 +70,13 @@ impl Synthetic {
             self.next += 1;
             let pid = i % 4;
             let k = i / 4; // this pid's step
-            let file = k / 7;
-            let dir = file / 64;
+                           // 16 directories × 64 names per pid, reused: a bounded file system.
+            let file = (k / 7) % 1024;
+            let dir = file % 16;
             let d = format!("/bench/p{pid}/d{dir}");
             let t = i * 1000;
             let _ = match k % 7 {
-                0 if file % 64 == 0 => {
+                0 if k / 7 < 16 => {
                     write!(s, r#"{{"t":{t},"pid":{pid},"op":"mkdir","path":"{d}"}}"#)
                 }
                 0 => write!(s, r#"{{"t":{t},"pid":{pid},"op":"stat","path":"{d}"}}"#),

@@ -416,6 +416,7 @@ impl OffloadDesign for LightFs {
     /// Builds every `.ndpmeta` under `root` bottom-up and `fsync`s them; the device then
     /// reads the root's index into its cache.
     fn init(&mut self, fs: &mut HostFs, root: &str, who: Cred) -> Result<(), NdpError> {
+        fs.watch_writes();
         let built = build_tree(fs, root, who)?;
         let root_index = built.last().expect("the root is always built");
         let root_ino = root_index.dir;
