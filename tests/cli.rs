@@ -729,3 +729,47 @@ fn runs_are_stored_listed_compared_and_removed() {
         stdout(&o)
     );
 }
+
+#[test]
+fn task_runs_are_saved_too() {
+    let cache = scratch("task-store-cache");
+    let store = scratch("task-store");
+    let data = scratch("task-store-data");
+    std::fs::write(data.join("a.log"), "ERROR one\nok\nERROR two\n").unwrap();
+    let o = csd_cached(
+        &[
+            "run",
+            "grep",
+            "--import",
+            data.to_str().unwrap(),
+            "--args",
+            r#"{"pattern":"ERROR"}"#,
+            "--store",
+            store.to_str().unwrap(),
+        ],
+        &cache,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = csd_cached(
+        &["runs", "show", "r1", "--store", store.to_str().unwrap()],
+        &cache,
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["kind"], "task");
+    assert_eq!(v["report"]["result"]["total"], 2, "{v}");
+    // --no-store leaves the store alone.
+    let o = csd_cached(
+        &[
+            "run",
+            "grep",
+            "--import",
+            data.to_str().unwrap(),
+            "--args",
+            r#"{"pattern":"ERROR"}"#,
+            "--no-store",
+        ],
+        &cache,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("saved as run"));
+}

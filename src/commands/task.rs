@@ -41,6 +41,8 @@ pub struct RunArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub store: super::runs::StoreArgs,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -91,6 +93,7 @@ struct RunReport<'a> {
 
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let profile = Profile::load(&args.profile)?;
+    args.store.check()?;
     let (name, module) = load_module(&args.task)?;
     let engine = engine()?;
     let task = engine
@@ -143,14 +146,24 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let result = report.ret_json().unwrap_or_else(|_| {
         serde_json::Value::String(String::from_utf8_lossy(&report.ret).into_owned())
     });
+    let out = RunReport {
+        profile: &profile.name,
+        files: registered.iter().map(|f| f.0.clone()).collect(),
+        result: result.clone(),
+        latency_ns: report.latency_ns(),
+        report: &report,
+    };
+    if let Some((run, path)) = args.store.save(csd_traces::store::NewRun {
+        kind: csd_traces::store::RunKind::Task,
+        trace: None,
+        profile: profile.name.clone(),
+        designs: vec![name.clone()],
+        seed: 0,
+        report: serde_json::to_value(&out)?,
+    })? {
+        eprintln!("csd: saved as run {} in {}", run.id, path.display());
+    }
     if args.json {
-        let out = RunReport {
-            profile: &profile.name,
-            files: registered.iter().map(|f| f.0.clone()).collect(),
-            result,
-            latency_ns: report.latency_ns(),
-            report: &report,
-        };
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
