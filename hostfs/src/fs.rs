@@ -268,6 +268,14 @@ impl HostFs {
             .alloc
             .allocate((data.len() as u64).div_ceil(bs), None)
             .map_err(NsError::from)?;
+        self.place(ino, runs, data)?;
+        Ok(ino)
+    }
+
+    /// Writes `data` into `runs` through the device and waits, then records the file's layout
+    /// and writes its inode.
+    fn place(&mut self, ino: Ino, runs: Vec<BlockRun>, data: &[u8]) -> Result<(), FsError> {
+        let bs = self.ns.layout().block_bytes;
         let keep = self.device.ftl().keeps_payloads();
         let ranges = byte_ranges(&runs, bs, data.len() as u64);
         let c =
@@ -275,8 +283,7 @@ impl HostFs {
                 .write_ranges(IoPath::Host, self.clock, &ranges, keep.then_some(data))?;
         self.clock = c.done;
         self.ns.set_file_layout(ino, data.len() as u64, runs)?;
-        self.write_meta([self.ns.layout().inode_block(ino)])?;
-        Ok(ino)
+        self.write_meta([self.ns.layout().inode_block(ino)])
     }
 
     /// Resolves `path`, reading every metadata block the host does not have cached through
@@ -422,14 +429,7 @@ impl HostFs {
         } else {
             old
         };
-        let keep = self.device.ftl().keeps_payloads();
-        let ranges = byte_ranges(&runs, bs, data.len() as u64);
-        let c =
-            self.device
-                .write_ranges(IoPath::Host, self.clock, &ranges, keep.then_some(data))?;
-        self.clock = c.done;
-        self.ns.set_file_layout(ino, data.len() as u64, runs)?;
-        self.write_meta([self.ns.layout().inode_block(ino)])?;
+        self.place(ino, runs, data)?;
         Ok((ino, moved))
     }
 }

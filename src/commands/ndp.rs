@@ -197,7 +197,7 @@ pub fn run(args: &NdpArgs) -> anyhow::Result<()> {
         });
     }
     bar.finish_and_clear();
-    let saved = args.store.save(csd_traces::store::NewRun {
+    args.store.save_and_say(csd_traces::store::NewRun {
         kind: csd_traces::store::RunKind::Ndp,
         trace: None,
         profile: profile.name.clone(),
@@ -209,9 +209,6 @@ pub fn run(args: &NdpArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_tables(&report);
-    }
-    if let Some((run, path)) = saved {
-        eprintln!("csd: saved as run {} in {}", run.id, path.display());
     }
     Ok(())
 }

@@ -163,7 +163,7 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
         seed: args.seed,
         designs,
     };
-    let saved = args.store.save(NewRun {
+    args.store.save_and_say(NewRun {
         kind: RunKind::Replay,
         trace: Some(trace_ref),
         profile: profile.name.clone(),
@@ -179,9 +179,6 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print(&report);
-    }
-    if let Some((run, path)) = saved {
-        eprintln!("csd: saved as run {} in {}", run.id, path.display());
     }
     Ok(())
 }

@@ -52,6 +52,14 @@ impl StoreArgs {
         };
         Ok(Some((store.save(run)?, path)))
     }
+
+    /// [`StoreArgs::save`], then tells the user where the run went.
+    pub fn save_and_say(&self, run: NewRun) -> anyhow::Result<()> {
+        if let Some((run, path)) = self.save(run)? {
+            eprintln!("csd: saved as run {} in {}", run.id, path.display());
+        }
+        Ok(())
+    }
 }
 
 #[derive(clap::Subcommand, Debug)]

@@ -153,16 +153,14 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         latency_ns: report.latency_ns(),
         report: &report,
     };
-    if let Some((run, path)) = args.store.save(csd_traces::store::NewRun {
+    args.store.save_and_say(csd_traces::store::NewRun {
         kind: csd_traces::store::RunKind::Task,
         trace: None,
         profile: profile.name.clone(),
         designs: vec![name.clone()],
         seed: 0,
         report: serde_json::to_value(&out)?,
-    })? {
-        eprintln!("csd: saved as run {} in {}", run.id, path.display());
-    }
+    })?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());

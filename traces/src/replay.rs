@@ -195,6 +195,17 @@ impl Prescan {
     }
 }
 
+/// Why one op of the trace could not be replayed.
+#[derive(Debug, thiserror::Error)]
+enum OpError {
+    #[error(transparent)]
+    Fs(#[from] FsError),
+    #[error(transparent)]
+    Ndp(#[from] csd_hostfs::ndp::NdpError),
+    #[error("device: {0}")]
+    Device(#[from] csd_device::DeviceError),
+}
+
 /// Latency percentiles of one op type, in ns.
 #[derive(Clone, Debug, Serialize)]
 pub struct OpLatency {
@@ -306,37 +317,39 @@ impl Replayer<'_> {
 
     /// The hostfs fd for a trace fd, opening `path` implicitly when the trace never showed
     /// the open (an fd inherited from a parent, e.g. a shell redirection).
+    /// Opens `path` under the design (so LightFS sees writers), making its directory first
+    /// when the open creates the file.
+    fn open_path(&mut self, path: &str, how: OpenOptions) -> Result<Fd, OpError> {
+        if how.create.is_some() {
+            if let Some(p) = parent(path) {
+                mkdir_p(&mut self.fs, p)?;
+            }
+        }
+        Ok(self.design.open(&mut self.fs, path, how, WHO)?)
+    }
+
+    /// The hostfs fd for a trace fd, opening `path` implicitly when the trace never showed
+    /// the open (an fd inherited from a parent, e.g. a shell redirection).
     fn fd_for(
         &mut self,
         pid: u32,
         fd: i64,
         path: &str,
         write: bool,
-    ) -> Result<&mut OpenFd, FsError> {
+    ) -> Result<&mut OpenFd, OpError> {
         if !self.fds.contains_key(&(pid, fd)) {
             let how = OpenOptions {
                 write,
                 create: write.then_some(FILE_PERMS),
             };
-            if write {
-                if let Some(p) = parent(path) {
-                    mkdir_p(&mut self.fs, p)?;
-                }
-            }
-            let f = self
-                .design
-                .open(&mut self.fs, path, how, WHO)
-                .map_err(|e| match e {
-                    csd_hostfs::ndp::NdpError::Fs(e) => e,
-                    other => FsError::Namespace(NsError::NotFound(other.to_string())),
-                })?;
+            let f = self.open_path(path, how)?;
             self.fds.insert((pid, fd), OpenFd { fd: f, pos: 0 });
         }
         Ok(self.fds.get_mut(&(pid, fd)).expect("inserted"))
     }
 
-    fn apply(&mut self, ev: &Event, start: VirtualTime) -> Result<bool, FsError> {
-        let fs_done = |r: Result<(), FsError>| r.map(|_| true);
+    fn apply(&mut self, ev: &Event, start: VirtualTime) -> Result<bool, OpError> {
+        let fs_done = |r: Result<(), FsError>| r.map(|_| true).map_err(OpError::from);
         match &ev.op {
             Op::Open { path, flags } => {
                 if flags.directory {
@@ -346,18 +359,7 @@ impl Replayer<'_> {
                     write: flags.write,
                     create: flags.create.then_some(FILE_PERMS),
                 };
-                if flags.create {
-                    if let Some(p) = parent(path) {
-                        mkdir_p(&mut self.fs, p)?;
-                    }
-                }
-                let f = self
-                    .design
-                    .open(&mut self.fs, path, how, WHO)
-                    .map_err(|e| match e {
-                        csd_hostfs::ndp::NdpError::Fs(e) => e,
-                        other => FsError::Namespace(NsError::NotFound(other.to_string())),
-                    })?;
+                let f = self.open_path(path, how)?;
                 if flags.truncate && flags.write {
                     self.fs.truncate(path, 0, WHO)?;
                 }
@@ -372,9 +374,7 @@ impl Replayer<'_> {
             }
             Op::Close { fd, .. } => {
                 if let Some(o) = self.fds.remove(&(ev.pid, *fd)) {
-                    self.design
-                        .close(&mut self.fs, o.fd)
-                        .map_err(|e| FsError::Namespace(NsError::NotFound(e.to_string())))?;
+                    self.design.close(&mut self.fs, o.fd)?;
                 }
                 Ok(true)
             }
@@ -420,10 +420,7 @@ impl Replayer<'_> {
                     paths: paths.clone(),
                     who: WHO,
                 };
-                let out = self
-                    .design
-                    .offload(&mut self.fs, &req, compute.as_mut())
-                    .map_err(|e| FsError::Namespace(NsError::NotFound(e.to_string())))?;
+                let out = self.design.offload(&mut self.fs, &req, compute.as_mut())?;
                 let s = out.summary();
                 self.ndp.requests += 1;
                 self.ndp.files += s.files as u64;
@@ -445,8 +442,7 @@ impl Replayer<'_> {
                 let c = self
                     .fs
                     .device_mut()
-                    .read_at(IoPath::Host, start, *off, *len, None)
-                    .map_err(FsError::Device)?;
+                    .read_at(IoPath::Host, start, *off, *len, None)?;
                 self.fs.advance_to(c.done);
                 Ok(true)
             }
@@ -454,8 +450,7 @@ impl Replayer<'_> {
                 let c = self
                     .fs
                     .device_mut()
-                    .write_at(IoPath::Host, start, *off, *len, None)
-                    .map_err(FsError::Device)?;
+                    .write_at(IoPath::Host, start, *off, *len, None)?;
                 self.fs.advance_to(c.done);
                 Ok(true)
             }
@@ -472,7 +467,7 @@ impl Replayer<'_> {
         off: Option<u64>,
         len: u64,
         write: bool,
-    ) -> Result<bool, FsError> {
+    ) -> Result<bool, OpError> {
         let n = ev.ret.map_or(len, |r| r.max(0) as u64);
         let positional = matches!(ev.op, Op::Pread { .. } | Op::Pwrite { .. });
         let o = self.fd_for(ev.pid, fd, path, write)?;
