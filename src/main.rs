@@ -38,8 +38,9 @@ enum Command {
     ///
     /// Example: csd run grep --import ./logs --path /logs --args '{"pattern":"ERROR"}'
     Run(task::RunArgs),
-    /// Offload an NDP operation over many small files under frag-s, frag-m, FSR and LightFS
-    /// (LightFS §IV): per-file latency, its breakdown, PAO and LightFS's speedup.
+    /// Compare frag-s, frag-m, FSR and LightFS offloading one NDP operation (LightFS §IV).
+    ///
+    /// Prints per design the mean per-file latency, its breakdown, PAO and LightFS's speedup.
     ///
     /// Example: csd ndp --profile cosmos-plus --app stats64 --files 100 --size 16k --cold
     Ndp(ndp::NdpArgs),
