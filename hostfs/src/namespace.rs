@@ -170,6 +170,9 @@ pub struct Namespace {
     layout: MetaLayout,
     inodes: BTreeMap<Ino, Inode>,
     next_ino: u32,
+    /// Inode numbers freed by removals, reused lowest first (as ext4's bitmap allocator
+    /// would), so a long-running workload does not exhaust the inode table.
+    free_inos: std::collections::BTreeSet<u32>,
 }
 
 /// Splits an absolute path into its components.
@@ -210,6 +213,7 @@ impl Namespace {
             layout,
             inodes: BTreeMap::from([(Ino::ROOT, root)]),
             next_ino: Ino::ROOT.0 + 1,
+            free_inos: Default::default(),
         })
     }
 
@@ -367,12 +371,13 @@ impl Namespace {
                 access: Access::Write.name(),
             });
         }
-        if self.next_ino >= self.layout.inode_count {
-            return Err(NsError::NoInodes(self.layout.inode_count));
-        }
+        let ino = match self.free_inos.first() {
+            Some(&free) => Ino(free),
+            None if self.next_ino < self.layout.inode_count => Ino(self.next_ino),
+            None => return Err(NsError::NoInodes(self.layout.inode_count)),
+        };
         // Grow the parent's directory blocks if the new entry does not fit, near its last block.
         let mut grown: Vec<DirEntry> = entries.clone();
-        let ino = Ino(self.next_ino);
         grown.push(DirEntry {
             name: name.to_string(),
             ino,
@@ -427,7 +432,9 @@ impl Namespace {
                 kind: new_kind,
             },
         );
-        self.next_ino += 1;
+        if !self.free_inos.remove(&ino.0) {
+            self.next_ino += 1;
+        }
         Ok(ino)
     }
 
@@ -478,6 +485,7 @@ impl Namespace {
         };
         self.entries_mut(parent).retain(|e| e.ino != ino);
         self.inodes.remove(&ino);
+        self.free_inos.insert(ino.0);
         Ok(Removed {
             ino,
             parent,

@@ -244,3 +244,16 @@ fn unlink_rmdir_rename_and_truncate_change_the_namespace_and_free_space() {
         Err(FsError::Namespace(NsError::PermissionDenied { .. }))
     ));
 }
+
+#[test]
+fn removed_inode_numbers_are_reused() {
+    let mut fs = fs("cosmos-plus");
+    let a = fs.import("/a", b"1", MINE, ME).unwrap();
+    let b = fs.import("/b", b"2", MINE, ME).unwrap();
+    fs.unlink("/a", ME).unwrap();
+    let c = fs.import("/c", b"3", MINE, ME).unwrap();
+    assert_eq!(c, a, "the freed number comes back first");
+    let d = fs.import("/d", b"4", MINE, ME).unwrap();
+    assert!(d.0 > b.0);
+    assert_eq!(fs.read_file("/c", ME).unwrap(), b"3");
+}
