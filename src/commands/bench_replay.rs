@@ -229,7 +229,8 @@ pub fn run(args: &ReplayBenchArgs) -> anyhow::Result<()> {
         r.events, r.wall_s, r.events_per_sec, r.ratio_to_target, r.target_events_per_sec
     );
     println!(
-        "  peak RSS: {} at {} events, {} at {} events ({:.2}×: memory {} with trace length)",
+        "  peak RSS: {} at {} events, {} at {} events ({:.2}×: memory {} with trace length;\n  \
+         the device model keeps 12 B of OOB state per flash page programmed, until the flash wraps)",
         crate::units::fmt_bytes(r.rss_peak_quarter_bytes),
         quarter.events,
         crate::units::fmt_bytes(r.rss_peak_full_bytes),
