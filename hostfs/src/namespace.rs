@@ -256,6 +256,25 @@ impl Namespace {
         index
     }
 
+    /// Blocks a directory's entries need once an entry with a `name_len`-byte name is
+    /// appended (without building the grown list).
+    fn blocks_with_appended(&self, entries: &[DirEntry], name_len: usize) -> u64 {
+        let block = self.layout.block_bytes;
+        let (mut index, mut used) = (0u64, DOT_ENTRIES_BYTES);
+        for size in entries
+            .iter()
+            .map(|e| dirent_bytes(e.name.len()))
+            .chain([dirent_bytes(name_len)])
+        {
+            if used + size > block {
+                index += 1;
+                used = 0;
+            }
+            used += size;
+        }
+        index + 1
+    }
+
     /// Blocks a directory's entries need.
     fn dir_blocks_needed(&self, entries: &[DirEntry]) -> u64 {
         if entries.is_empty() {
@@ -284,7 +303,15 @@ impl Namespace {
         let mut ino = Ino::ROOT;
         let mut ino_list = vec![ino];
         let mut reads = Vec::new();
-        let mut walked = String::new();
+        // How much of `path` has been walked (components are '/'-separated, never empty).
+        let mut walked = 0usize;
+        let walked_path = |n: usize| {
+            if n == 0 {
+                "/".to_string()
+            } else {
+                path[..n].to_string()
+            }
+        };
         for part in parts {
             let dir = &self.inodes[&ino];
             reads.push(MetaRead::Inode {
@@ -292,25 +319,15 @@ impl Namespace {
                 block: self.layout.inode_block(ino),
             });
             let InodeKind::Dir { entries, blocks } = &dir.kind else {
-                return Err(NsError::NotADirectory(if walked.is_empty() {
-                    "/".into()
-                } else {
-                    walked
-                }));
+                return Err(NsError::NotADirectory(walked_path(walked)));
             };
             if !dir.perms.allows(who, Access::Execute) {
-                let path = if walked.is_empty() {
-                    "/".into()
-                } else {
-                    walked
-                };
                 return Err(NsError::PermissionDenied {
-                    path,
+                    path: walked_path(walked),
                     access: Access::Execute.name(),
                 });
             }
-            walked.push('/');
-            walked.push_str(part);
+            walked += 1 + part.len();
             let found = entries.iter().position(|e| e.name == part);
             let last_block = match found {
                 Some(k) => self.entry_block_index(entries, k),
@@ -324,7 +341,7 @@ impl Namespace {
                 });
             }
             let Some(k) = found else {
-                return Err(NsError::NotFound(walked));
+                return Err(NsError::NotFound(walked_path(walked)));
             };
             ino = entries[k].ino;
             ino_list.push(ino);
@@ -377,12 +394,7 @@ impl Namespace {
             None => return Err(NsError::NoInodes(self.layout.inode_count)),
         };
         // Grow the parent's directory blocks if the new entry does not fit, near its last block.
-        let mut grown: Vec<DirEntry> = entries.clone();
-        grown.push(DirEntry {
-            name: name.to_string(),
-            ino,
-        });
-        let needed = self.dir_blocks_needed(&grown);
+        let needed = self.blocks_with_appended(entries, name.len());
         let InodeKind::Dir { blocks, .. } = &self.inodes[&parent].kind else {
             unreachable!()
         };
@@ -416,7 +428,10 @@ impl Namespace {
         else {
             unreachable!()
         };
-        *entries = grown;
+        entries.push(DirEntry {
+            name: name.to_string(),
+            ino,
+        });
         for r in extra {
             match blocks.last_mut() {
                 Some(last) if last.end() == r.first => last.blocks += r.blocks,

@@ -236,7 +236,7 @@ pub fn run(args: &ReplayBenchArgs) -> anyhow::Result<()> {
         crate::units::fmt_bytes(r.rss_peak_full_bytes),
         full.events,
         r.rss_growth_ratio,
-        if r.rss_growth_ratio < 1.5 {
+        if r.rss_growth_ratio < 1.1 {
             "flat"
         } else {
             "grows"

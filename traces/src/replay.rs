@@ -22,7 +22,7 @@ use csd_hostfs::ndp::{DesignKind, NdpCompute, NdpRequest, OffloadDesign, Stages}
 use csd_hostfs::perms::{Cred, Perms};
 use hdrhistogram::Histogram;
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io::BufRead;
 
 /// How a replay paces each pid.
@@ -76,9 +76,9 @@ pub struct Prescan {
     pub files: BTreeMap<String, u64>,
     pub dirs: BTreeSet<String>,
     /// Paths the trace itself creates or writes first.
-    created: BTreeSet<String>,
+    created: HashSet<String>,
     /// Directories the trace itself makes (setup must not make them first).
-    made: BTreeSet<String>,
+    made: HashSet<String>,
     pub events: u64,
 }
 
@@ -88,12 +88,15 @@ fn parent(path: &str) -> Option<&str> {
 }
 
 impl Prescan {
+    // Lookups come before inserts throughout: most events name a path already seen, and an
+    // insert would allocate its key.
     fn note_dirs(&mut self, path: &str) {
         let mut p = parent(path);
         while let Some(d) = p {
-            if d == "/" || !self.dirs.insert(d.to_string()) {
+            if d == "/" || self.dirs.contains(d) {
                 break;
             }
+            self.dirs.insert(d.to_string());
             p = parent(d);
         }
     }
@@ -102,16 +105,20 @@ impl Prescan {
         if self.created.contains(path) {
             return;
         }
-        let e = self.files.entry(path.to_string()).or_insert(0);
-        *e = (*e).max(bytes);
-        self.note_dirs(path);
+        match self.files.get_mut(path) {
+            Some(e) => *e = (*e).max(bytes),
+            None => {
+                self.files.insert(path.to_string(), bytes);
+                self.note_dirs(path);
+            }
+        }
     }
 
     fn creates(&mut self, path: &str) {
-        if !self.files.contains_key(path) {
+        if !self.files.contains_key(path) && !self.created.contains(path) {
             self.created.insert(path.to_string());
+            self.note_dirs(path);
         }
-        self.note_dirs(path);
     }
 
     /// Reads the whole trace once.
@@ -281,6 +288,8 @@ struct Replayer<'a> {
     ndp_stage_sum: Stages,
     pace: Pace,
     last_start: VirtualTime,
+    /// Write payloads (zeros: the device keeps no bytes), reused across writes.
+    zeros: Vec<u8>,
 }
 
 fn mkdir_p(fs: &mut HostFs, dir: &str) -> Result<(), FsError> {
@@ -478,7 +487,10 @@ impl Replayer<'_> {
         let f = o.fd;
         if write {
             // Timing-only device: the bytes themselves do not matter.
-            self.fs.write(f, at, &vec![0u8; n as usize])?;
+            if self.zeros.len() < n as usize {
+                self.zeros.resize(n as usize, 0);
+            }
+            self.fs.write(f, at, &self.zeros[..n as usize])?;
         } else {
             self.fs.read(f, at, n)?;
         }
@@ -583,6 +595,7 @@ pub fn replay<R: BufRead>(
         ndp_stage_sum: Stages::default(),
         pace: opts.pace,
         last_start: VirtualTime::ZERO,
+        zeros: Vec::new(),
     };
     let mut reader = TraceReader::new(open().map_err(TraceError::Io)?, opts.strictness)?;
     let mut events = 0u64;
