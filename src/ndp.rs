@@ -194,7 +194,7 @@ pub struct DesignResult {
     /// LightFS's metadata caches after the request.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub footprint: Option<Footprint>,
-    /// Results of the first files (each the task's JSON), to show the work was done.
+    /// Every file's result and stages (for tests; not printed).
     #[serde(skip)]
     pub outcome: NdpOutcome,
 }

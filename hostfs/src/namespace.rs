@@ -175,6 +175,16 @@ pub struct Namespace {
     free_inos: std::collections::BTreeSet<u32>,
 }
 
+/// The directory part of an absolute path (`/a/b` → `/a`, `/a` → `/`); `None` for `/` and
+/// for paths without a `/`.
+pub fn parent_dir(path: &str) -> Option<&str> {
+    if path == "/" {
+        return None;
+    }
+    let i = path.rfind('/')?;
+    Some(if i == 0 { "/" } else { &path[..i] })
+}
+
 /// Splits an absolute path into its components.
 fn components(path: &str) -> Result<Vec<&str>, NsError> {
     if path == "/" {

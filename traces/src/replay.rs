@@ -17,7 +17,7 @@ use crate::format::{Event, Op};
 use crate::reader::{Strictness, TraceError, TraceReader};
 use csd_device::{DeviceCounters, IoPath, Profile, VirtualTime};
 use csd_hostfs::fs::{Fd, FsError, HostFs, OpenOptions};
-use csd_hostfs::namespace::NsError;
+use csd_hostfs::namespace::{parent_dir as parent, NsError};
 use csd_hostfs::ndp::{DesignKind, NdpCompute, NdpRequest, OffloadDesign, Stages};
 use csd_hostfs::perms::{Cred, Perms};
 use hdrhistogram::Histogram;
@@ -80,11 +80,6 @@ pub struct Prescan {
     /// Directories the trace itself makes (setup must not make them first).
     made: HashSet<String>,
     pub events: u64,
-}
-
-fn parent(path: &str) -> Option<&str> {
-    let i = path.rfind('/')?;
-    Some(if i == 0 { "/" } else { &path[..i] })
 }
 
 impl Prescan {
@@ -433,14 +428,8 @@ impl Replayer<'_> {
                 let s = out.summary();
                 self.ndp.requests += 1;
                 self.ndp.files += s.files as u64;
-                let b = s.breakdown;
-                let n = s.files as f64;
-                let sum = &mut self.ndp_stage_sum;
-                sum.retrieve_layout_ns += b.retrieve_layout_ns * n;
-                sum.dma_ns += b.dma_ns * n;
-                sum.read_file_ns += b.read_file_ns * n;
-                sum.compute_ns += b.compute_ns * n;
-                sum.others_ns += b.others_ns * n;
+                // Per-file means back to totals, so requests weigh by their file counts.
+                self.ndp_stage_sum.add(&s.breakdown.scale(s.files as f64));
                 Ok(true)
             }
             Op::Isc { .. } => {
@@ -636,15 +625,7 @@ pub fn replay<R: BufRead>(
         })
         .collect();
     let ndp = (r.ndp.requests > 0).then(|| {
-        let n = r.ndp.files.max(1) as f64;
-        let s = &r.ndp_stage_sum;
-        let breakdown = Stages {
-            retrieve_layout_ns: s.retrieve_layout_ns / n,
-            dma_ns: s.dma_ns / n,
-            read_file_ns: s.read_file_ns / n,
-            compute_ns: s.compute_ns / n,
-            others_ns: s.others_ns / n,
-        };
+        let breakdown = r.ndp_stage_sum.scale(1.0 / r.ndp.files.max(1) as f64);
         NdpTotals {
             pao: breakdown.pao(),
             breakdown,

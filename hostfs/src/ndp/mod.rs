@@ -66,7 +66,8 @@ impl Stages {
         }
     }
 
-    fn add(&mut self, o: &Stages) {
+    /// Adds another set of stages, stage by stage.
+    pub fn add(&mut self, o: &Stages) {
         self.retrieve_layout_ns += o.retrieve_layout_ns;
         self.dma_ns += o.dma_ns;
         self.read_file_ns += o.read_file_ns;
@@ -74,7 +75,8 @@ impl Stages {
         self.others_ns += o.others_ns;
     }
 
-    fn scale(&self, k: f64) -> Stages {
+    /// Every stage multiplied by `k`.
+    pub fn scale(&self, k: f64) -> Stages {
         Stages {
             retrieve_layout_ns: self.retrieve_layout_ns * k,
             dma_ns: self.dma_ns * k,

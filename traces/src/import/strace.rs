@@ -402,29 +402,15 @@ impl StraceConverter {
                 })
             }
             "close" => Self::fd_file(a).map(|(fd, path)| Op::Close { fd, path }),
-            "read" | "write" => {
+            "read" | "write" | "readv" | "writev" => {
                 let (fd, path) = Self::fd_file(a)?;
-                let len = num(2)?;
-                Some(if name == "read" {
-                    Op::Read {
-                        fd,
-                        path,
-                        off: None,
-                        len,
-                    }
+                // A vector call's length is what it moved; a plain one's is its count.
+                let len = if name.ends_with('v') {
+                    ok_len().unwrap_or(0)
                 } else {
-                    Op::Write {
-                        fd,
-                        path,
-                        off: None,
-                        len,
-                    }
-                })
-            }
-            "readv" | "writev" => {
-                let (fd, path) = Self::fd_file(a)?;
-                let len = ok_len().unwrap_or(0);
-                Some(if name == "readv" {
+                    num(2)?
+                };
+                Some(if name.starts_with("read") {
                     Op::Read {
                         fd,
                         path,

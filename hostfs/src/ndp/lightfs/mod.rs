@@ -20,7 +20,7 @@ use super::{
 };
 use crate::alloc::BlockRun;
 use crate::fs::{byte_ranges, Fd, FsError, HostFs, OpenOptions};
-use crate::namespace::Ino;
+use crate::namespace::{parent_dir, Ino};
 use crate::ndpmeta::{EntryKind, Layout, NdpMeta};
 use crate::perms::{Access, Cred, Perms};
 use csd_device::{IoPath, VirtualTime};
@@ -359,10 +359,7 @@ impl State {
             }
             let parent = fs.namespace().inode(d).map_or(self.root, |i| i.parent);
             chain.push((d, p.clone()));
-            p = match p.rfind('/') {
-                Some(0) | None => "/".to_string(),
-                Some(i) => p[..i].to_string(),
-            };
+            p = parent_dir(&p).unwrap_or("/").to_string();
             if d == parent {
                 break;
             }
@@ -495,16 +492,7 @@ impl OffloadDesign for LightFs {
                 .inode(ino)
                 .map(|i| i.parent)
                 .unwrap_or(st.root);
-            let dir_path = path
-                .rfind('/')
-                .map(|i| {
-                    if i == 0 {
-                        "/".to_string()
-                    } else {
-                        path[..i].to_string()
-                    }
-                })
-                .unwrap_or_else(|| "/".to_string());
+            let dir_path = parent_dir(path).unwrap_or("/").to_string();
             let entry = st.unsync.entry(ino).or_insert(Unsync {
                 dir,
                 dir_path,
