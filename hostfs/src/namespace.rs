@@ -101,6 +101,12 @@ impl MetaRead {
     }
 }
 
+/// What a walk collects for [`Resolution`].
+struct Trail {
+    ino_list: Vec<Ino>,
+    reads: Vec<MetaRead>,
+}
+
 /// The outcome of a path lookup.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Resolution {
@@ -185,20 +191,34 @@ pub fn parent_dir(path: &str) -> Option<&str> {
     Some(if i == 0 { "/" } else { &path[..i] })
 }
 
-/// Splits an absolute path into its components.
-fn components(path: &str) -> Result<Vec<&str>, NsError> {
+/// Checks that `path` is absolute, '/'-separated, without empty, `.`, `..` or NUL parts, and
+/// returns its components (`/` has none). Checked whole before any walk, so a bad path is
+/// `BadPath` whatever exists.
+fn components(path: &str) -> Result<std::str::Split<'_, char>, NsError> {
+    let bad = || NsError::BadPath(path.to_string());
     if path == "/" {
-        return Ok(Vec::new());
+        // An iterator with no items: "".split('/') would yield one empty part.
+        let mut none = "".split('/');
+        none.next();
+        return Ok(none);
     }
-    let parts: Vec<&str> = path.strip_prefix('/').unwrap_or("").split('/').collect();
-    if !path.starts_with('/')
-        || parts
-            .iter()
-            .any(|c| c.is_empty() || *c == "." || *c == ".." || c.contains('\0'))
+    let rest = path.strip_prefix('/').ok_or_else(bad)?;
+    if rest
+        .split('/')
+        .any(|c| c.is_empty() || c == "." || c == ".." || c.contains('\0'))
     {
-        return Err(NsError::BadPath(path.to_string()));
+        return Err(bad());
     }
-    Ok(parts)
+    Ok(rest.split('/'))
+}
+
+/// The last component of `path` and its parent directory's path.
+fn split_last(path: &str) -> Result<(&str, &str), NsError> {
+    components(path)?;
+    match parent_dir(path) {
+        Some(parent) => Ok((parent, &path[path.rfind('/').map_or(0, |i| i + 1)..])),
+        None => Err(NsError::Exists("/".into())),
+    }
 }
 
 impl Namespace {
@@ -309,10 +329,27 @@ impl Namespace {
     /// its blocks and check search permission), then its directory blocks up to the one holding
     /// the next name; finally the target's inode block.
     pub fn resolve(&self, path: &str, who: Cred) -> Result<Resolution, NsError> {
+        let mut trail = Trail {
+            ino_list: vec![Ino::ROOT],
+            reads: Vec::new(),
+        };
+        let ino = self.walk(path, who, Some(&mut trail))?;
+        Ok(Resolution {
+            ino,
+            ino_list: trail.ino_list,
+            reads: trail.reads,
+        })
+    }
+
+    /// The inode `path` names, with the same checks as [`Namespace::resolve`] but without
+    /// listing the blocks read: for callers that only ask whether something exists.
+    pub fn find(&self, path: &str, who: Cred) -> Result<Ino, NsError> {
+        self.walk(path, who, None)
+    }
+
+    fn walk(&self, path: &str, who: Cred, mut trail: Option<&mut Trail>) -> Result<Ino, NsError> {
         let parts = components(path)?;
         let mut ino = Ino::ROOT;
-        let mut ino_list = vec![ino];
-        let mut reads = Vec::new();
         // How much of `path` has been walked (components are '/'-separated, never empty).
         let mut walked = 0usize;
         let walked_path = |n: usize| {
@@ -324,10 +361,12 @@ impl Namespace {
         };
         for part in parts {
             let dir = &self.inodes[&ino];
-            reads.push(MetaRead::Inode {
-                ino,
-                block: self.layout.inode_block(ino),
-            });
+            if let Some(t) = trail.as_deref_mut() {
+                t.reads.push(MetaRead::Inode {
+                    ino,
+                    block: self.layout.inode_block(ino),
+                });
+            }
             let InodeKind::Dir { entries, blocks } = &dir.kind else {
                 return Err(NsError::NotADirectory(walked_path(walked)));
             };
@@ -339,32 +378,34 @@ impl Namespace {
             }
             walked += 1 + part.len();
             let found = entries.iter().position(|e| e.name == part);
-            let last_block = match found {
-                Some(k) => self.entry_block_index(entries, k),
-                None => self.dir_blocks_needed(entries) - 1,
-            };
-            for index in 0..=last_block {
-                reads.push(MetaRead::Dir {
-                    dir: ino,
-                    index,
-                    block: Self::nth_block(blocks, index),
-                });
+            if let Some(t) = trail.as_deref_mut() {
+                let last_block = match found {
+                    Some(k) => self.entry_block_index(entries, k),
+                    None => self.dir_blocks_needed(entries) - 1,
+                };
+                for index in 0..=last_block {
+                    t.reads.push(MetaRead::Dir {
+                        dir: ino,
+                        index,
+                        block: Self::nth_block(blocks, index),
+                    });
+                }
             }
             let Some(k) = found else {
                 return Err(NsError::NotFound(walked_path(walked)));
             };
             ino = entries[k].ino;
-            ino_list.push(ino);
+            if let Some(t) = trail.as_deref_mut() {
+                t.ino_list.push(ino);
+            }
         }
-        reads.push(MetaRead::Inode {
-            ino,
-            block: self.layout.inode_block(ino),
-        });
-        Ok(Resolution {
-            ino,
-            ino_list,
-            reads,
-        })
+        if let Some(t) = trail {
+            t.reads.push(MetaRead::Inode {
+                ino,
+                block: self.layout.inode_block(ino),
+            });
+        }
+        Ok(ino)
     }
 
     /// Creates a file or directory at `path` (its parent must exist), owned by `perms`.
@@ -376,25 +417,21 @@ impl Namespace {
         who: Cred,
         alloc: &mut ExtentAllocator,
     ) -> Result<Ino, NsError> {
-        let parts = components(path)?;
-        let Some((name, parent_parts)) = parts.split_last() else {
-            return Err(NsError::Exists("/".into()));
-        };
+        let (parent_path, name) = split_last(path)?;
         if name.len() > 255 {
             return Err(NsError::NameTooLong(name.to_string()));
         }
-        let parent_path = format!("/{}", parent_parts.join("/"));
-        let parent = self.resolve(&parent_path, who)?.ino;
+        let parent = self.walk(parent_path, who, None)?;
         let parent_inode = &self.inodes[&parent];
         let InodeKind::Dir { entries, .. } = &parent_inode.kind else {
-            return Err(NsError::NotADirectory(parent_path));
+            return Err(NsError::NotADirectory(parent_path.to_string()));
         };
         if entries.iter().any(|e| e.name == *name) {
             return Err(NsError::Exists(path.to_string()));
         }
         if !parent_inode.perms.allows(who, Access::Write) {
             return Err(NsError::PermissionDenied {
-                path: parent_path,
+                path: parent_path.to_string(),
                 access: Access::Write.name(),
             });
         }
@@ -465,19 +502,18 @@ impl Namespace {
 
     /// The parent directory of `path`, its entry name, and the caller's right to change it.
     fn parent_of<'p>(&self, path: &'p str, who: Cred) -> Result<(Ino, &'p str), NsError> {
-        let parts = components(path)?;
-        let Some((name, parent_parts)) = parts.split_last() else {
-            return Err(NsError::BadPath(path.to_string()));
+        let (parent_path, name) = match split_last(path) {
+            Err(NsError::Exists(_)) => return Err(NsError::BadPath(path.to_string())),
+            r => r?,
         };
-        let parent_path = format!("/{}", parent_parts.join("/"));
-        let parent = self.resolve(&parent_path, who)?.ino;
+        let parent = self.walk(parent_path, who, None)?;
         let p = &self.inodes[&parent];
         if !p.is_dir() {
-            return Err(NsError::NotADirectory(parent_path));
+            return Err(NsError::NotADirectory(parent_path.to_string()));
         }
         if !p.perms.allows(who, Access::Write) {
             return Err(NsError::PermissionDenied {
-                path: parent_path,
+                path: parent_path.to_string(),
                 access: Access::Write.name(),
             });
         }

@@ -7,7 +7,7 @@ use csd_hostfs::ndp::{DesignKind, NdpCompute};
 use csd_traces::replay::{replay, Pace, ReplayOptions};
 use csd_traces::Strictness;
 use serde::{Deserialize, Serialize};
-use std::io::{BufReader, Read};
+use std::io::{BufReader, Read, Write};
 
 /// Target from issue 6.
 const TARGET_EVENTS_PER_SEC: f64 = 1e6;
@@ -28,8 +28,9 @@ pub struct ReplayBenchArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct ReplayChildArgs {
+    /// The trace file to replay (written by the parent beforehand).
     #[arg(long)]
-    pub events: u64,
+    pub trace: std::path::PathBuf,
     #[arg(long)]
     pub design: DesignKind,
     #[arg(long)]
@@ -142,10 +143,14 @@ fn child(args: &ReplayChildArgs) -> anyhow::Result<ChildReport> {
         seed: 1,
         strictness: Strictness::Strict,
     };
-    let n = args.events;
     let started = std::time::Instant::now();
     let r = replay(
-        || Ok(BufReader::new(Synthetic::new(n))),
+        || {
+            Ok(BufReader::with_capacity(
+                1 << 16,
+                std::fs::File::open(&args.trace)?,
+            ))
+        },
         &profile,
         args.design,
         &mut factory,
@@ -169,10 +174,23 @@ pub fn run_child(args: &ReplayChildArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Writes an `events`-long synthetic trace to a temporary file and replays it in a child.
+/// The trace is written before the clock starts: what is timed is the replay of a trace
+/// file, as users run it, not the generator.
 fn spawn(events: u64, args: &ReplayBenchArgs) -> anyhow::Result<ChildReport> {
+    let dir = tempfile::tempdir().context("creating a directory for the benchmark trace")?;
+    let trace = dir.path().join("bench.trace");
+    let mut out = std::io::BufWriter::new(
+        std::fs::File::create(&trace).context("writing the benchmark trace")?,
+    );
+    std::io::copy(&mut Synthetic::new(events), &mut out)
+        .and_then(|_| out.flush())
+        .context("writing the benchmark trace")?;
+    drop(out);
     let exe = std::env::current_exe().context("locating the csd executable")?;
     let out = std::process::Command::new(exe)
-        .args(["bench", "replay-child", "--events", &events.to_string()])
+        .args(["bench", "replay-child", "--trace"])
+        .arg(&trace)
         .args(["--design", args.design.name(), "--profile", &args.profile])
         .output()
         .context("running the replay benchmark child process")?;
