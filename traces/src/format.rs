@@ -554,11 +554,11 @@ fn parse_fast(line: &str) -> Option<Event> {
             .map(str::to_string)
     };
     let fd = || f.fd.filter(|&fd| fd >= 0);
-    let fd_path = || Some((fd()?, f.path.as_deref().unwrap_or("").to_string()));
+    let fd_path = || Some((fd()?, f.path.unwrap_or("").to_string()));
     let op = match f.op? {
         "open" => Op::Open {
             path: path()?,
-            flags: OpenFlags::parse(f.flags.as_deref().unwrap_or("")),
+            flags: OpenFlags::parse(f.flags.unwrap_or("")),
         },
         "close" => {
             let (fd, path) = fd_path()?;
@@ -614,7 +614,7 @@ fn parse_fast(line: &str) -> Option<Event> {
         "stat" => Op::Stat { path: path()? },
         "rename" => Op::Rename {
             path: path()?,
-            to: f.to.as_deref().filter(|p| !p.is_empty())?.to_string(),
+            to: f.to.filter(|p| !p.is_empty())?.to_string(),
         },
         "truncate" => Op::Truncate {
             path: path()?,
