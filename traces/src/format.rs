@@ -547,12 +547,7 @@ impl<'a> Fast<'a> {
 
 fn parse_fast(line: &str) -> Option<Event> {
     let f = Fast::scan(line)?;
-    let path = || {
-        f.path
-            .as_deref()
-            .filter(|p| !p.is_empty())
-            .map(str::to_string)
-    };
+    let path = || f.path.filter(|p| !p.is_empty()).map(str::to_string);
     let fd = || f.fd.filter(|&fd| fd >= 0);
     let fd_path = || Some((fd()?, f.path.unwrap_or("").to_string()));
     let op = match f.op? {
