@@ -56,6 +56,31 @@ const DOT_ENTRIES_BYTES: u64 = 12 + 12;
 pub struct DirEntry {
     pub name: String,
     pub ino: Ino,
+    /// `name`'s FNV-1a hash: lookups scan a directory comparing these, not the names
+    /// (a long scan of string compares was the replay's hottest loop).
+    hash: u64,
+}
+
+impl DirEntry {
+    pub fn new(name: &str, ino: Ino) -> DirEntry {
+        DirEntry {
+            name: name.to_string(),
+            ino,
+            hash: name_hash(name),
+        }
+    }
+}
+
+fn name_hash(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The position of `name` in a directory's entries.
+fn find_entry(entries: &[DirEntry], name: &str) -> Option<usize> {
+    let h = name_hash(name);
+    entries.iter().position(|e| e.hash == h && e.name == name)
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -377,7 +402,7 @@ impl Namespace {
                 });
             }
             walked += 1 + part.len();
-            let found = entries.iter().position(|e| e.name == part);
+            let found = find_entry(entries, part);
             if let Some(t) = trail.as_deref_mut() {
                 let last_block = match found {
                     Some(k) => self.entry_block_index(entries, k),
@@ -426,7 +451,7 @@ impl Namespace {
         let InodeKind::Dir { entries, .. } = &parent_inode.kind else {
             return Err(NsError::NotADirectory(parent_path.to_string()));
         };
-        if entries.iter().any(|e| e.name == *name) {
+        if find_entry(entries, name).is_some() {
             return Err(NsError::Exists(path.to_string()));
         }
         if !parent_inode.perms.allows(who, Access::Write) {
@@ -475,10 +500,7 @@ impl Namespace {
         else {
             unreachable!()
         };
-        entries.push(DirEntry {
-            name: name.to_string(),
-            ino,
-        });
+        entries.push(DirEntry::new(name, ino));
         for r in extra {
             match blocks.last_mut() {
                 Some(last) if last.end() == r.first => last.blocks += r.blocks,
@@ -532,7 +554,7 @@ impl Namespace {
         let (parent, name) = self.parent_of(path, who)?;
         let ino = self
             .readdir(parent)
-            .and_then(|es| es.iter().find(|e| e.name == name))
+            .and_then(|es| find_entry(es, name).map(|k| &es[k]))
             .map(|e| e.ino)
             .ok_or_else(|| NsError::NotFound(path.to_string()))?;
         let blocks = match &self.inodes[&ino].kind {
@@ -565,7 +587,7 @@ impl Namespace {
         let (old_parent, old_name) = self.parent_of(from, who)?;
         let ino = self
             .readdir(old_parent)
-            .and_then(|es| es.iter().find(|e| e.name == old_name))
+            .and_then(|es| find_entry(es, old_name).map(|k| &es[k]))
             .map(|e| e.ino)
             .ok_or_else(|| NsError::NotFound(from.to_string()))?;
         if from == to {
@@ -594,7 +616,7 @@ impl Namespace {
         }
         let existing = self
             .readdir(new_parent)
-            .and_then(|es| es.iter().find(|e| e.name == new_name))
+            .and_then(|es| find_entry(es, new_name).map(|k| &es[k]))
             .map(|e| e.ino);
         if existing.is_some_and(|e| self.inodes[&e].is_dir()) {
             return Err(NsError::Exists(to.to_string()));
@@ -607,10 +629,7 @@ impl Namespace {
             .filter(|e| e.ino != ino && Some(e.ino) != existing)
             .cloned()
             .collect();
-        grown_entries.push(DirEntry {
-            name: new_name.to_string(),
-            ino,
-        });
+        grown_entries.push(DirEntry::new(new_name, ino));
         let needed = self.dir_blocks_needed(&grown_entries);
         let InodeKind::Dir { blocks, .. } = &self.inodes[&new_parent].kind else {
             unreachable!("checked to be a directory")
