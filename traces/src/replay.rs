@@ -217,7 +217,16 @@ pub struct OpLatency {
     pub p50_ns: u64,
     pub p99_ns: u64,
     pub p999_ns: u64,
+    /// The tail SIFT reports for fsync (§5.1.4).
+    pub p9999_ns: u64,
     pub max_ns: u64,
+}
+
+/// How far a replay has come: events replayed, of the trace's total (known from the prescan).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Progress {
+    pub events: u64,
+    pub of: u64,
 }
 
 /// The offload requests of a replay.
@@ -539,7 +548,7 @@ pub fn replay<R: BufRead>(
     design: DesignKind,
     compute: &mut ComputeFactory<'_>,
     opts: &ReplayOptions,
-    mut progress: impl FnMut(u64),
+    mut progress: impl FnMut(Progress),
 ) -> Result<ReplayReport, ReplayError> {
     let scan = Prescan::run(open().map_err(TraceError::Io)?, opts.strictness)?;
     let device = csd_device::Device::new(profile, csd_device::DataMode::TimingOnly)?;
@@ -597,10 +606,16 @@ pub fn replay<R: BufRead>(
         events += 1;
         r.event(&ev);
         if events.is_multiple_of(4096) {
-            progress(events);
+            progress(Progress {
+                events,
+                of: scan.events,
+            });
         }
     }
-    progress(events);
+    progress(Progress {
+        events,
+        of: scan.events,
+    });
     for (op, n) in reader.skipped() {
         *r.skipped.entry(format!("unknown op {op}")).or_default() += n;
     }
@@ -623,6 +638,7 @@ pub fn replay<R: BufRead>(
                     p50_ns: h.value_at_quantile(0.5),
                     p99_ns: h.value_at_quantile(0.99),
                     p999_ns: h.value_at_quantile(0.999),
+                    p9999_ns: h.value_at_quantile(0.9999),
                     max_ns: h.max(),
                 },
             )

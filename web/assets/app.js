@@ -1,0 +1,344 @@
+// csdlab dashboard: plain JavaScript, SVG drawn by hand, no network beyond this server.
+// Every chart has a table with the same numbers beneath it.
+"use strict";
+
+const STAGE_COLORS = {
+  retrieve_layout: "#2f5bd3", dma: "#f59f00", read_file: "#12b886",
+  compute: "#7048e8", others: "#868e96",
+};
+const EXTRA_COLORS = ["#e8590c", "#0c8599", "#c2255c", "#5c940d"];
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+// ---- helpers ---------------------------------------------------------------------------
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "onclick" || k === "onsubmit" || k === "onchange") e[k] = v;
+    else if (v !== undefined && v !== null) e.setAttribute(k, v);
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined) continue;
+    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+function svg(tag, attrs, ...children) {
+  const e = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  for (const c of children.flat()) {
+    if (c === null || c === undefined) continue;
+    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+async function api(path, init) {
+  const r = await fetch("/api" + path, init);
+  let body;
+  try { body = await r.json(); } catch (_) { body = { error: r.statusText }; }
+  if (!r.ok) throw new Error(body.error || r.statusText);
+  return body;
+}
+
+const us = (ns) => (ns / 1000).toFixed(1);
+const pct = (x) => (x * 100).toFixed(1) + "%";
+const num = (x) => (Number.isInteger(x) ? x.toLocaleString("en") : x.toFixed(2));
+const when = (secs) => new Date(secs * 1000).toISOString().replace("T", " ").slice(0, 16);
+
+function stageColor(name, i) {
+  return STAGE_COLORS[name] || EXTRA_COLORS[i % EXTRA_COLORS.length];
+}
+
+function table(head, rows, opts) {
+  const t = el("table", opts && opts.id ? { id: opts.id } : {});
+  t.append(el("thead", {}, el("tr", {}, head.map((h, i) =>
+    el("th", { class: i === 0 ? "text" : undefined }, h)))));
+  t.append(el("tbody", {}, rows.map((r) => el("tr", {}, r.map((c, i) =>
+    el("td", { class: i === 0 ? "text" : undefined }, c))))));
+  return t;
+}
+
+function show(...nodes) {
+  const main = document.getElementById("main");
+  main.replaceChildren(...nodes.flat());
+}
+
+// ---- charts ----------------------------------------------------------------------------
+
+// LightFS Fig. 3: one stacked bar per design, PAO written on each bar.
+function breakdownChart(chart) {
+  const bars = chart.bars;
+  const names = [];
+  for (const b of bars) for (const s of b.stages) if (!names.includes(s.name)) names.push(s.name);
+  const barW = 56, gap = 44, left = 64, top = 34, plotH = 220;
+  const width = Math.max(420, left + bars.length * (barW + gap) + 20);
+  const height = top + plotH + 48;
+  const max = Math.max(...bars.map((b) => b.total_ns), 1);
+  const y = (ns) => (ns / max) * plotH;
+  const root = svg("svg", {
+    class: "chart breakdown", width, height, viewBox: `0 0 ${width} ${height}`,
+    role: "img", "aria-label": `latency breakdown: ${chart.title}`,
+  });
+  root.append(svg("line", { class: "axis", x1: left - 6, y1: top + plotH, x2: width - 10, y2: top + plotH }));
+  root.append(svg("line", { class: "axis", x1: left - 6, y1: top, x2: left - 6, y2: top + plotH }));
+  for (const f of [0, 0.5, 1]) {
+    const yy = top + plotH - f * plotH;
+    root.append(svg("text", { x: left - 10, y: yy + 4, "text-anchor": "end" }, us(max * f)));
+  }
+  root.append(svg("text", { x: 4, y: 14 }, chart.unit));
+  bars.forEach((b, i) => {
+    const x = left + i * (barW + gap) + gap / 2;
+    const g = svg("g", { class: "bar", "data-design": b.design, "data-pao": b.pao });
+    let acc = 0;
+    b.stages.forEach((s) => {
+      const h = y(s.ns);
+      const r = svg("rect", {
+        x, y: top + plotH - y(acc) - h, width: barW, height: Math.max(h, 0),
+        fill: stageColor(s.name, names.indexOf(s.name)), "data-stage": s.name,
+      }, svg("title", {}, `${b.design} ${s.name}: ${us(s.ns)} µs`));
+      g.append(r);
+      acc += s.ns;
+    });
+    const labelY = top + plotH - y(acc) - 8;
+    g.append(svg("text", { class: "pao-label", x: x + barW / 2, y: labelY, "text-anchor": "middle" },
+      "PAO " + pct(b.pao)));
+    g.append(svg("text", { class: "design-label", x: x + barW / 2, y: top + plotH + 18, "text-anchor": "middle" }, b.design));
+    g.append(svg("text", { x: x + barW / 2, y: top + plotH + 34, "text-anchor": "middle", class: "muted" }, us(b.total_ns) + " µs"));
+    root.append(g);
+  });
+  const legend = el("div", { class: "legend" }, names.map((n, i) =>
+    el("span", {}, el("i", { style: `background:${stageColor(n, i)}` }), n)));
+  const t = table(["design", ...names.map((n) => n + " µs"), "total µs", "PAO"],
+    bars.map((b) => [b.design,
+      ...names.map((n) => { const s = b.stages.find((s) => s.name === n); return s ? us(s.ns) : "–"; }),
+      us(b.total_ns), pct(b.pao)]));
+  t.classList.add("breakdown-table");
+  return [el("h3", {}, chart.title), root, legend, t];
+}
+
+// Grouped bars: one group per design, one bar per series.
+function groupedChart(title, unitLabel, groups, series, fmt) {
+  const barW = 18, inner = 4, gap = 36, left = 70, top = 20, plotH = 180;
+  const groupW = series.length * (barW + inner);
+  const width = Math.max(420, left + groups.length * (groupW + gap) + 20);
+  const height = top + plotH + 60;
+  const max = Math.max(...groups.flatMap((g) => series.map((s) => g[s.key])), 1);
+  const colors = ["#2f5bd3", "#f59f00", "#e8590c", "#b42318"];
+  const root = svg("svg", { class: "chart grouped", width, height, role: "img", "aria-label": title });
+  root.append(svg("line", { class: "axis", x1: left - 6, y1: top + plotH, x2: width - 10, y2: top + plotH }));
+  for (const f of [0, 0.5, 1]) {
+    root.append(svg("text", { x: left - 10, y: top + plotH - f * plotH + 4, "text-anchor": "end" }, fmt(max * f)));
+  }
+  root.append(svg("text", { x: 4, y: 12 }, unitLabel));
+  groups.forEach((g, i) => {
+    const x0 = left + i * (groupW + gap) + gap / 2;
+    series.forEach((s, j) => {
+      const h = (g[s.key] / max) * plotH;
+      root.append(svg("rect", { x: x0 + j * (barW + inner), y: top + plotH - h, width: barW, height: h, fill: colors[j % colors.length] },
+        svg("title", {}, `${g.design} ${s.label}: ${fmt(g[s.key])}`)));
+    });
+    root.append(svg("text", { x: x0 + groupW / 2, y: top + plotH + 18, "text-anchor": "middle" }, g.design));
+  });
+  const legend = el("div", { class: "legend" }, series.map((s, j) =>
+    el("span", {}, el("i", { style: `background:${colors[j % colors.length]}` }), s.label)));
+  return [root, legend];
+}
+
+// ---- pages -----------------------------------------------------------------------------
+
+function emptyState(store) {
+  return el("div", { class: "empty" },
+    el("h2", {}, "No runs yet"),
+    el("p", {}, "This store (", el("code", {}, store), ") holds no runs. Every replay and benchmark is saved here; make one:"),
+    el("pre", {}, "csd replay                 # the bundled sample under every design\n" +
+      "csd ndp                    # LightFS §IV: one NDP request, four designs\n" +
+      "csd replay my.trace --profile cosmos-plus --design frag-s,lightfs"),
+    el("p", {}, "or start one here: ", el("a", { href: "/replay" }, "replay a trace"), ". Then reload this page."));
+}
+
+function headlineText(h) {
+  return h.map((x) => {
+    const v = x.unit === "ratio" ? pct(x.value) : x.unit === "ns" ? us(x.value) + " µs" : num(Math.round(x.value)) + " " + x.unit;
+    return `${x.design} ${x.label} ${v}`;
+  }).join(" · ");
+}
+
+async function runsPage() {
+  const data = await api("/runs");
+  if (data.runs.length === 0) return show(el("h1", {}, "Runs"), emptyState(data.store));
+  const cols = [
+    { label: "run", key: (r) => Number(r.id.slice(1)), text: (r) => el("a", { href: "/runs/" + r.id }, r.id) },
+    { label: "kind", key: (r) => r.kind, text: (r) => r.kind },
+    { label: "trace", key: (r) => (r.trace ? r.trace.name : ""), text: (r) => (r.trace ? r.trace.name : "–") },
+    { label: "profile", key: (r) => r.profile, text: (r) => r.profile },
+    { label: "designs", key: (r) => r.designs.join(","), text: (r) => r.designs.join(", ") },
+    { label: "seed", key: (r) => r.seed, text: (r) => r.seed },
+    { label: "stored (UTC)", key: (r) => r.stored_at, text: (r) => when(r.stored_at) },
+    { label: "headline", key: (r) => headlineText(r.headline), text: (r) => headlineText(r.headline) },
+  ];
+  let sortBy = 0, desc = true;
+  const t = el("table", { id: "runs" });
+  const compare = el("p", { class: "muted" }, "Compare two runs: tick two boxes.");
+  const picked = new Set();
+  function render() {
+    const rows = [...data.runs].sort((a, b) => {
+      const ka = cols[sortBy].key(a), kb = cols[sortBy].key(b);
+      return (ka < kb ? -1 : ka > kb ? 1 : 0) * (desc ? -1 : 1);
+    });
+    const head = el("tr", {}, el("th", {}, ""), cols.map((c, i) => el("th", {
+      class: "sortable text" + (i === sortBy ? (desc ? " sorted-desc" : " sorted-asc") : ""),
+      onclick: () => { if (sortBy === i) desc = !desc; else { sortBy = i; desc = false; } render(); },
+    }, c.label)));
+    const body = rows.map((r) => el("tr", {},
+      el("td", {}, el("input", { type: "checkbox", "data-run": r.id, onchange: (e) => {
+        if (e.target.checked) picked.add(r.id); else picked.delete(r.id);
+        const ids = [...picked].sort((a, b) => Number(a.slice(1)) - Number(b.slice(1)));
+        compare.replaceChildren(ids.length === 2
+          ? el("a", { href: `/compare/${ids[0]}/${ids[1]}` }, `compare ${ids[0]} with ${ids[1]}`)
+          : "Compare two runs: tick two boxes.");
+      } })),
+      cols.map((c) => el("td", { class: "text" }, c.text(r)))));
+    t.replaceChildren(el("thead", {}, head), el("tbody", {}, body));
+    for (const box of t.querySelectorAll("input[data-run]")) box.checked = picked.has(box.dataset.run);
+  }
+  render();
+  show(el("h1", {}, "Runs"), el("p", { class: "muted" }, `${data.runs.length} run(s) in ${data.store}`), t, compare);
+}
+
+async function runPage(id) {
+  const { run, view } = await api("/runs/" + encodeURIComponent(id));
+  const parts = [
+    el("h1", {}, `Run ${run.id}`),
+    el("p", { class: "muted" }, `${run.kind}` + (run.trace ? ` of ${run.trace.name}` : "") +
+      ` · profile ${run.profile} · seed ${run.seed} · csd ${run.csd_version} · stored ${when(run.stored_at)} UTC`),
+  ];
+  if (view.breakdowns.length) {
+    parts.push(el("h2", {}, "Latency breakdown of offload requests"),
+      el("p", { class: "muted" }, "Mean per-file latency by stage; PAO = time spent on anything but reading and computing, as a share of the total (LightFS Fig. 3)."));
+    for (const c of view.breakdowns) parts.push(...breakdownChart(c));
+  }
+  if (view.fsync.length) {
+    parts.push(el("h2", {}, "fsync tail latency"));
+    const series = [
+      { key: "p50_ns", label: "p50" }, { key: "p99_ns", label: "p99" },
+      { key: "p9999_ns", label: "p99.99" }, { key: "max_ns", label: "max" },
+    ];
+    parts.push(...groupedChart("fsync latency", "µs", view.fsync, series, us));
+    parts.push(table(["design", "fsyncs", "p50 µs", "p99 µs", "p99.99 µs", "max µs"],
+      view.fsync.map((f) => [f.design, f.count, us(f.p50_ns), us(f.p99_ns), us(f.p9999_ns), us(f.max_ns)])));
+  }
+  if (view.reduction.length) {
+    parts.push(el("h2", {}, "Replay reduction"));
+    parts.push(...groupedChart("replay reduction", "%", view.reduction.map((r) => ({ design: r.design, v: r.reduction * 100 })),
+      [{ key: "v", label: "reduction" }], (x) => x.toFixed(1)));
+    parts.push(table(["design", "reduction"], view.reduction.map((r) => [r.design, pct(r.reduction)])));
+  }
+  if (view.latency.length) {
+    parts.push(el("h2", {}, "Op latency percentiles"));
+    for (const d of view.latency) {
+      parts.push(el("h3", {}, d.design), table(["op", "count", "failed", "p50 µs", "p99 µs", "p99.9 µs", "max µs"],
+        d.ops.map((o) => [o.op, o.count, o.failed, us(o.p50_ns), us(o.p99_ns), us(o.p999_ns), us(o.max_ns)])));
+    }
+  }
+  if (view.device.length) {
+    parts.push(el("h2", {}, "Device counters"));
+    const names = view.device[0].counters.map((c) => c[0]);
+    parts.push(table(["counter", ...view.device.map((d) => d.design)],
+      names.map((n) => [n, ...view.device.map((d) => { const c = d.counters.find((c) => c[0] === n); return c ? num(c[1]) : "–"; })])));
+  }
+  if (!view.breakdowns.length && !view.latency.length) {
+    parts.push(el("p", { class: "muted" }, "This kind of run has no charts yet; its report follows."));
+  }
+  parts.push(el("details", {}, el("summary", {}, "report (JSON, as --json prints it)"),
+    el("pre", {}, JSON.stringify(run.report, null, 2))));
+  show(parts);
+}
+
+async function comparePage(a, b) {
+  const d = await api(`/runs/${encodeURIComponent(a)}/diff/${encodeURIComponent(b)}`);
+  const parts = [el("h1", {}, `${d.a.id} → ${d.b.id}`),
+    el("p", { class: "muted" }, `${d.a.id}: ${d.a.profile}, ${d.a.trace ? d.a.trace.name : d.a.kind} · ${d.b.id}: ${d.b.profile}, ${d.b.trace ? d.b.trace.name : d.b.kind}`)];
+  if (!d.designs.length) parts.push(el("p", {}, "The two runs share no design, so there is nothing to compare."));
+  for (const des of d.designs) {
+    parts.push(el("h2", {}, des.design), table(["metric", d.a.id, d.b.id, "change", "relative"],
+      des.metrics.map((m) => [m.metric, num(m.a), num(m.b),
+        el("span", { class: m.delta > 0 ? "up" : m.delta < 0 ? "down" : "" }, (m.delta > 0 ? "+" : "") + num(m.delta)),
+        m.relative === null ? "–" : (m.relative > 0 ? "+" : "") + pct(m.relative)])));
+  }
+  show(parts);
+}
+
+async function replayPage() {
+  const c = await api("/traces");
+  const traces = [...c.samples.map((s) => ({ value: s, label: `${s} (bundled sample)` })),
+    ...c.stored.map((t) => ({ value: t.id, label: `${t.name} (stored, ${t.bytes} B)` }))];
+  const status = el("p", { class: "error" });
+  const form = el("form", { class: "replay", onsubmit: async (e) => {
+    e.preventDefault();
+    const f = new FormData(form);
+    const designs = f.getAll("design");
+    try {
+      const r = await api("/replays", {
+        method: "POST", headers: { "content-type": "application/json" },
+        body: JSON.stringify({ trace: f.get("trace"), profile: f.get("profile"), designs,
+          seed: Number(f.get("seed")), mode: f.get("mode") }),
+      });
+      history.pushState({}, "", "/replays/" + r.job);
+      route();
+    } catch (err) { status.textContent = err.message; }
+  } },
+    el("label", { for: "trace" }, "trace"),
+    el("select", { name: "trace", id: "trace" }, traces.map((t) => el("option", { value: t.value }, t.label))),
+    el("label", { for: "profile" }, "device profile"),
+    el("select", { name: "profile", id: "profile" }, c.profiles.map((p) => el("option", { value: p }, p))),
+    el("label", {}, "designs"),
+    el("div", { class: "designs" }, c.designs.map((d) => el("label", {},
+      el("input", { type: "checkbox", name: "design", value: d, checked: "" }), " " + d))),
+    el("label", { for: "mode" }, "pace"),
+    el("select", { name: "mode", id: "mode" }, el("option", { value: "afap" }, "as fast as possible"), el("option", { value: "timed" }, "timed (honour gaps)")),
+    el("label", { for: "seed" }, "seed"),
+    el("input", { name: "seed", id: "seed", type: "number", value: "1", min: "0" }),
+    el("p", {}, el("button", { type: "submit" }, "replay")), status);
+  show(el("h1", {}, "Replay a trace"),
+    el("p", { class: "muted" }, "Store your own traces with ", el("code", {}, "csd trace add my.trace"), "."), form);
+}
+
+async function jobPage(id) {
+  const job = await api("/replays/" + encodeURIComponent(id));
+  const p = job.progress;
+  const parts = [el("h1", {}, `Replay ${job.id}`),
+    el("p", { class: "muted" }, `${job.request.trace} · ${job.request.profile} · ${job.request.designs.join(", ")} · seed ${job.request.seed}`)];
+  if (job.state === "running") {
+    parts.push(el("p", {}, p.designs ? `${p.design} (${p.design_index + 1} of ${p.designs}): ${p.events} of ${p.of} events` : "starting…"),
+      el("progress", { max: Math.max(p.of, 1), value: p.events }));
+    setTimeout(() => { if (location.pathname === "/replays/" + id) route(); }, 400);
+  } else if (job.state === "done") {
+    parts.push(el("p", {}, "Done: ", el("a", { href: "/runs/" + job.run, id: "job-run" }, `run ${job.run}`)));
+    show(parts);
+    return runPage(job.run).then(() => document.getElementById("main").prepend(...parts));
+  } else {
+    parts.push(el("p", { class: "error" }, "Failed: " + job.error));
+  }
+  show(parts);
+}
+
+async function route() {
+  const path = location.pathname.split("/").filter(Boolean).map(decodeURIComponent);
+  try {
+    if (path.length === 0) await runsPage();
+    else if (path[0] === "runs" && path.length === 2) await runPage(path[1]);
+    else if (path[0] === "compare" && path.length === 3) await comparePage(path[1], path[2]);
+    else if (path[0] === "replay" && path.length === 1) await replayPage();
+    else if (path[0] === "replays" && path.length === 2) await jobPage(path[1]);
+    else show(el("p", { class: "error" }, "No such page."));
+    document.body.dataset.ready = "1";
+  } catch (e) {
+    show(el("h1", {}, "Error"), el("p", { class: "error", id: "error" }, e.message), el("p", {}, el("a", { href: "/" }, "back to the runs")));
+    document.body.dataset.ready = "1";
+  }
+}
+
+window.addEventListener("popstate", route);
+route();
