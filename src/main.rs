@@ -4,7 +4,7 @@ mod commands;
 mod units;
 
 use clap::{Parser, Subcommand};
-use commands::{bench, device, ndp, profiles, replay, runs, task, trace};
+use commands::{bench, device, ndp, profiles, replay, runs, serve, task, trace};
 use std::process::ExitCode;
 
 /// csdlab: try an in-storage computing idea before you own a programmable SSD.
@@ -49,6 +49,11 @@ enum Command {
     /// Without a trace, replays the bundled sample (unpacking a source tarball).
     /// Example: csd replay build.trace --profile cosmos-plus --design frag-s,lightfs --json
     Replay(replay::ReplayArgs),
+    /// The dashboard: stored runs, latency breakdowns with PAO, comparisons, live replays.
+    ///
+    /// Serves on loopback by default; open the printed address in a browser.
+    /// Example: csd serve --addr 127.0.0.1:7878
+    Serve(serve::ServeArgs),
     /// The run store: list, show, compare and delete saved runs.
     #[command(subcommand)]
     Runs(runs::RunsCmd),
@@ -104,6 +109,7 @@ fn main() -> ExitCode {
         Some(Command::Ndp(args)) => ndp::run(args),
         Some(Command::Trace(cmd)) => trace::run(cmd),
         Some(Command::Replay(args)) => replay::run(args),
+        Some(Command::Serve(args)) => serve::run(args),
         Some(Command::Runs(cmd)) => runs::run(cmd),
         Some(Command::Tasks { json }) => task::list(*json),
         Some(Command::Task(cmd)) => task::build(cmd),

@@ -5,5 +5,6 @@ pub mod ndp;
 pub mod profiles;
 pub mod replay;
 pub mod runs;
+pub mod serve;
 pub mod task;
 pub mod trace;

@@ -3,8 +3,9 @@
 use anyhow::Context;
 use csd::ndp::TaskCompute;
 use csd_device::Profile;
+use csd_hostfs::ndp::DesignKind;
 use csd_hostfs::ndp::NdpCompute;
-use csd_traces::replay::{replay, Pace, ReplayOptions, ReplayReport};
+use csd_traces::replay::{replay, Pace, Progress, ReplayOptions, ReplayReport};
 use csd_traces::store::{NewRun, RunKind, RunStore, TraceRef};
 use csd_traces::Strictness;
 use serde::Serialize;
@@ -13,12 +14,39 @@ use std::path::PathBuf;
 
 /// The sample replayed when no trace is given.
 pub const SAMPLE_NAME: &str = "untar.trace";
-const SAMPLE: &str = include_str!("../../traces/samples/untar.trace");
+
+/// The sample traces compiled into csd (`traces/samples/`), replayable by name.
+pub const SAMPLES: [(&str, &str); 4] = [
+    (
+        "untar.trace",
+        include_str!("../../traces/samples/untar.trace"),
+    ),
+    (
+        "sqlite.trace",
+        include_str!("../../traces/samples/sqlite.trace"),
+    ),
+    (
+        "grep.trace",
+        include_str!("../../traces/samples/grep.trace"),
+    ),
+    (
+        "ndp-mixed.trace",
+        include_str!("../../traces/samples/ndp-mixed.trace"),
+    ),
+];
+
+pub fn sample(name: &str) -> Option<&'static str> {
+    SAMPLES
+        .iter()
+        .find(|(n, _)| *n == name || n.strip_suffix(".trace") == Some(name))
+        .map(|(_, s)| *s)
+}
 
 #[derive(clap::Args, Debug)]
 pub struct ReplayArgs {
-    /// The trace (csd trace format). Without one, the bundled sample (`traces/samples/untar.trace`:
-    /// unpacking a source tarball) is replayed.
+    /// The trace (csd trace format): a file, a trace stored with `csd trace add` (id or
+    /// name), or a bundled sample (untar, sqlite, grep, ndp-mixed). Without one, the
+    /// `untar` sample (unpacking a source tarball) is replayed.
     pub trace: Option<PathBuf>,
     /// Device profile.
     #[arg(long, default_value = "cosmos-plus")]
@@ -39,61 +67,65 @@ pub struct ReplayArgs {
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
+    /// Also serve the dashboard on this address while replaying: follow the progress in the
+    /// browser, then see the result (the server keeps running until Ctrl-C).
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:7878")]
+    pub serve: Option<std::net::SocketAddr>,
     #[command(flatten)]
     pub store: super::runs::StoreArgs,
 }
 
 #[derive(Serialize)]
-struct Report<'a> {
+pub struct Report {
     trace: String,
-    profile: &'a str,
+    profile: String,
     mode: Pace,
     seed: u64,
     designs: Vec<ReplayReport>,
 }
 
 /// Opens the trace afresh for each pass of each replay.
-type Opener = Box<dyn FnMut() -> std::io::Result<Box<dyn BufRead>>>;
+pub type Opener = Box<dyn FnMut() -> std::io::Result<Box<dyn BufRead>>>;
 
-/// The trace to replay: a file, a trace stored with `csd trace add` (by id or name), or the
-/// bundled sample. Returns how to open it and its reference for the run store.
-fn open_trace(args: &ReplayArgs) -> anyhow::Result<(Opener, TraceRef)> {
-    let bytes: std::sync::Arc<Vec<u8>>;
-    let name = match &args.trace {
-        None => {
-            bytes = std::sync::Arc::new(SAMPLE.as_bytes().to_vec());
-            format!("(sample) {SAMPLE_NAME}")
-        }
-        Some(p) if p.exists() => {
-            let p = p.clone();
+/// The trace to replay: a file, a trace stored with `csd trace add` (by id or name, looked
+/// up with `stored`), a bundled sample by name, or (`None`) the default sample. Returns how
+/// to open it and its reference for the run store.
+pub fn open_trace(
+    trace: Option<&std::path::Path>,
+    stored: impl FnOnce(&str) -> Option<(String, Vec<u8>)>,
+) -> anyhow::Result<(Opener, TraceRef)> {
+    match trace {
+        None => open_named(SAMPLE_NAME, |_| None),
+        Some(p) if p.is_file() => {
+            let p = p.to_path_buf();
             let id = file_id(&p)?;
+            let name = p.display().to_string();
             let opener: Opener = Box::new(move || {
                 Ok(Box::new(std::io::BufReader::new(std::fs::File::open(&p)?)) as Box<dyn BufRead>)
             });
-            return Ok((
-                opener,
-                TraceRef {
-                    id,
-                    name: args.trace.as_ref().expect("some").display().to_string(),
-                },
-            ));
+            return Ok((opener, TraceRef { id, name }));
         }
-        Some(p) => {
-            let key = p.display().to_string();
-            let stored = if args.store.no_store {
-                None
-            } else {
-                RunStore::open(&args.store.path())
-                    .ok()
-                    .and_then(|s| s.trace(&key).ok())
-            };
-            let Some((meta, b)) = stored else {
-                anyhow::bail!("opening {key}: no such file, and no trace of that id or name in the run store (csd trace add stores one)");
-            };
-            bytes = std::sync::Arc::new(b);
-            meta.name
-        }
+        Some(p) => open_named(&p.display().to_string(), stored),
+    }
+}
+
+/// A trace by name, never a file: one stored in the run store (looked up with `stored`) or
+/// a bundled sample. What the dashboard's replay form may name.
+pub fn open_named(
+    key: &str,
+    stored: impl FnOnce(&str) -> Option<(String, Vec<u8>)>,
+) -> anyhow::Result<(Opener, TraceRef)> {
+    let (name, bytes) = match stored(key) {
+        Some(found) => found,
+        None => match sample(key) {
+            Some(s) => (format!("(sample) {key}"), s.as_bytes().to_vec()),
+            None => anyhow::bail!(
+                "opening {key}: no such file, no trace of that id or name in the run store (csd trace add stores one), and no bundled sample of that name ({})",
+                SAMPLES.map(|(n, _)| n).join(", ")
+            ),
+        },
     };
+    let bytes = std::sync::Arc::new(bytes);
     let id = csd_traces::store::trace_id(&bytes);
     let opener: Opener = Box::new(move || {
         Ok(Box::new(std::io::Cursor::new(bytes.clone().as_ref().clone())) as Box<dyn BufRead>)
@@ -107,30 +139,19 @@ fn file_id(p: &std::path::Path) -> anyhow::Result<String> {
     csd_traces::store::trace_id_of(f).with_context(|| format!("reading {}", p.display()))
 }
 
-pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
-    let profile = Profile::load(&args.profile)?;
-    let kinds = super::ndp::designs(&args.design)?;
+/// Replays one trace under each design: what `csd replay` and the dashboard's replay form
+/// run. `progress` hears (design index, design, progress) as the replay goes.
+pub fn replay_all(
+    open: &mut Opener,
+    trace: &TraceRef,
+    profile: &Profile,
+    kinds: &[DesignKind],
+    opts: &ReplayOptions,
+    mut progress: impl FnMut(usize, DesignKind, Progress),
+) -> anyhow::Result<(Report, NewRun)> {
     let engine = super::task::engine()?;
-    let opts = ReplayOptions {
-        pace: args.mode,
-        seed: args.seed,
-        strictness: if args.lenient {
-            Strictness::Lenient
-        } else {
-            Strictness::Strict
-        },
-    };
-    // Open the store first: a busy store is an error before any work is done.
-    args.store.check()?;
-    let (mut open, trace_ref) = open_trace(args)?;
-    let name = trace_ref.name.clone();
     let mut designs = Vec::new();
-    for kind in kinds {
-        let bar = indicatif::ProgressBar::new_spinner();
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
-                .expect("static template"),
-        );
+    for (i, &kind) in kinds.iter().enumerate() {
         let mut factory = |task: &str, task_args: &str| -> Result<Box<dyn NdpCompute>, String> {
             let wasm = csd::builtin::task(task)
                 .ok_or_else(|| format!("unknown task '{task}' (ndp ops name built-in tasks)"))?;
@@ -139,42 +160,91 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
                 task,
                 wasm,
                 task_args.as_bytes().to_vec(),
-                &profile,
+                profile,
             )
             .map(|c| Box::new(c) as Box<dyn NdpCompute>)
             .map_err(|e| format!("{e:#}"))
         };
-        let started = std::time::Instant::now();
-        let report = replay(&mut open, &profile, kind, &mut factory, &opts, |n| {
-            // Show progress only once a replay has run for a second.
-            if started.elapsed().as_secs() >= 1 {
-                bar.set_message(format!("{kind}: {n} events"));
-                bar.tick();
-            }
+        let report = replay(&mut *open, profile, kind, &mut factory, opts, |p| {
+            progress(i, kind, p)
         })
-        .with_context(|| format!("replaying {name} under {kind}"))?;
-        bar.finish_and_clear();
+        .with_context(|| format!("replaying {} under {kind}", trace.name))?;
         designs.push(report);
     }
     let report = Report {
-        trace: name,
-        profile: &profile.name,
-        mode: args.mode,
-        seed: args.seed,
+        trace: trace.name.clone(),
+        profile: profile.name.clone(),
+        mode: opts.pace,
+        seed: opts.seed,
         designs,
     };
-    args.store.save_and_say(NewRun {
+    let run = NewRun {
         kind: RunKind::Replay,
-        trace: Some(trace_ref),
+        trace: Some(trace.clone()),
         profile: profile.name.clone(),
         designs: report
             .designs
             .iter()
             .map(|d| d.design.to_string())
             .collect(),
-        seed: args.seed,
+        seed: opts.seed,
         report: serde_json::to_value(&report)?,
+    };
+    Ok((report, run))
+}
+
+pub fn options(mode: Pace, seed: u64, lenient: bool) -> ReplayOptions {
+    ReplayOptions {
+        pace: mode,
+        seed,
+        strictness: if lenient {
+            Strictness::Lenient
+        } else {
+            Strictness::Strict
+        },
+    }
+}
+
+pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
+    if let Some(addr) = args.serve {
+        return super::serve::replay_and_serve(args, addr);
+    }
+    let profile = Profile::load(&args.profile)?;
+    let kinds = super::ndp::designs(&args.design)?;
+    let opts = options(args.mode, args.seed, args.lenient);
+    // Open the store first: a busy store is an error before any work is done.
+    args.store.check()?;
+    let store_path = (!args.store.no_store).then(|| args.store.path());
+    let (mut open, trace_ref) = open_trace(args.trace.as_deref(), |key| {
+        let s = RunStore::open(&store_path?).ok()?;
+        s.trace(key).ok().map(|(meta, b)| (meta.name, b))
     })?;
+    let bar = indicatif::ProgressBar::hidden();
+    let started = std::time::Instant::now();
+    let (report, run) = replay_all(
+        &mut open,
+        &trace_ref,
+        &profile,
+        &kinds,
+        &opts,
+        |_, kind, p| {
+            // A bar only once a replay has run for a second.
+            if bar.is_hidden() && started.elapsed().as_secs() >= 1 {
+                bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+                bar.set_style(
+                    indicatif::ProgressStyle::with_template(
+                        "{spinner} [{elapsed_precise}] {msg} {bar:40} {human_pos}/{human_len} events",
+                    )
+                    .expect("static template"),
+                );
+            }
+            bar.set_length(p.of);
+            bar.set_position(p.events);
+            bar.set_message(kind.to_string());
+        },
+    )?;
+    bar.finish_and_clear();
+    args.store.save_and_say(run)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

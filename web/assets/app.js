@@ -72,7 +72,7 @@ function breakdownChart(chart) {
   const bars = chart.bars;
   const names = [];
   for (const b of bars) for (const s of b.stages) if (!names.includes(s.name)) names.push(s.name);
-  const barW = 56, gap = 44, left = 64, top = 34, plotH = 220;
+  const barW = 56, gap = 44, left = 64, top = 46, plotH = 220;
   const width = Math.max(420, left + bars.length * (barW + gap) + 20);
   const height = top + plotH + 48;
   const max = Math.max(...bars.map((b) => b.total_ns), 1);

@@ -266,10 +266,7 @@ async fn start_replay(
         ));
     }
     let id = Jobs::start(state, req);
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(serde_json::json!({ "job": id })),
-    ))
+    Ok((StatusCode::ACCEPTED, Json(serde_json::json!({ "job": id }))))
 }
 
 async fn get_replay(

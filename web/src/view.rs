@@ -269,7 +269,12 @@ pub fn headlines(run: &StoredRun) -> Vec<Headline> {
         }
     }
     if let Some(p) = ndp_points(&run.report).first() {
-        for d in p.get("designs").and_then(Value::as_array).into_iter().flatten() {
+        for d in p
+            .get("designs")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             if let Some(x) = num(d, &["mean_latency_ns"]) {
                 out.push(Headline {
                     design: name_of(d),
