@@ -1,0 +1,399 @@
+//! `csd serve`: the API over a real store, and the dashboard in real headless Chromium
+//! (driven through chromedriver).
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const CSD: &str = env!("CARGO_BIN_EXE_csd");
+
+/// A child process killed when the test ends, however it ends.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("scratch dir");
+    d
+}
+
+/// A store with one replay of the bundled `ndp-mixed` sample under every design.
+fn fixture_store(name: &str) -> PathBuf {
+    let d = scratch(name);
+    let store = d.join("store");
+    let out = Command::new(CSD)
+        .args(["replay", "ndp-mixed", "--json", "--store"])
+        .arg(&store)
+        .env("XDG_CACHE_HOME", d.join("cache"))
+        .output()
+        .expect("run csd replay");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    store
+}
+
+/// Starts `csd serve` on a free port; returns the server and its base URL.
+fn serve(store: &Path) -> (Killed, String) {
+    let mut child = Command::new(CSD)
+        .args(["serve", "--addr", "127.0.0.1:0", "--store"])
+        .arg(store)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start csd serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read the server's first line");
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .trim_end_matches('/')
+        .to_string();
+    (Killed(child), url)
+}
+
+/// One HTTP/1.1 request, raw, so tests can send what browsers would not (`/../`, huge
+/// bodies). Returns (status, body).
+fn http(base: &str, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+    let host = base.trim_start_matches("http://");
+    let mut s = TcpStream::connect(host).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    // The server may answer (413) before reading a huge body; a failed write is fine then.
+    let _ = s.write_all(body);
+    let mut resp = Vec::new();
+    let _ = s.read_to_end(&mut resp);
+    let text = String::from_utf8_lossy(&resp).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status line in {text:?}"));
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    // Chunked bodies: keep the JSON/HTML between the chunk sizes.
+    let body = if text
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        let mut out = String::new();
+        let mut rest = body;
+        while let Some((size, after)) = rest.split_once("\r\n") {
+            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+            if n == 0 || after.len() < n {
+                break;
+            }
+            out.push_str(&after[..n]);
+            rest = &after[n..].trim_start_matches("\r\n");
+        }
+        out
+    } else {
+        body.to_string()
+    };
+    (status, body)
+}
+
+fn get_json(base: &str, path: &str) -> (u16, Value) {
+    let (status, body) = http(base, "GET", path, b"");
+    let v = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"));
+    (status, v)
+}
+
+#[test]
+fn api_answers_runs_errors_and_refuses_what_it_should() {
+    let store = fixture_store("api");
+    let (_server, base) = serve(&store);
+
+    let (status, runs) = get_json(&base, "/api/runs");
+    assert_eq!(status, 200);
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 1);
+    assert_eq!(runs["runs"][0]["id"], "r1");
+
+    let (status, run) = get_json(&base, "/api/runs/r1");
+    assert_eq!(status, 200);
+    let bars = run["view"]["breakdowns"][0]["bars"].as_array().unwrap();
+    assert_eq!(bars.len(), 4, "one bar per design");
+    for (bar, d) in bars
+        .iter()
+        .zip(run["run"]["report"]["designs"].as_array().unwrap())
+    {
+        assert_eq!(bar["design"], d["design"]);
+        assert_eq!(bar["pao"], d["ndp"]["pao"], "PAO passes through unchanged");
+    }
+
+    // Unknown run: 404 with a JSON error; malformed ids: 400.
+    let (status, e) = get_json(&base, "/api/runs/r99");
+    assert_eq!(status, 404);
+    assert!(e["error"].as_str().unwrap().contains("no run 'r99'"), "{e}");
+    for bad in ["/api/runs/x1", "/api/runs/r0", "/api/runs/r1/diff/banana"] {
+        let (status, e) = get_json(&base, bad);
+        assert_eq!(status, 400, "{bad}: {e}");
+        assert!(e["error"].as_str().unwrap().contains("not a run id"), "{e}");
+    }
+    let (status, _) = get_json(&base, "/api/nothing-here");
+    assert_eq!(status, 404);
+
+    // A diff of a run with itself: every delta is zero.
+    let (status, d) = get_json(&base, "/api/runs/r1/diff/r1");
+    assert_eq!(status, 200);
+    assert_eq!(d["designs"].as_array().unwrap().len(), 4);
+    assert!(d["designs"][0]["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|m| m["delta"] == 0.0));
+
+    let (status, p) = get_json(&base, "/api/profiles");
+    assert_eq!(status, 200);
+    assert!(p
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["name"] == "cosmos-plus"));
+
+    // Oversized and malformed requests: 4xx, nothing started.
+    let huge = vec![b'x'; 1 << 20];
+    let (status, _) = http(&base, "POST", "/api/replays", &huge);
+    assert_eq!(status, 413);
+    let (status, body) = http(&base, "POST", "/api/replays", b"{\"trace\": 3}");
+    assert!((400..500).contains(&status), "{status} {body}");
+    let (_, jobs) = get_json(&base, "/api/replays");
+    assert_eq!(jobs.as_array().unwrap().len(), 0);
+
+    // Paths that climb never leave the embedded assets.
+    for path in [
+        "/assets/../Cargo.toml",
+        "/assets/..%2f..%2fCargo.toml",
+        "/../../etc/passwd",
+        "/assets/%2e%2e/%2e%2e/etc/passwd",
+    ] {
+        let (status, body) = http(&base, "GET", path, b"");
+        assert_eq!(status, 404, "{path}: {body}");
+        assert!(
+            !body.contains("[package]") && !body.contains("root:"),
+            "{path}"
+        );
+    }
+    let (status, js) = http(&base, "GET", "/assets/app.js", b"");
+    assert_eq!(status, 200);
+    assert!(js.contains("breakdownChart"));
+}
+
+#[test]
+fn a_replay_started_through_the_api_is_stored() {
+    let store = scratch("api-replay").join("store");
+    let (_server, base) = serve(&store);
+    let req = br#"{"trace":"ndp-mixed","profile":"cosmos-plus","designs":["lightfs"],"seed":3}"#;
+    let (status, body) = http(&base, "POST", "/api/replays", req);
+    assert_eq!(status, 202, "{body}");
+    let job: Value = serde_json::from_str(&body).unwrap();
+    let id = job["job"].as_str().unwrap().to_string();
+    // Poll until it finishes (bounded: the sample replays in well under a minute).
+    let started = Instant::now();
+    let done = loop {
+        let (_, j) = get_json(&base, &format!("/api/replays/{id}"));
+        if j["state"] != "running" {
+            break j;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "replay job hung"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(done["state"], "done", "{done}");
+    let (status, run) = get_json(
+        &base,
+        &format!("/api/runs/{}", done["run"].as_str().unwrap()),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(run["run"]["seed"], 3);
+    assert_eq!(run["run"]["designs"][0], "lightfs");
+
+    // A job naming a file on the server's disk is refused: requests name stored traces or samples.
+    let bad = br#"{"trace":"/etc/passwd","profile":"cosmos-plus","designs":["lightfs"]}"#;
+    let (_, body) = http(&base, "POST", "/api/replays", bad);
+    let job: Value = serde_json::from_str(&body).unwrap();
+    let id = job["job"].as_str().unwrap();
+    let failed = loop {
+        let (_, j) = get_json(&base, &format!("/api/replays/{id}"));
+        if j["state"] != "running" {
+            break j;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(failed["state"], "failed");
+    assert!(failed["error"]
+        .as_str()
+        .unwrap()
+        .contains("no bundled sample"));
+}
+
+// ---- the browser -----------------------------------------------------------------------
+
+fn find_program(env: &str, names: &[&str]) -> PathBuf {
+    if let Some(p) = std::env::var_os(env) {
+        return PathBuf::from(p);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path) {
+        for n in names {
+            let p = dir.join(n);
+            if p.is_file() {
+                return p;
+            }
+        }
+    }
+    panic!(
+        "{} not found (set {env}); the README's setup installs Debian's chromium and chromium-driver",
+        names.join(" or ")
+    );
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// chromedriver on a free port, once it accepts connections.
+fn chromedriver() -> (Killed, u16) {
+    let driver = find_program("CSD_CHROMEDRIVER", &["chromedriver"]);
+    let port = free_port();
+    let child = Command::new(driver)
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start chromedriver");
+    let child = Killed(child);
+    let started = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "chromedriver did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (child, port)
+}
+
+async fn browser(port: u16, profile_dir: &Path) -> fantoccini::Client {
+    let chromium = find_program("CSD_CHROMIUM", &["chromium", "chromium-browser"]);
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        serde_json::json!({
+            "binary": chromium,
+            "args": [
+                "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update",
+                "--disable-sync", "--window-size=1100,1300",
+                format!("--user-data-dir={}", profile_dir.display()),
+            ],
+        }),
+    );
+    fantoccini::ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{port}"))
+        .await
+        .expect("connect to chromedriver")
+}
+
+#[test]
+fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
+    use fantoccini::Locator;
+    let store = fixture_store("browser");
+    let (_server, base) = serve(&store);
+    let (_, run) = get_json(&base, "/api/runs/r1");
+    let bars = run["view"]["breakdowns"][0]["bars"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let empty = scratch("browser-empty").join("store");
+    let (_empty_server, empty_base) = serve(&empty);
+    let (_driver, port) = chromedriver();
+    let profile = scratch("browser-profile");
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let c = browser(port, &profile).await;
+        c.goto(&format!("{base}/runs/r1")).await.unwrap();
+        c.wait()
+            .at_most(Duration::from_secs(30))
+            .for_element(Locator::Css("svg.breakdown g.bar"))
+            .await
+            .expect("the breakdown chart appears");
+        let drawn = c
+            .find_all(Locator::Css("svg.breakdown g.bar"))
+            .await
+            .unwrap();
+        assert_eq!(drawn.len(), bars.len(), "one bar per design");
+        for (g, bar) in drawn.iter().zip(&bars) {
+            let design = g.attr("data-design").await.unwrap();
+            assert_eq!(design.as_deref(), bar["design"].as_str());
+            let label = g
+                .find(Locator::Css("text.pao-label"))
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            let pao = bar["pao"].as_f64().unwrap();
+            assert_eq!(label, format!("PAO {:.1}%", pao * 100.0), "{design:?}");
+            let segments = g.find_all(Locator::Css("rect")).await.unwrap();
+            assert_eq!(segments.len(), bar["stages"].as_array().unwrap().len());
+        }
+        // The numbers are in a table beneath the chart too.
+        let table = c
+            .find(Locator::Css("table.breakdown-table"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        for bar in &bars {
+            assert!(table.contains(bar["design"].as_str().unwrap()));
+        }
+        let png = c.screenshot().await.unwrap();
+        assert!(png.starts_with(b"\x89PNG"));
+        let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
+        std::fs::create_dir_all(&shots).unwrap();
+        std::fs::write(shots.join("run-detail.png"), &png).unwrap();
+
+        // An empty store says how to make a run.
+        c.goto(&format!("{empty_base}/")).await.unwrap();
+        let empty = c
+            .wait()
+            .at_most(Duration::from_secs(30))
+            .for_element(Locator::Css(".empty"))
+            .await
+            .expect("the empty state appears")
+            .text()
+            .await
+            .unwrap();
+        assert!(empty.contains("No runs yet"), "{empty}");
+        assert!(empty.contains("csd replay"), "{empty}");
+        c.close().await.unwrap();
+    });
+}
