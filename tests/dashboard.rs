@@ -102,7 +102,7 @@ fn http(base: &str, method: &str, path: &str, body: &[u8]) -> (u16, String) {
                 break;
             }
             out.push_str(&after[..n]);
-            rest = &after[n..].trim_start_matches("\r\n");
+            rest = after[n..].trim_start_matches("\r\n");
         }
         out
     } else {

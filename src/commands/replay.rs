@@ -103,9 +103,10 @@ pub fn open_trace(
             let opener: Opener = Box::new(move || {
                 Ok(Box::new(std::io::BufReader::new(std::fs::File::open(&p)?)) as Box<dyn BufRead>)
             });
-            return Ok((opener, TraceRef { id, name }));
+            Ok((opener, TraceRef { id, name }))
         }
-        Some(p) => open_named(&p.display().to_string(), stored),
+        Some(p) => open_named(&p.display().to_string(), stored)
+            .with_context(|| format!("no such file: {}", p.display())),
     }
 }
 
@@ -120,7 +121,7 @@ pub fn open_named(
         None => match sample(key) {
             Some(s) => (format!("(sample) {key}"), s.as_bytes().to_vec()),
             None => anyhow::bail!(
-                "opening {key}: no such file, no trace of that id or name in the run store (csd trace add stores one), and no bundled sample of that name ({})",
+                "no trace '{key}': none of that id or name in the run store (csd trace add stores one), and no bundled sample of that name ({})",
                 SAMPLES.map(|(n, _)| n).join(", ")
             ),
         },
