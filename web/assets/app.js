@@ -260,7 +260,7 @@ async function comparePage(a, b) {
   const d = await api(`/runs/${encodeURIComponent(a)}/diff/${encodeURIComponent(b)}`);
   const parts = [el("h1", {}, `${d.a.id} → ${d.b.id}`),
     el("p", { class: "muted" }, `${d.a.id}: ${d.a.profile}, ${d.a.trace ? d.a.trace.name : d.a.kind} · ${d.b.id}: ${d.b.profile}, ${d.b.trace ? d.b.trace.name : d.b.kind}`)];
-  if (!d.designs.length) parts.push(el("p", {}, "The two runs share no design, so there is nothing to compare."));
+  if (!d.designs.length) parts.push(el("p", {}, "The two runs share no design (runs of different kinds, or of csd ndp at different data points, never do), so there is nothing to compare."));
   for (const des of d.designs) {
     parts.push(el("h2", {}, des.design), table(["metric", d.a.id, d.b.id, "change", "relative"],
       des.metrics.map((m) => [m.metric, num(m.a), num(m.b),
