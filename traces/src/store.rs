@@ -302,16 +302,19 @@ pub struct DesignDelta {
     pub metrics: Vec<(String, f64, f64, f64, Option<f64>)>,
 }
 
+/// The number at `path` in a stored report, if there is one.
+pub fn number_at(v: &Value, path: &[&str]) -> Option<f64> {
+    let mut cur = v;
+    for p in path {
+        cur = cur.get(p)?;
+    }
+    cur.as_f64()
+}
+
 /// The numbers worth comparing in a report, per design: replay and `csd ndp` reports both.
 fn headline(report: &Value) -> Vec<(String, Vec<(String, f64)>)> {
     let mut out = Vec::new();
-    let num = |v: &Value, path: &[&str]| -> Option<f64> {
-        let mut cur = v;
-        for p in path {
-            cur = cur.get(p)?;
-        }
-        cur.as_f64()
-    };
+    let num = number_at;
     // Replay: {"designs":[{design, duration_ns, ops_per_sec, latency:{op:{p50_ns,p99_ns}}, ndp, device}]}
     if let Some(designs) = report.get("designs").and_then(Value::as_array) {
         for d in designs {

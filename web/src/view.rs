@@ -99,13 +99,7 @@ pub struct Headline {
     pub unit: &'static str,
 }
 
-fn num(v: &Value, path: &[&str]) -> Option<f64> {
-    let mut cur = v;
-    for p in path {
-        cur = cur.get(p)?;
-    }
-    cur.as_f64()
-}
+use csd_traces::store::number_at as num;
 
 fn name_of(v: &Value) -> String {
     v.get("design")
