@@ -7,10 +7,11 @@
 
 use crate::addr::{BlockId, ChannelId, DieId, Lpn, Ppn, VirtualTime};
 use crate::error::DeviceError;
-use crate::ftl::{Ftl, FtlCounters};
+use crate::ftl::{Ftl, FtlCounters, WriteOutcome};
 use crate::geometry::Geometry;
 use crate::profile::Profile;
 use crate::timing::BusyClocks;
+use crate::txn::Txn;
 use serde::Serialize;
 
 /// Whether pages hold real bytes.
@@ -77,12 +78,15 @@ pub struct DeviceCounters {
 /// The simulated SSD. See the module docs.
 #[derive(Clone, Debug)]
 pub struct Device {
-    profile: Profile,
-    ftl: Ftl,
-    clocks: BusyClocks,
-    counters: IoCounters,
+    pub(crate) profile: Profile,
+    pub(crate) ftl: Ftl,
+    pub(crate) clocks: BusyClocks,
+    pub(crate) counters: IoCounters,
     /// `channel_of[die]`, precomputed: the hot path avoids a division per page.
-    channel_of: Vec<ChannelId>,
+    pub(crate) channel_of: Vec<ChannelId>,
+    /// TxISC snapshots, delta mappings and the task table (empty unless tasks run as
+    /// transactions).
+    pub(crate) txn: Txn,
 }
 
 impl Device {
@@ -104,6 +108,7 @@ impl Device {
             channel_of: (0..g.dies()).map(|d| g.channel_of_die(DieId(d))).collect(),
             profile: profile.clone(),
             counters: IoCounters::default(),
+            txn: Txn::default(),
         })
     }
 
@@ -204,7 +209,7 @@ impl Device {
         Ok(self.finish_read(IoPath::Internal, at, t0, flash_done, ps * ppns.len() as u64))
     }
 
-    fn check_pages(&self, lpn: Lpn, pages: u64) -> Result<(), DeviceError> {
+    pub(crate) fn check_pages(&self, lpn: Lpn, pages: u64) -> Result<(), DeviceError> {
         let end = lpn.0.checked_add(pages).ok_or(DeviceError::LpnOutOfRange {
             lpn: lpn.0,
             logical_pages: self.logical_pages(),
@@ -233,7 +238,7 @@ impl Device {
         }
     }
 
-    fn check_buffer(&self, got: usize, expected: u64) -> Result<(), DeviceError> {
+    pub(crate) fn check_buffer(&self, got: usize, expected: u64) -> Result<(), DeviceError> {
         if got as u64 == expected {
             Ok(())
         } else {
@@ -256,23 +261,62 @@ impl Device {
         }
     }
 
+    /// The page holding `lpn` for the host and the firmware: the host's delta while a
+    /// snapshot covers the LPN and the host wrote it, the L2P otherwise.
+    #[inline]
+    fn resolve(&self, lpn: Lpn) -> Result<Option<Ppn>, DeviceError> {
+        if let Some((file, page)) = self.txn.flagged(lpn) {
+            if let Some(ppn) = self.txn.host_page(file, page) {
+                return Ok(Some(ppn));
+            }
+        }
+        self.ftl.lookup(lpn)
+    }
+
     fn flash_read_page(
         &mut self,
         lpn: Lpn,
         out: Option<&mut [u8]>,
         ready: VirtualTime,
     ) -> Result<VirtualTime, DeviceError> {
-        match self.ftl.read(lpn, out)? {
-            Some(ppn) => {
-                let die = self.profile.geometry.die_of(ppn);
-                self.counters.flash_page_reads += 1;
-                Ok(self
-                    .clocks
-                    .read_page(die, self.channel_of[die.0 as usize], ready))
+        let ppn = self.resolve(lpn)?;
+        self.flash_read_ppn(ppn, out, ready)
+    }
+
+    /// Reads physical page `ppn` (`None`: unmapped, answered with zeros by the controller
+    /// without touching flash) into `out` if given.
+    pub(crate) fn flash_read_ppn(
+        &mut self,
+        ppn: Option<Ppn>,
+        out: Option<&mut [u8]>,
+        ready: VirtualTime,
+    ) -> Result<VirtualTime, DeviceError> {
+        let Some(ppn) = ppn else {
+            if let Some(o) = out {
+                o.fill(0);
             }
-            // Unmapped pages are answered with zeros by the controller, no flash access.
-            None => Ok(ready),
+            return Ok(ready);
+        };
+        if let Some(o) = out {
+            self.ftl.read_physical(ppn, o)?;
         }
+        let die = self.profile.geometry.die_of(ppn);
+        self.counters.flash_page_reads += 1;
+        Ok(self
+            .clocks
+            .read_page(die, self.channel_of[die.0 as usize], ready))
+    }
+
+    /// Programs a delta page for `lpn` (the L2P is left alone); returns the page and when
+    /// its program finished.
+    pub(crate) fn program_delta(
+        &mut self,
+        lpn: Lpn,
+        data: Option<&[u8]>,
+        ready: VirtualTime,
+    ) -> Result<(Ppn, VirtualTime), DeviceError> {
+        let outcome = self.ftl.write_delta(lpn, data)?;
+        Ok((outcome.ppn, self.book_program(outcome, ready)))
     }
 
     fn flash_write_page(
@@ -281,7 +325,14 @@ impl Device {
         data: Option<&[u8]>,
         ready: VirtualTime,
     ) -> Result<VirtualTime, DeviceError> {
+        if let Some((file, page)) = self.txn.flagged(lpn) {
+            return self.host_delta_write(file, page, lpn, data, ready);
+        }
         let outcome = self.ftl.write(lpn, data)?;
+        Ok(self.book_program(outcome, ready))
+    }
+
+    fn book_program(&mut self, outcome: WriteOutcome, ready: VirtualTime) -> VirtualTime {
         let channel = self.channel_of[outcome.die.0 as usize];
         let done = self.clocks.program_page(outcome.die, channel, ready);
         if let Some(gc) = outcome.gc {
@@ -289,7 +340,7 @@ impl Device {
             self.clocks.collect_garbage(&gc, done);
         }
         self.counters.flash_page_programs += 1;
-        Ok(done)
+        done
     }
 
     /// Reads `pages` logical pages starting at `lpn`. With `out`, fills it with their bytes
@@ -480,7 +531,7 @@ impl Device {
                     (base + p * ps + a - offset) as usize..(base + p * ps + b - offset) as usize;
                 let partial = a > 0 || b < ps;
                 let mut start = ready;
-                if partial && self.ftl.lookup(lpn)?.is_some() {
+                if partial && self.resolve(lpn)?.is_some() {
                     self.counters.read_modify_writes += 1;
                     let old = payloads.then_some(page.as_mut_slice());
                     start = self.flash_read_page(lpn, old, ready)?;

@@ -31,6 +31,8 @@ pub enum DeviceError {
     PayloadsNotKept,
     #[error("physical page {ppn} has been erased")]
     PageErased { ppn: u32 },
+    #[error("physical page {ppn} is not held by a delta mapping")]
+    NotADelta { ppn: u32 },
     #[error("block {block} is not pinned")]
     NotPinned { block: u32 },
     #[error("invalid profile field `{field}`: {reason}")]

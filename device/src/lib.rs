@@ -8,6 +8,8 @@
 //! - [`geometry`]: channels × dies × planes × blocks × pages, over-provisioning.
 //! - [`timing`]: latencies and the per-die / per-channel / link busy-until clocks.
 //! - [`ftl`]: page-level L2P + OOB P2L, out-of-place writes, greedy GC, trim, GC-forbid pins.
+//! - [`txn`]: TxISC — snapshot descriptors, delta mappings, the task table, atomic commit.
+//! - [`durable`]: what survives a power loss, and recovery from it.
 //! - [`profile`]: the TOML device profiles shipped with csdlab.
 //! - [`cost`]: device-CPU and accelerator cost models (task compute time).
 //! - [`device`]: [`Device`], the API the rest of csdlab uses.
@@ -28,6 +30,7 @@
 pub mod addr;
 pub mod cost;
 pub mod device;
+pub mod durable;
 pub mod error;
 pub mod ftl;
 pub mod geometry;
@@ -35,6 +38,7 @@ pub mod profile;
 pub mod rng;
 pub mod synth;
 pub mod timing;
+pub mod txn;
 
 pub use addr::{BlockId, ChannelId, DieId, Lpn, PageAddr, Ppn, VirtualTime};
 pub use cost::{Accelerator, Accelerators, DeviceCpu, HostCosts};
@@ -43,3 +47,4 @@ pub use error::DeviceError;
 pub use ftl::{Ftl, FtlCounters, GcWork};
 pub use geometry::Geometry;
 pub use profile::{FtlPolicy, Profile, ProfileError};
+pub use txn::{Extent, FileId, RecoveryReport, TaskId, TxError, TxnStats};

@@ -25,6 +25,7 @@ pub use l2p::L2p;
 pub use store::PageStore;
 
 use crate::addr::{BlockId, DieId, Lpn, Ppn};
+use crate::durable::{DurableImage, OobRecord, PersistStep};
 use crate::error::DeviceError;
 use crate::geometry::Geometry;
 use crate::profile::FtlPolicy;
@@ -95,6 +96,16 @@ pub struct Ftl {
     counters: FtlCounters,
     /// Reused buffer of a GC victim's live pages.
     gc_scratch: Vec<u32>,
+    /// OOB flag per physical page: programmed for a TxISC delta mapping, so its OOB LPN is
+    /// not authoritative until the delta is applied and its P2L persisted.
+    oob_delta: Vec<u64>,
+    /// Valid pages held by a delta mapping and not (yet) in the L2P. Their blocks are pinned.
+    live_deltas: Vec<u64>,
+    live_delta_count: u64,
+    /// The P2L persisted for applied deltas: LPN → (sequence number of the apply, page).
+    p2l_journal: BTreeMap<u32, (u64, u32)>,
+    /// Every persistent step in order, when a crash checker asked for it.
+    log: Option<Vec<PersistStep>>,
 }
 
 /// How many live pages ahead GC prefetches L2P slots: enough to keep ~a dozen misses in flight.
@@ -125,7 +136,37 @@ impl Ftl {
             store: keep_payloads.then(|| PageStore::new(geo.page_size_bytes as usize)),
             counters: FtlCounters::default(),
             gc_scratch: Vec::with_capacity(geo.pages_per_block as usize),
+            oob_delta: vec![0; physical.div_ceil(64)],
+            live_deltas: vec![0; physical.div_ceil(64)],
+            live_delta_count: 0,
+            p2l_journal: BTreeMap::new(),
+            log: None,
         }
+    }
+
+    /// Starts recording every persistent step (page programs, erases, trim and P2L journal
+    /// updates, and what the transaction layer logs through [`Ftl::log_step`]).
+    pub fn record_persist_log(&mut self) {
+        self.log = Some(Vec::new());
+    }
+
+    /// The persistent steps recorded so far.
+    pub fn persist_log(&self) -> Option<&[PersistStep]> {
+        self.log.as_deref()
+    }
+
+    /// Records a persistent step taken outside the FTL (the capacitor-backed task table and
+    /// delta mappings live in the transaction layer).
+    pub fn log_step(&mut self, step: PersistStep) {
+        if let Some(log) = &mut self.log {
+            log.push(step);
+        }
+    }
+
+    /// The sequence number the next persistent mapping change will carry.
+    fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
     }
 
     pub fn geometry(&self) -> &Geometry {
@@ -171,17 +212,12 @@ impl Ftl {
 
     #[inline]
     fn is_valid(&self, ppn: u32) -> bool {
-        self.valid[(ppn / 64) as usize] & (1 << (ppn % 64)) != 0
+        get_bit(&self.valid, ppn)
     }
 
     #[inline]
     fn set_valid(&mut self, ppn: u32, on: bool) {
-        let word = &mut self.valid[(ppn / 64) as usize];
-        if on {
-            *word |= 1 << (ppn % 64);
-        } else {
-            *word &= !(1 << (ppn % 64));
-        }
+        set_bit(&mut self.valid, ppn, on);
     }
 
     /// Marks the old copy of an LPN stale.
@@ -195,7 +231,14 @@ impl Ftl {
 
     /// Programs the next page of `die`'s open block for `lpn`, opening a free block if
     /// needed. `reserve` free blocks are left untouched (GC keeps one for itself).
-    fn program(&mut self, die: usize, lpn: u32, reserve: usize) -> Option<Ppn> {
+    fn program(
+        &mut self,
+        die: usize,
+        lpn: u32,
+        reserve: usize,
+        delta: bool,
+        tag: u64,
+    ) -> Option<Ppn> {
         let ppb = self.geo.pages_per_block;
         let block = match self.blocks.dies[die].open {
             Some(b) => b,
@@ -215,10 +258,20 @@ impl Ftl {
         meta.written += 1;
         meta.valid += 1;
         let full = meta.written == ppb;
-        self.seq += 1;
+        let seq = self.next_seq();
         self.oob_lpn[ppn as usize] = lpn;
-        self.oob_seq[ppn as usize] = self.seq;
+        self.oob_seq[ppn as usize] = seq;
+        set_bit(&mut self.oob_delta, ppn, delta);
         self.set_valid(ppn, true);
+        self.log_step(PersistStep::Program {
+            ppn,
+            oob: OobRecord {
+                lpn,
+                seq,
+                delta,
+                tag,
+            },
+        });
         if full {
             self.blocks.dies[die].open = None;
             self.blocks.close(block);
@@ -237,7 +290,120 @@ impl Ftl {
     /// (`None` writes a zero page); in timing-only mode it is ignored.
     pub fn write(&mut self, lpn: Lpn, data: Option<&[u8]>) -> Result<WriteOutcome, DeviceError> {
         self.check_lpn(lpn)?;
-        // Channel-first striping; skip dies whose space GC could not win back.
+        let die = self.pick_die()?;
+        let lpn32 = lpn.0 as u32;
+        let ppn = self
+            .program(die, lpn32, 1, false, tag_of(data))
+            .expect("pick_die guaranteed a page");
+        if let Some(old) = self.l2p.set(lpn, ppn) {
+            self.invalidate(old);
+        }
+        if !self.trims.is_empty() && self.trims.remove(&lpn32).is_some() {
+            self.log_step(PersistStep::TrimDrop { lpn: lpn32 });
+        }
+        self.finish_write(die, ppn, data)
+    }
+
+    /// Programs a page for a TxISC delta mapping: out of place like any write, but the L2P is
+    /// left alone (the page is private to its task, or to the host while a snapshot covers the
+    /// LPN) and its block is pinned so GC never erases it before [`Ftl::apply_delta`] or
+    /// [`Ftl::drop_delta`].
+    pub fn write_delta(
+        &mut self,
+        lpn: Lpn,
+        data: Option<&[u8]>,
+    ) -> Result<WriteOutcome, DeviceError> {
+        self.check_lpn(lpn)?;
+        let die = self.pick_die()?;
+        let ppn = self
+            .program(die, lpn.0 as u32, 1, true, tag_of(data))
+            .expect("pick_die guaranteed a page");
+        set_bit(&mut self.live_deltas, ppn.0, true);
+        self.live_delta_count += 1;
+        self.blocks.pin(ppn.0 / self.geo.pages_per_block);
+        self.finish_write(die, ppn, data)
+    }
+
+    /// Makes a delta page the live copy of its LPN (commit, or a snapshot's release for host
+    /// deltas) and persists its P2L.
+    pub fn apply_delta(&mut self, ppn: Ppn) -> Result<(), DeviceError> {
+        self.take_delta(ppn)?;
+        let lpn32 = self.oob_lpn[ppn.0 as usize];
+        let lpn = Lpn(u64::from(lpn32));
+        if let Some(old) = self.l2p.set(lpn, ppn) {
+            self.invalidate(old);
+        }
+        if !self.trims.is_empty() && self.trims.remove(&lpn32).is_some() {
+            self.log_step(PersistStep::TrimDrop { lpn: lpn32 });
+        }
+        let seq = self.next_seq();
+        self.p2l_journal.insert(lpn32, (seq, ppn.0));
+        self.log_step(PersistStep::P2l {
+            lpn: lpn32,
+            ppn: ppn.0,
+            seq,
+        });
+        Ok(())
+    }
+
+    /// Persists the P2L of a page recovery mapped from a delta record, before the record is
+    /// cleared.
+    pub fn journal_p2l(&mut self, ppn: Ppn) {
+        let lpn = self.oob_lpn[ppn.0 as usize];
+        let seq = self.next_seq();
+        self.p2l_journal.insert(lpn, (seq, ppn.0));
+        self.log_step(PersistStep::P2l {
+            lpn,
+            ppn: ppn.0,
+            seq,
+        });
+    }
+
+    /// Drops a delta page (abort): it becomes garbage for GC.
+    pub fn drop_delta(&mut self, ppn: Ppn) -> Result<(), DeviceError> {
+        self.take_delta(ppn)?;
+        self.invalidate(ppn);
+        Ok(())
+    }
+
+    /// Ends a delta page's private life: clears its mark and releases its block's pin.
+    fn take_delta(&mut self, ppn: Ppn) -> Result<(), DeviceError> {
+        self.check_ppn(ppn)?;
+        if !get_bit(&self.live_deltas, ppn.0) {
+            return Err(DeviceError::NotADelta { ppn: ppn.0 });
+        }
+        set_bit(&mut self.live_deltas, ppn.0, false);
+        self.live_delta_count -= 1;
+        self.blocks.unpin(ppn.0 / self.geo.pages_per_block);
+        Ok(())
+    }
+
+    /// Valid pages held by delta mappings.
+    pub fn live_delta_pages(&self) -> u64 {
+        self.live_delta_count
+    }
+
+    fn finish_write(
+        &mut self,
+        die: usize,
+        ppn: Ppn,
+        data: Option<&[u8]>,
+    ) -> Result<WriteOutcome, DeviceError> {
+        if let Some(store) = &mut self.store {
+            store.put(ppn, data);
+        }
+        self.counters.pages_written += 1;
+        let gc = self.gc_if_needed(die);
+        Ok(WriteOutcome {
+            ppn,
+            die: DieId(die as u32),
+            gc,
+        })
+    }
+
+    /// The next die in channel-first striping order that can take a page without touching
+    /// the GC reserve.
+    fn pick_die(&mut self) -> Result<usize, DeviceError> {
         let mut die = None;
         let mut cursor = self.next_die;
         for _ in 0..self.stripe.len() {
@@ -252,30 +418,8 @@ impl Ftl {
                 break;
             }
         }
-        let Some(die) = die else {
-            return Err(DeviceError::DeviceFull {
-                logical_pages_mapped: self.l2p.len(),
-            });
-        };
-        let lpn32 = lpn.0 as u32;
-        let ppn = self
-            .program(die, lpn32, 1)
-            .expect("has_room guaranteed a page");
-        if let Some(old) = self.l2p.set(lpn, ppn) {
-            self.invalidate(old);
-        }
-        if !self.trims.is_empty() {
-            self.trims.remove(&lpn32);
-        }
-        if let Some(store) = &mut self.store {
-            store.put(ppn, data);
-        }
-        self.counters.pages_written += 1;
-        let gc = self.gc_if_needed(die);
-        Ok(WriteOutcome {
-            ppn,
-            die: DieId(die as u32),
-            gc,
+        die.ok_or(DeviceError::DeviceFull {
+            logical_pages_mapped: self.l2p.len(),
         })
     }
 
@@ -309,10 +453,16 @@ impl Ftl {
                 self.set_valid(ppn, false);
                 self.blocks.blocks[victim as usize].valid -= 1;
                 // The reserve block guarantees room: a victim has < ppb valid pages.
+                let tag = self.store.as_ref().map_or(0, |s| s.tag(Ppn(ppn)));
                 let to = self
-                    .program(die, lpn, 0)
+                    .program(die, lpn, 0, false, tag)
                     .expect("GC reserve block guarantees a destination");
                 self.l2p.set(Lpn(u64::from(lpn)), to);
+                // The plain copy's OOB now speaks for the LPN; the journal entry is obsolete.
+                if self.p2l_journal.get(&lpn).is_some_and(|&(_, p)| p == ppn) {
+                    self.p2l_journal.remove(&lpn);
+                    self.log_step(PersistStep::P2lDrop { lpn });
+                }
                 if let Some(store) = &mut self.store {
                     store.relocate(Ppn(ppn), to);
                 }
@@ -323,7 +473,11 @@ impl Ftl {
                 store.drop_range(first..first + ppb);
             }
             self.oob_seq[first as usize..(first + ppb) as usize].fill(0);
+            for p in first..first + ppb {
+                set_bit(&mut self.oob_delta, p, false);
+            }
             self.blocks.erased(victim);
+            self.log_step(PersistStep::Erase { block: victim });
             work.blocks_erased += 1;
         }
         self.counters.gc_pages_migrated += u64::from(work.pages_migrated);
@@ -375,8 +529,12 @@ impl Ftl {
             return Ok(false);
         };
         self.invalidate(old);
-        self.seq += 1;
-        self.trims.insert(lpn.0 as u32, self.seq);
+        let seq = self.next_seq();
+        self.trims.insert(lpn.0 as u32, seq);
+        self.log_step(PersistStep::Trim {
+            lpn: lpn.0 as u32,
+            seq,
+        });
         self.counters.pages_trimmed += 1;
         Ok(true)
     }
@@ -426,30 +584,86 @@ impl Ftl {
         self.blocks.dies.iter().map(|d| d.free.len()).collect()
     }
 
-    /// Rebuilds the L2P from what is on flash: the OOB `(lpn, seq)` of every programmed page
-    /// plus the trim journal. Equals the live L2P whenever the FTL is consistent.
-    pub fn rebuild_l2p(&self) -> L2p {
+    /// The durable state of the flash and the FTL's journals (the transaction layer adds its
+    /// capacitor-backed region).
+    pub fn durable_image(&self) -> DurableImage {
         let ppb = self.geo.pages_per_block;
-        let mut newest: BTreeMap<u32, (u64, u32)> = BTreeMap::new();
+        let mut image = DurableImage::new(ppb);
         for (b, meta) in self.blocks.blocks.iter().enumerate() {
             let first = b as u32 * ppb;
             for ppn in first..first + meta.written {
-                let seq = self.oob_seq[ppn as usize];
-                let lpn = self.oob_lpn[ppn as usize];
-                let entry = newest.entry(lpn).or_insert((0, 0));
-                if seq > entry.0 {
-                    *entry = (seq, ppn);
-                }
+                image.oob.insert(
+                    ppn,
+                    OobRecord {
+                        lpn: self.oob_lpn[ppn as usize],
+                        seq: self.oob_seq[ppn as usize],
+                        delta: get_bit(&self.oob_delta, ppn),
+                        tag: self.store.as_ref().map_or(0, |s| s.tag(Ppn(ppn))),
+                    },
+                );
             }
         }
+        image.trims = self.trims.clone();
+        image.p2l = self.p2l_journal.clone();
+        image
+    }
+
+    /// Rebuilds the L2P from what is on flash alone: the OOB `(lpn, seq)` of every programmed
+    /// page, the trim journal and the persisted P2L of applied deltas. Equals the live L2P
+    /// whenever the FTL is consistent and no delta mapping is outstanding.
+    pub fn rebuild_l2p(&self) -> L2p {
+        let map = crate::durable::recover(&self.durable_image())
+            .expect("an image without delta mappings is always recoverable");
         let mut l2p = L2p::new(self.logical_pages);
-        for (lpn, (seq, ppn)) in newest {
-            let trimmed_later = self.trims.get(&lpn).is_some_and(|&t| t > seq);
-            if !trimmed_later {
-                l2p.set(Lpn(u64::from(lpn)), Ppn(ppn));
-            }
+        for (lpn, ppn) in map {
+            l2p.set(Lpn(u64::from(lpn)), Ppn(ppn));
         }
         l2p
+    }
+
+    /// Power came back: rebuilds every volatile structure (L2P, valid bits, block lists, GC
+    /// buckets) from the recovered mapping `lpn → ppn`. Pins and delta marks were DRAM state
+    /// and are gone; wear counts are kept (the firmware persists them with its metadata).
+    pub fn restore(&mut self, mapping: &BTreeMap<u32, u32>) -> Result<(), DeviceError> {
+        let ppb = self.geo.pages_per_block;
+        let mut l2p = L2p::new(self.logical_pages);
+        self.valid.fill(0);
+        self.live_deltas.fill(0);
+        self.live_delta_count = 0;
+        for (&lpn, &ppn) in mapping {
+            let lpn = Lpn(u64::from(lpn));
+            self.check_lpn(lpn)?;
+            self.check_ppn(Ppn(ppn))?;
+            l2p.set(lpn, Ppn(ppn));
+            self.set_valid(ppn, true);
+        }
+        self.l2p = l2p;
+        let mut table = BlockTable::new(self.geo.dies(), self.geo.blocks_per_die(), ppb);
+        for d in &mut table.dies {
+            d.free.clear();
+        }
+        for b in 0..self.geo.blocks() {
+            let first = b * ppb;
+            let written = (first..first + ppb)
+                .take_while(|&p| self.oob_seq[p as usize] != 0)
+                .count() as u32;
+            let valid = (first..first + ppb).filter(|&p| self.is_valid(p)).count() as u32;
+            let die = table.die_of(b);
+            let meta = &mut table.blocks[b as usize];
+            meta.erases = self.blocks.blocks[b as usize].erases;
+            meta.written = written;
+            meta.valid = valid;
+            if written == 0 {
+                table.dies[die].free.push_back(b);
+            } else if written < ppb && table.dies[die].open.is_none() {
+                meta.state = BlockState::Open;
+                table.dies[die].open = Some(b);
+            } else {
+                table.close(b);
+            }
+        }
+        self.blocks = table;
+        Ok(())
     }
 
     /// Checks every cross-structure invariant; O(physical pages), for tests and debug phases.
@@ -461,6 +675,9 @@ impl Ftl {
     /// - the GC buckets hold exactly the closed, unpinned blocks, filed by valid count.
     pub fn check_invariants(&self) -> Result<(), String> {
         for (lpn, ppn) in self.l2p.iter() {
+            if get_bit(&self.live_deltas, ppn.0) {
+                return Err(format!("{lpn} maps to {ppn}, a page still held by a delta"));
+            }
             if !self.is_valid(ppn.0) {
                 return Err(format!("{lpn} maps to invalid {ppn}"));
             }
@@ -483,9 +700,16 @@ impl Ftl {
                         return Err(format!("block {b}: valid page above write pointer"));
                     }
                     let lpn = Lpn(u64::from(self.oob_lpn[ppn as usize]));
-                    if self.l2p.get(lpn) != Some(Ppn(ppn)) {
+                    let is_delta = get_bit(&self.live_deltas, ppn);
+                    if !is_delta && self.l2p.get(lpn) != Some(Ppn(ppn)) {
                         return Err(format!("valid ppn {ppn} not mapped by its {lpn}"));
                     }
+                    if is_delta && meta.pins == 0 {
+                        return Err(format!("delta page {ppn} sits in unpinned block {b}"));
+                    }
+                }
+                if get_bit(&self.live_deltas, ppn) && !self.is_valid(ppn) {
+                    return Err(format!("delta page {ppn} is not valid"));
                 }
             }
             if valid != meta.valid {
@@ -499,12 +723,34 @@ impl Ftl {
             }
             valid_total += u64::from(valid);
         }
-        if valid_total != self.l2p.len() {
+        if valid_total != self.l2p.len() + self.live_delta_count {
             return Err(format!(
-                "{valid_total} valid pages but {} mapped LPNs",
-                self.l2p.len()
+                "{valid_total} valid pages but {} mapped LPNs and {} delta pages (a leak)",
+                self.l2p.len(),
+                self.live_delta_count
             ));
         }
         self.blocks.check()
     }
+}
+
+#[inline]
+fn get_bit(bits: &[u64], i: u32) -> bool {
+    bits[(i / 64) as usize] & (1 << (i % 64)) != 0
+}
+
+#[inline]
+fn set_bit(bits: &mut [u64], i: u32, on: bool) {
+    let word = &mut bits[(i / 64) as usize];
+    if on {
+        *word |= 1 << (i % 64);
+    } else {
+        *word &= !(1 << (i % 64));
+    }
+}
+
+/// A page's version tag for crash checkers: its first 8 bytes.
+fn tag_of(data: Option<&[u8]>) -> u64 {
+    data.and_then(|d| d.get(..8))
+        .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
 }

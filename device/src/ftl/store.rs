@@ -41,6 +41,14 @@ impl PageStore {
         }
     }
 
+    /// The page's first 8 bytes as a little-endian number (0 for a zero page).
+    pub fn tag(&self, ppn: Ppn) -> u64 {
+        self.pages
+            .get(&ppn.0)
+            .and_then(|p| p.get(..8))
+            .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+    }
+
     /// GC copied a page: the payload moves with it (the old copy is erased right after).
     pub fn relocate(&mut self, from: Ppn, to: Ppn) {
         match self.pages.remove(&from.0) {

@@ -1,0 +1,685 @@
+//! TxISC's TxFTL: every task invocation is a transaction over snapshots of its files.
+//!
+//! - A [`SnapshotDescriptor`] per registered file, shared by the tasks using it: the file's
+//!   extents plus a [`DeltaTree`] of changed pages keyed by file offset.
+//! - A task's writes go to fresh flash pages recorded as delta mappings; the L2P is not touched,
+//!   so no one else sees them. Its reads see its own deltas, otherwise clean data.
+//! - Host writes to an LPN a snapshot covers (flagged in `flagged`, TxISC's L2P flag bit) are
+//!   host deltas: host reads see them, tasks do not.
+//! - Conflicts: a task writing a page another running task changed is refused
+//!   ([`TxError::Conflict`]; the caller aborts or retries it). At commit, a task that changed a
+//!   page the host wrote, or that a task committed, after it started, loses.
+//! - Commit: the task table gets the commit timestamp (the commit point), then the deltas are
+//!   applied to the L2P and their P2L persisted. Abort: deltas dropped, pages become garbage.
+//!   Delta pages sit in pinned blocks, so GC never erases them while they are private.
+//! - The task table and delta mappings live in a capacitor-backed region: every change to them
+//!   is a [`PersistStep`], and [`crate::durable::recover`] rebuilds the L2P after power loss.
+//!
+//! Firmware bookkeeping runs on the device's one NVMe/FTL core (TxISC §IV) and costs
+//! `device_cpu.metadata_entry_ns` per mapping entry examined, booked FIFO on that core.
+
+pub mod snapshot;
+
+pub use snapshot::{
+    CommittedRange, DeltaEntry, DeltaPage, DeltaTree, Extent, SnapshotDescriptor,
+    MAX_DELTA_PAGES,
+};
+
+use crate::addr::{Lpn, Ppn, VirtualTime};
+use crate::device::{Completion, Device};
+use crate::durable::{recover, DeltaRecord, DurableImage, PersistStep, RecoveryError};
+use crate::error::DeviceError;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// A task in the global task table. `TaskId::HOST` marks the host's delta mappings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct TaskId(pub u32);
+
+impl TaskId {
+    pub const HOST: TaskId = TaskId(0);
+}
+
+impl std::fmt::Display for TaskId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if *self == TaskId::HOST {
+            write!(f, "the host")
+        } else {
+            write!(f, "task {}", self.0)
+        }
+    }
+}
+
+/// A file as the host names it to the device (the inode number, for TxISC's kernel daemon).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct FileId(pub u64);
+
+impl std::fmt::Display for FileId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "file {}", self.0)
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TxError {
+    #[error("{task} conflicts with {with} on page {page} of {file}")]
+    Conflict {
+        task: TaskId,
+        with: TaskId,
+        file: FileId,
+        page: u64,
+    },
+    #[error("{0} is not running")]
+    NotRunning(TaskId),
+    #[error("{task} did not register {file}")]
+    NotRegistered { task: TaskId, file: FileId },
+    #[error("page {page} lies beyond the {pages} pages registered for {file}")]
+    BeyondExtents { file: FileId, page: u64, pages: u64 },
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    #[error("recovery failed: {0}")]
+    Recovery(#[from] RecoveryError),
+}
+
+#[derive(Clone, Debug)]
+struct TaskEntry {
+    start_ts: u64,
+    files: BTreeSet<FileId>,
+}
+
+/// Delta-mapping memory and counts, for reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TxnStats {
+    pub running_tasks: u64,
+    pub snapshots: u64,
+    pub delta_entries: u64,
+    pub delta_pages: u64,
+    /// Bytes the delta mappings occupy in this model's memory (entry, tree slot, pages).
+    pub delta_bytes: u64,
+    pub committed: u64,
+    pub aborted: u64,
+    pub conflicts: u64,
+}
+
+/// The transaction layer's state inside a [`Device`].
+#[derive(Clone, Debug, Default)]
+pub struct Txn {
+    snapshots: BTreeMap<FileId, SnapshotDescriptor>,
+    /// LPN → (file, file page) for every LPN a live snapshot covers: TxISC's L2P flag bit.
+    flagged: HashMap<u32, (FileId, u64)>,
+    tasks: BTreeMap<TaskId, TaskEntry>,
+    next_task: u32,
+    clock: u64,
+    /// The firmware core's busy-until time.
+    firmware_busy: VirtualTime,
+    stats: TxnStats,
+    /// Test-only: persist the mappings before the commit timestamp (wrong on purpose, so the
+    /// crash checker can show it catches a broken order).
+    #[cfg(test)]
+    pub(crate) broken_commit_order: bool,
+}
+
+impl Txn {
+    fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
+    }
+
+    fn task(&self, task: TaskId) -> Result<&TaskEntry, TxError> {
+        self.tasks.get(&task).ok_or(TxError::NotRunning(task))
+    }
+
+    fn snapshot(&self, task: TaskId, file: FileId) -> Result<&SnapshotDescriptor, TxError> {
+        if !self.task(task)?.files.contains(&file) {
+            return Err(TxError::NotRegistered { task, file });
+        }
+        Ok(&self.snapshots[&file])
+    }
+
+    /// Is `lpn` covered by a live snapshot? Costs nothing when no snapshot exists.
+    #[inline]
+    pub(crate) fn flagged(&self, lpn: Lpn) -> Option<(FileId, u64)> {
+        if self.flagged.is_empty() {
+            return None;
+        }
+        self.flagged.get(&(lpn.0 as u32)).copied()
+    }
+
+    /// The host's newest copy of a flagged LPN, if the host wrote it during the snapshot.
+    pub(crate) fn host_page(&self, file: FileId, page: u64) -> Option<Ppn> {
+        self.snapshots[&file].deltas.page_of(TaskId::HOST, page)
+    }
+}
+
+/// Entries a balanced tree of `n` examines for one lookup.
+fn tree_probe(n: usize) -> u64 {
+    u64::from(usize::BITS - n.leading_zeros()) + 1
+}
+
+impl Device {
+    pub fn txn_stats(&self) -> TxnStats {
+        let mut s = self.txn.stats;
+        s.running_tasks = self.txn.tasks.len() as u64;
+        s.snapshots = self.txn.snapshots.len() as u64;
+        s.delta_entries = 0;
+        s.delta_pages = 0;
+        for d in self.txn.snapshots.values() {
+            s.delta_entries += d.deltas.len() as u64;
+            s.delta_pages += d.deltas.pages() as u64;
+        }
+        s.delta_bytes = s.delta_entries * delta_entry_bytes() as u64
+            + s.delta_pages * std::mem::size_of::<DeltaPage>() as u64;
+        s
+    }
+
+    /// Books `entries` mapping-entry examinations on the firmware core from `at`.
+    pub fn firmware(&mut self, at: VirtualTime, entries: u64) -> VirtualTime {
+        let start = at.max(self.txn.firmware_busy);
+        let done = start.after(entries * self.profile.device_cpu.metadata_entry_ns);
+        self.txn.firmware_busy = done;
+        done
+    }
+
+    /// Starts a task: a new entry in the global task table.
+    pub fn tx_begin(&mut self) -> TaskId {
+        self.txn.next_task += 1;
+        let task = TaskId(self.txn.next_task);
+        let start_ts = self.txn.tick();
+        self.txn.tasks.insert(
+            task,
+            TaskEntry {
+                start_ts,
+                files: BTreeSet::new(),
+            },
+        );
+        self.ftl.log_step(PersistStep::TaskBegin { task });
+        task
+    }
+
+    /// Registers `file` for `task` with the file's current extents (file page order). The
+    /// first registration creates the snapshot descriptor and flags its LPNs; later ones share
+    /// it and add any pages the file has grown by (an output file a task extends).
+    pub fn tx_register(
+        &mut self,
+        task: TaskId,
+        file: FileId,
+        extents: &[Extent],
+    ) -> Result<(), TxError> {
+        self.txn.task(task)?;
+        for e in extents {
+            self.check_pages(e.first, e.pages)?;
+        }
+        let desc = self.txn.snapshots.entry(file).or_default();
+        // Skip the pages the descriptor already covers; add the rest.
+        let mut skip = desc.pages();
+        let mut tail = Vec::new();
+        for e in extents {
+            if skip >= e.pages {
+                skip -= e.pages;
+                continue;
+            }
+            tail.push(Extent {
+                first: Lpn(e.first.0 + skip),
+                pages: e.pages - skip,
+            });
+            skip = 0;
+        }
+        for (page, lpn) in desc.extend(&tail) {
+            self.txn.flagged.insert(lpn.0 as u32, (file, page));
+        }
+        desc.users.insert(task);
+        self.txn
+            .tasks
+            .get_mut(&task)
+            .expect("checked above")
+            .files
+            .insert(file);
+        Ok(())
+    }
+
+    /// Where `task` reads file page `page`: its own delta, else the clean copy (extents + L2P;
+    /// never a host delta or another task's delta). Also the entries examined.
+    fn tx_view(&self, task: TaskId, file: FileId, page: u64) -> Result<(Option<Ppn>, u64), TxError> {
+        let desc = self.txn.snapshot(task, file)?;
+        let probe = tree_probe(desc.deltas.len());
+        if let Some(ppn) = desc.deltas.page_of(task, page) {
+            return Ok((Some(ppn), probe));
+        }
+        let (lpn, examined) = desc.lpn_of(page).ok_or(TxError::BeyondExtents {
+            file,
+            page,
+            pages: desc.pages(),
+        })?;
+        Ok((self.ftl.lookup(lpn)?, probe + examined))
+    }
+
+    /// Reads `len` bytes of `file` at byte `offset` as `task` sees them (see `tx_view`), on the
+    /// internal path. With `out` (data mode), fills it.
+    pub fn tx_read(
+        &mut self,
+        task: TaskId,
+        file: FileId,
+        at: VirtualTime,
+        offset: u64,
+        len: u64,
+        mut out: Option<&mut [u8]>,
+    ) -> Result<Completion, TxError> {
+        if let Some(o) = &out {
+            self.check_buffer(o.len(), len)?;
+        }
+        let ps = self.page_size();
+        let mut views = Vec::new();
+        let mut examined = 0;
+        for page in page_span(offset, len, ps) {
+            let (ppn, n) = self.tx_view(task, file, page)?;
+            views.push((page, ppn));
+            examined += n;
+        }
+        let t0 = self.firmware(at, examined);
+        let mut done = t0;
+        let mut scratch = vec![0u8; if out.is_some() { ps as usize } else { 0 }];
+        for (page, ppn) in views {
+            let buf = out.as_ref().map(|_| scratch.as_mut_slice());
+            done = done.max(self.flash_read_ppn(ppn, buf, t0)?);
+            if let Some(o) = out.as_deref_mut() {
+                let (a, b, dst) = clip(page, ps, offset, len);
+                o[dst..dst + (b - a) as usize].copy_from_slice(&scratch[a as usize..b as usize]);
+            }
+        }
+        self.counters.internal_bytes_read += len;
+        Ok(internal_completion(at, t0, done))
+    }
+
+    /// Writes `len` bytes of `file` at byte `offset` for `task`: new pages and delta mappings,
+    /// partly covered pages read-modify-written from the task's view. Refused with
+    /// [`TxError::Conflict`], changing nothing, if another running task changed one of the
+    /// pages.
+    pub fn tx_write(
+        &mut self,
+        task: TaskId,
+        file: FileId,
+        at: VirtualTime,
+        offset: u64,
+        len: u64,
+        data: Option<&[u8]>,
+    ) -> Result<Completion, TxError> {
+        if let Some(d) = data {
+            self.check_buffer(d.len(), len)?;
+        }
+        let ps = self.page_size();
+        let pages: Vec<u64> = page_span(offset, len, ps).collect();
+        let mut examined = 0;
+        let mut conflict = None;
+        {
+            let desc = self.txn.snapshot(task, file)?;
+            for &page in &pages {
+                if page >= desc.pages() {
+                    return Err(TxError::BeyondExtents {
+                        file,
+                        page,
+                        pages: desc.pages(),
+                    });
+                }
+                examined += tree_probe(desc.deltas.len());
+                if let Some((_, with, _)) = desc
+                    .deltas
+                    .overlapping(page, page + 1)
+                    .find(|(_, w, _)| *w != task && *w != TaskId::HOST)
+                {
+                    conflict = Some(TxError::Conflict {
+                        task,
+                        with,
+                        file,
+                        page,
+                    });
+                    break;
+                }
+            }
+        }
+        if let Some(e) = conflict {
+            self.txn.stats.conflicts += 1;
+            return Err(e);
+        }
+        let t0 = self.firmware(at, examined);
+        let payloads = self.ftl.keeps_payloads();
+        let mut buf = vec![0u8; if payloads { ps as usize } else { 0 }];
+        let mut done = t0;
+        for page in pages {
+            let (a, b, src) = clip(page, ps, offset, len);
+            let partial = b - a < ps;
+            let mut start = t0;
+            let (old, _) = self.tx_view(task, file, page)?;
+            if partial && old.is_some() {
+                self.counters.read_modify_writes += 1;
+                start = self.flash_read_ppn(old, payloads.then_some(buf.as_mut_slice()), t0)?;
+            } else if partial {
+                buf.fill(0);
+            }
+            let content = match (payloads, data) {
+                (false, _) => None,
+                (true, Some(d)) if !partial => Some(&d[src..src + ps as usize]),
+                (true, d) => {
+                    let part = &mut buf[a as usize..b as usize];
+                    match d {
+                        Some(d) => part.copy_from_slice(&d[src..src + (b - a) as usize]),
+                        None => part.fill(0),
+                    }
+                    Some(buf.as_slice())
+                }
+            };
+            let lpn = self.txn.snapshots[&file]
+                .lpn_of(page)
+                .expect("checked against the extents")
+                .0;
+            let (ppn, programmed) = self.program_delta(lpn, content, start)?;
+            done = done.max(programmed);
+            self.put_delta(task, file, page, lpn, ppn)?;
+        }
+        self.counters.internal_bytes_written += len;
+        Ok(internal_completion(at, t0, done))
+    }
+
+    /// Records a delta page in the descriptor and the capacitor-backed region; the writer's
+    /// previous copy of the page becomes garbage.
+    fn put_delta(
+        &mut self,
+        writer: TaskId,
+        file: FileId,
+        page: u64,
+        lpn: Lpn,
+        ppn: Ppn,
+    ) -> Result<(), DeviceError> {
+        let ts = self.txn.tick();
+        let desc = self.txn.snapshots.get_mut(&file).expect("registered");
+        let replaced = desc.deltas.put(writer, page, ppn, ts);
+        self.ftl.log_step(PersistStep::DeltaPut {
+            ppn: ppn.0,
+            delta: DeltaRecord {
+                lpn: lpn.0 as u32,
+                task: writer,
+                ts,
+            },
+        });
+        if let Some(old) = replaced {
+            self.ftl.log_step(PersistStep::DeltaDrop { ppn: old.0 });
+            self.ftl.drop_delta(old)?;
+        }
+        Ok(())
+    }
+
+    /// A host (or FileISC) write to a flagged LPN: a host delta in the file's snapshot.
+    pub(crate) fn host_delta_write(
+        &mut self,
+        file: FileId,
+        page: u64,
+        lpn: Lpn,
+        data: Option<&[u8]>,
+        ready: VirtualTime,
+    ) -> Result<VirtualTime, DeviceError> {
+        let (ppn, done) = self.program_delta(lpn, data, ready)?;
+        self.put_delta(TaskId::HOST, file, page, lpn, ppn)?;
+        Ok(done)
+    }
+
+    /// Commits `task`: conflict check, commit timestamp (the commit point), deltas applied to
+    /// the L2P with their P2L persisted. A conflict aborts the task and is returned.
+    pub fn tx_commit(&mut self, task: TaskId, at: VirtualTime) -> Result<Completion, TxError> {
+        let entry = self.txn.task(task)?.clone();
+        let mut examined = 0;
+        let mut conflict = None;
+        for &file in &entry.files {
+            let desc = &self.txn.snapshots[&file];
+            for (first, end) in desc.deltas.ranges_of(task) {
+                examined += tree_probe(desc.deltas.len()) + desc.committed.len() as u64;
+                let host = desc
+                    .deltas
+                    .overlapping(first, end)
+                    .filter(|(_, w, _)| *w == TaskId::HOST)
+                    .find_map(|(s, _, e)| {
+                        e.pages
+                            .iter()
+                            .enumerate()
+                            .find(|(i, p)| {
+                                let page = s + *i as u64;
+                                p.ts > entry.start_ts && (first..end).contains(&page)
+                            })
+                            .map(|(i, _)| (TaskId::HOST, s + i as u64))
+                    });
+                let committed = desc
+                    .committed
+                    .iter()
+                    .find(|c| c.ts > entry.start_ts && c.first < end && first < c.end)
+                    .map(|c| (c.task, c.first.max(first)));
+                if let Some((with, page)) = host.or(committed) {
+                    conflict.get_or_insert(TxError::Conflict {
+                        task,
+                        with,
+                        file,
+                        page,
+                    });
+                }
+            }
+        }
+        if let Some(e) = conflict {
+            self.txn.stats.conflicts += 1;
+            self.tx_abort(task, at)?;
+            return Err(e);
+        }
+        let t0 = self.firmware(at, examined);
+        let ts = self.txn.tick();
+        #[cfg(test)]
+        let broken = self.txn.broken_commit_order;
+        #[cfg(not(test))]
+        let broken = false;
+        if !broken {
+            self.ftl.log_step(PersistStep::TaskCommit { task, ts });
+        }
+        let mut applied = 0u64;
+        let mut last_die = None;
+        for &file in &entry.files {
+            let desc = self.txn.snapshots.get_mut(&file).expect("registered");
+            let mut ranges = Vec::new();
+            for (first, e) in desc.deltas.take(task) {
+                ranges.push(CommittedRange {
+                    first,
+                    end: first + e.pages.len() as u64,
+                    ts,
+                    task,
+                });
+                for p in e.pages {
+                    self.ftl.apply_delta(p.ppn)?;
+                    self.ftl.log_step(PersistStep::DeltaDrop { ppn: p.ppn.0 });
+                    last_die = Some(self.profile.geometry.die_of(p.ppn));
+                    applied += 1;
+                }
+            }
+            self.txn
+                .snapshots
+                .get_mut(&file)
+                .expect("registered")
+                .committed
+                .extend(ranges);
+        }
+        if broken {
+            self.ftl.log_step(PersistStep::TaskCommit { task, ts });
+        }
+        // Applying costs one entry per page; the P2L goes to one flash page per 2048 entries
+        // (8 bytes each), programmed on the die that held the last delta page.
+        let mut done = self.firmware(t0, applied);
+        if let Some(die) = last_die {
+            for _ in 0..applied.div_ceil(2048) {
+                let channel = self.channel_of[die.0 as usize];
+                done = done.max(self.clocks.program_page(die, channel, done));
+            }
+        }
+        self.finish_task(task)?;
+        self.txn.stats.committed += 1;
+        Ok(internal_completion(at, t0, done))
+    }
+
+    /// Aborts `task`: its delta pages become garbage, nothing it wrote is ever visible.
+    pub fn tx_abort(&mut self, task: TaskId, at: VirtualTime) -> Result<Completion, TxError> {
+        let entry = self.txn.task(task)?.clone();
+        let mut dropped = 0;
+        for &file in &entry.files {
+            let desc = self.txn.snapshots.get_mut(&file).expect("registered");
+            for (_, e) in desc.deltas.take(task) {
+                for p in e.pages {
+                    self.ftl.log_step(PersistStep::DeltaDrop { ppn: p.ppn.0 });
+                    self.ftl.drop_delta(p.ppn)?;
+                    dropped += 1;
+                }
+            }
+        }
+        let done = self.firmware(at, dropped + 1);
+        self.finish_task(task)?;
+        self.txn.stats.aborted += 1;
+        Ok(internal_completion(at, at, done))
+    }
+
+    /// Ends a task in the task table and releases its snapshots; the last user of a snapshot
+    /// applies the host's deltas and unflags its LPNs.
+    fn finish_task(&mut self, task: TaskId) -> Result<(), DeviceError> {
+        self.ftl.log_step(PersistStep::TaskEnd { task });
+        let entry = self.txn.tasks.remove(&task).expect("running");
+        let oldest_start = self.txn.tasks.values().map(|t| t.start_ts).min();
+        for file in entry.files {
+            let desc = self.txn.snapshots.get_mut(&file).expect("registered");
+            desc.users.remove(&task);
+            // Commits no running task started before can no longer conflict.
+            desc.committed
+                .retain(|c| oldest_start.is_some_and(|start| c.ts > start));
+            if !desc.users.is_empty() {
+                continue;
+            }
+            let desc = self.txn.snapshots.remove(&file).expect("registered");
+            for (_, host, e) in desc.deltas.iter() {
+                debug_assert_eq!(host, TaskId::HOST, "only host deltas outlive their tasks");
+                for p in &e.pages {
+                    self.ftl.apply_delta(p.ppn)?;
+                    self.ftl.log_step(PersistStep::DeltaDrop { ppn: p.ppn.0 });
+                }
+            }
+            for e in desc.extents() {
+                for lpn in e.first.0..e.first.0 + e.pages {
+                    self.txn.flagged.remove(&(lpn as u32));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The durable state now: flash, FTL journals, task table and delta mappings.
+    pub fn durable_image(&self) -> DurableImage {
+        let mut image = self.ftl.durable_image();
+        for &task in self.txn.tasks.keys() {
+            image.tasks.insert(task, None);
+        }
+        for desc in self.txn.snapshots.values() {
+            for (start, writer, e) in desc.deltas.iter() {
+                for (i, p) in e.pages.iter().enumerate() {
+                    let (lpn, _) = desc.lpn_of(start + i as u64).expect("within extents");
+                    image.deltas.insert(
+                        p.ppn.0,
+                        DeltaRecord {
+                            lpn: lpn.0 as u32,
+                            task: writer,
+                            ts: p.ts,
+                        },
+                    );
+                }
+            }
+        }
+        image
+    }
+
+    /// Power loss and restart: everything volatile is lost, the L2P is rebuilt from the
+    /// durable image (TxISC §III-D), running tasks are rolled back. The recovered mapping's
+    /// delta pages get their P2L persisted before the capacitor-backed region is cleared, so a
+    /// second crash during recovery loses nothing either.
+    pub fn power_cycle(&mut self) -> Result<RecoveryReport, TxError> {
+        let image = self.durable_image();
+        let mapping = recover(&image)?;
+        let applied: Vec<u32> = image
+            .deltas
+            .keys()
+            .copied()
+            .filter(|ppn| {
+                let d = image.deltas[ppn];
+                mapping.get(&d.lpn) == Some(ppn)
+            })
+            .collect();
+        self.ftl.restore(&mapping)?;
+        for &ppn in &applied {
+            self.ftl.journal_p2l(Ppn(ppn));
+        }
+        for &ppn in image.deltas.keys() {
+            self.ftl.log_step(PersistStep::DeltaDrop { ppn });
+        }
+        for &task in image.tasks.keys() {
+            self.ftl.log_step(PersistStep::TaskEnd { task });
+        }
+        let rolled_back = image
+            .tasks
+            .values()
+            .filter(|commit| commit.is_none())
+            .count() as u64;
+        let txn = std::mem::take(&mut self.txn);
+        self.txn.next_task = txn.next_task;
+        self.txn.clock = txn.clock;
+        self.txn.stats = txn.stats;
+        self.clocks.reset();
+        Ok(RecoveryReport {
+            mapped_pages: mapping.len() as u64,
+            delta_pages_applied: applied.len() as u64,
+            delta_pages_dropped: image.deltas.len() as u64 - applied.len() as u64,
+            tasks_rolled_back: rolled_back,
+        })
+    }
+}
+
+/// What a [`Device::power_cycle`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct RecoveryReport {
+    pub mapped_pages: u64,
+    pub delta_pages_applied: u64,
+    pub delta_pages_dropped: u64,
+    pub tasks_rolled_back: u64,
+}
+
+/// Bytes of one delta entry in this model: the tree slot (key + value) and the entry's
+/// vector header; its pages cost `size_of::<DeltaPage>()` each on top.
+pub fn delta_entry_bytes() -> usize {
+    std::mem::size_of::<((u64, TaskId), DeltaEntry)>()
+}
+
+fn page_span(offset: u64, len: u64, ps: u64) -> impl Iterator<Item = u64> {
+    let (first, end) = if len == 0 {
+        (0, 0)
+    } else {
+        (offset / ps, (offset + len - 1) / ps + 1)
+    };
+    first..end
+}
+
+/// For file page `page` and the byte range `offset..offset+len`: the covered span `[a, b)`
+/// inside the page and where it starts in the caller's buffer.
+fn clip(page: u64, ps: u64, offset: u64, len: u64) -> (u64, u64, usize) {
+    let start = page * ps;
+    let a = offset.max(start) - start;
+    let b = (offset + len).min(start + ps) - start;
+    (a, b, (start + a - offset) as usize)
+}
+
+fn internal_completion(at: VirtualTime, t0: VirtualTime, done: VirtualTime) -> Completion {
+    Completion {
+        submitted: at,
+        done,
+        nvme_ns: t0.since(at),
+        dma_ns: 0,
+        flash_ns: done.since(t0),
+    }
+}
+
+#[cfg(test)]
+mod tests;
