@@ -38,19 +38,47 @@ pub struct DeltaRecord {
 /// One change to durable state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum PersistStep {
-    Program { ppn: u32, oob: OobRecord },
-    Erase { block: u32 },
-    Trim { lpn: u32, seq: u64 },
-    TrimDrop { lpn: u32 },
+    Program {
+        ppn: u32,
+        oob: OobRecord,
+    },
+    Erase {
+        block: u32,
+    },
+    Trim {
+        lpn: u32,
+        seq: u64,
+    },
+    TrimDrop {
+        lpn: u32,
+    },
     /// The P2L of an applied delta page, persisted to the mapping journal.
-    P2l { lpn: u32, ppn: u32, seq: u64 },
-    P2lDrop { lpn: u32 },
-    TaskBegin { task: TaskId },
+    P2l {
+        lpn: u32,
+        ppn: u32,
+        seq: u64,
+    },
+    P2lDrop {
+        lpn: u32,
+    },
+    TaskBegin {
+        task: TaskId,
+    },
     /// The task table's commit timestamp: the commit point.
-    TaskCommit { task: TaskId, ts: u64 },
-    TaskEnd { task: TaskId },
-    DeltaPut { ppn: u32, delta: DeltaRecord },
-    DeltaDrop { ppn: u32 },
+    TaskCommit {
+        task: TaskId,
+        ts: u64,
+    },
+    TaskEnd {
+        task: TaskId,
+    },
+    DeltaPut {
+        ppn: u32,
+        delta: DeltaRecord,
+    },
+    DeltaDrop {
+        ppn: u32,
+    },
     /// Not a durable change: a checker's marker that its operation `n` was acknowledged.
     Mark(u64),
 }
@@ -153,11 +181,7 @@ pub fn recover(image: &DurableImage) -> Result<BTreeMap<u32, u32>, RecoveryError
     }
     for (&lpn, &(seq, ppn)) in &image.p2l {
         // A journal entry whose page was since erased or reused is obsolete.
-        if image
-            .oob
-            .get(&ppn)
-            .is_some_and(|o| o.delta && o.lpn == lpn)
-        {
+        if image.oob.get(&ppn).is_some_and(|o| o.delta && o.lpn == lpn) {
             offer(lpn, seq, ppn);
         }
     }

@@ -21,8 +21,7 @@
 pub mod snapshot;
 
 pub use snapshot::{
-    CommittedRange, DeltaEntry, DeltaPage, DeltaTree, Extent, SnapshotDescriptor,
-    MAX_DELTA_PAGES,
+    CommittedRange, DeltaEntry, DeltaPage, DeltaTree, Extent, SnapshotDescriptor, MAX_DELTA_PAGES,
 };
 
 use crate::addr::{Lpn, Ppn, VirtualTime};
@@ -239,7 +238,12 @@ impl Device {
 
     /// Where `task` reads file page `page`: its own delta, else the clean copy (extents + L2P;
     /// never a host delta or another task's delta). Also the entries examined.
-    fn tx_view(&self, task: TaskId, file: FileId, page: u64) -> Result<(Option<Ppn>, u64), TxError> {
+    fn tx_view(
+        &self,
+        task: TaskId,
+        file: FileId,
+        page: u64,
+    ) -> Result<(Option<Ppn>, u64), TxError> {
         let desc = self.txn.snapshot(task, file)?;
         let probe = tree_probe(desc.deltas.len());
         if let Some(ppn) = desc.deltas.page_of(task, page) {
@@ -477,16 +481,30 @@ impl Device {
         let mut applied = 0u64;
         let mut last_die = None;
         for &file in &entry.files {
-            let desc = self.txn.snapshots.get_mut(&file).expect("registered");
+            let taken = self
+                .txn
+                .snapshots
+                .get_mut(&file)
+                .expect("registered")
+                .deltas
+                .take(task);
             let mut ranges = Vec::new();
-            for (first, e) in desc.deltas.take(task) {
+            for (first, e) in taken {
                 ranges.push(CommittedRange {
                     first,
                     end: first + e.pages.len() as u64,
                     ts,
                     task,
                 });
-                for p in e.pages {
+                for (i, p) in e.pages.into_iter().enumerate() {
+                    // An older host delta of the page is superseded by this commit. It goes
+                    // first: recovery applies delta records over the persisted P2L, so it must
+                    // never outlive the P2L of the page that replaces it.
+                    let desc = self.txn.snapshots.get_mut(&file).expect("registered");
+                    if let Some(old) = desc.deltas.remove_page(TaskId::HOST, first + i as u64) {
+                        self.ftl.log_step(PersistStep::DeltaDrop { ppn: old.ppn.0 });
+                        self.ftl.drop_delta(old.ppn)?;
+                    }
                     self.ftl.apply_delta(p.ppn)?;
                     self.ftl.log_step(PersistStep::DeltaDrop { ppn: p.ppn.0 });
                     last_die = Some(self.profile.geometry.die_of(p.ppn));

@@ -92,6 +92,25 @@ impl DeltaTree {
         None
     }
 
+    /// Removes `writer`'s copy of file page `page`, splitting its entry if needed.
+    pub fn remove_page(&mut self, writer: TaskId, page: u64) -> Option<DeltaPage> {
+        let (start, _, _) = self
+            .overlapping(page, page + 1)
+            .find(|(_, t, _)| *t == writer)?;
+        let mut e = self.entries.remove(&(start, writer)).expect("just found");
+        let i = (page - start) as usize;
+        let tail = e.pages.split_off(i + 1);
+        let removed = e.pages.pop().expect("page lies in the entry");
+        if !e.pages.is_empty() {
+            self.entries.insert((start, writer), e);
+        }
+        if !tail.is_empty() {
+            self.entries
+                .insert((page + 1, writer), DeltaEntry { pages: tail });
+        }
+        Some(removed)
+    }
+
     /// Removes and returns every entry of `writer`, as `(first file page, entry)`.
     pub fn take(&mut self, writer: TaskId) -> Vec<(u64, DeltaEntry)> {
         let keys: Vec<(u64, TaskId)> = self
@@ -218,7 +237,16 @@ mod tests {
         }
         assert_eq!(t.ranges_of(a).len(), 2, "an entry maps at most 128 pages");
         assert_eq!(t.page_of(a, 139), Some(Ppn(1139)));
-        assert_eq!(t.take(a).len(), 2);
-        assert_eq!(t.len(), 1);
+        let host = t.remove_page(TaskId::HOST, 11).unwrap();
+        assert_eq!(host.ppn, Ppn(300));
+        assert_eq!(t.remove_page(a, 50).unwrap().ppn, Ppn(1050));
+        assert_eq!(
+            t.ranges_of(a),
+            vec![(10, 50), (51, 138), (138, 140)],
+            "split around page 50"
+        );
+        assert_eq!(t.page_of(a, 51), Some(Ppn(1051)));
+        assert_eq!(t.take(a).len(), 3);
+        assert!(t.is_empty());
     }
 }
