@@ -380,3 +380,49 @@ fn bad_arguments_are_reported_by_the_task() {
         "{e}"
     );
 }
+
+/// TxISC's atomicity through the real runtime: a task that writes and then fails leaves
+/// nothing behind as a transaction (the default), and its partial output under FileISC.
+#[test]
+fn a_failed_transaction_is_rolled_back_and_a_file_isc_task_is_not() {
+    use csd_runtime::ExecMode;
+    for exec in [ExecMode::Tx, ExecMode::File] {
+        let mut csd = device("daisyplus-femu");
+        csd.import("/out", b"precious data").unwrap();
+        let ctx = IscContext::new()
+            .file("/out", Mode::ReadWrite)
+            .file("/new", Mode::Write)
+            .exec(exec)
+            .args(json!({ "do": "write-then-fail" }).to_string().into_bytes());
+        let e = csd.run(&task("hostile"), &ctx).unwrap_err().to_string();
+        assert_eq!(e, "task failed (run returned 1): failing after a write");
+        let after = csd.export("/out").unwrap();
+        match exec {
+            ExecMode::Tx => {
+                assert_eq!(after, b"precious data", "rolled back");
+                assert!(
+                    csd.volume().layout("/new").is_err(),
+                    "created file forgotten"
+                );
+                let stats = csd.device().txn_stats();
+                assert_eq!(
+                    (stats.aborted, stats.snapshots, stats.delta_pages),
+                    (1, 0, 0)
+                );
+            }
+            _ => assert_eq!(after, b"partial output", "FileISC keeps the partial write"),
+        }
+        csd.device().ftl().check_invariants().unwrap();
+        // The device keeps serving, transactionally.
+        let ok = csd
+            .run(
+                &task("checksum"),
+                &IscContext::new().file("/out", Mode::Read),
+            )
+            .unwrap();
+        assert_eq!(
+            ok.ret_json().unwrap()["files"][0]["crc32"],
+            json!(ref_crc32(&after))
+        );
+    }
+}

@@ -13,8 +13,10 @@
 //! sum of its stages.
 
 use crate::error::TaskError;
-use crate::invoke::{Breakdown, Mode, Storage, TaskLimits};
-use csd_device::{Accelerator, Accelerators, DeviceCpu, IoPath, VirtualTime};
+use crate::invoke::{Breakdown, ExecMode, Mode, Storage, TaskLimits};
+use csd_device::{
+    Accelerator, Accelerators, DeviceCpu, Extent, FileId, IoPath, TaskId, TxError, VirtualTime,
+};
 use std::collections::BTreeMap;
 use wasmtime::{Caller, Engine, Linker, Memory, ResourceLimiter};
 
@@ -45,6 +47,7 @@ const MAX_LOG_LINE_BYTES: usize = 4096;
 pub(crate) struct OpenFile {
     pub path: String,
     pub mode: Mode,
+    pub id: FileId,
 }
 
 /// Where a task's registered files live during an invocation.
@@ -59,6 +62,9 @@ pub(crate) enum Backing {
 /// Per-invocation state the host functions work on.
 pub(crate) struct TaskState {
     pub backing: Backing,
+    pub exec: ExecMode,
+    /// The transaction this invocation runs as (`ExecMode::Tx` on the device).
+    pub tx: Option<TaskId>,
     pub files: Vec<OpenFile>,
     pub args: Vec<u8>,
     pub ret: Vec<u8>,
@@ -117,6 +123,27 @@ fn staged<'a>(files: &'a BTreeMap<String, Vec<u8>>, path: &str) -> Result<&'a [u
         .ok_or_else(|| crate::volume::VolumeError::NoSuchFile(path.to_string()).into())
 }
 
+/// A file's extents as the device's transaction layer takes them.
+pub(crate) fn device_extents(layout: &crate::volume::FileLayout) -> Vec<Extent> {
+    layout
+        .extents
+        .iter()
+        .map(|e| Extent {
+            first: e.first,
+            pages: e.pages,
+        })
+        .collect()
+}
+
+/// A device error inside a transaction is a device error; anything else (a conflict) is the
+/// transaction's.
+pub(crate) fn tx_error(e: TxError) -> TaskError {
+    match e {
+        TxError::Device(d) => TaskError::Device(d),
+        e => TaskError::Tx(e),
+    }
+}
+
 fn fail(e: TaskError) -> wasmtime::Error {
     wasmtime::Error::new(e)
 }
@@ -162,7 +189,8 @@ impl TaskState {
     }
 
     /// Reads `dst.len()` bytes of `path` at `offset` through the device as one request (its
-    /// extents' pages are read in parallel), advancing the clock.
+    /// extents' pages are read in parallel), advancing the clock. A transaction reads its own
+    /// snapshot; a BlockISC task reads raw device bytes at `offset`.
     fn read_file(&mut self, path: &str, offset: u64, dst: &mut [u8]) -> Result<(), TaskError> {
         let storage = match &mut self.backing {
             Backing::Device(storage) => storage,
@@ -176,14 +204,31 @@ impl TaskState {
                 return Ok(());
             }
         };
-        let layout = storage.volume.layout(path)?;
-        let ranges = storage.volume.map(layout, offset, dst.len() as u64);
         let keep = storage.device.ftl().keeps_payloads();
         let start = self.clock;
+        let len = dst.len() as u64;
         let out = if keep { Some(&mut *dst) } else { None };
-        let c = storage
-            .device
-            .read_ranges(IoPath::Internal, start, &ranges, out)?;
+        let c = match (self.exec, self.tx) {
+            (ExecMode::Block, _) => {
+                storage
+                    .device
+                    .read_ranges(IoPath::Internal, start, &[(offset, len)], out)?
+            }
+            (_, Some(task)) => {
+                let id = storage.volume.layout(path)?.id;
+                storage
+                    .device
+                    .tx_read(task, FileId(id), start, offset, len, out)
+                    .map_err(tx_error)?
+            }
+            (_, None) => {
+                let layout = storage.volume.layout(path)?;
+                let ranges = storage.volume.map(layout, offset, len);
+                storage
+                    .device
+                    .read_ranges(IoPath::Internal, start, &ranges, out)?
+            }
+        };
         if !keep {
             dst.fill(0);
         }
@@ -200,17 +245,45 @@ impl TaskState {
                 reason: format!("'{path}' was staged for an NDP request and is read-only"),
             });
         };
-        storage
-            .volume
-            .ensure_size(path, offset + src.len() as u64)?;
-        let layout = storage.volume.layout(path)?;
-        let ranges = storage.volume.map(layout, offset, src.len() as u64);
         let keep = storage.device.ftl().keeps_payloads();
         let start = self.clock;
+        let len = src.len() as u64;
         let data = if keep { Some(src) } else { None };
-        let c = storage
-            .device
-            .write_ranges(IoPath::Internal, start, &ranges, data)?;
+        if self.exec == ExecMode::Block {
+            let c = storage
+                .device
+                .write_ranges(IoPath::Internal, start, &[(offset, len)], data)?;
+            self.breakdown.write_ns += c.done.since(start);
+            self.clock = c.done;
+            self.bytes_written += len;
+            return Ok(());
+        }
+        let pages_before = storage.volume.layout(path)?.allocated_pages();
+        storage.volume.ensure_size(path, offset + len)?;
+        let layout = storage.volume.layout(path)?;
+        let c = match self.tx {
+            Some(task) => {
+                let id = FileId(layout.id);
+                if layout.allocated_pages() > pages_before {
+                    // The file grew: the snapshot covers the new pages too.
+                    let extents = device_extents(layout);
+                    storage
+                        .device
+                        .tx_register(task, id, &extents)
+                        .map_err(tx_error)?;
+                }
+                storage
+                    .device
+                    .tx_write(task, id, start, offset, len, data)
+                    .map_err(tx_error)?
+            }
+            None => {
+                let ranges = storage.volume.map(layout, offset, len);
+                storage
+                    .device
+                    .write_ranges(IoPath::Internal, start, &ranges, data)?
+            }
+        };
         self.breakdown.write_ns += c.done.since(start);
         self.clock = c.done;
         self.bytes_written += src.len() as u64;
@@ -219,6 +292,9 @@ impl TaskState {
 
     fn file_size(&self, path: &str) -> Result<u64, TaskError> {
         match &self.backing {
+            Backing::Device(storage) if self.exec == ExecMode::Block => {
+                Ok(storage.device.capacity_bytes())
+            }
             Backing::Device(storage) => Ok(storage.volume.layout(path)?.size_bytes),
             Backing::Staged(files) => Ok(staged(files, path)?.len() as u64),
         }

@@ -59,6 +59,8 @@ pub enum TaskError {
     Trap(String),
     #[error(transparent)]
     Volume(#[from] VolumeError),
+    #[error("transaction aborted: {0}")]
+    Tx(#[from] csd_device::TxError),
     #[error("device: {0}")]
     Device(#[from] DeviceError),
     #[error("module cache: {0}")]

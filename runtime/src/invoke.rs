@@ -1,11 +1,13 @@
 //! Running a task: registration of files (TxISC Listing 1's shape), limits, and the latency
 //! breakdown of one invocation.
 
-use crate::abi::{Backing, MemoryCap, OpenFile, TaskState};
+use crate::abi::{device_extents, tx_error, Backing, MemoryCap, OpenFile, TaskState};
 use crate::engine::{Task, TaskEngine};
 use crate::error::TaskError;
 use crate::volume::Volume;
-use csd_device::{Accelerators, DataMode, Device, DeviceCpu, IoPath, Profile, VirtualTime};
+use csd_device::{
+    Accelerators, DataMode, Device, DeviceCpu, FileId, IoPath, Profile, TxError, VirtualTime,
+};
 use serde::Serialize;
 use std::sync::Arc;
 use wasmtime::{Store, Trap};
@@ -46,6 +48,54 @@ impl std::str::FromStr for Mode {
             _ => Err(format!("unknown file mode '{s}' (expected r, w or rw)")),
         }
     }
+}
+
+/// How an invocation reaches its files (TxISC §V-A's three architectures).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecMode {
+    /// TxISC: the invocation is a transaction over snapshots of its files; it commits
+    /// atomically when `run` returns 0 and is rolled back otherwise.
+    #[default]
+    Tx,
+    /// FileISC: the same file API, writes go straight to the L2P (a failed task leaves its
+    /// partial writes behind).
+    File,
+    /// BlockISC: offsets are raw device byte addresses (LBA × page size) for every handle;
+    /// the host passes the LBAs a task needs in its arguments.
+    Block,
+}
+
+impl ExecMode {
+    pub const ALL: [ExecMode; 3] = [ExecMode::Tx, ExecMode::File, ExecMode::Block];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ExecMode::Tx => "tx",
+            ExecMode::File => "file",
+            ExecMode::Block => "block",
+        }
+    }
+}
+
+impl std::str::FromStr for ExecMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<ExecMode, String> {
+        ExecMode::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| format!("unknown execution mode '{s}' (expected tx, file or block)"))
+    }
+}
+
+/// What a transaction that loses a conflict does (TxISC §III-A: "the task that arrives later
+/// can optionally retry or abort").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub enum ConflictPolicy {
+    #[default]
+    Abort,
+    /// Run the task again from a fresh snapshot, up to `attempts` runs in all.
+    Retry { attempts: u32 },
 }
 
 /// Per-invocation limits. A task that exceeds one is stopped with a [`TaskError`].
@@ -106,6 +156,9 @@ pub struct TaskReport {
     pub logs: Vec<String>,
     pub bytes_read: u64,
     pub bytes_written: u64,
+    pub exec: ExecMode,
+    /// Runs it took (more than 1 only when a conflict was retried).
+    pub attempts: u32,
 }
 
 impl TaskReport {
@@ -133,6 +186,8 @@ pub struct IscContext {
     files: Vec<(String, Mode)>,
     args: Vec<u8>,
     limits: TaskLimits,
+    exec: ExecMode,
+    on_conflict: ConflictPolicy,
 }
 
 impl IscContext {
@@ -153,6 +208,17 @@ impl IscContext {
 
     pub fn limits(mut self, limits: TaskLimits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// TxISC (the default), FileISC or BlockISC.
+    pub fn exec(mut self, exec: ExecMode) -> Self {
+        self.exec = exec;
+        self
+    }
+
+    pub fn on_conflict(mut self, policy: ConflictPolicy) -> Self {
+        self.on_conflict = policy;
         self
     }
 }
@@ -258,14 +324,37 @@ impl Csd {
     /// device CPU with its file I/O on the internal path, results back over PCIe.
     ///
     /// A task that fails, traps or exceeds a limit returns an error; the device and every
-    /// file stay usable. Its writes so far stay applied (FileISC semantics; transactions
-    /// arrive with the TxISC layer).
+    /// file stay usable. In `ExecMode::Tx` (the default) nothing it wrote is visible, and
+    /// files it created or grew are put back; a transaction that loses a conflict is retried
+    /// as `ctx`'s [`ConflictPolicy`] says.
     pub fn run(&mut self, task: &Task, ctx: &IscContext) -> Result<TaskReport, TaskError> {
+        let attempts = match ctx.on_conflict {
+            ConflictPolicy::Abort => 1,
+            ConflictPolicy::Retry { attempts } => attempts.max(1),
+        };
+        let mut attempt = 1;
+        loop {
+            match self.run_once(task, ctx) {
+                Err(TaskError::Tx(TxError::Conflict { .. })) if attempt < attempts => {
+                    attempt += 1;
+                }
+                Ok(mut report) => {
+                    report.attempts = attempt;
+                    return Ok(report);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn run_once(&mut self, task: &Task, ctx: &IscContext) -> Result<TaskReport, TaskError> {
         let mut storage = self.storage.take().expect("storage present");
-        let opened = register(&mut storage.volume, &ctx.files);
-        let files = match opened {
-            Ok(files) => files,
+        let before = snapshot_sizes(&storage.volume, &ctx.files);
+        let opened = register(&mut storage, &ctx.files, ctx.exec);
+        let (files, tx) = match opened {
+            Ok(opened) => opened,
             Err(e) => {
+                rollback_volume(&mut storage.volume, &before);
                 self.storage = Some(storage);
                 return Err(e);
             }
@@ -288,6 +377,8 @@ impl Csd {
             task,
             TaskState::new(
                 Backing::Device(Box::new(storage)),
+                ctx.exec,
+                tx,
                 files,
                 ctx,
                 cap_bytes,
@@ -302,6 +393,27 @@ impl Csd {
         else {
             unreachable!("a device-backed invocation keeps its backing");
         };
+        // The transaction ends: commit on success, roll back on any failure.
+        let result = match (tx, result) {
+            (Some(id), Ok(())) => match storage.device.tx_commit(id, state.clock) {
+                Ok(c) => {
+                    state.breakdown.others_ns += c.latency_ns();
+                    state.clock = c.done;
+                    Ok(())
+                }
+                Err(e) => Err(tx_error(e)),
+            },
+            (Some(id), Err(e)) => {
+                let c = storage.device.tx_abort(id, state.clock).map_err(tx_error)?;
+                state.breakdown.others_ns += c.latency_ns();
+                state.clock = c.done;
+                Err(e)
+            }
+            (None, result) => result,
+        };
+        if result.is_err() && tx.is_some() {
+            rollback_volume(&mut storage.volume, &before);
+        }
         let ret_out = storage
             .device
             .host_transfer(state.clock, state.ret.len() as u64);
@@ -320,7 +432,28 @@ impl Csd {
             logs: state.logs,
             bytes_read: state.bytes_read,
             bytes_written: state.bytes_written,
+            exec: ctx.exec,
+            attempts: 1,
         })
+    }
+}
+
+/// Each registered file's size before the invocation (`None`: it did not exist).
+fn snapshot_sizes(volume: &Volume, files: &[(String, Mode)]) -> Vec<(String, Option<u64>)> {
+    files
+        .iter()
+        .map(|(path, _)| (path.clone(), volume.layout(path).ok().map(|l| l.size_bytes)))
+        .collect()
+}
+
+/// Puts back the sizes a rolled-back transaction changed and forgets files it created.
+fn rollback_volume(volume: &mut Volume, before: &[(String, Option<u64>)]) {
+    for (path, size) in before {
+        // Errors here mean the file was never created: nothing to undo.
+        let _ = match size {
+            Some(size) => volume.set_size(path, *size),
+            None => volume.remove(path).map(|_| ()),
+        };
     }
 }
 
@@ -339,9 +472,11 @@ impl TaskEngine {
     ) -> Result<TaskReport, TaskError> {
         let files = inputs
             .iter()
-            .map(|(path, _)| OpenFile {
+            .enumerate()
+            .map(|(i, (path, _))| OpenFile {
                 path: path.clone(),
                 mode: Mode::Read,
+                id: FileId(i as u64),
             })
             .collect();
         let cap_bytes = ctx
@@ -353,6 +488,8 @@ impl TaskEngine {
             task,
             TaskState::new(
                 Backing::Staged(inputs.into_iter().collect()),
+                ExecMode::File,
+                None,
                 files,
                 ctx,
                 cap_bytes,
@@ -373,6 +510,8 @@ impl TaskEngine {
             logs: state.logs,
             bytes_read: state.bytes_read,
             bytes_written: state.bytes_written,
+            exec: ExecMode::File,
+            attempts: 1,
         })
     }
 }
@@ -381,6 +520,8 @@ impl TaskState {
     #[allow(clippy::too_many_arguments)]
     fn new(
         backing: Backing,
+        exec: ExecMode,
+        tx: Option<csd_device::TaskId>,
         files: Vec<OpenFile>,
         ctx: &IscContext,
         cap_bytes: u64,
@@ -391,6 +532,8 @@ impl TaskState {
     ) -> TaskState {
         TaskState {
             backing,
+            exec,
+            tx,
             files,
             args: ctx.args.clone(),
             ret: Vec::new(),
@@ -434,22 +577,43 @@ fn invoke(task: &Task, state: TaskState) -> (Result<(), TaskError>, TaskState) {
     (result, state)
 }
 
-fn register(volume: &mut Volume, files: &[(String, Mode)]) -> Result<Vec<OpenFile>, TaskError> {
-    files
+/// Opens the invocation's files (creating writable ones) and, in `ExecMode::Tx`, starts its
+/// transaction with a snapshot of each.
+fn register(
+    storage: &mut Storage,
+    files: &[(String, Mode)],
+    exec: ExecMode,
+) -> Result<(Vec<OpenFile>, Option<csd_device::TaskId>), TaskError> {
+    let volume = &mut storage.volume;
+    let opened = files
         .iter()
         .map(|(path, mode)| {
             Volume::check_path(path)?;
             if mode.writable() {
                 volume.create(path)?;
-            } else {
-                volume.layout(path)?;
             }
             Ok(OpenFile {
                 path: path.clone(),
                 mode: *mode,
+                id: FileId(volume.layout(path)?.id),
             })
         })
-        .collect()
+        .collect::<Result<Vec<_>, TaskError>>()?;
+    if exec != ExecMode::Tx {
+        return Ok((opened, None));
+    }
+    let task = storage.device.tx_begin();
+    for f in &opened {
+        let extents = device_extents(storage.volume.layout(&f.path)?);
+        if let Err(e) = storage.device.tx_register(task, f.id, &extents) {
+            storage
+                .device
+                .tx_abort(task, VirtualTime::ZERO)
+                .map_err(tx_error)?;
+            return Err(tx_error(e));
+        }
+    }
+    Ok((opened, Some(task)))
 }
 
 fn execute(store: &mut Store<TaskState>, task: &Task, fuel: u64) -> wasmtime::Result<i32> {

@@ -19,5 +19,7 @@ pub mod volume;
 
 pub use engine::{default_cache_dir, EngineConfig, Task, TaskEngine};
 pub use error::TaskError;
-pub use invoke::{Breakdown, Csd, IscContext, Mode, Storage, TaskLimits, TaskReport};
+pub use invoke::{
+    Breakdown, ConflictPolicy, Csd, ExecMode, IscContext, Mode, Storage, TaskLimits, TaskReport,
+};
 pub use volume::{Extent, FileLayout, Volume, VolumeError};

@@ -18,6 +18,8 @@ pub struct Extent {
 /// Where a file lives on the device.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct FileLayout {
+    /// Stable identity (an inode number): TxISC names files to the device by it.
+    pub id: u64,
     pub extents: Vec<Extent>,
     pub size_bytes: u64,
 }
@@ -45,6 +47,7 @@ pub struct Volume {
     page_size: u64,
     next_page: u64,
     capacity_pages: u64,
+    next_id: u64,
 }
 
 impl Volume {
@@ -54,6 +57,7 @@ impl Volume {
             page_size,
             next_page: 0,
             capacity_pages,
+            next_id: 0,
         }
     }
 
@@ -80,8 +84,32 @@ impl Volume {
     /// Creates an empty file if `path` does not exist.
     pub fn create(&mut self, path: &str) -> Result<(), VolumeError> {
         Self::check_path(path)?;
-        self.files.entry(path.to_string()).or_default();
+        if !self.files.contains_key(path) {
+            self.next_id += 1;
+            let layout = FileLayout {
+                id: self.next_id,
+                ..FileLayout::default()
+            };
+            self.files.insert(path.to_string(), layout);
+        }
         Ok(())
+    }
+
+    /// Puts a file's size back (a rolled-back task's growth); its pages stay allocated.
+    pub fn set_size(&mut self, path: &str, size_bytes: u64) -> Result<(), VolumeError> {
+        let file = self
+            .files
+            .get_mut(path)
+            .ok_or_else(|| VolumeError::NoSuchFile(path.to_string()))?;
+        file.size_bytes = size_bytes.min(file.allocated_pages() * self.page_size);
+        Ok(())
+    }
+
+    /// Forgets a file (one a rolled-back task created).
+    pub fn remove(&mut self, path: &str) -> Result<FileLayout, VolumeError> {
+        self.files
+            .remove(path)
+            .ok_or_else(|| VolumeError::NoSuchFile(path.to_string()))
     }
 
     /// Files whose path starts with `prefix`, in path order.

@@ -1,5 +1,5 @@
 //! A task that misbehaves on request, to test the sandbox with real Rust behaviour:
-//! `{"do": "panic" | "bomb" | "loop" | "recurse" | "fail"}`.
+//! `{"do": "panic" | "bomb" | "loop" | "recurse" | "fail" | "write-then-fail"}`.
 use csd_sdk::{bail, task, Context, Result};
 
 #[derive(serde::Deserialize)]
@@ -35,6 +35,12 @@ fn run(ctx: Context) -> Result<()> {
             std::hint::black_box(depth(std::hint::black_box(1)));
         }
         "fail" => bail!("refusing on purpose"),
+        "write-then-fail" => {
+            // Leaves a partial output behind, then fails: a transaction must roll it back.
+            let out = ctx.file(0)?;
+            out.write_at(0, b"partial output");
+            bail!("failing after a write");
+        }
         other => bail!("unknown action {other:?}"),
     }
     Ok(())
