@@ -4,7 +4,7 @@ mod commands;
 mod units;
 
 use clap::{Parser, Subcommand};
-use commands::{bench, device, ndp, profiles, replay, runs, serve, task, trace};
+use commands::{bench, device, ndp, profiles, replay, runs, serve, task, trace, txbench};
 use std::process::ExitCode;
 
 /// csdlab: try an in-storage computing idea before you own a programmable SSD.
@@ -69,6 +69,12 @@ enum Command {
     /// Build your own task crates.
     #[command(subcommand)]
     Task(task::TaskCmd),
+    /// TxISC's transaction overhead: in-storage random file I/O under tx, file and block modes.
+    ///
+    /// Sweeps write ratio and queue depth with flash timing on (virtual time), then times the
+    /// firmware code with flash timing off.
+    /// Example: csd txbench --writes 0,50,100 --qd 1,32
+    Txbench(txbench::TxbenchArgs),
     /// Measure the speed and memory of the model itself.
     #[command(subcommand)]
     Bench(bench::BenchCmd),
@@ -114,6 +120,7 @@ fn main() -> ExitCode {
         Some(Command::Tasks { json }) => task::list(*json),
         Some(Command::Task(cmd)) => task::build(cmd),
         Some(Command::Bench(cmd)) => bench::run(cmd),
+        Some(Command::Txbench(args)) => txbench::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -773,3 +773,54 @@ fn task_runs_are_saved_too() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!stderr(&o).contains("saved as run"));
 }
+
+/// `csd txbench`: the flash-timing-on half is deterministic and has TxISC Fig. 3's shape;
+/// the timing-off half measures all three modes.
+#[test]
+fn txbench_compares_the_three_modes() {
+    let args = [
+        "txbench",
+        "--writes",
+        "0,100",
+        "--qd",
+        "1,16",
+        "--requests",
+        "2048",
+        "--file-size",
+        "64m",
+        "--cpu-requests",
+        "2000",
+        "--repeat",
+        "1",
+        "--json",
+    ];
+    let o = csd(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let on = v["flash_timing_on"].as_array().unwrap();
+    assert_eq!(on.len(), 2 * 2 * 3, "writes × qd × modes");
+    for point in on.chunks(3) {
+        let bw: Vec<f64> = point
+            .iter()
+            .map(|m| m["mb_per_s"].as_f64().unwrap())
+            .collect();
+        let modes: Vec<&str> = point.iter().map(|m| m["mode"].as_str().unwrap()).collect();
+        assert_eq!(modes, ["tx", "file", "block"]);
+        assert!(bw[0] <= bw[1] && bw[1] <= bw[2], "{point:?}");
+        assert!(
+            bw[0] > 0.98 * bw[2],
+            "tx within 2 % of block with flash timing on: {point:?}"
+        );
+    }
+    assert_eq!(v["flash_timing_off"].as_array().unwrap().len(), 2 * 3);
+    // Virtual-time results do not depend on the machine or the run.
+    let again: serde_json::Value = serde_json::from_slice(&csd(&args).stdout).unwrap();
+    assert_eq!(v["flash_timing_on"], again["flash_timing_on"]);
+    let e = csd(&["txbench", "--qd", "0"]);
+    assert!(!e.status.success());
+    assert!(
+        stderr(&e).contains("queue depths must be at least 1"),
+        "{}",
+        stderr(&e)
+    );
+}

@@ -5,6 +5,7 @@ use crate::abi::{device_extents, tx_error, Backing, MemoryCap, OpenFile, TaskSta
 use crate::engine::{Task, TaskEngine};
 use crate::error::TaskError;
 use crate::volume::Volume;
+pub use csd_device::txn::ExecMode;
 use csd_device::{
     Accelerators, DataMode, Device, DeviceCpu, FileId, IoPath, Profile, TxError, VirtualTime,
 };
@@ -47,44 +48,6 @@ impl std::str::FromStr for Mode {
             "rw" => Ok(Mode::ReadWrite),
             _ => Err(format!("unknown file mode '{s}' (expected r, w or rw)")),
         }
-    }
-}
-
-/// How an invocation reaches its files (TxISC §V-A's three architectures).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ExecMode {
-    /// TxISC: the invocation is a transaction over snapshots of its files; it commits
-    /// atomically when `run` returns 0 and is rolled back otherwise.
-    #[default]
-    Tx,
-    /// FileISC: the same file API, writes go straight to the L2P (a failed task leaves its
-    /// partial writes behind).
-    File,
-    /// BlockISC: offsets are raw device byte addresses (LBA × page size) for every handle;
-    /// the host passes the LBAs a task needs in its arguments.
-    Block,
-}
-
-impl ExecMode {
-    pub const ALL: [ExecMode; 3] = [ExecMode::Tx, ExecMode::File, ExecMode::Block];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ExecMode::Tx => "tx",
-            ExecMode::File => "file",
-            ExecMode::Block => "block",
-        }
-    }
-}
-
-impl std::str::FromStr for ExecMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<ExecMode, String> {
-        ExecMode::ALL
-            .into_iter()
-            .find(|m| m.name() == s)
-            .ok_or_else(|| format!("unknown execution mode '{s}' (expected tx, file or block)"))
     }
 }
 

@@ -8,3 +8,4 @@ pub mod runs;
 pub mod serve;
 pub mod task;
 pub mod trace;
+pub mod txbench;

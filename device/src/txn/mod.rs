@@ -18,13 +18,14 @@
 //! Firmware bookkeeping runs on the device's one NVMe/FTL core (TxISC §IV) and costs
 //! `device_cpu.metadata_entry_ns` per mapping entry examined, booked FIFO on that core.
 
+pub mod bench;
 pub mod snapshot;
 
 pub use snapshot::{
     CommittedRange, DeltaEntry, DeltaPage, DeltaTree, Extent, SnapshotDescriptor, MAX_DELTA_PAGES,
 };
 
-use crate::addr::{Lpn, Ppn, VirtualTime};
+use crate::addr::{DieId, Lpn, Ppn, VirtualTime};
 use crate::device::{Completion, Device};
 use crate::durable::{recover, DeltaRecord, DurableImage, PersistStep, RecoveryError};
 use crate::error::DeviceError;
@@ -56,6 +57,44 @@ pub struct FileId(pub u64);
 impl std::fmt::Display for FileId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "file {}", self.0)
+    }
+}
+
+/// How an invocation reaches its files (TxISC §V-A's three architectures).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecMode {
+    /// TxISC: the invocation is a transaction over snapshots of its files; it commits
+    /// atomically when `run` returns 0 and is rolled back otherwise.
+    #[default]
+    Tx,
+    /// FileISC: the same file API, writes go straight to the L2P (a failed task leaves its
+    /// partial writes behind).
+    File,
+    /// BlockISC: offsets are raw device byte addresses (LBA × page size) for every handle;
+    /// the host passes the LBAs a task needs in its arguments.
+    Block,
+}
+
+impl ExecMode {
+    pub const ALL: [ExecMode; 3] = [ExecMode::Tx, ExecMode::File, ExecMode::Block];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ExecMode::Tx => "tx",
+            ExecMode::File => "file",
+            ExecMode::Block => "block",
+        }
+    }
+}
+
+impl std::str::FromStr for ExecMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<ExecMode, String> {
+        ExecMode::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| format!("unknown execution mode '{s}' (expected tx, file or block)"))
     }
 }
 
@@ -325,10 +364,10 @@ impl Device {
                     });
                 }
                 examined += tree_probe(desc.deltas.len());
-                if let Some((_, with, _)) = desc
+                if let Some(with) = desc
                     .deltas
-                    .overlapping(page, page + 1)
-                    .find(|(_, w, _)| *w != task && *w != TaskId::HOST)
+                    .other_writers(task, page, page + 1)
+                    .find(|w| *w != TaskId::HOST)
                 {
                     conflict = Some(TxError::Conflict {
                         task,
@@ -434,21 +473,15 @@ impl Device {
         for &file in &entry.files {
             let desc = &self.txn.snapshots[&file];
             for (first, end) in desc.deltas.ranges_of(task) {
-                examined += tree_probe(desc.deltas.len()) + desc.committed.len() as u64;
+                // One probe into the host's deltas and a scan of recent commits per range.
+                examined +=
+                    tree_probe(desc.deltas.entries_of(TaskId::HOST)) + desc.committed.len() as u64;
                 let host = desc
                     .deltas
-                    .overlapping(first, end)
-                    .filter(|(_, w, _)| *w == TaskId::HOST)
-                    .find_map(|(s, _, e)| {
-                        e.pages
-                            .iter()
-                            .enumerate()
-                            .find(|(i, p)| {
-                                let page = s + *i as u64;
-                                p.ts > entry.start_ts && (first..end).contains(&page)
-                            })
-                            .map(|(i, _)| (TaskId::HOST, s + i as u64))
-                    });
+                    .pages_in(TaskId::HOST, first, end)
+                    .into_iter()
+                    .find(|(_, p)| p.ts > entry.start_ts)
+                    .map(|(page, _)| (TaskId::HOST, page));
                 let committed = desc
                     .committed
                     .iter()
@@ -522,12 +555,15 @@ impl Device {
             self.ftl.log_step(PersistStep::TaskCommit { task, ts });
         }
         // Applying costs one entry per page; the P2L goes to one flash page per 2048 entries
-        // (8 bytes each), programmed on the die that held the last delta page.
-        let mut done = self.firmware(t0, applied);
-        if let Some(die) = last_die {
-            for _ in 0..applied.div_ceil(2048) {
+        // (8 bytes each), striped over the dies from the one that held the last delta page.
+        let applied_at = self.firmware(t0, applied);
+        let mut done = applied_at;
+        if let Some(first) = last_die {
+            let dies = self.profile.geometry.dies();
+            for i in 0..applied.div_ceil(2048) {
+                let die = DieId((first.0 + i as u32) % dies);
                 let channel = self.channel_of[die.0 as usize];
-                done = done.max(self.clocks.program_page(die, channel, done));
+                done = done.max(self.clocks.program_page(die, channel, applied_at));
             }
         }
         self.finish_task(task)?;
@@ -668,7 +704,7 @@ pub struct RecoveryReport {
 /// Bytes of one delta entry in this model: the tree slot (key + value) and the entry's
 /// vector header; its pages cost `size_of::<DeltaPage>()` each on top.
 pub fn delta_entry_bytes() -> usize {
-    std::mem::size_of::<((u64, TaskId), DeltaEntry)>()
+    std::mem::size_of::<(u64, DeltaEntry)>()
 }
 
 fn page_span(offset: u64, len: u64, ps: u64) -> impl Iterator<Item = u64> {

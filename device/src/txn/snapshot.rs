@@ -30,125 +30,159 @@ pub struct DeltaEntry {
     pub pages: Vec<DeltaPage>,
 }
 
-/// Delta mappings ordered by (first file page, writer): entries of different writers may
-/// overlap (a host write and a task write to the same page are a conflict found at commit),
-/// entries of one writer never do.
+/// Delta mappings keyed by file offset, one ordered map per writer. Entries of different
+/// writers may overlap (a host write and a task write to the same page are a conflict found
+/// at commit); entries of one writer never do, so "writer's page at offset" is one descent.
+/// (TxISC keeps a single red-black tree for all writers; per-writer maps make the common
+/// lookups O(log n) without scanning past other writers' entries.)
 #[derive(Clone, Debug, Default)]
 pub struct DeltaTree {
-    entries: BTreeMap<(u64, TaskId), DeltaEntry>,
+    writers: BTreeMap<TaskId, BTreeMap<u64, DeltaEntry>>,
+    entries: usize,
 }
 
 impl DeltaTree {
-    /// Entries overlapping file pages `first..end`, as `(start, writer, entry)`.
-    pub fn overlapping(
+    /// `writer`'s entry covering file page `page`, as `(start, entry)`.
+    fn entry_of(&self, writer: TaskId, page: u64) -> Option<(u64, &DeltaEntry)> {
+        let (&start, e) = self.writers.get(&writer)?.range(..=page).next_back()?;
+        (page < start + e.pages.len() as u64).then_some((start, e))
+    }
+
+    /// Writers other than `writer` with an entry overlapping file pages `first..end`.
+    pub fn other_writers(
         &self,
+        writer: TaskId,
         first: u64,
         end: u64,
-    ) -> impl Iterator<Item = (u64, TaskId, &DeltaEntry)> + '_ {
-        let from = first.saturating_sub(MAX_DELTA_PAGES as u64 - 1);
-        self.entries
-            .range((from, TaskId(0))..(end, TaskId(0)))
-            .filter(move |((start, _), e)| start + e.pages.len() as u64 > first)
-            .map(|(&(start, task), e)| (start, task, e))
+    ) -> impl Iterator<Item = TaskId> + '_ {
+        self.writers
+            .iter()
+            .filter(move |(w, _)| **w != writer)
+            .filter(move |(_, m)| {
+                let before = m
+                    .range(..first)
+                    .next_back()
+                    .is_some_and(|(s, e)| s + e.pages.len() as u64 > first);
+                before || m.range(first..end).next().is_some()
+            })
+            .map(|(w, _)| *w)
+    }
+
+    /// `writer`'s pages within file pages `first..end`, as `(file page, delta page)`.
+    pub fn pages_in(&self, writer: TaskId, first: u64, end: u64) -> Vec<(u64, DeltaPage)> {
+        let Some(m) = self.writers.get(&writer) else {
+            return Vec::new();
+        };
+        let from = m.range(..=first).next_back().map_or(first, |(&s, _)| s);
+        m.range(from..end)
+            .flat_map(|(&s, e)| {
+                e.pages
+                    .iter()
+                    .enumerate()
+                    .map(move |(i, p)| (s + i as u64, *p))
+            })
+            .filter(|(page, _)| (first..end).contains(page))
+            .collect()
     }
 
     /// `writer`'s page for file page `page`, if it wrote one.
     pub fn page_of(&self, writer: TaskId, page: u64) -> Option<Ppn> {
-        self.overlapping(page, page + 1)
-            .find(|(_, t, _)| *t == writer)
-            .map(|(start, _, e)| e.pages[(page - start) as usize].ppn)
+        self.entry_of(writer, page)
+            .map(|(start, e)| e.pages[(page - start) as usize].ppn)
     }
 
     /// Records that `writer` wrote file page `page` to `ppn` at `ts`; returns the page it
     /// replaces (the writer's previous copy), which becomes garbage.
     pub fn put(&mut self, writer: TaskId, page: u64, ppn: Ppn, ts: u64) -> Option<Ppn> {
-        let own = self
-            .overlapping(page.saturating_sub(1), page + 1)
-            .filter(|(_, t, _)| *t == writer)
-            .map(|(start, _, e)| (start, e.pages.len() as u64))
-            .collect::<Vec<_>>();
-        for (start, len) in &own {
-            if (*start..start + len).contains(&page) {
-                let e = self.entries.get_mut(&(*start, writer)).expect("just found");
+        let m = self.writers.entry(writer).or_default();
+        if let Some((&start, e)) = m.range_mut(..=page).next_back() {
+            let len = e.pages.len() as u64;
+            if page < start + len {
                 let slot = &mut e.pages[(page - start) as usize];
                 return Some(std::mem::replace(slot, DeltaPage { ppn, ts }).ppn);
             }
+            // Extend the entry that ends just before `page`, if it has room.
+            if page == start + len && e.pages.len() < MAX_DELTA_PAGES {
+                e.pages.push(DeltaPage { ppn, ts });
+                return None;
+            }
         }
-        // Extend the writer's entry that ends just before `page`, if it has room.
-        if let Some((start, _)) = own
-            .iter()
-            .find(|(s, l)| s + l == page && (*l as usize) < MAX_DELTA_PAGES)
-        {
-            let e = self.entries.get_mut(&(*start, writer)).expect("just found");
-            e.pages.push(DeltaPage { ppn, ts });
-            return None;
-        }
-        self.entries.insert(
-            (page, writer),
+        m.insert(
+            page,
             DeltaEntry {
                 pages: vec![DeltaPage { ppn, ts }],
             },
         );
+        self.entries += 1;
         None
     }
 
     /// Removes `writer`'s copy of file page `page`, splitting its entry if needed.
     pub fn remove_page(&mut self, writer: TaskId, page: u64) -> Option<DeltaPage> {
-        let (start, _, _) = self
-            .overlapping(page, page + 1)
-            .find(|(_, t, _)| *t == writer)?;
-        let mut e = self.entries.remove(&(start, writer)).expect("just found");
+        let (start, _) = self.entry_of(writer, page)?;
+        let m = self.writers.get_mut(&writer).expect("just found");
+        let mut e = m.remove(&start).expect("just found");
+        self.entries -= 1;
         let i = (page - start) as usize;
         let tail = e.pages.split_off(i + 1);
         let removed = e.pages.pop().expect("page lies in the entry");
         if !e.pages.is_empty() {
-            self.entries.insert((start, writer), e);
+            m.insert(start, e);
+            self.entries += 1;
         }
         if !tail.is_empty() {
-            self.entries
-                .insert((page + 1, writer), DeltaEntry { pages: tail });
+            m.insert(page + 1, DeltaEntry { pages: tail });
+            self.entries += 1;
+        }
+        if m.is_empty() {
+            self.writers.remove(&writer);
         }
         Some(removed)
     }
 
     /// Removes and returns every entry of `writer`, as `(first file page, entry)`.
     pub fn take(&mut self, writer: TaskId) -> Vec<(u64, DeltaEntry)> {
-        let keys: Vec<(u64, TaskId)> = self
-            .entries
-            .keys()
-            .filter(|(_, t)| *t == writer)
-            .copied()
-            .collect();
-        keys.into_iter()
-            .map(|k| (k.0, self.entries.remove(&k).expect("listed")))
-            .collect()
+        let taken: Vec<(u64, DeltaEntry)> = self
+            .writers
+            .remove(&writer)
+            .map(|m| m.into_iter().collect())
+            .unwrap_or_default();
+        self.entries -= taken.len();
+        taken
     }
 
     /// The file page ranges `writer` changed.
     pub fn ranges_of(&self, writer: TaskId) -> Vec<(u64, u64)> {
-        self.entries
-            .iter()
-            .filter(|((_, t), _)| *t == writer)
-            .map(|(&(s, _), e)| (s, s + e.pages.len() as u64))
-            .collect()
+        self.writers.get(&writer).map_or_else(Vec::new, |m| {
+            m.iter()
+                .map(|(&s, e)| (s, s + e.pages.len() as u64))
+                .collect()
+        })
+    }
+
+    /// Entries `writer` holds.
+    pub fn entries_of(&self, writer: TaskId) -> usize {
+        self.writers.get(&writer).map_or(0, BTreeMap::len)
     }
 
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.entries
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries == 0
     }
 
     /// Every entry as `(first file page, writer, entry)`.
     pub fn iter(&self) -> impl Iterator<Item = (u64, TaskId, &DeltaEntry)> + '_ {
-        self.entries.iter().map(|(&(s, t), e)| (s, t, e))
+        self.writers
+            .iter()
+            .flat_map(|(&w, m)| m.iter().map(move |(&s, e)| (s, w, e)))
     }
 
     /// Pages mapped by all entries.
     pub fn pages(&self) -> usize {
-        self.entries.values().map(|e| e.pages.len()).sum()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.iter().map(|(_, _, e)| e.pages.len()).sum()
     }
 }
 
@@ -230,7 +264,16 @@ mod tests {
         assert_eq!(t.page_of(a, 10), Some(Ppn(200)));
         assert_eq!(t.page_of(a, 11), Some(Ppn(101)));
         t.put(TaskId::HOST, 11, Ppn(300), 4);
-        assert_eq!(t.overlapping(11, 12).count(), 2, "writers may overlap");
+        assert_eq!(
+            t.other_writers(a, 11, 12).collect::<Vec<_>>(),
+            vec![TaskId::HOST]
+        );
+        assert_eq!(
+            t.other_writers(TaskId::HOST, 0, 11).collect::<Vec<_>>(),
+            vec![a]
+        );
+        assert_eq!(t.other_writers(TaskId::HOST, 12, 20).count(), 0);
+        assert_eq!(t.pages_in(a, 11, 13).len(), 1, "only page 11 in 11..13");
         assert_eq!(t.ranges_of(a), vec![(10, 12)]);
         for p in 12..12 + MAX_DELTA_PAGES as u64 {
             t.put(a, p, Ppn(p as u32 + 1000), 5);

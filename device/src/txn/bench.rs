@@ -1,0 +1,234 @@
+//! The in-storage random file I/O microbenchmark of TxISC §V-B (Fig. 3): one task issues
+//! 16 KiB (one flash page) random reads and writes to a file at a queue depth, under TxISC,
+//! FileISC or BlockISC. Everything here is virtual time; the CLI (`csd txbench`) adds the
+//! wall-clock measurement of the firmware code with flash timing off.
+
+use super::{ExecMode, Extent, FileId, TxError};
+use crate::addr::{Lpn, VirtualTime};
+use crate::device::{DataMode, Device, IoPath};
+use crate::profile::Profile;
+use crate::rng::SimRng;
+use serde::Serialize;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// ext4's largest extent, 128 MiB: how the benchmark file is laid out.
+const EXTENT_BYTES: u64 = 128 << 20;
+
+/// One benchmark point.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Point {
+    pub write_pct: u32,
+    pub qd: u32,
+    pub requests: u64,
+}
+
+/// What one point measured.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Measured {
+    pub mode: ExecMode,
+    pub write_pct: u32,
+    pub qd: u32,
+    pub requests: u64,
+    /// Virtual time from the first request to the task's commit.
+    pub virtual_ns: u64,
+    /// Of which the commit (TxISC only): applying the deltas and persisting their P2L.
+    pub commit_ns: u64,
+    pub mb_per_s: f64,
+    /// Delta mappings held just before commit (TxISC only).
+    pub delta_entries: u64,
+    pub delta_pages: u64,
+    pub delta_bytes: u64,
+}
+
+/// A device holding the benchmark file, written once in full so reads hit flash.
+#[derive(Clone)]
+pub struct Bench {
+    pub device: Device,
+    pub extents: Vec<Extent>,
+    pub file_pages: u64,
+}
+
+impl Bench {
+    /// Lays out a `file_bytes` file in 128 MiB extents (every other extent skipped, so the
+    /// file is fragmented like an aged file system's) and writes it.
+    pub fn new(profile: &Profile, file_bytes: u64) -> Result<Bench, TxError> {
+        let mut device = Device::new(profile, DataMode::TimingOnly)?;
+        let ps = device.page_size();
+        let file_pages = file_bytes.div_ceil(ps).max(1);
+        let per_extent = (EXTENT_BYTES / ps).max(1);
+        let mut extents = Vec::new();
+        let mut left = file_pages;
+        let mut lpn = 0;
+        while left > 0 {
+            let pages = left.min(per_extent);
+            extents.push(Extent {
+                first: Lpn(lpn),
+                pages,
+            });
+            lpn += 2 * per_extent;
+            left -= pages;
+        }
+        let mut t = VirtualTime::ZERO;
+        for e in &extents {
+            for chunk in (0..e.pages).step_by(64) {
+                let n = (e.pages - chunk).min(64);
+                t = device
+                    .write(IoPath::Internal, t, Lpn(e.first.0 + chunk), n, None)?
+                    .done;
+            }
+        }
+        device.reset_measurements();
+        Ok(Bench {
+            device,
+            extents,
+            file_pages,
+        })
+    }
+
+    /// The LPN of file page `page` and how many extents a lookup examines.
+    fn lpn_of(&self, page: u64) -> (Lpn, u64) {
+        let mut base = 0;
+        for (i, e) in self.extents.iter().enumerate() {
+            if page < base + e.pages {
+                return (Lpn(e.first.0 + page - base), i as u64 + 1);
+            }
+            base += e.pages;
+        }
+        unreachable!("page within the file")
+    }
+}
+
+/// Runs one point on `dev` (a clone of `bench.device`): `requests` random one-page I/Os,
+/// `write_pct` % writes, `qd` outstanding at a time, then (TxISC) the commit.
+pub fn run(
+    bench: &Bench,
+    dev: &mut Device,
+    mode: ExecMode,
+    point: Point,
+    seed: u64,
+) -> Result<Measured, TxError> {
+    let ps = dev.page_size();
+    let file = FileId(1);
+    let task = match mode {
+        ExecMode::Tx => {
+            let t = dev.tx_begin();
+            dev.tx_register(t, file, &bench.extents)?;
+            Some(t)
+        }
+        _ => None,
+    };
+    let mut rng = SimRng::new(seed);
+    // Each queue slot issues its next request when its previous one completes.
+    let mut slots: BinaryHeap<Reverse<(VirtualTime, u32)>> = (0..point.qd.max(1))
+        .map(|s| Reverse((VirtualTime::ZERO, s)))
+        .collect();
+    let mut end = VirtualTime::ZERO;
+    for _ in 0..point.requests {
+        let Reverse((at, slot)) = slots.pop().expect("qd >= 1");
+        let page = rng.below(bench.file_pages);
+        let write = rng.below(100) < u64::from(point.write_pct);
+        let done = match (mode, task) {
+            (ExecMode::Tx, Some(t)) if write => dev.tx_write(t, file, at, page * ps, ps, None)?,
+            (ExecMode::Tx, Some(t)) => dev.tx_read(t, file, at, page * ps, ps, None)?,
+            _ => {
+                let (lpn, examined) = bench.lpn_of(page);
+                // FileISC translates the file offset through the extents on the firmware
+                // core; BlockISC tasks already hold LBAs.
+                let at = if mode == ExecMode::File {
+                    dev.firmware(at, examined)
+                } else {
+                    at
+                };
+                if write {
+                    dev.write(IoPath::Internal, at, lpn, 1, None)?
+                } else {
+                    dev.read(IoPath::Internal, at, lpn, 1, None)?
+                }
+            }
+        }
+        .done;
+        end = end.max(done);
+        slots.push(Reverse((done, slot)));
+    }
+    let stats = dev.txn_stats();
+    let io_end = end;
+    if let Some(t) = task {
+        end = end.max(dev.tx_commit(t, end)?.done);
+    }
+    let bytes = point.requests * ps;
+    Ok(Measured {
+        mode,
+        write_pct: point.write_pct,
+        qd: point.qd,
+        requests: point.requests,
+        virtual_ns: end.ns(),
+        commit_ns: end.since(io_end),
+        mb_per_s: bytes as f64 / (end.ns().max(1) as f64 / 1e9) / 1e6,
+        delta_entries: stats.delta_entries,
+        delta_pages: stats.delta_pages,
+        delta_bytes: stats.delta_bytes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> Profile {
+        let mut p = Profile::load("daisyplus-femu").unwrap();
+        p.geometry.blocks_per_plane = 96;
+        p.geometry.over_provisioning = 0.2;
+        p.validate().unwrap();
+        p
+    }
+
+    /// TxISC Fig. 3's shape with flash timing on: transactions cost almost nothing beside
+    /// FileISC and BlockISC, writes included, and deeper queues use the dies' parallelism.
+    #[test]
+    fn transactions_cost_little_with_flash_timing_on() {
+        let bench = Bench::new(&small(), 64 << 20).unwrap();
+        for write_pct in [0, 100] {
+            let point = Point {
+                write_pct,
+                qd: 8,
+                requests: 512,
+            };
+            let bw = |mode| {
+                let mut dev = bench.device.clone();
+                run(&bench, &mut dev, mode, point, 7).unwrap()
+            };
+            let (tx, file, block) = (bw(ExecMode::Tx), bw(ExecMode::File), bw(ExecMode::Block));
+            assert!(tx.mb_per_s <= file.mb_per_s && file.mb_per_s <= block.mb_per_s);
+            assert!(tx.mb_per_s > 0.97 * block.mb_per_s, "{tx:?} vs {block:?}");
+            if write_pct == 100 {
+                assert!(tx.delta_pages > 400, "each write is a delta page: {tx:?}");
+            }
+        }
+        let qd1 = run(
+            &bench,
+            &mut bench.device.clone(),
+            ExecMode::Tx,
+            Point {
+                write_pct: 0,
+                qd: 1,
+                requests: 256,
+            },
+            7,
+        )
+        .unwrap();
+        let qd8 = run(
+            &bench,
+            &mut bench.device.clone(),
+            ExecMode::Tx,
+            Point {
+                write_pct: 0,
+                qd: 8,
+                requests: 256,
+            },
+            7,
+        )
+        .unwrap();
+        assert!(qd8.mb_per_s > 4.0 * qd1.mb_per_s, "{qd1:?} {qd8:?}");
+    }
+}

@@ -1,0 +1,212 @@
+//! `csd txbench`: TxISC §V-B's transaction-overhead microbenchmark (Fig. 3).
+//!
+//! Two halves, as in the paper. With flash timing on, bandwidth comes from the device model
+//! in virtual time (deterministic). With flash timing off, the paper removes every latency
+//! simulation so only the firmware's own work remains; here that work is our FTL and
+//! transaction code, so it is measured as this machine's real CPU time per request (the only
+//! machine-dependent numbers this command prints).
+
+use crate::units::parse_size;
+use anyhow::{bail, Context};
+use csd_device::txn::bench::{self, Bench, Measured, Point};
+use csd_device::txn::{delta_entry_bytes, DeltaPage, ExecMode};
+use csd_device::Profile;
+use serde::Serialize;
+use std::time::Instant;
+
+#[derive(clap::Args, Debug)]
+pub struct TxbenchArgs {
+    /// Device profile (TxISC's testbed is daisyplus-femu).
+    #[arg(long, default_value = "daisyplus-femu")]
+    pub profile: String,
+    /// Write percentages to sweep.
+    #[arg(long, value_delimiter = ',', default_value = "0,50,100")]
+    pub writes: Vec<u32>,
+    /// Queue depths to sweep.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32")]
+    pub qd: Vec<u32>,
+    /// Requests per point with flash timing on.
+    #[arg(long, default_value_t = 4096)]
+    pub requests: u64,
+    /// Size of the file the task works on.
+    #[arg(long, default_value = "1g", value_parser = parse_size)]
+    pub file_size: u64,
+    /// Requests per point with flash timing off (timed on this machine, QD 1).
+    #[arg(long, default_value_t = 100_000)]
+    pub cpu_requests: u64,
+    /// Timed repetitions per flash-timing-off point; the fastest is reported.
+    #[arg(long, default_value_t = 5)]
+    pub repeat: u32,
+    /// Skip the flash-timing-off half.
+    #[arg(long)]
+    pub no_cpu: bool,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Firmware CPU time per request with flash timing off.
+#[derive(Serialize)]
+struct CpuPoint {
+    mode: ExecMode,
+    write_pct: u32,
+    requests: u64,
+    ns_per_request: f64,
+}
+
+#[derive(Serialize)]
+struct Report {
+    profile: String,
+    file_bytes: u64,
+    request_bytes: u64,
+    seed: u64,
+    flash_timing_on: Vec<Measured>,
+    flash_timing_off: Vec<CpuPoint>,
+    /// Bytes of one delta entry in this model, and per page it maps.
+    delta_entry_bytes: usize,
+    delta_page_bytes: usize,
+}
+
+pub fn run(args: &TxbenchArgs) -> anyhow::Result<()> {
+    if args.qd.contains(&0) || args.writes.iter().any(|&w| w > 100) {
+        bail!("queue depths must be at least 1 and write percentages at most 100");
+    }
+    let profile = Profile::load(&args.profile)?;
+    let bench = Bench::new(&profile, args.file_size)
+        .with_context(|| format!("laying out a {}-byte file", args.file_size))?;
+    let mut on = Vec::new();
+    for &write_pct in &args.writes {
+        for &qd in &args.qd {
+            for mode in ExecMode::ALL {
+                let point = Point {
+                    write_pct,
+                    qd,
+                    requests: args.requests,
+                };
+                let mut dev = bench.device.clone();
+                on.push(bench::run(&bench, &mut dev, mode, point, args.seed)?);
+            }
+        }
+    }
+    let mut off = Vec::new();
+    if !args.no_cpu {
+        for &write_pct in &args.writes {
+            for mode in ExecMode::ALL {
+                let point = Point {
+                    write_pct,
+                    qd: 1,
+                    requests: args.cpu_requests,
+                };
+                let mut best = f64::INFINITY;
+                for _ in 0..args.repeat.max(1) {
+                    let mut dev = bench.device.clone();
+                    let t0 = Instant::now();
+                    bench::run(&bench, &mut dev, mode, point, args.seed)?;
+                    let ns = t0.elapsed().as_nanos() as f64 / args.cpu_requests as f64;
+                    best = best.min(ns);
+                }
+                off.push(CpuPoint {
+                    mode,
+                    write_pct,
+                    requests: args.cpu_requests,
+                    ns_per_request: best,
+                });
+            }
+        }
+    }
+    let report = Report {
+        profile: profile.name.clone(),
+        file_bytes: bench.file_pages * profile.geometry.page_size_bytes as u64,
+        request_bytes: u64::from(profile.geometry.page_size_bytes),
+        seed: args.seed,
+        flash_timing_on: on,
+        flash_timing_off: off,
+        delta_entry_bytes: delta_entry_bytes(),
+        delta_page_bytes: std::mem::size_of::<DeltaPage>(),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_tables(&report);
+    }
+    Ok(())
+}
+
+/// `1 - a/b` as a percentage: how much slower `a` is than `b` when both are throughputs.
+fn drop_pct(a: f64, b: f64) -> f64 {
+    (1.0 - a / b) * 100.0
+}
+
+fn print_tables(r: &Report) {
+    println!(
+        "In-storage {} KiB random file I/O on {} ({} MiB file), TxISC Fig. 3",
+        r.request_bytes >> 10,
+        r.profile,
+        r.file_bytes >> 20
+    );
+    println!("\nflash timing on (virtual time; MB/s)");
+    println!(
+        "{:>7} {:>4} {:>10} {:>10} {:>10} {:>11} {:>12} {:>10}",
+        "writes", "qd", "tx", "file", "block", "tx vs file", "tx vs block", "tx commit"
+    );
+    for c in r.flash_timing_on.chunks(3) {
+        let (tx, file, block) = (&c[0], &c[1], &c[2]);
+        println!(
+            "{:>6}% {:>4} {:>10.1} {:>10.1} {:>10.1} {:>10.2}% {:>11.2}% {:>9.1}%",
+            tx.write_pct,
+            tx.qd,
+            tx.mb_per_s,
+            file.mb_per_s,
+            block.mb_per_s,
+            -drop_pct(tx.mb_per_s, file.mb_per_s),
+            -drop_pct(tx.mb_per_s, block.mb_per_s),
+            tx.commit_ns as f64 / tx.virtual_ns.max(1) as f64 * 100.0,
+        );
+    }
+    if !r.flash_timing_off.is_empty() {
+        println!("\nflash timing off (firmware code's CPU time on this machine, QD 1; ns/request)");
+        println!(
+            "{:>7} {:>10} {:>10} {:>10} {:>11} {:>12}",
+            "writes", "tx", "file", "block", "tx vs file", "tx vs block"
+        );
+        for c in r.flash_timing_off.chunks(3) {
+            let (tx, file, block) = (&c[0], &c[1], &c[2]);
+            println!(
+                "{:>6}% {:>10.0} {:>10.0} {:>10.0} {:>10.1}% {:>11.1}%",
+                tx.write_pct,
+                tx.ns_per_request,
+                file.ns_per_request,
+                block.ns_per_request,
+                -drop_pct(file.ns_per_request, tx.ns_per_request),
+                -drop_pct(block.ns_per_request, tx.ns_per_request),
+            );
+        }
+    }
+    println!(
+        "(throughput change of tx relative to file / block: negative = tx slower; \
+              tx commit: the commit's share of tx's time)"
+    );
+    if let Some(m) = r
+        .flash_timing_on
+        .iter()
+        .filter(|m| m.mode == ExecMode::Tx && m.delta_entries > 0)
+        .max_by_key(|m| m.delta_pages)
+    {
+        println!(
+            "\ndelta mappings: {} B per entry + {} B per mapped page in this model \
+             (TxISC: 22 B per entry of up to 128 contiguous pages); at {}% writes, QD {}: \
+             {} entries for {} pages, {} B ({:.3}% of the {} MiB written)",
+            r.delta_entry_bytes,
+            r.delta_page_bytes,
+            m.write_pct,
+            m.qd,
+            m.delta_entries,
+            m.delta_pages,
+            m.delta_bytes,
+            m.delta_bytes as f64 / (m.delta_pages * r.request_bytes) as f64 * 100.0,
+            (m.delta_pages * r.request_bytes) >> 20
+        );
+    }
+}
