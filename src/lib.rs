@@ -2,6 +2,7 @@
 
 /// The example tasks of `tasks/`, compiled to Wasm by `build.rs` and embedded here.
 pub mod ndp;
+pub mod txapps;
 
 pub mod builtin {
     include!(concat!(env!("OUT_DIR"), "/builtin_tasks.rs"));

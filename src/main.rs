@@ -4,7 +4,7 @@ mod commands;
 mod units;
 
 use clap::{Parser, Subcommand};
-use commands::{bench, device, ndp, profiles, replay, runs, serve, task, trace, txbench};
+use commands::{bench, device, ndp, profiles, replay, runs, serve, task, trace, txapps, txbench};
 use std::process::ExitCode;
 
 /// csdlab: try an in-storage computing idea before you own a programmable SSD.
@@ -75,6 +75,11 @@ enum Command {
     /// firmware code with flash timing off.
     /// Example: csd txbench --writes 0,50,100 --qd 1,32
     Txbench(txbench::TxbenchArgs),
+    /// TxISC's application case studies: bitmap decompression, BFS and LSM compaction as
+    /// transactions, as FileISC tasks and host-only.
+    ///
+    /// Example: csd txapps --app compact --scale 0.25
+    Txapps(txapps::TxappsArgs),
     /// Measure the speed and memory of the model itself.
     #[command(subcommand)]
     Bench(bench::BenchCmd),
@@ -121,6 +126,7 @@ fn main() -> ExitCode {
         Some(Command::Task(cmd)) => task::build(cmd),
         Some(Command::Bench(cmd)) => bench::run(cmd),
         Some(Command::Txbench(args)) => txbench::run(args),
+        Some(Command::Txapps(args)) => txapps::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

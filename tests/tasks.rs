@@ -426,3 +426,124 @@ fn a_failed_transaction_is_rolled_back_and_a_file_isc_task_is_not() {
         );
     }
 }
+
+/// Merges sorted runs of 32-byte records with a reference: newest run wins per key.
+fn ref_compact(runs: &[Vec<(u64, u8)>]) -> Vec<(u64, u8)> {
+    let mut newest = std::collections::BTreeMap::new();
+    for run in runs {
+        for &(k, v) in run {
+            newest.insert(k, v);
+        }
+    }
+    newest.into_iter().collect()
+}
+
+fn encode_run(run: &[(u64, u8)]) -> Vec<u8> {
+    run.iter()
+        .flat_map(|&(k, v)| {
+            let mut r = k.to_le_bytes().to_vec();
+            r.extend_from_slice(&[v; 24]);
+            r
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+    #[test]
+    fn compact_matches_the_reference(
+        runs in prop::collection::vec(prop::collection::btree_set(0u64..500, 0..200), 1..5),
+        max_output in 64usize..4096,
+    ) {
+        let runs: Vec<Vec<(u64, u8)>> = runs
+            .iter()
+            .enumerate()
+            .map(|(i, keys)| keys.iter().map(|&k| (k, i as u8 + 1)).collect())
+            .collect();
+        let expect = ref_compact(&runs);
+        let files: Vec<Vec<u8>> = runs.iter().map(|r| encode_run(r)).collect();
+        let per_file = (max_output / 32).max(1) * 32;
+        let outputs = (expect.len() * 32).div_ceil(per_file).max(1);
+        let names: Vec<String> = (0..outputs).map(|i| format!("/out/{i}")).collect();
+        let outs: Vec<(&str, Mode)> = names.iter().map(|n| (n.as_str(), Mode::Write)).collect();
+        let (mut csd, r) = run_on(
+            "compact",
+            &files,
+            json!({ "inputs": files.len(), "max_output_bytes": max_output }),
+            &outs,
+        );
+        let mut got = Vec::new();
+        for n in &names {
+            let bytes = csd.export(n).unwrap();
+            prop_assert!(bytes.len() <= per_file);
+            got.extend(bytes.chunks_exact(32).map(|c| (u64::from_le_bytes(c[..8].try_into().unwrap()), c[8])));
+        }
+        prop_assert_eq!(&got, &expect);
+        prop_assert_eq!(r.ret_json().unwrap()["records_out"].as_u64().unwrap(), expect.len() as u64);
+    }
+}
+
+/// A compaction that runs out of output files fails after writing some: as a transaction
+/// it leaves nothing behind; as a FileISC task it leaves a half-written output.
+#[test]
+fn a_failed_compaction_writes_no_output_as_a_transaction() {
+    use csd_runtime::ExecMode;
+    for exec in [ExecMode::Tx, ExecMode::File] {
+        let mut csd = device("daisyplus-femu");
+        let runs = [
+            encode_run(&[(1, 1), (2, 1), (3, 1)]),
+            encode_run(&[(2, 2), (9, 2)]),
+        ];
+        csd.import("/a", &runs[0]).unwrap();
+        csd.import("/b", &runs[1]).unwrap();
+        csd.import("/out0", b"old output").unwrap();
+        let ctx = IscContext::new()
+            .file("/a", Mode::Read)
+            .file("/b", Mode::Read)
+            .file("/out0", Mode::Write)
+            .exec(exec)
+            .args(
+                json!({ "inputs": 2, "max_output_bytes": 64 })
+                    .to_string()
+                    .into_bytes(),
+            );
+        let e = csd.run(&task("compact"), &ctx).unwrap_err().to_string();
+        assert!(e.contains("need 2 files of 64 bytes, 1 registered"), "{e}");
+        let out = csd.export("/out0").unwrap();
+        if exec == ExecMode::Tx {
+            assert_eq!(out, b"old output");
+        } else {
+            assert_eq!(out.len(), 64, "FileISC keeps the first output file");
+            assert_eq!(out[..8], 1u64.to_le_bytes());
+        }
+    }
+}
+
+/// TxISC §V-C in the model: the three applications run as transactions at (almost) FileISC's
+/// speed, and their results agree across placements.
+#[test]
+fn applications_run_as_transactions_at_file_isc_speed() {
+    use csd::txapps::{measure, App, Placement, Sizes};
+    let profile = Profile::load("daisyplus-femu").unwrap();
+    let sizes = Sizes::scaled(1.0 / 256.0);
+    for app in App::ALL {
+        let runs = measure(app, &sizes, &profile, &engine(), 3).unwrap();
+        assert_eq!(runs.len(), 3);
+        let (tx, file, host) = (&runs[0], &runs[1], &runs[2]);
+        assert_eq!(
+            (tx.placement, host.placement),
+            (Placement::Tx, Placement::HostOnly)
+        );
+        assert_eq!(tx.result, file.result, "{app:?}");
+        assert_eq!(tx.result, host.result, "{app:?}");
+        let kept = file.latency_ns as f64 / tx.latency_ns as f64;
+        assert!(
+            kept > 0.99 && kept <= 1.0,
+            "{app:?}: tx keeps {kept} of file"
+        );
+        assert!(
+            host.breakdown.compute_ns < tx.breakdown.compute_ns,
+            "the host CPU is faster than the device's"
+        );
+    }
+}

@@ -70,6 +70,11 @@ pub struct HostCosts {
     /// CPU time for LightFS-Host to look up one path component in its own user-space
     /// `.ndpmeta` cache.
     pub index_lookup_ns: u64,
+    /// Host-CPU nanoseconds per unit of Wasm fuel, for running a task's code on the host
+    /// instead of in the device (TxISC's host-only baselines). Absent where the testbed's
+    /// host CPU is not characterised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ns_per_fuel: Option<f64>,
 }
 
 #[cfg(test)]

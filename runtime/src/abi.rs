@@ -65,6 +65,8 @@ pub(crate) struct TaskState {
     pub exec: ExecMode,
     /// The transaction this invocation runs as (`ExecMode::Tx` on the device).
     pub tx: Option<TaskId>,
+    /// `Internal` in the device; `Host` when the task's code runs on the host CPU instead.
+    pub io_path: IoPath,
     pub files: Vec<OpenFile>,
     pub args: Vec<u8>,
     pub ret: Vec<u8>,
@@ -212,7 +214,7 @@ impl TaskState {
             (ExecMode::Block, _) => {
                 storage
                     .device
-                    .read_ranges(IoPath::Internal, start, &[(offset, len)], out)?
+                    .read_ranges(self.io_path, start, &[(offset, len)], out)?
             }
             (_, Some(task)) => {
                 let id = storage.volume.layout(path)?.id;
@@ -226,7 +228,7 @@ impl TaskState {
                 let ranges = storage.volume.map(layout, offset, len);
                 storage
                     .device
-                    .read_ranges(IoPath::Internal, start, &ranges, out)?
+                    .read_ranges(self.io_path, start, &ranges, out)?
             }
         };
         if !keep {
@@ -252,7 +254,7 @@ impl TaskState {
         if self.exec == ExecMode::Block {
             let c = storage
                 .device
-                .write_ranges(IoPath::Internal, start, &[(offset, len)], data)?;
+                .write_ranges(self.io_path, start, &[(offset, len)], data)?;
             self.breakdown.write_ns += c.done.since(start);
             self.clock = c.done;
             self.bytes_written += len;
@@ -281,7 +283,7 @@ impl TaskState {
                 let ranges = storage.volume.map(layout, offset, len);
                 storage
                     .device
-                    .write_ranges(IoPath::Internal, start, &ranges, data)?
+                    .write_ranges(self.io_path, start, &ranges, data)?
             }
         };
         self.breakdown.write_ns += c.done.since(start);

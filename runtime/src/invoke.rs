@@ -151,6 +151,7 @@ pub struct IscContext {
     limits: TaskLimits,
     exec: ExecMode,
     on_conflict: ConflictPolicy,
+    on_host: bool,
 }
 
 impl IscContext {
@@ -182,6 +183,15 @@ impl IscContext {
 
     pub fn on_conflict(mut self, policy: ConflictPolicy) -> Self {
         self.on_conflict = policy;
+        self
+    }
+
+    /// The host-only baseline: the same task code runs on the host CPU (the profile's
+    /// `host.cpu_ns_per_fuel`) and its file I/O crosses NVMe and PCIe; no offload command,
+    /// no transaction.
+    pub fn on_host(mut self) -> Self {
+        self.on_host = true;
+        self.exec = ExecMode::File;
         self
     }
 }
@@ -324,12 +334,36 @@ impl Csd {
         };
         let started = self.clock;
         let mut breakdown = Breakdown::default();
-        let commanded = started.after(self.profile.host_interface.nvme_command_ns);
-        breakdown.others_ns = commanded.since(started);
-        let args_in = storage
-            .device
-            .host_transfer(commanded, ctx.args.len() as u64);
-        breakdown.dma_ns = args_in.dma_ns;
+        let (cpu, io_path, start_at) = if ctx.on_host {
+            let Some(ns_per_fuel) = self.profile.host.cpu_ns_per_fuel else {
+                self.storage = Some(storage);
+                return Err(TaskError::BadArgument {
+                    call: "on_host",
+                    reason: format!(
+                        "profile '{}' does not characterise its host CPU (host.cpu_ns_per_fuel)",
+                        self.profile.name
+                    ),
+                });
+            };
+            let cpu = DeviceCpu {
+                model: "host CPU".into(),
+                ns_per_fuel,
+                ..self.profile.device_cpu.clone()
+            };
+            (cpu, IoPath::Host, started)
+        } else {
+            let commanded = started.after(self.profile.host_interface.nvme_command_ns);
+            breakdown.others_ns = commanded.since(started);
+            let args_in = storage
+                .device
+                .host_transfer(commanded, ctx.args.len() as u64);
+            breakdown.dma_ns = args_in.dma_ns;
+            (
+                self.profile.device_cpu.clone(),
+                IoPath::Internal,
+                args_in.done,
+            )
+        };
 
         let cap_bytes = ctx
             .limits
@@ -342,12 +376,13 @@ impl Csd {
                 Backing::Device(Box::new(storage)),
                 ctx.exec,
                 tx,
+                io_path,
                 files,
                 ctx,
                 cap_bytes,
-                &self.profile.device_cpu,
+                &cpu,
                 &self.profile.accelerators,
-                args_in.done,
+                start_at,
                 breakdown,
             ),
         );
@@ -377,9 +412,19 @@ impl Csd {
         if result.is_err() && tx.is_some() {
             rollback_volume(&mut storage.volume, &before);
         }
-        let ret_out = storage
-            .device
-            .host_transfer(state.clock, state.ret.len() as u64);
+        let ret_out = if ctx.on_host {
+            csd_device::Completion {
+                submitted: state.clock,
+                done: state.clock,
+                nvme_ns: 0,
+                dma_ns: 0,
+                flash_ns: 0,
+            }
+        } else {
+            storage
+                .device
+                .host_transfer(state.clock, state.ret.len() as u64)
+        };
         state.breakdown.dma_ns += ret_out.dma_ns;
         self.clock = ret_out.done;
         self.storage = Some(*storage);
@@ -453,6 +498,7 @@ impl TaskEngine {
                 Backing::Staged(inputs.into_iter().collect()),
                 ExecMode::File,
                 None,
+                IoPath::Internal,
                 files,
                 ctx,
                 cap_bytes,
@@ -485,6 +531,7 @@ impl TaskState {
         backing: Backing,
         exec: ExecMode,
         tx: Option<csd_device::TaskId>,
+        io_path: IoPath,
         files: Vec<OpenFile>,
         ctx: &IscContext,
         cap_bytes: u64,
@@ -497,6 +544,7 @@ impl TaskState {
             backing,
             exec,
             tx,
+            io_path,
             files,
             args: ctx.args.clone(),
             ret: Vec::new(),

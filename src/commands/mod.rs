@@ -8,4 +8,5 @@ pub mod runs;
 pub mod serve;
 pub mod task;
 pub mod trace;
+pub mod txapps;
 pub mod txbench;

@@ -554,16 +554,18 @@ impl Device {
         if broken {
             self.ftl.log_step(PersistStep::TaskCommit { task, ts });
         }
-        // Applying costs one entry per page; the P2L goes to one flash page per 2048 entries
-        // (8 bytes each), striped over the dies from the one that held the last delta page.
-        let applied_at = self.firmware(t0, applied);
-        let mut done = applied_at;
+        // Applying costs one entry per page; the commit completes then: the task table and
+        // the deltas are capacitor-backed, so the P2L (one flash page per 2048 8-byte
+        // entries, striped over the dies from the one that held the last delta page) is
+        // programmed in the background, where it only delays later I/O on those dies. The
+        // delta records are dropped once it is durable (the persist log's order).
+        let done = self.firmware(t0, applied);
         if let Some(first) = last_die {
             let dies = self.profile.geometry.dies();
             for i in 0..applied.div_ceil(2048) {
                 let die = DieId((first.0 + i as u32) % dies);
                 let channel = self.channel_of[die.0 as usize];
-                done = done.max(self.clocks.program_page(die, channel, applied_at));
+                self.clocks.program_page(die, channel, done);
             }
         }
         self.finish_task(task)?;

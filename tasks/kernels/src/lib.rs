@@ -309,3 +309,53 @@ pub fn bfs(graph: &Csr<'_>, source: u32) -> Result<Vec<u32>, String> {
     }
     Ok(dist)
 }
+
+/// Bytes of one record of a sorted run: a little-endian u64 key and a 24-byte value.
+pub const RECORD_BYTES: usize = 32;
+
+/// LSM compaction (LevelDB-style, simplified): merges sorted runs of fixed-size records into
+/// one sorted run without duplicate keys. Runs are given oldest first; for a key present in
+/// several runs the newest run's record survives. Calls `emit` with each surviving record in
+/// key order; returns how many records were read.
+pub fn compact_runs(runs: &[&[u8]], mut emit: impl FnMut(&[u8])) -> Result<u64, String> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let key = |run: &[u8], i: usize| {
+        let r = &run[i * RECORD_BYTES..i * RECORD_BYTES + 8];
+        u64::from_le_bytes(r.try_into().expect("8 bytes"))
+    };
+    for (n, run) in runs.iter().enumerate() {
+        if run.len() % RECORD_BYTES != 0 {
+            return Err(format!(
+                "run {n} is {} bytes, not a multiple of {RECORD_BYTES}-byte records",
+                run.len()
+            ));
+        }
+        for i in 1..run.len() / RECORD_BYTES {
+            if key(run, i - 1) >= key(run, i) {
+                return Err(format!("run {n} is not sorted at record {i}"));
+            }
+        }
+    }
+    // Min-heap on (key, newest run first) so the first record of each key is the newest.
+    let mut heap: BinaryHeap<Reverse<(u64, Reverse<usize>, usize)>> = BinaryHeap::new();
+    for (n, run) in runs.iter().enumerate() {
+        if !run.is_empty() {
+            heap.push(Reverse((key(run, 0), Reverse(n), 0)));
+        }
+    }
+    let mut read = 0u64;
+    let mut last = None;
+    while let Some(Reverse((k, Reverse(n), i))) = heap.pop() {
+        read += 1;
+        let run = runs[n];
+        if last != Some(k) {
+            emit(&run[i * RECORD_BYTES..(i + 1) * RECORD_BYTES]);
+            last = Some(k);
+        }
+        if (i + 1) * RECORD_BYTES < run.len() {
+            heap.push(Reverse((key(run, i + 1), Reverse(n), i + 1)));
+        }
+    }
+    Ok(read)
+}
