@@ -586,15 +586,26 @@ impl Device {
     ) -> Result<Completion, DeviceError> {
         self.check_pages(lpn, pages)?;
         let t0 = self.front_end(path, at);
+        let mut done = t0;
         for i in 0..pages {
-            self.ftl.trim(Lpn(lpn.0 + i))?;
+            let lpn = Lpn(lpn.0 + i);
+            match self.txn.flagged(lpn) {
+                // Inside a snapshot a trim is a host write of zeros: the host reads zeros,
+                // tasks keep their snapshot, and a task that changed the page conflicts.
+                Some((file, page)) => {
+                    done = done.max(self.host_delta_write(file, page, lpn, None, t0)?);
+                }
+                None => {
+                    self.ftl.trim(lpn)?;
+                }
+            }
         }
         Ok(Completion {
             submitted: at,
-            done: t0,
+            done,
             nvme_ns: t0.since(at),
             dma_ns: 0,
-            flash_ns: 0,
+            flash_ns: done.since(t0),
         })
     }
 }

@@ -401,12 +401,19 @@ impl Csd {
                 }
                 Err(e) => Err(tx_error(e)),
             },
-            (Some(id), Err(e)) => {
-                let c = storage.device.tx_abort(id, state.clock).map_err(tx_error)?;
-                state.breakdown.others_ns += c.latency_ns();
-                state.clock = c.done;
-                Err(e)
-            }
+            (Some(id), Err(e)) => match storage.device.tx_abort(id, state.clock) {
+                Ok(c) => {
+                    state.breakdown.others_ns += c.latency_ns();
+                    state.clock = c.done;
+                    Err(e)
+                }
+                // Reported with the task's own failure; the storage goes back either way.
+                Err(abort) => Err(TaskError::Tx(TxError::AbortFailed {
+                    task: id,
+                    cause: e.to_string(),
+                    abort: Box::new(abort),
+                })),
+            },
             (None, result) => result,
         };
         if result.is_err() && tx.is_some() {

@@ -117,6 +117,12 @@ pub enum TxError {
     Device(#[from] DeviceError),
     #[error("recovery failed: {0}")]
     Recovery(#[from] RecoveryError),
+    #[error("{task} failed ({cause}) and could not be rolled back: {abort}")]
+    AbortFailed {
+        task: TaskId,
+        cause: String,
+        abort: Box<TxError>,
+    },
 }
 
 #[derive(Clone, Debug)]

@@ -493,4 +493,23 @@ fn host_writes_inside_a_snapshot_are_invisible_to_the_task_and_conflict_at_commi
     );
     assert_eq!(dev.txn_stats().snapshots, 0);
     dev.ftl.check_invariants().unwrap();
+
+    // A host trim inside a snapshot is a host write of zeros.
+    let task = dev.tx_begin();
+    dev.tx_register(task, FileId(0), &extents(0)).unwrap();
+    dev.trim(IoPath::Host, t, Lpn(0), 1).unwrap();
+    dev.tx_read(task, FileId(0), t, 0, PAGE as u64, Some(&mut buf))
+        .unwrap();
+    assert_eq!(buf, page_with(2), "the task still sees its snapshot");
+    dev.read(IoPath::Host, t, Lpn(0), 1, Some(&mut buf))
+        .unwrap();
+    assert!(buf.iter().all(|&b| b == 0), "the host sees the trim");
+    dev.tx_commit(task, t).unwrap();
+    dev.read(IoPath::Host, t, Lpn(0), 1, Some(&mut buf))
+        .unwrap();
+    assert!(
+        buf.iter().all(|&b| b == 0),
+        "and keeps seeing it after the snapshot ends"
+    );
+    dev.ftl.check_invariants().unwrap();
 }
