@@ -4,7 +4,9 @@ use crate::units::{fmt_bytes, thousands, us};
 use anyhow::{bail, Context as _};
 use csd::builtin::BUILTIN_TASKS;
 use csd_device::{DataMode, Profile};
-use csd_runtime::{Csd, EngineConfig, IscContext, Mode, TaskEngine, TaskLimits, TaskReport};
+use csd_runtime::{
+    Csd, EngineConfig, ExecMode, IscContext, Mode, TaskEngine, TaskLimits, TaskReport,
+};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -38,6 +40,14 @@ pub struct RunArgs {
     /// Copy the files the task could write back to this host directory afterwards.
     #[arg(long)]
     pub export: Option<PathBuf>,
+    /// How the task reaches its files: tx (a TxISC transaction: all its writes or none),
+    /// file (FileISC: writes land at once) or block (BlockISC: offsets are raw device bytes).
+    #[arg(long, default_value = "tx")]
+    pub exec: ExecMode,
+    /// Run the same task code on the host CPU instead, its I/O over NVMe and PCIe (the
+    /// host-only baseline; needs a profile that characterises its host CPU).
+    #[arg(long, conflicts_with = "exec")]
+    pub on_host: bool,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -130,6 +140,11 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         memory_bytes: args.memory,
         ..TaskLimits::default()
     });
+    ctx = if args.on_host {
+        ctx.on_host()
+    } else {
+        ctx.exec(args.exec)
+    };
     let report = csd
         .run(&task, &ctx)
         .with_context(|| format!("running task '{}' on profile '{}'", name, profile.name))?;
@@ -170,8 +185,16 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         .filter_map(|(p, _)| csd.volume().layout(p).ok())
         .map(|l| l.size_bytes)
         .sum();
+    let placement = if args.on_host {
+        "host-only".to_string()
+    } else {
+        match report.exec {
+            ExecMode::Tx => "a transaction, committed".to_string(),
+            other => format!("{} mode", other.name()),
+        }
+    };
     println!(
-        "csd run {}: profile {}, {} file(s), {}",
+        "csd run {}: profile {}, {} file(s), {}, as {placement}",
         name,
         profile.name,
         registered.len(),
@@ -199,11 +222,16 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         us(b.dma_ns),
         us(b.others_ns)
     );
+    let (cpu, ns_per_fuel) = match profile.host.cpu_ns_per_fuel {
+        Some(host) if args.on_host => ("the host CPU".to_string(), host),
+        _ => (
+            profile.device_cpu.model.clone(),
+            profile.device_cpu.ns_per_fuel,
+        ),
+    };
     println!(
-        "  compute  {} fuel on {} ({} ns/fuel)",
+        "  compute  {} fuel on {cpu} ({ns_per_fuel} ns/fuel)",
         thousands(report.fuel),
-        profile.device_cpu.model,
-        profile.device_cpu.ns_per_fuel
     );
     Ok(())
 }
