@@ -10,6 +10,7 @@
 //! - [`ftl`]: page-level L2P + OOB P2L, out-of-place writes, greedy GC, trim, GC-forbid pins.
 //! - [`txn`]: TxISC — snapshot descriptors, delta mappings, the task table, atomic commit.
 //! - [`durable`]: what survives a power loss, and recovery from it.
+//! - [`persist`]: SIFT's staging ring, range-tree coalescing, inode dedup, windowed replay.
 //! - [`profile`]: the TOML device profiles shipped with csdlab.
 //! - [`cost`]: device-CPU and accelerator cost models (task compute time).
 //! - [`device`]: [`Device`], the API the rest of csdlab uses.
@@ -34,6 +35,7 @@ pub mod durable;
 pub mod error;
 pub mod ftl;
 pub mod geometry;
+pub mod persist;
 pub mod profile;
 pub mod rng;
 pub mod synth;
