@@ -824,3 +824,29 @@ fn txbench_compares_the_three_modes() {
         stderr(&e)
     );
 }
+
+/// `csd bench coalesce` runs its three sizes and reports the reduction it measured.
+#[test]
+fn bench_coalesce_reports_three_sizes() {
+    let o = csd(&[
+        "bench",
+        "coalesce",
+        "--intervals",
+        "40000",
+        "--repeat",
+        "1",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let points = v.as_array().unwrap();
+    let sizes: Vec<u64> = points
+        .iter()
+        .map(|p| p["intervals"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes, [10_000, 20_000, 40_000]);
+    for p in points {
+        let kept = p["surviving_blocks"].as_u64().unwrap();
+        assert!(kept > 0 && kept < p["intervals"].as_u64().unwrap(), "{p}");
+    }
+}

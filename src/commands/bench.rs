@@ -16,6 +16,8 @@ pub enum BenchCmd {
     Ftl(FtlArgs),
     /// Native vs Wasm speed of the task kernels, and the cost of one task invocation.
     Tasks(TasksArgs),
+    /// SIFT's range-tree coalescing on the 5.26 M-update high-overlap replay set (wall time).
+    Coalesce(super::bench_coalesce::CoalesceArgs),
     /// Replay speed (events/s) on a metadata-heavy trace, and memory against trace length.
     Replay(super::bench_replay::ReplayBenchArgs),
     /// (internal) one replay measurement, run in a fresh process.
@@ -106,6 +108,7 @@ pub fn run(cmd: &BenchCmd) -> anyhow::Result<()> {
     match cmd {
         BenchCmd::Ftl(args) => ftl(args),
         BenchCmd::Tasks(args) => tasks(args),
+        BenchCmd::Coalesce(args) => super::bench_coalesce::run(args),
         BenchCmd::Replay(args) => super::bench_replay::run(args),
         BenchCmd::ReplayChild(args) => super::bench_replay::run_child(args),
         BenchCmd::FtlRss(args) => {

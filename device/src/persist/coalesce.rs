@@ -78,6 +78,9 @@ impl RangeTree {
 
     /// Records that logical blocks `start..start + len` were written, their new version
     /// readable from `source` at `src_block`. Later inserts win.
+    ///
+    /// The common case — a block rewritten where a fragment already starts — costs three
+    /// tree searches: the left neighbour, the slot reused in place, the right neighbour.
     pub fn insert(&mut self, start: u64, len: u64, source: Source, src_block: u64) {
         if len == 0 {
             return;
@@ -85,8 +88,15 @@ impl RangeTree {
         let end = start + len;
         self.raw_intervals += 1;
         self.raw_blocks += len;
-        // The fragment straddling `start`: keep its left part, and its right part if it also
-        // runs past `end`.
+        let new = Fragment {
+            end,
+            source,
+            src_block,
+        };
+        // The fragment before `start`: trim it if it straddles `start` (keeping a residue if
+        // it also runs past `end`), and remember it for merging.
+        let mut left = None;
+        let mut residue = None;
         if let Some((&s, f)) = self.map.range_mut(..start).next_back() {
             if f.end > start {
                 let old = *f;
@@ -94,55 +104,61 @@ impl RangeTree {
                 self.overlap_events += 1;
                 self.surviving_blocks -= old.end.min(end) - start;
                 if old.end > end {
-                    self.map.insert(
-                        end,
-                        Fragment {
-                            src_block: old.src_block + (end - s),
-                            ..old
-                        },
-                    );
+                    residue = Some(Fragment {
+                        src_block: old.src_block + (end - s),
+                        ..old
+                    });
                 }
             }
+            left = Some((s, *f));
         }
-        // Fragments starting inside the new interval: gone, but for a residue past `end`.
-        while let Some((&s, &f)) = self.map.range(start..end).next() {
-            self.map.remove(&s);
+        // Fragments starting inside the new interval: the first one's slot is reused if it
+        // starts exactly at `start`, the others are removed; a residue past `end` stays.
+        let mut placed = false;
+        let mut from = start;
+        while from < end {
+            let Some((&s, f)) = self.map.range_mut(from..end).next() else {
+                break;
+            };
+            let old = *f;
             self.overlap_events += 1;
-            self.surviving_blocks -= f.end.min(end) - s;
-            if f.end > end {
-                self.map.insert(
-                    end,
-                    Fragment {
-                        src_block: f.src_block + (end - s),
-                        ..f
-                    },
-                );
+            self.surviving_blocks -= old.end.min(end) - s;
+            if old.end > end {
+                residue = Some(Fragment {
+                    src_block: old.src_block + (end - s),
+                    ..old
+                });
             }
+            if s == start {
+                *f = new;
+                placed = true;
+            } else {
+                self.map.remove(&s);
+            }
+            from = old.end.max(s + 1);
+        }
+        if let Some(r) = residue {
+            self.map.insert(end, r);
+        }
+        if !placed {
+            self.map.insert(start, new);
         }
         self.surviving_blocks += len;
-        let mut frag = Fragment {
-            end,
-            source,
-            src_block,
-        };
-        let mut key = start;
         // Merge with a left neighbour that this continues, logically and in its source.
-        if let Some((&s, left)) = self.map.range_mut(..start).next_back() {
-            if left.end == start
-                && left.source == source
-                && left.src_block + (start - s) == src_block
-            {
-                left.end = end;
+        let mut key = start;
+        let mut merged = new;
+        if let Some((s, l)) = left {
+            if l.end == start && l.source == source && l.src_block + (start - s) == src_block {
+                self.map.remove(&start);
+                let l = self.map.get_mut(&s).expect("left neighbour");
+                l.end = end;
                 key = s;
-                frag = *left;
+                merged = *l;
             }
-        }
-        if key == start {
-            self.map.insert(start, frag);
         }
         // And with a right neighbour that continues it.
         if let Some(right) = self.map.get(&end).copied() {
-            if right.source == frag.source && frag.src_block + (end - key) == right.src_block {
+            if right.source == merged.source && merged.src_block + (end - key) == right.src_block {
                 self.map.remove(&end);
                 self.map.get_mut(&key).expect("just placed").end = right.end;
             }
