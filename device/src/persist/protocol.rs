@@ -118,6 +118,11 @@ impl StagedUpdate<state::Staged> {
 }
 
 impl StagedUpdate<state::Journaled> {
+    /// Where it is staged (fixed since `Staged`), for revalidation.
+    pub fn staged_extent(&self) -> RingExtent {
+        self.extent.expect("fixed when staged")
+    }
+
     pub fn journal_txn(&self) -> u64 {
         self.journal_txn
             .expect("a journaled update names its journal transaction")

@@ -51,6 +51,14 @@ impl StagingRing {
         }
     }
 
+    /// An empty ring whose head and tail sit at `pos` (after recovery, where the last scan
+    /// ended).
+    pub fn reset_at(&mut self, pos: u64) {
+        self.head = pos % self.capacity;
+        self.tail = self.head;
+        self.gap_at = None;
+    }
+
     pub fn capacity(&self) -> u64 {
         self.capacity
     }

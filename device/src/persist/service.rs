@@ -1,0 +1,753 @@
+//! The split persistence path (SIFT §3.2) and its recovery, over any block store.
+//!
+//! Host side (the user-space file system): `write` dirties blocks in the page cache; `fsync`
+//! builds a foreground staging transaction — descriptor, inode block, data blocks, and the
+//! commit block written last, its fence being the durable point — in the staging ring. It is
+//! self-contained: blocks a background journal transaction claimed but has not made durable
+//! are captured again. `journal_begin` is the snapshot-style handoff (claim the dirty blocks of
+//! every file and the published staging transactions, copied); `journal_finish` writes the
+//! background journal transaction to the journal ring and commits it.
+//!
+//! Device side: `checkpoint` takes the ready prefix of committed journal transactions, builds
+//! the raw replay set in order (each transaction's referenced staged state before its own
+//! journaled updates), replays it raw (`vanilla`, `offload`) or coalesced (`coalesce`: range
+//! tree, inode dedup, windowed plan), and only then advances the ring tails in the
+//! superblock: space is reclaimed once no recovery needs it.
+//!
+//! Recovery reads the superblock, scans the journal ring for committed transactions and the
+//! staging ring for valid staging transactions (descriptor *and* commit, with matching
+//! sequence numbers and body CRC), and replays them in the same order into the file-system
+//! area.
+
+use super::coalesce::{InodeDedup, InodeKey, RangeTree, Source};
+use super::layout::{
+    encode_commit, encode_gap, is_commit, is_gap, JournalDesc, Namespace, StagingDesc, Superblock,
+};
+use super::protocol::{state, Applied, Readiness, StagedUpdate};
+use super::ring::{RingError, RingExtent, StagingRing};
+use super::window;
+use serde::Serialize;
+use std::collections::{BTreeMap, VecDeque};
+
+/// Polling rounds of wait-not-skip before a staged transaction is declared corrupt.
+const WAIT_ROUNDS: u32 = 3;
+
+/// Commit-block kinds.
+const STAGING: u64 = 1;
+const JOURNAL: u64 = 2;
+
+/// Where the persistence path's blocks live: the device, or a durable image in tests.
+pub trait Blocks {
+    fn block_bytes(&self) -> u64;
+    fn read(&mut self, block: u64) -> Vec<u8>;
+    fn write(&mut self, block: u64, data: &[u8]);
+}
+
+/// Durable blocks in memory, optionally logging every write in order (a crash at step `k`
+/// leaves exactly the first `k` writes).
+#[derive(Clone, Debug, Default)]
+pub struct MemBlocks {
+    pub block_bytes: u64,
+    pub blocks: BTreeMap<u64, Vec<u8>>,
+    pub log: Option<Vec<(u64, Vec<u8>)>>,
+}
+
+impl Blocks for MemBlocks {
+    fn block_bytes(&self) -> u64 {
+        self.block_bytes
+    }
+
+    fn read(&mut self, block: u64) -> Vec<u8> {
+        self.blocks
+            .get(&block)
+            .cloned()
+            .unwrap_or_else(|| vec![0; self.block_bytes as usize])
+    }
+
+    fn write(&mut self, block: u64, data: &[u8]) {
+        if let Some(log) = &mut self.log {
+            log.push((block, data.to_vec()));
+        }
+        self.blocks.insert(block, data.to_vec());
+    }
+}
+
+/// The three configurations of SIFT Table 3; one protocol, different checkpoint semantics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Config {
+    Vanilla,
+    Offload,
+    Coalesce,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SiftError {
+    #[error("file {0} does not exist")]
+    NoFile(u32),
+    #[error("block {block} is beyond file {file}'s {blocks} blocks")]
+    NoBlock { file: u32, block: u64, blocks: u64 },
+    #[error("a transaction of {0} blocks cannot be described in one descriptor block")]
+    TooLarge(usize),
+    #[error("{0}")]
+    Ring(#[from] RingError),
+    #[error(
+        "journal transaction {journal} references staging transaction {staged}, which is not valid"
+    )]
+    MissingStaged { journal: u64, staged: u64 },
+    #[error("the superblock is unreadable")]
+    NoSuperblock,
+}
+
+/// Replay work of one checkpoint (SIFT §4.5's statistics).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct CheckpointStats {
+    pub journal_txns: u64,
+    pub staged_txns: u64,
+    pub raw_blocks: u64,
+    pub surviving_blocks: u64,
+    pub raw_inodes: u64,
+    pub surviving_inodes: u64,
+    /// Logical update records ("tags").
+    pub raw_records: u64,
+    pub surviving_records: u64,
+    pub read_requests: u64,
+    pub write_requests: u64,
+    /// Staged updates moved to RECLAIMED by this checkpoint.
+    pub reclaimed_txns: u64,
+}
+
+#[derive(Clone, Debug)]
+struct FileState {
+    dirty: BTreeMap<u64, Vec<u8>>,
+    /// Claimed by the in-flight background journal transaction, not yet durable.
+    claimed: BTreeMap<u64, Vec<u8>>,
+    inode: Vec<u8>,
+}
+
+#[derive(Debug)]
+struct Journaled {
+    desc: JournalDesc,
+    extent: RingExtent,
+    /// The staged updates it references, oldest first.
+    staged: Vec<StagedUpdate<state::Journaled>>,
+}
+
+/// The in-flight background journal transaction: its snapshot.
+#[derive(Debug)]
+struct Handoff {
+    staged: Vec<StagedUpdate<state::Staged>>,
+    inodes: Vec<(u32, Vec<u8>)>,
+    blocks: Vec<(u32, u64, Vec<u8>)>,
+}
+
+/// SIFT's persistence path over `B`. See the module docs.
+pub struct Sift<B: Blocks> {
+    pub ns: Namespace,
+    pub blocks: B,
+    pub config: Config,
+    staging: StagingRing,
+    journal: StagingRing,
+    next_staging_seq: u64,
+    next_journal_seq: u64,
+    /// Published staging transactions no journal transaction references yet.
+    published: VecDeque<StagedUpdate<state::Staged>>,
+    /// Committed journal transactions not yet checkpointed: the ready prefix.
+    committed: VecDeque<Journaled>,
+    handoff: Option<Handoff>,
+    files: Vec<FileState>,
+    sb: Superblock,
+    pub last_checkpoint: CheckpointStats,
+    sync_reclaims: u64,
+    checkpoints: u64,
+    #[cfg(test)]
+    pub(crate) broken_reclaim_order: bool,
+}
+
+impl<B: Blocks> Sift<B> {
+    /// A fresh namespace: empty rings, zeroed files.
+    pub fn format(ns: Namespace, mut blocks: B, config: Config) -> Sift<B> {
+        let sb = Superblock {
+            staging_tail: 0,
+            staging_tail_seq: 1,
+            journal_tail: 0,
+            journal_tail_seq: 1,
+        };
+        blocks.write(Namespace::SUPERBLOCK, &sb.encode(ns.block_bytes));
+        Self::with(ns, blocks, config, sb)
+    }
+
+    fn with(ns: Namespace, blocks: B, config: Config, sb: Superblock) -> Sift<B> {
+        let bb = ns.block_bytes as usize;
+        let mut staging = StagingRing::new(ns.staging_blocks);
+        let mut journal = StagingRing::new(ns.journal_blocks);
+        staging.reset_at(sb.staging_tail);
+        journal.reset_at(sb.journal_tail);
+        Sift {
+            files: (0..ns.files)
+                .map(|_| FileState {
+                    dirty: BTreeMap::new(),
+                    claimed: BTreeMap::new(),
+                    inode: vec![0; bb],
+                })
+                .collect(),
+            ns,
+            blocks,
+            config,
+            staging,
+            journal,
+            next_staging_seq: sb.staging_tail_seq,
+            next_journal_seq: sb.journal_tail_seq,
+            published: VecDeque::new(),
+            committed: VecDeque::new(),
+            handoff: None,
+            sb,
+            last_checkpoint: CheckpointStats::default(),
+            sync_reclaims: 0,
+            checkpoints: 0,
+            #[cfg(test)]
+            broken_reclaim_order: false,
+        }
+    }
+
+    fn check(&self, file: u32, block: u64) -> Result<(), SiftError> {
+        if file >= self.ns.files {
+            return Err(SiftError::NoFile(file));
+        }
+        if block >= self.ns.file_blocks {
+            return Err(SiftError::NoBlock {
+                file,
+                block,
+                blocks: self.ns.file_blocks,
+            });
+        }
+        Ok(())
+    }
+
+    /// A buffered write of one block; `inode` is the file's new inode block content.
+    pub fn write(
+        &mut self,
+        file: u32,
+        block: u64,
+        data: &[u8],
+        inode: &[u8],
+    ) -> Result<(), SiftError> {
+        self.check(file, block)?;
+        let f = &mut self.files[file as usize];
+        f.dirty.insert(block, data.to_vec());
+        f.inode = inode.to_vec();
+        Ok(())
+    }
+
+    pub fn staging_free(&self) -> u64 {
+        self.staging.free()
+    }
+
+    /// Committed journal transactions waiting for a checkpoint.
+    pub fn pending_checkpoint(&self) -> usize {
+        self.committed.len()
+    }
+
+    pub fn staging_head(&self) -> u64 {
+        self.staging.head()
+    }
+
+    /// Foreground `fsync`: stages the file's dirty and claimed-but-not-durable blocks with
+    /// its inode, self-contained. Returns at the commit fence. If the ring is full, reclaims
+    /// synchronously (journal and checkpoint) first.
+    pub fn fsync(&mut self, file: u32) -> Result<(), SiftError> {
+        self.check(file, 0)?;
+        let f = &self.files[file as usize];
+        let mut body: BTreeMap<u64, Vec<u8>> = f.claimed.clone();
+        body.extend(f.dirty.iter().map(|(b, d)| (*b, d.clone())));
+        let inode = f.inode.clone();
+        if body.len() > self.ns.max_txn_blocks() {
+            return Err(SiftError::TooLarge(body.len()));
+        }
+        let len = 3 + body.len() as u64;
+        let extent = match self.staging.alloc(len) {
+            Ok(e) => e,
+            Err(RingError::Full { .. }) => {
+                self.reclaim_sync()?;
+                self.staging.alloc(len)?
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let seq = self.next_staging_seq;
+        self.next_staging_seq += 1;
+        let blocks: Vec<u64> = body.keys().copied().collect();
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&inode);
+        for d in body.values() {
+            crc.update(d);
+        }
+        let desc = StagingDesc {
+            seq,
+            file,
+            blocks,
+            body_crc: crc.finalize(),
+        };
+        let bb = self.ns.block_bytes;
+        if extent.gap > 0 {
+            let at = self
+                .ns
+                .staging_block(extent.start + self.ns.staging_blocks - extent.gap);
+            self.blocks.write(at, &encode_gap(seq, bb));
+        }
+        let base = extent.start;
+        self.blocks
+            .write(self.ns.staging_block(base), &desc.encode(bb));
+        // publish-after-fix: the address is fixed and the descriptor durable.
+        self.published
+            .push_back(StagedUpdate::new(u64::from(file), seq).fix(extent));
+        self.blocks.write(self.ns.staging_block(base + 1), &inode);
+        for (i, d) in body.values().enumerate() {
+            self.blocks
+                .write(self.ns.staging_block(base + 2 + i as u64), d);
+        }
+        // The final commit fence: fsync's durable point.
+        self.blocks.write(
+            self.ns.staging_block(base + len - 1),
+            &encode_commit(STAGING, seq, desc.body_crc, bb),
+        );
+        // Everything the file had pending is durable in this transaction now, the claimed
+        // blocks included: a later fsync must not re-capture them over newer data.
+        let f = &mut self.files[file as usize];
+        f.dirty.clear();
+        f.claimed.clear();
+        Ok(())
+    }
+
+    /// Snapshot-style handoff: claims every dirty block and the published staging
+    /// transactions for the next background journal transaction.
+    pub fn journal_begin(&mut self) {
+        if self.handoff.is_some() {
+            return;
+        }
+        let mut h = Handoff {
+            staged: self.published.drain(..).collect(),
+            inodes: Vec::new(),
+            blocks: Vec::new(),
+        };
+        for (i, f) in self.files.iter_mut().enumerate() {
+            if f.dirty.is_empty() {
+                continue;
+            }
+            h.inodes.push((i as u32, f.inode.clone()));
+            for (b, d) in std::mem::take(&mut f.dirty) {
+                h.blocks.push((i as u32, b, d.clone()));
+                f.claimed.insert(b, d);
+            }
+        }
+        self.handoff = Some(h);
+    }
+
+    /// Writes and commits the claimed background journal transaction.
+    pub fn journal_finish(&mut self) -> Result<(), SiftError> {
+        let Some(h) = self.handoff.take() else {
+            return Ok(());
+        };
+        if h.staged.is_empty() && h.blocks.is_empty() {
+            return Ok(());
+        }
+        let n = h.inodes.len() + h.blocks.len();
+        if n + 2 * h.staged.len() > self.ns.max_txn_blocks() {
+            self.handoff = Some(h);
+            return Err(SiftError::TooLarge(n));
+        }
+        let seq = self.next_journal_seq;
+        let mut crc = crc32fast::Hasher::new();
+        for (_, d) in &h.inodes {
+            crc.update(d);
+        }
+        for (_, _, d) in &h.blocks {
+            crc.update(d);
+        }
+        let desc = JournalDesc {
+            seq,
+            staged: h
+                .staged
+                .iter()
+                .map(|s| (s.seq, s.published_extent().start))
+                .collect(),
+            inodes: h.inodes.iter().map(|(f, _)| *f).collect(),
+            blocks: h.blocks.iter().map(|(f, b, _)| (*f, *b)).collect(),
+            body_crc: crc.finalize(),
+        };
+        let extent = match self.journal.alloc(desc.len()) {
+            Ok(e) => e,
+            Err(e) => {
+                self.handoff = Some(h);
+                return Err(e.into());
+            }
+        };
+        self.next_journal_seq += 1;
+        let bb = self.ns.block_bytes;
+        if extent.gap > 0 {
+            let at = self
+                .ns
+                .journal_block(extent.start + self.ns.journal_blocks - extent.gap);
+            self.blocks.write(at, &encode_gap(seq, bb));
+        }
+        let base = extent.start;
+        self.blocks
+            .write(self.ns.journal_block(base), &desc.encode(bb));
+        let body = h
+            .inodes
+            .iter()
+            .map(|(_, d)| d)
+            .chain(h.blocks.iter().map(|(_, _, d)| d));
+        for (i, d) in body.enumerate() {
+            self.blocks
+                .write(self.ns.journal_block(base + 1 + i as u64), d);
+        }
+        self.blocks.write(
+            self.ns.journal_block(base + desc.len() - 1),
+            &encode_commit(JOURNAL, seq, desc.body_crc, bb),
+        );
+        // Durable: the claimed copies are no longer needed by later fsyncs.
+        for (f, b, d) in &h.blocks {
+            let claimed = &mut self.files[*f as usize].claimed;
+            if claimed.get(b) == Some(d) {
+                claimed.remove(b);
+            }
+        }
+        self.committed.push_back(Journaled {
+            staged: h.staged.into_iter().map(|s| s.journal(seq)).collect(),
+            desc,
+            extent,
+        });
+        Ok(())
+    }
+
+    /// Emergency synchronous reclaim: checkpoint what is committed (freeing journal space),
+    /// finish the in-flight handoff, journal what is published, and checkpoint again.
+    fn reclaim_sync(&mut self) -> Result<(), SiftError> {
+        self.sync_reclaims += 1;
+        self.checkpoint()?;
+        self.journal_finish()?;
+        self.journal_begin();
+        self.journal_finish()?;
+        self.checkpoint().map(|_| ())
+    }
+
+    /// Emergency reclaims fsync had to wait for.
+    pub fn sync_reclaims(&self) -> u64 {
+        self.sync_reclaims
+    }
+
+    /// Ordered checkpointing of the ready prefix: replay, then reclaim.
+    pub fn checkpoint(&mut self) -> Result<CheckpointStats, SiftError> {
+        let batch: Vec<Journaled> = self.committed.drain(..).collect();
+        let mut stats = CheckpointStats {
+            journal_txns: batch.len() as u64,
+            ..Default::default()
+        };
+        if batch.is_empty() {
+            return Ok(stats);
+        }
+        // The raw replay set in order: (FS block, source area, source ring position).
+        let mut raw: Vec<(u64, Source, u64, bool)> = Vec::new();
+        let mut eligible: Vec<StagedUpdate<state::ReplayEligible>> = Vec::new();
+        let mut journals = Vec::with_capacity(batch.len());
+        for j in batch {
+            for s in j.staged {
+                stats.staged_txns += 1;
+                let (s, desc) = self.revalidate(j.desc.seq, s)?;
+                let start = s.extent().start;
+                raw.push((
+                    self.ns.inode_block(desc.file),
+                    Source::Staging,
+                    start + 1,
+                    true,
+                ));
+                for (i, &b) in desc.blocks.iter().enumerate() {
+                    let src = start + 2 + i as u64;
+                    raw.push((
+                        self.ns.data_block(desc.file, b),
+                        Source::Staging,
+                        src,
+                        false,
+                    ));
+                }
+                eligible.push(s);
+            }
+            let mut pos = j.extent.start + 1;
+            for &f in &j.desc.inodes {
+                raw.push((self.ns.inode_block(f), Source::Journal, pos, true));
+                pos += 1;
+            }
+            for &(f, b) in &j.desc.blocks {
+                raw.push((self.ns.data_block(f, b), Source::Journal, pos, false));
+                pos += 1;
+            }
+            journals.push((j.desc.seq, j.extent));
+        }
+        let batch = journals;
+        stats.raw_records = raw.len() as u64;
+        stats.raw_inodes = raw.iter().filter(|r| r.3).count() as u64;
+        stats.raw_blocks = stats.raw_records - stats.raw_inodes;
+        let area = |s: Source| match s {
+            Source::Staging => 0,
+            Source::Journal => 1,
+        };
+        let reclaim_first = {
+            #[cfg(test)]
+            {
+                self.broken_reclaim_order
+            }
+            #[cfg(not(test))]
+            {
+                false
+            }
+        };
+        let last_staged = eligible.last().map(|s| (s.seq, s.extent()));
+        if reclaim_first {
+            self.reclaim(&batch, last_staged);
+        }
+        match self.config {
+            Config::Vanilla | Config::Offload => {
+                for &(dst, src, pos, _) in &raw {
+                    let data = self.blocks.read(self.source_block(src, pos));
+                    self.blocks.write(dst, &data);
+                }
+                stats.surviving_blocks = stats.raw_blocks;
+                stats.surviving_inodes = stats.raw_inodes;
+                stats.surviving_records = stats.raw_records;
+                stats.read_requests = stats.raw_records;
+                stats.write_requests = stats.raw_records;
+            }
+            Config::Coalesce => {
+                let mut tree = RangeTree::new();
+                let mut inodes: InodeDedup<(u8, u64)> = InodeDedup::default();
+                for &(dst, src, pos, is_inode) in &raw {
+                    if is_inode {
+                        inodes.insert(
+                            InodeKey {
+                                block: dst,
+                                slot: 0,
+                            },
+                            (area(src), pos),
+                        );
+                    } else {
+                        tree.insert(dst, 1, src, pos);
+                    }
+                }
+                let t = tree.stats();
+                stats.surviving_blocks = t.surviving_blocks;
+                stats.surviving_inodes = inodes.surviving() as u64;
+                stats.surviving_records = t.surviving_fragments + stats.surviving_inodes;
+                let plan = window::plan(tree.iter(), (64 << 20) / self.ns.block_bytes);
+                stats.read_requests = plan.read_requests() + stats.surviving_inodes;
+                stats.write_requests = plan.write_requests() + stats.surviving_inodes;
+                for (dst, f) in tree.iter() {
+                    for i in 0..f.end - dst {
+                        let data = self
+                            .blocks
+                            .read(self.source_block(f.source, f.src_block + i));
+                        self.blocks.write(dst + i, &data);
+                    }
+                }
+                for (k, (a, pos)) in inodes.survivors() {
+                    let src = if a == 0 {
+                        Source::Staging
+                    } else {
+                        Source::Journal
+                    };
+                    let data = self.blocks.read(self.source_block(src, pos));
+                    self.blocks.write(k.block, &data);
+                }
+            }
+        }
+        if !reclaim_first {
+            self.reclaim(&batch, last_staged);
+        }
+        self.checkpoints += 1;
+        let receipt = Applied::new(self.checkpoints);
+        let reclaimed: Vec<StagedUpdate<state::Reclaimed>> =
+            eligible.into_iter().map(|s| s.reclaim(&receipt)).collect();
+        stats.reclaimed_txns = reclaimed.len() as u64;
+        self.last_checkpoint = stats;
+        Ok(stats)
+    }
+
+    fn source_block(&self, src: Source, pos: u64) -> u64 {
+        match src {
+            Source::Staging => self.ns.staging_block(pos),
+            Source::Journal => self.ns.journal_block(pos),
+        }
+    }
+
+    /// *wait-not-skip*: re-reads a referenced staging transaction until its descriptor and
+    /// commit block both validate. The model has no concurrent writer to wait for, so a
+    /// transaction that stays invalid after the polling rounds is corruption, reported.
+    fn revalidate(
+        &mut self,
+        journal: u64,
+        mut update: StagedUpdate<state::Journaled>,
+    ) -> Result<(StagedUpdate<state::ReplayEligible>, StagingDesc), SiftError> {
+        for _ in 0..WAIT_ROUNDS {
+            let extent = update.staged_extent();
+            let desc = StagingDesc::decode(&self.blocks.read(self.ns.staging_block(extent.start)))
+                .filter(|d| d.seq == update.seq);
+            let readiness = match &desc {
+                Some(d) => {
+                    let mut crc = crc32fast::Hasher::new();
+                    for i in 1..d.len() - 1 {
+                        crc.update(&self.blocks.read(self.ns.staging_block(extent.start + i)));
+                    }
+                    let commit = self
+                        .blocks
+                        .read(self.ns.staging_block(extent.start + d.len() - 1));
+                    Readiness {
+                        descriptor_valid: crc.finalize() == d.body_crc,
+                        commit_valid: is_commit(&commit, STAGING, d.seq, d.body_crc),
+                    }
+                }
+                None => Readiness {
+                    descriptor_valid: false,
+                    commit_valid: false,
+                },
+            };
+            match update.validate(readiness) {
+                Ok(eligible) => return Ok((eligible, desc.expect("validated"))),
+                Err(waiting) => update = waiting,
+            }
+        }
+        Err(SiftError::MissingStaged {
+            journal,
+            staged: update.seq,
+        })
+    }
+
+    /// Advances the tails past the batch in the superblock (the reclaim point), then frees
+    /// the ring space: credits for later reservations.
+    fn reclaim(&mut self, batch: &[(u64, RingExtent)], last_staged: Option<(u64, RingExtent)>) {
+        let &(last_seq, last_extent) = batch.last().expect("non-empty batch");
+        let mut sb = self.sb;
+        sb.journal_tail = (last_extent.start + last_extent.len) % self.ns.journal_blocks;
+        sb.journal_tail_seq = last_seq + 1;
+        if let Some((seq, e)) = last_staged {
+            sb.staging_tail = (e.start + e.len) % self.ns.staging_blocks;
+            sb.staging_tail_seq = seq + 1;
+        }
+        self.blocks
+            .write(Namespace::SUPERBLOCK, &sb.encode(self.ns.block_bytes));
+        self.sb = sb;
+        self.journal.reclaim_through(&last_extent);
+        if let Some((_, e)) = last_staged {
+            self.staging.reclaim_through(&e);
+        }
+    }
+
+    /// After a crash: replays what the journal and staging rings hold into the file-system
+    /// area, in order, and starts with empty rings.
+    pub fn recover(ns: Namespace, mut blocks: B, config: Config) -> Result<Sift<B>, SiftError> {
+        let sb = Superblock::decode(&blocks.read(Namespace::SUPERBLOCK))
+            .ok_or(SiftError::NoSuperblock)?;
+        // Committed journal transactions from the journal tail.
+        let mut journals = Vec::new();
+        let (mut pos, mut seq) = (sb.journal_tail, sb.journal_tail_seq);
+        loop {
+            let b = blocks.read(ns.journal_block(pos));
+            if is_gap(&b, seq) {
+                pos = 0;
+                continue;
+            }
+            let Some(d) = JournalDesc::decode(&b).filter(|d| d.seq == seq) else {
+                break;
+            };
+            if d.len() >= ns.journal_blocks || pos + d.len() > ns.journal_blocks {
+                break;
+            }
+            let mut crc = crc32fast::Hasher::new();
+            for i in 1..d.len() - 1 {
+                crc.update(&blocks.read(ns.journal_block(pos + i)));
+            }
+            let commit = blocks.read(ns.journal_block(pos + d.len() - 1));
+            if crc.finalize() != d.body_crc || !is_commit(&commit, JOURNAL, seq, d.body_crc) {
+                break;
+            }
+            journals.push((pos, d.clone()));
+            pos = (pos + d.len()) % ns.journal_blocks;
+            seq += 1;
+        }
+        let journal_end = (pos, seq);
+        // Valid staging transactions (descriptor and commit: dual readiness) from its tail.
+        let mut staged: Vec<(u64, StagingDesc)> = Vec::new();
+        let (mut pos, mut seq) = (sb.staging_tail, sb.staging_tail_seq);
+        loop {
+            let b = blocks.read(ns.staging_block(pos));
+            if is_gap(&b, seq) {
+                pos = 0;
+                continue;
+            }
+            let Some(d) = StagingDesc::decode(&b).filter(|d| d.seq == seq) else {
+                break;
+            };
+            if d.len() >= ns.staging_blocks || pos + d.len() > ns.staging_blocks {
+                break;
+            }
+            let mut crc = crc32fast::Hasher::new();
+            for i in 1..d.len() - 1 {
+                crc.update(&blocks.read(ns.staging_block(pos + i)));
+            }
+            let commit = blocks.read(ns.staging_block(pos + d.len() - 1));
+            if crc.finalize() != d.body_crc || !is_commit(&commit, STAGING, seq, d.body_crc) {
+                break;
+            }
+            staged.push((pos, d));
+            pos = (pos + staged.last().expect("pushed").1.len()) % ns.staging_blocks;
+            seq += 1;
+        }
+        let staging_end = (pos, seq);
+        // Replay: each journal transaction's staged state, then its own blocks; then the
+        // staging transactions no committed journal transaction references.
+        let mut replayed_through = 0;
+        let apply_staged = |blocks: &mut B, at: u64, d: &StagingDesc| {
+            let inode = blocks.read(ns.staging_block(at + 1));
+            blocks.write(ns.inode_block(d.file), &inode);
+            for (i, &b) in d.blocks.iter().enumerate() {
+                let data = blocks.read(ns.staging_block(at + 2 + i as u64));
+                blocks.write(ns.data_block(d.file, b), &data);
+            }
+        };
+        for (at, j) in &journals {
+            for &(s, _) in &j.staged {
+                let (spos, sd) =
+                    staged
+                        .iter()
+                        .find(|(_, d)| d.seq == s)
+                        .ok_or(SiftError::MissingStaged {
+                            journal: j.seq,
+                            staged: s,
+                        })?;
+                apply_staged(&mut blocks, *spos, sd);
+                replayed_through = replayed_through.max(s);
+            }
+            let mut p = at + 1;
+            for &f in &j.inodes {
+                let data = blocks.read(ns.journal_block(p));
+                blocks.write(ns.inode_block(f), &data);
+                p += 1;
+            }
+            for &(f, b) in &j.blocks {
+                let data = blocks.read(ns.journal_block(p));
+                blocks.write(ns.data_block(f, b), &data);
+                p += 1;
+            }
+        }
+        for (spos, sd) in staged.iter().filter(|(_, d)| d.seq > replayed_through) {
+            apply_staged(&mut blocks, *spos, sd);
+        }
+        // Everything is in the file-system area now: start with empty rings past the end.
+        let sb = Superblock {
+            staging_tail: staging_end.0,
+            staging_tail_seq: staging_end.1,
+            journal_tail: journal_end.0,
+            journal_tail_seq: journal_end.1,
+        };
+        blocks.write(Namespace::SUPERBLOCK, &sb.encode(ns.block_bytes));
+        Ok(Self::with(ns, blocks, config, sb))
+    }
+}
