@@ -45,9 +45,14 @@ impl Namespace {
         self.fs_end() + self.staging_blocks + self.journal_blocks
     }
 
-    /// Data block indices a descriptor block can list.
+    /// 8-byte words a descriptor block holds after its magic and before its CRC.
+    pub fn descriptor_words(&self) -> usize {
+        (self.block_bytes as usize).saturating_sub(16) / 8
+    }
+
+    /// Data blocks a staging descriptor can list (4 words of header).
     pub fn max_txn_blocks(&self) -> usize {
-        ((self.block_bytes as usize).saturating_sub(64) / 8).max(1)
+        self.descriptor_words().saturating_sub(4)
     }
 }
 
@@ -56,6 +61,7 @@ const COMMIT: &[u8; 8] = b"SIFTCMT1";
 const GAP: &[u8; 8] = b"SIFTGAP1";
 const JOURNAL_DESC: &[u8; 8] = b"SIFTJD01";
 const SUPER: &[u8; 8] = b"SIFTSB01";
+const BLOCK_MASK: u64 = (1 << 48) - 1;
 
 /// A foreground staging transaction's descriptor: `[desc][inode][data…][commit]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -202,8 +208,9 @@ impl JournalDesc {
         for &f in &self.inodes {
             w.u64(u64::from(f));
         }
+        // (file, block) packed in one word: 16 bits of file, 48 of block.
         for &(f, b) in &self.blocks {
-            w.u64(u64::from(f)).u64(b);
+            w.u64((u64::from(f) << 48) | (b & BLOCK_MASK));
         }
         w.finish(block_bytes)
     }
@@ -211,14 +218,19 @@ impl JournalDesc {
     pub fn decode(b: &[u8]) -> Option<JournalDesc> {
         let words = |b: &[u8]| {
             let (s, i, d) = (word(b, 2)?, word(b, 3)?, word(b, 4)?);
-            Some(5 + 2 * s as usize + i as usize + 2 * d as usize)
+            Some(5 + 2 * s as usize + i as usize + d as usize)
         };
         let mut r = Reader::open(b, JOURNAL_DESC, words)?;
         let (seq, body_crc) = (r.u64(), r.u64() as u32);
         let (s, i, d) = (r.u64(), r.u64(), r.u64());
         let staged = (0..s).map(|_| (r.u64(), r.u64())).collect();
         let inodes = (0..i).map(|_| r.u64() as u32).collect();
-        let blocks = (0..d).map(|_| (r.u64() as u32, r.u64())).collect();
+        let blocks = (0..d)
+            .map(|_| {
+                let w = r.u64();
+                ((w >> 48) as u32, w & BLOCK_MASK)
+            })
+            .collect();
         Some(JournalDesc {
             seq,
             staged,

@@ -8,9 +8,12 @@
 //!   markers, superblock), each checksummed and sequence-numbered.
 //! - [`service`]: `Sift`, the split persistence path (staging, journaling, ordered
 //!   checkpointing, reclaim) and its recovery, over any `Blocks` store.
+//! - [`backlog`]: SIFT §5.3–5.4's manual-checkpoint backlogs (high-overlap, sequential
+//!   no-reuse) and their replay statistics.
 //! - [`protocol`]: the five states of a staged update as types (publish-after-fix,
 //!   wait-not-skip, reclaim only after apply).
 
+pub mod backlog;
 pub mod coalesce;
 pub mod layout;
 pub mod protocol;

@@ -58,17 +58,20 @@ impl Blocks for MemBlocks {
     }
 
     fn read(&mut self, block: u64) -> Vec<u8> {
-        self.blocks
-            .get(&block)
-            .cloned()
-            .unwrap_or_else(|| vec![0; self.block_bytes as usize])
+        let mut b = self.blocks.get(&block).cloned().unwrap_or_default();
+        b.resize(self.block_bytes as usize, 0);
+        b
     }
 
+    /// Stores the block without its trailing zeros (large backlogs of mostly-empty blocks
+    /// stay small); `read` pads them back.
     fn write(&mut self, block: u64, data: &[u8]) {
+        let end = data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+        let kept = data[..end].to_vec();
         if let Some(log) = &mut self.log {
-            log.push((block, data.to_vec()));
+            log.push((block, kept.clone()));
         }
-        self.blocks.insert(block, data.to_vec());
+        self.blocks.insert(block, kept);
     }
 }
 
@@ -117,9 +120,15 @@ pub struct CheckpointStats {
     pub reclaimed_txns: u64,
 }
 
+/// A file's pending state in the host's page cache. Staging does not clean pages for the
+/// background path: a block written once is both staged by the next fsync and journaled by
+/// the next background journal transaction (SIFT §3.3.6's two representations).
 #[derive(Clone, Debug)]
 struct FileState {
-    dirty: BTreeMap<u64, Vec<u8>>,
+    /// Written since the file's last fsync.
+    unstaged: BTreeMap<u64, Vec<u8>>,
+    /// Written since the last background journal transaction claimed the file.
+    unjournaled: BTreeMap<u64, Vec<u8>>,
     /// Claimed by the in-flight background journal transaction, not yet durable.
     claimed: BTreeMap<u64, Vec<u8>>,
     inode: Vec<u8>,
@@ -186,7 +195,8 @@ impl<B: Blocks> Sift<B> {
         Sift {
             files: (0..ns.files)
                 .map(|_| FileState {
-                    dirty: BTreeMap::new(),
+                    unstaged: BTreeMap::new(),
+                    unjournaled: BTreeMap::new(),
                     claimed: BTreeMap::new(),
                     inode: vec![0; bb],
                 })
@@ -234,7 +244,8 @@ impl<B: Blocks> Sift<B> {
     ) -> Result<(), SiftError> {
         self.check(file, block)?;
         let f = &mut self.files[file as usize];
-        f.dirty.insert(block, data.to_vec());
+        f.unstaged.insert(block, data.to_vec());
+        f.unjournaled.insert(block, data.to_vec());
         f.inode = inode.to_vec();
         Ok(())
     }
@@ -252,14 +263,14 @@ impl<B: Blocks> Sift<B> {
         self.staging.head()
     }
 
-    /// Foreground `fsync`: stages the file's dirty and claimed-but-not-durable blocks with
+    /// Foreground `fsync`: stages the file's unstaged and claimed-but-not-durable blocks with
     /// its inode, self-contained. Returns at the commit fence. If the ring is full, reclaims
     /// synchronously (journal and checkpoint) first.
     pub fn fsync(&mut self, file: u32) -> Result<(), SiftError> {
         self.check(file, 0)?;
         let f = &self.files[file as usize];
         let mut body: BTreeMap<u64, Vec<u8>> = f.claimed.clone();
-        body.extend(f.dirty.iter().map(|(b, d)| (*b, d.clone())));
+        body.extend(f.unstaged.iter().map(|(b, d)| (*b, d.clone())));
         let inode = f.inode.clone();
         if body.len() > self.ns.max_txn_blocks() {
             return Err(SiftError::TooLarge(body.len()));
@@ -313,32 +324,39 @@ impl<B: Blocks> Sift<B> {
         // Everything the file had pending is durable in this transaction now, the claimed
         // blocks included: a later fsync must not re-capture them over newer data.
         let f = &mut self.files[file as usize];
-        f.dirty.clear();
+        f.unstaged.clear();
         f.claimed.clear();
         Ok(())
     }
 
-    /// Snapshot-style handoff: claims every dirty block and the published staging
+    /// Snapshot-style handoff: claims every unjournaled block and the published staging
     /// transactions for the next background journal transaction.
     pub fn journal_begin(&mut self) {
         if self.handoff.is_some() {
             return;
         }
         let mut h = Handoff {
-            staged: self.published.drain(..).collect(),
+            staged: Vec::new(),
             inodes: Vec::new(),
             blocks: Vec::new(),
         };
         for (i, f) in self.files.iter_mut().enumerate() {
-            if f.dirty.is_empty() {
+            if f.unjournaled.is_empty() {
                 continue;
             }
             h.inodes.push((i as u32, f.inode.clone()));
-            for (b, d) in std::mem::take(&mut f.dirty) {
+            for (b, d) in std::mem::take(&mut f.unjournaled) {
                 h.blocks.push((i as u32, b, d.clone()));
                 f.claimed.insert(b, d);
             }
         }
+        // The oldest published staging transactions, as many as the descriptor has words
+        // for (5 words of header, 2 per reference, 1 per inode, 1 per block); the rest wait
+        // for the next journal transaction, in order.
+        let used = 5 + h.inodes.len() + h.blocks.len();
+        let room = self.ns.descriptor_words().saturating_sub(used) / 2;
+        let take = room.min(self.published.len());
+        h.staged = self.published.drain(..take).collect();
         self.handoff = Some(h);
     }
 
@@ -351,8 +369,16 @@ impl<B: Blocks> Sift<B> {
             return Ok(());
         }
         let n = h.inodes.len() + h.blocks.len();
-        if n + 2 * h.staged.len() > self.ns.max_txn_blocks() {
-            self.handoff = Some(h);
+        if 5 + h.inodes.len() + h.blocks.len() + 2 * h.staged.len() > self.ns.descriptor_words() {
+            // Claimed blocks alone overflow one descriptor block: put everything back.
+            for s in h.staged.into_iter().rev() {
+                self.published.push_front(s);
+            }
+            for (f, b, d) in h.blocks {
+                let file = &mut self.files[f as usize];
+                file.claimed.remove(&b);
+                file.unjournaled.entry(b).or_insert(d);
+            }
             return Err(SiftError::TooLarge(n));
         }
         let seq = self.next_journal_seq;

@@ -9,7 +9,7 @@ use super::service::{Blocks, Config, MemBlocks, Sift};
 use crate::rng::SimRng;
 use std::collections::BTreeMap;
 
-const BB: u64 = 512;
+const BB: u64 = 1024;
 const MARK: u64 = u64::MAX;
 
 fn ns() -> Namespace {
@@ -61,7 +61,8 @@ fn workload(seed: u64, ops: usize, config: Config, broken: bool) -> Run {
     let mut view = View::new();
     let mut views = vec![view.clone()];
     // What each file's dirty / claimed blocks and inode hold, as the oracle sees them.
-    let mut dirty: Vec<BTreeMap<u64, u64>> = vec![BTreeMap::new(); 3];
+    let mut unstaged: Vec<BTreeMap<u64, u64>> = vec![BTreeMap::new(); 3];
+    let mut unjournaled: Vec<BTreeMap<u64, u64>> = vec![BTreeMap::new(); 3];
     let mut inode = [0u64; 3];
     let mut handoff: Option<Vec<(u64, u64)>> = None;
     let mut claimed: Vec<BTreeMap<u64, u64>> = vec![BTreeMap::new(); 3];
@@ -79,7 +80,8 @@ fn workload(seed: u64, ops: usize, config: Config, broken: bool) -> Run {
         let file = rng.below(3) as u32;
         // Low-watermark reclaim, driven here so that fsync never reclaims inline: journal
         // what is published, then checkpoint it.
-        if (30..75).contains(&roll) && sift.staging_free() < 3 + n.file_blocks + 1 {
+        // A wrap can cost up to a transaction's length in gap, hence twice the largest one.
+        if (30..75).contains(&roll) && sift.staging_free() < 2 * (3 + n.file_blocks) {
             roll = if sift.pending_checkpoint() > 0 {
                 99
             } else if handoff.is_none() {
@@ -94,12 +96,13 @@ fn workload(seed: u64, ops: usize, config: Config, broken: bool) -> Run {
             next += 1;
             inode[file as usize] = t;
             sift.write(file, b, &block_with(t), &block_with(t)).unwrap();
-            dirty[file as usize].insert(b, t);
+            unstaged[file as usize].insert(b, t);
+            unjournaled[file as usize].insert(b, t);
         } else if roll < 75 {
             sift.fsync(file).unwrap();
             let f = file as usize;
             let mut body = std::mem::take(&mut claimed[f]);
-            body.extend(std::mem::take(&mut dirty[f]));
+            body.extend(std::mem::take(&mut unstaged[f]));
             for (b, t) in body {
                 durable(&mut view, n.data_block(file, b), t);
             }
@@ -108,10 +111,10 @@ fn workload(seed: u64, ops: usize, config: Config, broken: bool) -> Run {
             sift.journal_begin();
             let mut h = Vec::new();
             for f in 0..3 {
-                if !dirty[f].is_empty() {
+                if !unjournaled[f].is_empty() {
                     h.push((n.inode_block(f as u32), inode[f]));
                 }
-                for (b, t) in std::mem::take(&mut dirty[f]) {
+                for (b, t) in std::mem::take(&mut unjournaled[f]) {
                     h.push((n.data_block(f as u32, b), t));
                     claimed[f].insert(b, t);
                 }
@@ -142,6 +145,11 @@ fn workload(seed: u64, ops: usize, config: Config, broken: bool) -> Run {
         sift.blocks.log.as_mut().unwrap().push((MARK, Vec::new()));
         views.push(view.clone());
     }
+    assert_eq!(
+        sift.sync_reclaims(),
+        0,
+        "the driver's reclaim keeps fsync from reclaiming"
+    );
     Run {
         log: sift.blocks.log.take().unwrap(),
         views,
