@@ -4,7 +4,9 @@ mod commands;
 mod units;
 
 use clap::{Parser, Subcommand};
-use commands::{bench, device, ndp, profiles, replay, runs, serve, task, trace, txapps, txbench};
+use commands::{
+    bench, device, ndp, persist, profiles, replay, runs, serve, task, trace, txapps, txbench,
+};
 use std::process::ExitCode;
 
 /// csdlab: try an in-storage computing idea before you own a programmable SSD.
@@ -80,6 +82,9 @@ enum Command {
     ///
     /// Example: csd txapps --app compact --scale 0.25
     Txapps(txapps::TxappsArgs),
+    /// SIFT's split persistence path: replay work of manual-checkpoint backlogs.
+    #[command(subcommand)]
+    Persist(persist::PersistCmd),
     /// Measure the speed and memory of the model itself.
     #[command(subcommand)]
     Bench(bench::BenchCmd),
@@ -127,6 +132,7 @@ fn main() -> ExitCode {
         Some(Command::Bench(cmd)) => bench::run(cmd),
         Some(Command::Txbench(args)) => txbench::run(args),
         Some(Command::Txapps(args)) => txapps::run(args),
+        Some(Command::Persist(cmd)) => persist::run_cmd(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

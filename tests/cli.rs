@@ -850,3 +850,23 @@ fn bench_coalesce_reports_three_sizes() {
         assert!(kept > 0 && kept < p["intervals"].as_u64().unwrap(), "{p}");
     }
 }
+
+/// `csd persist backlog`: the same backlog checkpointed raw and coalesced.
+#[test]
+fn persist_backlog_compares_raw_and_coalesced_replay() {
+    let o = csd(&["persist", "backlog", "--scale", "0.005", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let (offload, coalesce) = (&v[0]["checkpoint"], &v[1]["checkpoint"]);
+    assert_eq!(v[0]["config"], "offload");
+    assert_eq!(offload["raw_blocks"], coalesce["raw_blocks"], "one backlog");
+    assert_eq!(offload["surviving_blocks"], offload["raw_blocks"]);
+    assert!(coalesce["surviving_blocks"].as_u64() < offload["surviving_blocks"].as_u64());
+    assert_eq!(coalesce["surviving_inodes"], 4);
+    let e = csd(&["persist", "backlog", "--scale", "2"]);
+    assert!(
+        stderr(&e).contains("--scale must be in (0, 1]"),
+        "{}",
+        stderr(&e)
+    );
+}
