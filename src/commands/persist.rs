@@ -108,16 +108,15 @@ fn backlog(args: &BacklogArgs) -> anyhow::Result<()> {
     );
     for r in &reports {
         let c = &r.checkpoint;
-        let pct = |raw: u64, kept: u64| 100.0 * (1.0 - kept as f64 / raw.max(1) as f64);
         println!(
             "{:<10} {:>12} {:>12} {:>8.2}% {:>10} {:>10} {:>8.3}% {:>10} {:>10}",
             format!("{:?}", r.config).to_lowercase(),
             c.raw_blocks,
             c.surviving_blocks,
-            pct(c.raw_blocks, c.surviving_blocks),
+            c.block_reduction_pct(),
             c.raw_inodes,
             c.surviving_inodes,
-            pct(c.raw_inodes, c.surviving_inodes),
+            c.inode_reduction_pct(),
             c.read_requests,
             c.write_requests
         );

@@ -147,8 +147,7 @@ mod tests {
         )
         .unwrap();
         let c = hot.checkpoint;
-        let block_red = 100.0 * (1.0 - c.surviving_blocks as f64 / c.raw_blocks as f64);
-        let inode_red = 100.0 * (1.0 - c.surviving_inodes as f64 / c.raw_inodes as f64);
+        let (block_red, inode_red) = (c.block_reduction_pct(), c.inode_reduction_pct());
         println!("high-overlap: {c:?}\n  blocks -{block_red:.2} %, inodes -{inode_red:.3} %");
         assert!(block_red >= 98.0, "{block_red}");
         assert!(inode_red >= 99.9, "{inode_red}");
@@ -161,7 +160,7 @@ mod tests {
         )
         .unwrap();
         let s = seq.checkpoint;
-        let block_red = 100.0 * (1.0 - s.surviving_blocks as f64 / s.raw_blocks as f64);
+        let block_red = s.block_reduction_pct();
         println!("sequential no-reuse: {s:?}\n  blocks -{block_red:.2} %");
         // Staged and journaled copies of every block: about half survives.
         assert!((45.0..=55.0).contains(&block_red), "{block_red}");

@@ -19,7 +19,7 @@
 //! sequence numbers and body CRC), and replays them in the same order into the file-system
 //! area.
 
-use super::coalesce::{InodeDedup, InodeKey, RangeTree, Source};
+use super::coalesce::{reduction, InodeDedup, InodeKey, RangeTree, Source};
 use super::layout::{
     encode_commit, encode_gap, is_commit, is_gap, JournalDesc, Namespace, StagingDesc, Superblock,
 };
@@ -28,6 +28,83 @@ use super::ring::{RingError, RingExtent, StagingRing};
 use super::window;
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
+
+/// A ring region of the namespace, for recovery scans.
+struct Ring {
+    blocks: u64,
+    first: u64,
+    kind: u64,
+}
+
+impl Ring {
+    fn staging(ns: &Namespace) -> Ring {
+        Ring {
+            blocks: ns.staging_blocks,
+            first: ns.staging_block(0),
+            kind: STAGING,
+        }
+    }
+
+    fn journal(ns: &Namespace) -> Ring {
+        Ring {
+            blocks: ns.journal_blocks,
+            first: ns.journal_block(0),
+            kind: JOURNAL,
+        }
+    }
+
+    /// The record of sequence `seq` at `pos`: its descriptor (if one decodes with that
+    /// sequence number and fits the ring) and whether body and commit block validate.
+    fn record_at<B: Blocks, D>(
+        &self,
+        blocks: &mut B,
+        pos: u64,
+        seq: u64,
+        decode: impl Fn(&[u8]) -> Option<((u64, u64, u32), D)>,
+    ) -> Option<(u64, D, Readiness)> {
+        let ((s, len, body_crc), d) = decode(&blocks.read(self.first + pos))?;
+        if s != seq || len >= self.blocks || pos + len > self.blocks {
+            return None;
+        }
+        let mut crc = crc32fast::Hasher::new();
+        for i in 1..len - 1 {
+            crc.update(&blocks.read(self.first + pos + i));
+        }
+        let commit = blocks.read(self.first + pos + len - 1);
+        let readiness = Readiness {
+            descriptor_valid: crc.finalize() == body_crc,
+            commit_valid: is_commit(&commit, self.kind, seq, body_crc),
+        };
+        Some((len, d, readiness))
+    }
+
+    /// From `(position, sequence)` on: every record that validates, in order, with its
+    /// position; a gap marker sends the scan to position 0. Returns them and where the scan
+    /// stopped.
+    fn scan<B: Blocks, D>(
+        &self,
+        blocks: &mut B,
+        (mut pos, mut seq): (u64, u64),
+        decode: impl Fn(&[u8]) -> Option<((u64, u64, u32), D)>,
+    ) -> (Vec<(u64, D)>, (u64, u64)) {
+        let mut found = Vec::new();
+        loop {
+            if is_gap(&blocks.read(self.first + pos), seq) {
+                pos = 0;
+                continue;
+            }
+            match self.record_at(blocks, pos, seq, &decode) {
+                Some((len, d, r)) if r.descriptor_valid && r.commit_valid => {
+                    found.push((pos, d));
+                    pos = (pos + len) % self.blocks;
+                    seq += 1;
+                }
+                _ => break,
+            }
+        }
+        (found, (pos, seq))
+    }
+}
 
 /// Polling rounds of wait-not-skip before a staged transaction is declared corrupt.
 const WAIT_ROUNDS: u32 = 3;
@@ -118,6 +195,18 @@ pub struct CheckpointStats {
     pub write_requests: u64,
     /// Staged updates moved to RECLAIMED by this checkpoint.
     pub reclaimed_txns: u64,
+}
+
+impl CheckpointStats {
+    /// Share of raw data-block replay removed, in percent.
+    pub fn block_reduction_pct(&self) -> f64 {
+        reduction(self.raw_blocks, self.surviving_blocks)
+    }
+
+    /// Share of raw inode replay removed, in percent.
+    pub fn inode_reduction_pct(&self) -> f64 {
+        reduction(self.raw_inodes, self.surviving_inodes)
+    }
 }
 
 /// A file's pending state in the host's page cache. Staging does not clean pages for the
@@ -612,31 +701,17 @@ impl<B: Blocks> Sift<B> {
         journal: u64,
         mut update: StagedUpdate<state::Journaled>,
     ) -> Result<(StagedUpdate<state::ReplayEligible>, StagingDesc), SiftError> {
+        let ring = Ring::staging(&self.ns);
         for _ in 0..WAIT_ROUNDS {
-            let extent = update.staged_extent();
-            let desc = StagingDesc::decode(&self.blocks.read(self.ns.staging_block(extent.start)))
-                .filter(|d| d.seq == update.seq);
-            let readiness = match &desc {
-                Some(d) => {
-                    let mut crc = crc32fast::Hasher::new();
-                    for i in 1..d.len() - 1 {
-                        crc.update(&self.blocks.read(self.ns.staging_block(extent.start + i)));
-                    }
-                    let commit = self
-                        .blocks
-                        .read(self.ns.staging_block(extent.start + d.len() - 1));
-                    Readiness {
-                        descriptor_valid: crc.finalize() == d.body_crc,
-                        commit_valid: is_commit(&commit, STAGING, d.seq, d.body_crc),
-                    }
-                }
-                None => Readiness {
-                    descriptor_valid: false,
-                    commit_valid: false,
-                },
+            let start = update.staged_extent().start;
+            let record = ring.record_at(&mut self.blocks, start, update.seq, |b| {
+                StagingDesc::decode(b).map(|d| ((d.seq, d.len(), d.body_crc), d))
+            });
+            let Some((_, desc, readiness)) = record else {
+                continue;
             };
             match update.validate(readiness) {
-                Ok(eligible) => return Ok((eligible, desc.expect("validated"))),
+                Ok(eligible) => return Ok((eligible, desc)),
                 Err(waiting) => update = waiting,
             }
         }
@@ -671,62 +746,16 @@ impl<B: Blocks> Sift<B> {
     pub fn recover(ns: Namespace, mut blocks: B, config: Config) -> Result<Sift<B>, SiftError> {
         let sb = Superblock::decode(&blocks.read(Namespace::SUPERBLOCK))
             .ok_or(SiftError::NoSuperblock)?;
-        // Committed journal transactions from the journal tail.
-        let mut journals = Vec::new();
-        let (mut pos, mut seq) = (sb.journal_tail, sb.journal_tail_seq);
-        loop {
-            let b = blocks.read(ns.journal_block(pos));
-            if is_gap(&b, seq) {
-                pos = 0;
-                continue;
-            }
-            let Some(d) = JournalDesc::decode(&b).filter(|d| d.seq == seq) else {
-                break;
-            };
-            if d.len() >= ns.journal_blocks || pos + d.len() > ns.journal_blocks {
-                break;
-            }
-            let mut crc = crc32fast::Hasher::new();
-            for i in 1..d.len() - 1 {
-                crc.update(&blocks.read(ns.journal_block(pos + i)));
-            }
-            let commit = blocks.read(ns.journal_block(pos + d.len() - 1));
-            if crc.finalize() != d.body_crc || !is_commit(&commit, JOURNAL, seq, d.body_crc) {
-                break;
-            }
-            journals.push((pos, d.clone()));
-            pos = (pos + d.len()) % ns.journal_blocks;
-            seq += 1;
-        }
-        let journal_end = (pos, seq);
-        // Valid staging transactions (descriptor and commit: dual readiness) from its tail.
-        let mut staged: Vec<(u64, StagingDesc)> = Vec::new();
-        let (mut pos, mut seq) = (sb.staging_tail, sb.staging_tail_seq);
-        loop {
-            let b = blocks.read(ns.staging_block(pos));
-            if is_gap(&b, seq) {
-                pos = 0;
-                continue;
-            }
-            let Some(d) = StagingDesc::decode(&b).filter(|d| d.seq == seq) else {
-                break;
-            };
-            if d.len() >= ns.staging_blocks || pos + d.len() > ns.staging_blocks {
-                break;
-            }
-            let mut crc = crc32fast::Hasher::new();
-            for i in 1..d.len() - 1 {
-                crc.update(&blocks.read(ns.staging_block(pos + i)));
-            }
-            let commit = blocks.read(ns.staging_block(pos + d.len() - 1));
-            if crc.finalize() != d.body_crc || !is_commit(&commit, STAGING, seq, d.body_crc) {
-                break;
-            }
-            staged.push((pos, d));
-            pos = (pos + staged.last().expect("pushed").1.len()) % ns.staging_blocks;
-            seq += 1;
-        }
-        let staging_end = (pos, seq);
+        // Committed journal transactions from the journal tail, then the valid staging
+        // transactions (descriptor *and* commit: dual readiness) from the staging tail.
+        let (journals, journal_end) =
+            Ring::journal(&ns).scan(&mut blocks, (sb.journal_tail, sb.journal_tail_seq), |b| {
+                JournalDesc::decode(b).map(|d| ((d.seq, d.len(), d.body_crc), d))
+            });
+        let (staged, staging_end) =
+            Ring::staging(&ns).scan(&mut blocks, (sb.staging_tail, sb.staging_tail_seq), |b| {
+                StagingDesc::decode(b).map(|d| ((d.seq, d.len(), d.body_crc), d))
+            });
         // Replay: each journal transaction's staged state, then its own blocks; then the
         // staging transactions no committed journal transaction references.
         let mut replayed_through = 0;
