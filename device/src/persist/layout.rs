@@ -76,12 +76,8 @@ pub struct StagingDesc {
 
 impl StagingDesc {
     /// Blocks the transaction occupies in the ring.
-    pub fn len(&self) -> u64 {
+    pub fn ring_blocks(&self) -> u64 {
         3 + self.blocks.len() as u64
-    }
-
-    pub fn is_empty(&self) -> bool {
-        false
     }
 }
 
@@ -99,12 +95,9 @@ pub struct JournalDesc {
 }
 
 impl JournalDesc {
-    pub fn len(&self) -> u64 {
+    /// Blocks the transaction occupies in the ring.
+    pub fn ring_blocks(&self) -> u64 {
         2 + (self.inodes.len() + self.blocks.len()) as u64
-    }
-
-    pub fn is_empty(&self) -> bool {
-        false
     }
 }
 

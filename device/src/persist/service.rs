@@ -53,6 +53,14 @@ impl Ring {
         }
     }
 
+    /// A wrapped allocation leaves the blocks before the ring's end unused: the gap marker at
+    /// their start tells a recovery scan that transaction `seq` continues at position 0.
+    fn mark_gap<B: Blocks>(&self, blocks: &mut B, extent: &RingExtent, seq: u64, bb: u64) {
+        if extent.gap > 0 {
+            blocks.write(self.first + self.blocks - extent.gap, &encode_gap(seq, bb));
+        }
+    }
+
     /// The record of sequence `seq` at `pos`: its descriptor (if one decodes with that
     /// sequence number and fits the ring) and whether body and commit block validate.
     fn record_at<B: Blocks, D>(
@@ -388,12 +396,7 @@ impl<B: Blocks> Sift<B> {
             body_crc: crc.finalize(),
         };
         let bb = self.ns.block_bytes;
-        if extent.gap > 0 {
-            let at = self
-                .ns
-                .staging_block(extent.start + self.ns.staging_blocks - extent.gap);
-            self.blocks.write(at, &encode_gap(seq, bb));
-        }
+        Ring::staging(&self.ns).mark_gap(&mut self.blocks, &extent, seq, bb);
         let base = extent.start;
         self.blocks
             .write(self.ns.staging_block(base), &desc.encode(bb));
@@ -489,7 +492,7 @@ impl<B: Blocks> Sift<B> {
             blocks: h.blocks.iter().map(|(f, b, _)| (*f, *b)).collect(),
             body_crc: crc.finalize(),
         };
-        let extent = match self.journal.alloc(desc.len()) {
+        let extent = match self.journal.alloc(desc.ring_blocks()) {
             Ok(e) => e,
             Err(e) => {
                 self.handoff = Some(h);
@@ -498,12 +501,7 @@ impl<B: Blocks> Sift<B> {
         };
         self.next_journal_seq += 1;
         let bb = self.ns.block_bytes;
-        if extent.gap > 0 {
-            let at = self
-                .ns
-                .journal_block(extent.start + self.ns.journal_blocks - extent.gap);
-            self.blocks.write(at, &encode_gap(seq, bb));
-        }
+        Ring::journal(&self.ns).mark_gap(&mut self.blocks, &extent, seq, bb);
         let base = extent.start;
         self.blocks
             .write(self.ns.journal_block(base), &desc.encode(bb));
@@ -517,7 +515,7 @@ impl<B: Blocks> Sift<B> {
                 .write(self.ns.journal_block(base + 1 + i as u64), d);
         }
         self.blocks.write(
-            self.ns.journal_block(base + desc.len() - 1),
+            self.ns.journal_block(base + desc.ring_blocks() - 1),
             &encode_commit(JOURNAL, seq, desc.body_crc, bb),
         );
         // Durable: the claimed copies are no longer needed by later fsyncs.
@@ -705,7 +703,7 @@ impl<B: Blocks> Sift<B> {
         for _ in 0..WAIT_ROUNDS {
             let start = update.staged_extent().start;
             let record = ring.record_at(&mut self.blocks, start, update.seq, |b| {
-                StagingDesc::decode(b).map(|d| ((d.seq, d.len(), d.body_crc), d))
+                StagingDesc::decode(b).map(|d| ((d.seq, d.ring_blocks(), d.body_crc), d))
             });
             let Some((_, desc, readiness)) = record else {
                 continue;
@@ -750,11 +748,11 @@ impl<B: Blocks> Sift<B> {
         // transactions (descriptor *and* commit: dual readiness) from the staging tail.
         let (journals, journal_end) =
             Ring::journal(&ns).scan(&mut blocks, (sb.journal_tail, sb.journal_tail_seq), |b| {
-                JournalDesc::decode(b).map(|d| ((d.seq, d.len(), d.body_crc), d))
+                JournalDesc::decode(b).map(|d| ((d.seq, d.ring_blocks(), d.body_crc), d))
             });
         let (staged, staging_end) =
             Ring::staging(&ns).scan(&mut blocks, (sb.staging_tail, sb.staging_tail_seq), |b| {
-                StagingDesc::decode(b).map(|d| ((d.seq, d.len(), d.body_crc), d))
+                StagingDesc::decode(b).map(|d| ((d.seq, d.ring_blocks(), d.body_crc), d))
             });
         // Replay: each journal transaction's staged state, then its own blocks; then the
         // staging transactions no committed journal transaction references.
