@@ -11,6 +11,11 @@
 //! reconstructs the L2P from them (newest `seq` per LPN wins; trimmed LPNs stay unmapped thanks
 //! to a trim journal), which is the recovery path TxISC builds on.
 //!
+//! TxISC's delta pages ([`Ftl::write_delta`]) are programmed like any page but stay out of the
+//! L2P, in pinned blocks, until [`Ftl::apply_delta`] maps them (persisting their P2L in a
+//! journal, since their OOB is only a hint) or [`Ftl::drop_delta`] makes them garbage. With a
+//! persist log on, every durable change is recorded as a [`PersistStep`] for crash checkers.
+//!
 //! Host writes stripe over dies channel-first (die 0 of every channel, then die 1 ...), so
 //! consecutive pages land on different channels. GC is per die and migrates within the die
 //! (copyback), so each die's share of data stays on it.
