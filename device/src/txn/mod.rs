@@ -111,6 +111,12 @@ pub enum TxError {
     NotRunning(TaskId),
     #[error("{task} did not register {file}")]
     NotRegistered { task: TaskId, file: FileId },
+    #[error("logical page {lpn} of {file} already belongs to {other}'s snapshot")]
+    SharedLpn {
+        lpn: u64,
+        file: FileId,
+        other: FileId,
+    },
     #[error("page {page} lies beyond the {pages} pages registered for {file}")]
     BeyondExtents { file: FileId, page: u64, pages: u64 },
     #[error(transparent)]
@@ -253,9 +259,13 @@ impl Device {
         for e in extents {
             self.check_pages(e.first, e.pages)?;
         }
-        let desc = self.txn.snapshots.entry(file).or_default();
+        let known = self
+            .txn
+            .snapshots
+            .get(&file)
+            .map_or(0, SnapshotDescriptor::pages);
         // Skip the pages the descriptor already covers; add the rest.
-        let mut skip = desc.pages();
+        let mut skip = known;
         let mut tail = Vec::new();
         for e in extents {
             if skip >= e.pages {
@@ -268,6 +278,28 @@ impl Device {
             });
             skip = 0;
         }
+        // A page can belong to one file's snapshot only (and once): refuse before changing
+        // anything.
+        let mut seen = std::collections::HashSet::new();
+        for e in &tail {
+            for lpn in e.first.0..e.first.0 + e.pages {
+                if let Some((other, _)) = self.txn.flagged.get(&(lpn as u32)) {
+                    return Err(TxError::SharedLpn {
+                        lpn,
+                        file,
+                        other: *other,
+                    });
+                }
+                if !seen.insert(lpn) {
+                    return Err(TxError::SharedLpn {
+                        lpn,
+                        file,
+                        other: file,
+                    });
+                }
+            }
+        }
+        let desc = self.txn.snapshots.entry(file).or_default();
         for (page, lpn) in desc.extend(&tail) {
             self.txn.flagged.insert(lpn.0 as u32, (file, page));
         }

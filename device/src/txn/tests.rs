@@ -513,3 +513,31 @@ fn host_writes_inside_a_snapshot_are_invisible_to_the_task_and_conflict_at_commi
     );
     dev.ftl.check_invariants().unwrap();
 }
+
+#[test]
+fn a_page_belongs_to_one_snapshot_only() {
+    let mut dev = Device::new(&tiny(), DataMode::Payloads).unwrap();
+    let task = dev.tx_begin();
+    dev.tx_register(task, FileId(0), &extents(0)).unwrap();
+    let e = dev
+        .tx_register(task, FileId(9), &extents(0)[..1])
+        .unwrap_err();
+    assert_eq!(
+        e,
+        TxError::SharedLpn {
+            lpn: 0,
+            file: FileId(9),
+            other: FileId(0)
+        }
+    );
+    let twice = [extents(1)[0], extents(1)[0]];
+    assert!(matches!(
+        dev.tx_register(task, FileId(1), &twice),
+        Err(TxError::SharedLpn { .. })
+    ));
+    // Nothing changed: the task still commits, and registering the same file again with its
+    // extents (a file that did not grow) is fine.
+    dev.tx_register(task, FileId(0), &extents(0)).unwrap();
+    dev.tx_commit(task, VirtualTime::ZERO).unwrap();
+    assert_eq!(dev.txn_stats().snapshots, 0);
+}
