@@ -87,6 +87,39 @@ pub struct Device {
     /// TxISC snapshots, delta mappings and the task table (empty unless tasks run as
     /// transactions).
     pub(crate) txn: Txn,
+    /// Writes held in the profile's power-loss-protected buffer until their programs finish.
+    cache: Option<CacheState>,
+}
+
+/// The write buffer's occupancy: writes still waiting for their flash programs.
+#[derive(Clone, Debug)]
+struct CacheState {
+    bytes: u64,
+    accept_ns: u64,
+    used: u64,
+    /// (programs done, bytes), earliest first.
+    draining: std::collections::BinaryHeap<std::cmp::Reverse<(VirtualTime, u64)>>,
+}
+
+impl CacheState {
+    /// The earliest time from `t` at which `bytes` fit: earlier writes drain as their
+    /// programs complete.
+    fn admit(&mut self, mut t: VirtualTime, bytes: u64) -> VirtualTime {
+        while let Some(&std::cmp::Reverse((done, b))) = self.draining.peek() {
+            if done > t && self.used + bytes <= self.bytes {
+                break;
+            }
+            t = t.max(done);
+            self.used -= b;
+            self.draining.pop();
+        }
+        t
+    }
+
+    fn hold(&mut self, until: VirtualTime, bytes: u64) {
+        self.used += bytes;
+        self.draining.push(std::cmp::Reverse((until, bytes)));
+    }
 }
 
 impl Device {
@@ -109,6 +142,12 @@ impl Device {
             profile: profile.clone(),
             counters: IoCounters::default(),
             txn: Txn::default(),
+            cache: profile.write_cache.as_ref().map(|c| CacheState {
+                bytes: c.bytes,
+                accept_ns: c.accept_ns,
+                used: 0,
+                draining: Default::default(),
+            }),
         })
     }
 
@@ -155,6 +194,11 @@ impl Device {
     /// after preconditioning starts on an idle device at time zero.
     pub fn reset_measurements(&mut self) {
         self.clocks.reset();
+        if let Some(c) = &mut self.cache {
+            // The buffer's drain times belong to the old timeline.
+            c.used = 0;
+            c.draining.clear();
+        }
         self.counters = IoCounters::default();
         self.ftl.reset_counters();
     }
@@ -519,7 +563,16 @@ impl Device {
         let ps = self.page_size();
         let payloads = self.ftl.keeps_payloads();
         let t0 = self.front_end(path, at);
-        let ready = self.write_data_ready(path, t0, total);
+        let transferred = self.write_data_ready(path, t0, total);
+        // With a write buffer, programs start once it has room; the write is acknowledged
+        // when the buffer holds it, not when the programs finish.
+        let (ready, acked) = match self.cache.as_mut() {
+            Some(c) => {
+                let admitted = c.admit(transferred, total);
+                (admitted, Some(admitted.after(c.accept_ns)))
+            }
+            None => (transferred, None),
+        };
         let mut done = ready;
         let mut page = vec![0u8; if payloads { ps as usize } else { 0 }];
         let mut base = 0u64;
@@ -553,12 +606,16 @@ impl Device {
             }
             base += len;
         }
+        if let (Some(c), Some(acked)) = (self.cache.as_mut(), acked) {
+            c.hold(done, total);
+            done = acked;
+        }
         Ok(Completion {
             submitted: at,
             done,
             nvme_ns: t0.since(at),
-            dma_ns: ready.since(t0),
-            flash_ns: done.since(ready),
+            dma_ns: transferred.since(t0),
+            flash_ns: done.since(transferred),
         })
     }
 

@@ -8,7 +8,7 @@
 
 use crate::cost::{Accelerators, DeviceCpu, HostCosts};
 use crate::geometry::Geometry;
-use crate::timing::{FlashTiming, HostInterface};
+use crate::timing::{FlashTiming, HostInterface, WriteCache};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -39,6 +39,10 @@ pub struct Profile {
     #[serde(default)]
     pub accelerators: Accelerators,
     pub host: HostCosts,
+    /// A capacitor-backed write buffer, for devices that have one (absent: every write waits
+    /// for its flash programs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_cache: Option<WriteCache>,
     /// `"table.field" = "why this value, and where it comes from"`.
     #[serde(default)]
     pub assumptions: BTreeMap<String, String>,
@@ -156,6 +160,12 @@ impl Profile {
             if value == 0 {
                 return Err((format!("timing.{field}"), "must be greater than 0".into()));
             }
+        }
+        if self.write_cache.as_ref().is_some_and(|c| c.bytes == 0) {
+            return Err((
+                "write_cache.bytes".into(),
+                "must be greater than 0 (leave the table out for no write cache)".into(),
+            ));
         }
         if self.host_interface.pcie_bytes_per_sec == 0 {
             return Err((

@@ -43,6 +43,17 @@ pub struct HostInterface {
     pub pcie_bytes_per_sec: u64,
 }
 
+/// A power-loss-protected DRAM write buffer, from a profile's optional `[write_cache]` table:
+/// a write is durable, and acknowledged, once the buffer holds it; its flash programs run
+/// behind. When the buffer is full, a write waits for earlier programs to drain.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WriteCache {
+    pub bytes: u64,
+    /// Firmware time to accept a write into the buffer.
+    pub accept_ns: u64,
+}
+
 /// Nanoseconds to move `bytes` at `bytes_per_sec`, rounded up so no transfer is free.
 pub fn transfer_ns(bytes: u64, bytes_per_sec: u64) -> u64 {
     debug_assert!(bytes_per_sec > 0);

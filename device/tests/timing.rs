@@ -176,3 +176,56 @@ fn a_write_does_not_queue_behind_a_read_dma_booked_in_the_future() {
     assert_eq!(a.dma_ns, nominal);
     assert_eq!(b.dma_ns, nominal);
 }
+
+/// A power-loss-protected write buffer acknowledges a write when it holds it; once full,
+/// writes wait for earlier programs, so sustained writes run at flash speed.
+#[test]
+fn a_write_buffer_acknowledges_early_and_throttles_when_full() {
+    let mut p = Profile::load("daisyplus-femu").unwrap();
+    let ps = u64::from(p.geometry.page_size_bytes);
+    let cap_pages = 4;
+    p.write_cache = Some(csd_device::timing::WriteCache {
+        bytes: cap_pages * ps,
+        accept_ns: 5_000,
+    });
+    p.validate().unwrap();
+    let plain = Profile::load("daisyplus-femu").unwrap();
+    let qd1 = |profile: &Profile, n: u64| {
+        let mut dev = Device::new(profile, DataMode::TimingOnly).unwrap();
+        let mut t = VirtualTime::ZERO;
+        let mut first = None;
+        for i in 0..n {
+            let c = dev.write(IoPath::Host, t, Lpn(i), 1, None).unwrap();
+            assert_eq!(c.nvme_ns + c.dma_ns + c.flash_ns, c.latency_ns());
+            first.get_or_insert(c.latency_ns());
+            t = c.done;
+        }
+        (first.unwrap(), t.ns())
+    };
+    let (cached_first, cached_total) = qd1(&p, 64);
+    let (plain_first, plain_total) = qd1(&plain, 64);
+    let program = p.timing.page_program_ns;
+    assert!(
+        cached_first < 20_000,
+        "acknowledged from the buffer: {cached_first} ns"
+    );
+    assert!(
+        plain_first >= program,
+        "without a buffer a write waits for its program"
+    );
+    assert!(
+        cached_total < plain_total,
+        "{cached_total} vs {plain_total}"
+    );
+    // The buffer holds 4 pages: the other 60 programs must have finished by the end, spread
+    // over the dies, before the last write could be accepted.
+    let dies = u64::from(p.geometry.dies());
+    let floor = (64 - cap_pages - dies).div_ceil(dies) * program;
+    assert!(
+        cached_total >= floor,
+        "{cached_total} < {floor}: the buffer overflowed"
+    );
+    // A zero-byte buffer is a bad profile, not a silent no-op.
+    p.write_cache.as_mut().unwrap().bytes = 0;
+    assert!(p.validate().unwrap_err().0.contains("write_cache.bytes"));
+}
