@@ -25,6 +25,6 @@ pub mod window;
 mod tests;
 
 pub use coalesce::{CoalesceStats, Fragment, InodeDedup, InodeKey, RangeTree, Source};
-pub use protocol::{Readiness, StageState, StagedUpdate};
+pub use protocol::{Readiness, StagedUpdate};
 pub use ring::{RingError, RingExtent, StagingRing};
 pub use window::{plan, Area, ReplayPlan, Request, Window};

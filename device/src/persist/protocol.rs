@@ -13,23 +13,7 @@
 //! never drops it from the replay order.
 
 use super::ring::RingExtent;
-use serde::Serialize;
 use std::marker::PhantomData;
-
-/// The five states, for reports and for updates held in mixed collections.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub enum StageState {
-    /// Only in transient host state.
-    Unstaged,
-    /// Has a fixed staging address; its minimum metadata is durable.
-    Staged,
-    /// A durable background journal transaction references it.
-    Journaled,
-    /// Descriptor and commit block both validated: checkpointing may replay it.
-    ReplayEligible,
-    /// Applied to the file-system area; its staging space is released.
-    Reclaimed,
-}
 
 /// Type-level states.
 pub mod state {

@@ -4,9 +4,12 @@
 //! builds a foreground staging transaction — descriptor, inode block, data blocks, and the
 //! commit block written last, its fence being the durable point — in the staging ring. It is
 //! self-contained: blocks a background journal transaction claimed but has not made durable
-//! are captured again. `journal_begin` is the snapshot-style handoff (claim the dirty blocks of
-//! every file and the published staging transactions, copied); `journal_finish` writes the
-//! background journal transaction to the journal ring and commits it.
+//! are captured again. Staging does not clean the page cache for the background path:
+//! `journal_begin` is the snapshot-style handoff (claim, as copies, every block written since
+//! the last journal transaction — staged or not — and the published staging transactions);
+//! `journal_finish` writes the background journal transaction to the journal ring and commits
+//! it. `vanilla` and `offload` differ only in where this work would run, which matters once
+//! the path has a timing model; functionally both replay raw.
 //!
 //! Device side: `checkpoint` takes the ready prefix of committed journal transactions, builds
 //! the raw replay set in order (each transaction's referenced staged state before its own
