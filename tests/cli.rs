@@ -863,10 +863,39 @@ fn persist_backlog_compares_raw_and_coalesced_replay() {
     assert_eq!(offload["surviving_blocks"], offload["raw_blocks"]);
     assert!(coalesce["surviving_blocks"].as_u64() < offload["surviving_blocks"].as_u64());
     assert_eq!(coalesce["surviving_inodes"], 4);
+    assert!(v[1]["checkpoint_ms"].as_f64() < v[0]["checkpoint_ms"].as_f64());
     let e = csd(&["persist", "backlog", "--scale", "2"]);
     assert!(
         stderr(&e).contains("--scale must be in (0, 1]"),
         "{}",
         stderr(&e)
     );
+}
+
+/// `csd persist online`: one point of the sweep, offload and coalesce, as JSON; bad input
+/// is named.
+#[test]
+fn persist_online_reports_throughput_latency_and_cpu_cost() {
+    let o = csd(&[
+        "persist",
+        "online",
+        "--interval",
+        "64",
+        "--config",
+        "offload,coalesce",
+        "--scale",
+        "0.008",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 2);
+    assert_eq!(v[1]["config"], "coalesce");
+    assert!(v[1]["kops"].as_f64() > v[0]["kops"].as_f64(), "{v}");
+    for r in v.as_array().unwrap() {
+        assert!(r["fsync"]["p50_us"].as_f64().unwrap() > 0.0);
+        assert!(r["cpu_cost"].as_f64().unwrap() > 0.0);
+    }
+    let e = csd(&["persist", "online", "--profile", "cosmos-plus"]);
+    assert!(stderr(&e).contains("no [persist] table"), "{}", stderr(&e));
 }

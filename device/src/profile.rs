@@ -8,6 +8,7 @@
 
 use crate::cost::{Accelerators, DeviceCpu, HostCosts};
 use crate::geometry::Geometry;
+use crate::persist::PersistCosts;
 use crate::timing::{FlashTiming, HostInterface, WriteCache};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -43,6 +44,9 @@ pub struct Profile {
     /// for its flash programs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_cache: Option<WriteCache>,
+    /// CPU costs of SIFT's persistence path, for devices that model it (`csd persist`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persist: Option<PersistCosts>,
     /// `"table.field" = "why this value, and where it comes from"`.
     #[serde(default)]
     pub assumptions: BTreeMap<String, String>,
@@ -166,6 +170,9 @@ impl Profile {
                 "write_cache.bytes".into(),
                 "must be greater than 0 (leave the table out for no write cache)".into(),
             ));
+        }
+        if let Some(p) = &self.persist {
+            p.check()?;
         }
         if self.host_interface.pcie_bytes_per_sec == 0 {
             return Err((

@@ -8,8 +8,8 @@
 //! `journal_begin` is the snapshot-style handoff (claim, as copies, every block written since
 //! the last journal transaction — staged or not — and the published staging transactions);
 //! `journal_finish` writes the background journal transaction to the journal ring and commits
-//! it. `vanilla` and `offload` differ only in where this work would run, which matters once
-//! the path has a timing model; functionally both replay raw.
+//! it. `vanilla` and `offload` differ only in where this work runs (the timing model in
+//! [`super::online`] puts it on the host or the device); functionally both replay raw.
 //!
 //! Device side: `checkpoint` takes the ready prefix of committed journal transactions, builds
 //! the raw replay set in order (each transaction's referenced staged state before its own
@@ -23,6 +23,7 @@
 //! area.
 
 use super::coalesce::{reduction, InodeDedup, InodeKey, RangeTree, Source};
+use super::cost::Placement;
 use super::layout::{
     encode_commit, encode_gap, is_commit, is_gap, JournalDesc, Namespace, StagingDesc, Superblock,
 };
@@ -172,6 +173,16 @@ pub enum Config {
     Coalesce,
 }
 
+impl Config {
+    /// Where the longer background path runs (SIFT Table 3).
+    pub fn placement(self) -> Placement {
+        match self {
+            Config::Vanilla => Placement::Host,
+            Config::Offload | Config::Coalesce => Placement::Device,
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SiftError {
     #[error("file {0} does not exist")]
@@ -209,6 +220,21 @@ pub struct CheckpointStats {
 }
 
 impl CheckpointStats {
+    /// Adds another checkpoint's work (totals over a run).
+    pub fn add(&mut self, o: &CheckpointStats) {
+        self.journal_txns += o.journal_txns;
+        self.staged_txns += o.staged_txns;
+        self.raw_blocks += o.raw_blocks;
+        self.surviving_blocks += o.surviving_blocks;
+        self.raw_inodes += o.raw_inodes;
+        self.surviving_inodes += o.surviving_inodes;
+        self.raw_records += o.raw_records;
+        self.surviving_records += o.surviving_records;
+        self.read_requests += o.read_requests;
+        self.write_requests += o.write_requests;
+        self.reclaimed_txns += o.reclaimed_txns;
+    }
+
     /// Share of raw data-block replay removed, in percent.
     pub fn block_reduction_pct(&self) -> f64 {
         reduction(self.raw_blocks, self.surviving_blocks)
@@ -218,6 +244,44 @@ impl CheckpointStats {
     pub fn inode_reduction_pct(&self) -> f64 {
         reduction(self.raw_inodes, self.surviving_inodes)
     }
+}
+
+/// The I/O one checkpoint did, in namespace blocks, for a timing model: the staged
+/// transactions it re-read to validate, its replay, and the superblock write that reclaims.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckpointIo {
+    /// `(first block, blocks)` of every staged transaction re-read (descriptor to commit).
+    pub validate: Vec<(u64, u64)>,
+    pub replay: Replay,
+    pub superblock: u64,
+}
+
+/// How a checkpoint replays.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Replay {
+    /// Raw ordered replay: one `(source, destination)` block copy per update record.
+    Raw(Vec<(u64, u64)>),
+    /// Coalesced replay: windows of merged reads then merged writes (and one unit per
+    /// surviving inode).
+    Windows(Vec<ReplayUnit>),
+}
+
+/// Reads that must complete before the unit's writes: `(first block, blocks)` requests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplayUnit {
+    pub reads: Vec<(u64, u64)>,
+    pub writes: Vec<(u64, u64)>,
+}
+
+/// What `checkpoint_begin` leaves for `checkpoint_end`: the replayed batch's ring extents and
+/// its staged updates, REPLAY-ELIGIBLE until the reclaim.
+#[derive(Debug)]
+pub struct PendingReclaim {
+    batch: Vec<(u64, RingExtent)>,
+    last_staged: Option<(u64, RingExtent)>,
+    eligible: Vec<StagedUpdate<state::ReplayEligible>>,
+    /// The test-only broken order reclaimed before replaying.
+    done: bool,
 }
 
 /// A file's pending state in the host's page cache. Staging does not clean pages for the
@@ -354,6 +418,10 @@ impl<B: Blocks> Sift<B> {
         self.staging.free()
     }
 
+    pub fn journal_free(&self) -> u64 {
+        self.journal.free()
+    }
+
     /// Committed journal transactions waiting for a checkpoint.
     pub fn pending_checkpoint(&self) -> usize {
         self.committed.len()
@@ -363,10 +431,26 @@ impl<B: Blocks> Sift<B> {
         self.staging.head()
     }
 
+    pub fn journal_head(&self) -> u64 {
+        self.journal.head()
+    }
+
     /// Foreground `fsync`: stages the file's unstaged and claimed-but-not-durable blocks with
-    /// its inode, self-contained. Returns at the commit fence. If the ring is full, reclaims
-    /// synchronously (journal and checkpoint) first.
-    pub fn fsync(&mut self, file: u32) -> Result<(), SiftError> {
+    /// its inode, self-contained. Returns at the commit fence, with the staging transaction's
+    /// ring extent. If the ring is full, reclaims synchronously (journal and checkpoint) first.
+    pub fn fsync(&mut self, file: u32) -> Result<RingExtent, SiftError> {
+        match self.try_fsync(file) {
+            Err(SiftError::Ring(RingError::Full { .. })) => {
+                self.reclaim_sync()?;
+                self.try_fsync(file)
+            }
+            r => r,
+        }
+    }
+
+    /// `fsync` without the emergency reclaim: a full ring is `RingError::Full`, for a caller
+    /// that reclaims on its own schedule (the timed model waits for credits in virtual time).
+    pub fn try_fsync(&mut self, file: u32) -> Result<RingExtent, SiftError> {
         self.check(file, 0)?;
         let f = &self.files[file as usize];
         let mut body: BTreeMap<u64, Vec<u8>> = f.claimed.clone();
@@ -376,14 +460,7 @@ impl<B: Blocks> Sift<B> {
             return Err(SiftError::TooLarge(body.len()));
         }
         let len = 3 + body.len() as u64;
-        let extent = match self.staging.alloc(len) {
-            Ok(e) => e,
-            Err(RingError::Full { .. }) => {
-                self.reclaim_sync()?;
-                self.staging.alloc(len)?
-            }
-            Err(e) => return Err(e.into()),
-        };
+        let extent = self.staging.alloc(len)?;
         let seq = self.next_staging_seq;
         self.next_staging_seq += 1;
         let blocks: Vec<u64> = body.keys().copied().collect();
@@ -421,7 +498,7 @@ impl<B: Blocks> Sift<B> {
         let f = &mut self.files[file as usize];
         f.unstaged.clear();
         f.claimed.clear();
-        Ok(())
+        Ok(extent)
     }
 
     /// Snapshot-style handoff: claims every unjournaled block and the published staging
@@ -435,33 +512,42 @@ impl<B: Blocks> Sift<B> {
             inodes: Vec::new(),
             blocks: Vec::new(),
         };
+        // One descriptor block: 5 words of header, 2 per staging reference, 1 per inode, 1 per
+        // block. References to the oldest published staging transactions come first (up to
+        // half the room: only journaling them lets a checkpoint reclaim staging space), then
+        // dirty blocks file by file; what does not fit waits for the next transaction, in
+        // order.
+        let mut room = self.ns.descriptor_words().saturating_sub(5);
+        let take = (room / 4).min(self.published.len());
+        room -= 2 * take;
         for (i, f) in self.files.iter_mut().enumerate() {
-            if f.unjournaled.is_empty() {
+            if f.unjournaled.is_empty() || room < 2 {
                 continue;
             }
             h.inodes.push((i as u32, f.inode.clone()));
-            for (b, d) in std::mem::take(&mut f.unjournaled) {
+            room -= 1;
+            while room > 0 {
+                let Some((b, d)) = f.unjournaled.pop_first() else {
+                    break;
+                };
                 h.blocks.push((i as u32, b, d.clone()));
                 f.claimed.insert(b, d);
+                room -= 1;
             }
         }
-        // The oldest published staging transactions, as many as the descriptor has words
-        // for (5 words of header, 2 per reference, 1 per inode, 1 per block); the rest wait
-        // for the next journal transaction, in order.
-        let used = 5 + h.inodes.len() + h.blocks.len();
-        let room = self.ns.descriptor_words().saturating_sub(used) / 2;
-        let take = room.min(self.published.len());
+        let take = (take + room / 2).min(self.published.len());
         h.staged = self.published.drain(..take).collect();
         self.handoff = Some(h);
     }
 
-    /// Writes and commits the claimed background journal transaction.
-    pub fn journal_finish(&mut self) -> Result<(), SiftError> {
+    /// Writes and commits the claimed background journal transaction; returns its ring
+    /// extent (`None`: nothing was claimed).
+    pub fn journal_finish(&mut self) -> Result<Option<RingExtent>, SiftError> {
         let Some(h) = self.handoff.take() else {
-            return Ok(());
+            return Ok(None);
         };
         if h.staged.is_empty() && h.blocks.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let n = h.inodes.len() + h.blocks.len();
         if 5 + h.inodes.len() + h.blocks.len() + 2 * h.staged.len() > self.ns.descriptor_words() {
@@ -533,7 +619,7 @@ impl<B: Blocks> Sift<B> {
             desc,
             extent,
         });
-        Ok(())
+        Ok(Some(extent))
     }
 
     /// Emergency synchronous reclaim: checkpoint what is committed (freeing journal space),
@@ -554,13 +640,45 @@ impl<B: Blocks> Sift<B> {
 
     /// Ordered checkpointing of the ready prefix: replay, then reclaim.
     pub fn checkpoint(&mut self) -> Result<CheckpointStats, SiftError> {
-        let batch: Vec<Journaled> = self.committed.drain(..).collect();
+        let (stats, _, pending) = self.checkpoint_begin(usize::MAX)?;
+        self.checkpoint_end(pending);
+        Ok(stats)
+    }
+
+    /// Committed journal transactions waiting for a checkpoint, oldest first: how many there
+    /// are is what `checkpoint_begin` may take.
+    pub fn committed_journals(&self) -> usize {
+        self.committed.len()
+    }
+
+    /// The first half of a checkpoint: replays the oldest `max_journals` committed journal
+    /// transactions (a durable prefix) into the file-system area and returns its statistics,
+    /// the I/O it did (for a timing model) and the reclaim still owed. Ring space comes back
+    /// only with `checkpoint_end`, so a caller that models the replay's duration keeps the
+    /// credits out of reach until then.
+    pub fn checkpoint_begin(
+        &mut self,
+        max_journals: usize,
+    ) -> Result<(CheckpointStats, CheckpointIo, PendingReclaim), SiftError> {
+        let take = max_journals.min(self.committed.len());
+        let batch: Vec<Journaled> = self.committed.drain(..take).collect();
         let mut stats = CheckpointStats {
             journal_txns: batch.len() as u64,
             ..Default::default()
         };
+        let mut io = CheckpointIo {
+            validate: Vec::new(),
+            replay: Replay::Raw(Vec::new()),
+            superblock: Namespace::SUPERBLOCK,
+        };
+        let mut pending = PendingReclaim {
+            batch: Vec::new(),
+            last_staged: None,
+            eligible: Vec::new(),
+            done: false,
+        };
         if batch.is_empty() {
-            return Ok(stats);
+            return Ok((stats, io, pending));
         }
         // The raw replay set in order: (FS block, source area, source ring position).
         let mut raw: Vec<(u64, Source, u64, bool)> = Vec::new();
@@ -571,6 +689,8 @@ impl<B: Blocks> Sift<B> {
                 stats.staged_txns += 1;
                 let (s, desc) = self.revalidate(j.desc.seq, s)?;
                 let start = s.extent().start;
+                io.validate
+                    .push((self.ns.staging_block(start), desc.ring_blocks()));
                 raw.push((
                     self.ns.inode_block(desc.file),
                     Source::Staging,
@@ -623,10 +743,14 @@ impl<B: Blocks> Sift<B> {
         }
         match self.config {
             Config::Vanilla | Config::Offload => {
+                let mut records = Vec::with_capacity(raw.len());
                 for &(dst, src, pos, _) in &raw {
-                    let data = self.blocks.read(self.source_block(src, pos));
+                    let from = self.source_block(src, pos);
+                    let data = self.blocks.read(from);
                     self.blocks.write(dst, &data);
+                    records.push((from, dst));
                 }
+                io.replay = Replay::Raw(records);
                 stats.surviving_blocks = stats.raw_blocks;
                 stats.surviving_inodes = stats.raw_inodes;
                 stats.surviving_records = stats.raw_records;
@@ -656,6 +780,19 @@ impl<B: Blocks> Sift<B> {
                 let plan = window::plan(tree.iter(), (64 << 20) / self.ns.block_bytes);
                 stats.read_requests = plan.read_requests() + stats.surviving_inodes;
                 stats.write_requests = plan.write_requests() + stats.surviving_inodes;
+                let at = |r: &window::Request| match r.area {
+                    window::Area::FileSystem => (r.at, r.blocks),
+                    window::Area::Staging => (self.ns.staging_block(r.at), r.blocks),
+                    window::Area::Journal => (self.ns.journal_block(r.at), r.blocks),
+                };
+                let mut units: Vec<ReplayUnit> = plan
+                    .windows
+                    .iter()
+                    .map(|w| ReplayUnit {
+                        reads: w.reads.iter().map(at).collect(),
+                        writes: w.writes.iter().map(at).collect(),
+                    })
+                    .collect();
                 for (dst, f) in tree.iter() {
                     for i in 0..f.end - dst {
                         let data = self
@@ -670,21 +807,43 @@ impl<B: Blocks> Sift<B> {
                     } else {
                         Source::Journal
                     };
-                    let data = self.blocks.read(self.source_block(src, pos));
+                    let from = self.source_block(src, pos);
+                    let data = self.blocks.read(from);
                     self.blocks.write(k.block, &data);
+                    units.push(ReplayUnit {
+                        reads: vec![(from, 1)],
+                        writes: vec![(k.block, 1)],
+                    });
                 }
+                io.replay = Replay::Windows(units);
             }
         }
-        if !reclaim_first {
-            self.reclaim(&batch, last_staged);
+        stats.reclaimed_txns = eligible.len() as u64;
+        self.last_checkpoint = stats;
+        pending.batch = batch;
+        pending.last_staged = last_staged;
+        pending.eligible = eligible;
+        pending.done = reclaim_first;
+        Ok((stats, io, pending))
+    }
+
+    /// The second half of a checkpoint, once its replay is durable: advances the ring tails
+    /// in the superblock and returns the space as credits. The staged updates become
+    /// RECLAIMED.
+    pub fn checkpoint_end(&mut self, pending: PendingReclaim) {
+        if pending.batch.is_empty() {
+            return;
+        }
+        if !pending.done {
+            self.reclaim(&pending.batch, pending.last_staged);
         }
         self.checkpoints += 1;
         let receipt = Applied::new(self.checkpoints);
-        let reclaimed: Vec<StagedUpdate<state::Reclaimed>> =
-            eligible.into_iter().map(|s| s.reclaim(&receipt)).collect();
-        stats.reclaimed_txns = reclaimed.len() as u64;
-        self.last_checkpoint = stats;
-        Ok(stats)
+        let _reclaimed: Vec<StagedUpdate<state::Reclaimed>> = pending
+            .eligible
+            .into_iter()
+            .map(|s| s.reclaim(&receipt))
+            .collect();
     }
 
     fn source_block(&self, src: Source, pos: u64) -> u64 {
