@@ -13,9 +13,9 @@
 //!   checkpointing, reclaim) and its recovery, over any `Blocks` store.
 //! - [`cost`]: `PersistCosts` (a profile's `[persist]` table) and `Executor`, the host or
 //!   device placement of the background path (SIFT Table 3).
-//! - [`timed`]: `Chain` (dependent steps in virtual time, SPDK-style polled CPU accounting)
-//!   and `CheckpointJob`, a checkpoint's validate / build / replay / reclaim phases on an
-//!   executor's workers.
+//! - [`timed`]: `Chain`, dependent steps in virtual time with SPDK-style polled CPU
+//!   accounting, and `CheckpointJob`, a checkpoint's validate / build / replay / reclaim
+//!   phases on an executor's workers.
 //! - [`online`]: SIFT §5.2's online pressure benchmark (foreground fsync stream, background
 //!   writers, journal thread, watermark and synchronous reclaim) in virtual time.
 //! - [`backlog`]: SIFT §5.3–5.4's manual-checkpoint backlogs (high-overlap, sequential
