@@ -28,6 +28,7 @@ pub struct OnlineArgs {
     /// Background writes per background fsync.
     #[arg(long, value_delimiter = ',', default_value = "32,64,128,256")]
     pub interval: Vec<u64>,
+    /// Configurations to run at every interval (SIFT Table 3).
     #[arg(
         long,
         value_enum,
@@ -47,11 +48,20 @@ pub struct OnlineArgs {
     /// steady state.
     #[arg(long)]
     pub window_s: Option<f64>,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// What both workloads share.
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
     /// Device profile; it needs a [persist] table of CPU costs.
     #[arg(long, default_value = "bluefield2-pm1735")]
     pub profile: String,
+    /// Seed of the workload's random hotset offsets: same seed, same report.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Print the reports as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
 }
@@ -87,13 +97,8 @@ pub struct BacklogArgs {
     /// The paper's full 20 GiB backlog (needs several GiB of memory).
     #[arg(long, conflicts_with = "scale")]
     pub full: bool,
-    /// Device profile; it needs a [persist] table of CPU costs.
-    #[arg(long, default_value = "bluefield2-pm1735")]
-    pub profile: String,
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 impl ConfigArg {
@@ -140,7 +145,7 @@ fn online_sweep(args: &OnlineArgs) -> anyhow::Result<()> {
         }
         spec
     };
-    let profile = Profile::load(&args.profile)?;
+    let profile = Profile::load(&args.run.profile)?;
     let bar = indicatif::ProgressBar::new((args.interval.len() * args.config.len()) as u64);
     let mut reports: Vec<OnlineReport> = Vec::new();
     for &interval in &args.interval {
@@ -148,14 +153,14 @@ fn online_sweep(args: &OnlineArgs) -> anyhow::Result<()> {
             let config = c.config();
             bar.set_message(format!("i={interval} {}", name(config)));
             let spec = spec_at(interval);
-            let r = online::run(&profile, config, spec, args.seed)
+            let r = online::run(&profile, config, spec, args.run.seed)
                 .with_context(|| format!("online run {} at i = {interval}", name(config)))?;
             reports.push(r);
             bar.inc(1);
         }
     }
     bar.finish_and_clear();
-    if args.json {
+    if args.run.json {
         println!("{}", serde_json::to_string_pretty(&reports)?);
         return Ok(());
     }
@@ -214,7 +219,7 @@ fn online_sweep(args: &OnlineArgs) -> anyhow::Result<()> {
 
 fn backlog(args: &BacklogArgs) -> anyhow::Result<()> {
     let scale = check_scale(args.full, args.scale)?;
-    let profile = Profile::load(&args.profile)?;
+    let profile = Profile::load(&args.run.profile)?;
     let kind = match args.kind {
         Kind::HighOverlap => Backlog::HighOverlap,
         Kind::SequentialNoReuse => Backlog::SequentialNoReuse,
@@ -222,9 +227,9 @@ fn backlog(args: &BacklogArgs) -> anyhow::Result<()> {
     let spec = BacklogSpec::paper(kind, scale);
     let mut reports: Vec<BacklogReport> = Vec::new();
     for c in &args.config {
-        reports.push(run(&profile, kind, spec, c.config(), args.seed)?);
+        reports.push(run(&profile, kind, spec, c.config(), args.run.seed)?);
     }
-    if args.json {
+    if args.run.json {
         println!("{}", serde_json::to_string_pretty(&reports)?);
         return Ok(());
     }

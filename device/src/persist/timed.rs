@@ -114,28 +114,16 @@ impl Chain {
         let end = match &step.op {
             Op::Cpu(ns) => at.after(*ns),
             Op::Transfer(bytes) => dev.host_transfer(at, *bytes).done,
-            Op::Read(path, reqs) => {
+            Op::Read(path, reqs) | Op::Write(path, reqs) => {
+                let write = matches!(step.op, Op::Write(..));
                 let mut end = at;
                 for &(block, n) in reqs {
-                    let c = dev.read_ranges(
-                        *path,
-                        at,
-                        &[(block * block_bytes, n * block_bytes)],
-                        None,
-                    )?;
-                    end = end.max(c.done);
-                }
-                end
-            }
-            Op::Write(path, reqs) => {
-                let mut end = at;
-                for &(block, n) in reqs {
-                    let c = dev.write_ranges(
-                        *path,
-                        at,
-                        &[(block * block_bytes, n * block_bytes)],
-                        None,
-                    )?;
+                    let range = [(block * block_bytes, n * block_bytes)];
+                    let c = if write {
+                        dev.write_ranges(*path, at, &range, None)?
+                    } else {
+                        dev.read_ranges(*path, at, &range, None)?
+                    };
                     end = end.max(c.done);
                 }
                 end
