@@ -193,16 +193,24 @@ fn online_sweep(args: &OnlineArgs) -> anyhow::Result<()> {
         "ckpts",
         "blocked"
     );
+    // No foreground fsync finished in the window: no latency to show.
+    let lat = |us: f64, unit: f64, digits: usize| {
+        if us > 0.0 {
+            format!("{:.*}", digits, us / unit)
+        } else {
+            "-".into()
+        }
+    };
     for r in &reports {
         println!(
-            "{:>4} {:<9} {:>8.3} {:>9.1} {:>9.1} {:>10.2} {:>10.2} {:>7.2} {:>9} {:>6} {:>7}",
+            "{:>4} {:<9} {:>8.3} {:>9} {:>9} {:>10} {:>10} {:>7.2} {:>9} {:>6} {:>7}",
             r.interval,
             name(r.config),
             r.kops,
-            r.fsync.p50_us,
-            r.fsync.p99_us,
-            r.fsync.p9999_us / 1000.0,
-            r.fsync.max_us / 1000.0,
+            lat(r.fsync.p50_us, 1.0, 1),
+            lat(r.fsync.p99_us, 1.0, 1),
+            lat(r.fsync.p9999_us, 1000.0, 2),
+            lat(r.fsync.max_us, 1000.0, 2),
             r.host_cpu_pct,
             r.cpu_cost.map_or("-".into(), |c| format!("{c:.2}")),
             r.async_checkpoints + r.sync_checkpoints,
@@ -212,7 +220,8 @@ fn online_sweep(args: &OnlineArgs) -> anyhow::Result<()> {
     println!(
         "\n(host %: average utilisation of the whole host; %/Kops/s: SIFT eq. 1, host CPU per \
          Kops/s of foreground throughput; ckpts: checkpoints started; blocked: fsyncs that \
-         waited for reclaim credits. --json has replay statistics and device CPU.)"
+         waited for reclaim credits; -: no foreground fsync finished in the window. --json has \
+         replay statistics and device CPU.)"
     );
     Ok(())
 }
