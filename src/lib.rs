@@ -1,6 +1,7 @@
 //! The `csd` tool's library half: what its tests and benchmarks share with the binary.
 
 /// The example tasks of `tasks/`, compiled to Wasm by `build.rs` and embedded here.
+pub mod isc;
 pub mod ndp;
 pub mod txapps;
 

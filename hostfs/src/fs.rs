@@ -863,3 +863,37 @@ pub fn byte_ranges(runs: &[BlockRun], block_bytes: u64, len: u64) -> Vec<(u64, u
     }
     out
 }
+
+/// Lending files to a task that runs on the device (a trace's `isc` op, TxISC): the host
+/// writes the files' dirty pages back ([`HostFs::sync_file`]), lends the device and a
+/// reservation of free blocks to the task runtime, and takes back the device, what was left
+/// of the reservation and the files' new layouts.
+impl HostFs {
+    /// Reserves up to `blocks` free blocks for device-side growth of files.
+    pub fn reserve_blocks(&mut self, blocks: u64) -> Result<Vec<BlockRun>, FsError> {
+        let blocks = blocks.min(self.alloc.free_blocks());
+        Ok(self.alloc.allocate(blocks, None).map_err(NsError::from)?)
+    }
+
+    /// Returns blocks of a reservation the task did not use.
+    pub fn release_blocks(&mut self, runs: &[BlockRun]) -> Result<(), FsError> {
+        self.free_runs(runs)
+    }
+
+    /// Takes a device-side task's growth of `ino` into the file system: its size and extents
+    /// (the old ones, then blocks from a reservation). Writes the inode block.
+    pub fn adopt_layout(
+        &mut self,
+        ino: Ino,
+        size_bytes: u64,
+        extents: Vec<BlockRun>,
+    ) -> Result<(), FsError> {
+        self.ns.set_file_layout(ino, size_bytes, extents)?;
+        self.write_meta([self.ns.layout().inode_block(ino)])
+    }
+
+    /// Exchanges the device with `other`: lends it to the task runtime, and takes it back.
+    pub fn swap_device(&mut self, other: &mut Device) {
+        std::mem::swap(&mut self.device, other);
+    }
+}

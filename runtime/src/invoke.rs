@@ -228,6 +228,29 @@ impl Csd {
         })
     }
 
+    /// A drive over storage another component owns — a device and the files it lends — at
+    /// virtual time `clock`. `into_storage` hands both back.
+    pub fn lend(
+        profile: &Profile,
+        storage: Storage,
+        engine: Arc<TaskEngine>,
+        clock: VirtualTime,
+    ) -> Csd {
+        Csd {
+            storage: Some(storage),
+            engine,
+            profile: profile.clone(),
+            clock,
+        }
+    }
+
+    /// The device and files back, after the last run.
+    pub fn into_storage(mut self) -> Storage {
+        self.storage
+            .take()
+            .expect("storage is restored after every run")
+    }
+
     fn storage(&mut self) -> &mut Storage {
         self.storage
             .as_mut()

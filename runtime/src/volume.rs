@@ -1,9 +1,12 @@
 //! A minimal file namespace over the device's logical space, so tasks have files to work on.
 //!
-//! This is a stand-in for the host file system of `csd-hostfs` (issue 5): a flat map from path
-//! to a list of page-aligned extents, allocated by a bump pointer. It does what the task
-//! runtime needs and nothing more: place imported files, grow files tasks write, and translate
-//! a file's byte range into device byte ranges.
+//! A flat map from path to a list of page-aligned extents, with a free list to grow files
+//! from. It does what the task runtime needs and nothing more: place imported files, grow
+//! files tasks write, and translate a file's byte range into device byte ranges.
+//!
+//! A `Volume` either owns the device's whole logical space (`new`: `csd run`, `csd ndp`) or
+//! is *lent* some files of another file system together with a pool of pages reserved for
+//! growth (`lent`: a trace's `isc` op runs a task over `csd-hostfs` files).
 
 use csd_device::Lpn;
 use std::collections::BTreeMap;
@@ -45,7 +48,8 @@ pub enum VolumeError {
 pub struct Volume {
     files: BTreeMap<String, FileLayout>,
     page_size: u64,
-    next_page: u64,
+    /// Pages files can grow into, lowest first.
+    free: std::collections::VecDeque<Extent>,
     capacity_pages: u64,
     next_id: u64,
 }
@@ -55,10 +59,45 @@ impl Volume {
         Volume {
             files: BTreeMap::new(),
             page_size,
-            next_page: 0,
+            free: [Extent {
+                first: Lpn(0),
+                pages: capacity_pages,
+            }]
+            .into_iter()
+            .filter(|e| e.pages > 0)
+            .collect(),
             capacity_pages,
             next_id: 0,
         }
+    }
+
+    /// A volume of files another file system lent, with `pool` to grow them (or create
+    /// files) from. File ids are the lender's (inode numbers); new files get ids above them.
+    pub fn lent(
+        page_size: u64,
+        files: impl IntoIterator<Item = (String, FileLayout)>,
+        pool: Vec<Extent>,
+    ) -> Self {
+        let files: BTreeMap<String, FileLayout> = files.into_iter().collect();
+        let next_id = files.values().map(|f| f.id).max().unwrap_or(0);
+        let capacity_pages = pool.iter().map(|e| e.pages).sum();
+        Volume {
+            files,
+            page_size,
+            free: pool.into_iter().filter(|e| e.pages > 0).collect(),
+            capacity_pages,
+            next_id,
+        }
+    }
+
+    /// Every file, in path order (to hand lent files back).
+    pub fn files(&self) -> impl Iterator<Item = (&str, &FileLayout)> {
+        self.files.iter().map(|(p, l)| (p.as_str(), l))
+    }
+
+    /// The pages no file took.
+    pub fn free_extents(&self) -> Vec<Extent> {
+        self.free.iter().copied().collect()
     }
 
     /// Checks a device path: absolute, no empty, `.` or `..` components.
@@ -126,29 +165,33 @@ impl Volume {
     /// Grows `path` so it holds at least `size_bytes`, allocating pages as needed.
     pub fn ensure_size(&mut self, path: &str, size_bytes: u64) -> Result<(), VolumeError> {
         let page_size = self.page_size;
-        let free_pages = self.capacity_pages - self.next_page;
+        let free_pages: u64 = self.free.iter().map(|e| e.pages).sum();
         let file = self
             .files
             .get_mut(path)
             .ok_or_else(|| VolumeError::NoSuchFile(path.to_string()))?;
-        let needed = size_bytes
+        let mut needed = size_bytes
             .div_ceil(page_size)
             .saturating_sub(file.allocated_pages());
-        if needed > 0 {
-            if needed > free_pages {
-                return Err(VolumeError::NoSpace {
-                    needed_pages: needed,
-                    free_pages,
-                });
+        if needed > free_pages {
+            return Err(VolumeError::NoSpace {
+                needed_pages: needed,
+                free_pages,
+            });
+        }
+        while needed > 0 {
+            let head = self.free.front_mut().expect("enough free pages");
+            let take = needed.min(head.pages);
+            let first = head.first;
+            head.first = Lpn(head.first.0 + take);
+            head.pages -= take;
+            if head.pages == 0 {
+                self.free.pop_front();
             }
-            let first = Lpn(self.next_page);
-            self.next_page += needed;
+            needed -= take;
             match file.extents.last_mut() {
-                Some(last) if last.first.0 + last.pages == first.0 => last.pages += needed,
-                _ => file.extents.push(Extent {
-                    first,
-                    pages: needed,
-                }),
+                Some(last) if last.first.0 + last.pages == first.0 => last.pages += take,
+                _ => file.extents.push(Extent { first, pages: take }),
             }
         }
         file.size_bytes = file.size_bytes.max(size_bytes);
@@ -181,7 +224,7 @@ impl Volume {
     }
 
     pub fn used_pages(&self) -> u64 {
-        self.next_page
+        self.capacity_pages - self.free.iter().map(|e| e.pages).sum::<u64>()
     }
 }
 
@@ -210,5 +253,64 @@ mod tests {
             assert!(v.create(bad).is_err(), "{bad}");
         }
         assert_eq!(v.list("/").count(), 2);
+    }
+
+    #[test]
+    fn a_lent_volume_grows_files_from_its_pool_only() {
+        let file = FileLayout {
+            id: 7,
+            extents: vec![Extent {
+                first: Lpn(100),
+                pages: 1,
+            }],
+            size_bytes: 4096,
+        };
+        let pool = vec![
+            Extent {
+                first: Lpn(101),
+                pages: 1,
+            },
+            Extent {
+                first: Lpn(300),
+                pages: 2,
+            },
+        ];
+        let mut v = Volume::lent(4096, [("/f".to_string(), file)], pool);
+        v.ensure_size("/f", 3 * 4096).unwrap();
+        let f = v.layout("/f").unwrap();
+        // The first pool page continues the file's extent; the next comes from the second.
+        assert_eq!(
+            f.extents,
+            vec![
+                Extent {
+                    first: Lpn(100),
+                    pages: 2
+                },
+                Extent {
+                    first: Lpn(300),
+                    pages: 1
+                }
+            ]
+        );
+        assert_eq!(
+            v.free_extents(),
+            vec![Extent {
+                first: Lpn(301),
+                pages: 1
+            }]
+        );
+        v.create("/new").unwrap();
+        assert_eq!(
+            v.layout("/new").unwrap().id,
+            8,
+            "ids continue past the lender's"
+        );
+        assert!(matches!(
+            v.ensure_size("/new", 2 * 4096),
+            Err(VolumeError::NoSpace {
+                needed_pages: 2,
+                free_pages: 1
+            })
+        ));
     }
 }

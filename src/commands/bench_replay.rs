@@ -154,6 +154,7 @@ fn child(args: &ReplayChildArgs) -> anyhow::Result<ChildReport> {
         &profile,
         args.design,
         &mut factory,
+        None,
         &opts,
         |_| {},
     )?;

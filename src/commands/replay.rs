@@ -166,9 +166,16 @@ pub fn replay_all(
             .map(|c| Box::new(c) as Box<dyn NdpCompute>)
             .map_err(|e| format!("{e:#}"))
         };
-        let report = replay(&mut *open, profile, kind, &mut factory, opts, |p| {
-            progress(i, kind, p)
-        })
+        let mut isc = csd::isc::TaskRunner::new(engine.clone(), profile);
+        let report = replay(
+            &mut *open,
+            profile,
+            kind,
+            &mut factory,
+            Some(&mut isc),
+            opts,
+            |p| progress(i, kind, p),
+        )
         .with_context(|| format!("replaying {} under {kind}", trace.name))?;
         designs.push(report);
     }
@@ -304,6 +311,12 @@ fn print(r: &Report) {
                 b.compute_ns / 1e3,
                 b.others_ns / 1e3,
                 n.pao * 100.0
+            );
+        }
+        if let Some(i) = &d.isc {
+            println!(
+                "  isc: {} task transaction(s), {} committed, {} rolled back",
+                i.requests, i.committed, i.aborted
             );
         }
         for (op, e) in &d.first_errors {

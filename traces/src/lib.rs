@@ -6,10 +6,12 @@
 //! [`import`] converts strace output and block traces (fio iolog v3, MSR Cambridge, DiskSim).
 //!
 //! [`replay`] replays a trace through hostfs, the device and an offload design in virtual
-//! time; [`store`] keeps every run (and stored traces) in an embedded sled database.
+//! time ([`isc`]: its task transactions, through a runner the task runtime provides);
+//! [`store`] keeps every run (and stored traces) in an embedded sled database.
 
 pub mod format;
 pub mod import;
+pub mod isc;
 mod reader;
 pub mod replay;
 pub mod store;

@@ -13,9 +13,11 @@
 //! data not in the page cache, `fsync` writeback, NDP offloads. A `write` into the page cache
 //! costs no device time (csdlab models no host CPU time per syscall).
 
-use crate::format::{Event, Op};
+use crate::format::{Event, IscFile, Op};
+use crate::isc::{IscRunner, IscTotals, LentFile};
 use crate::reader::{Strictness, TraceError, TraceReader};
 use csd_device::{DeviceCounters, IoPath, Profile, VirtualTime};
+use csd_hostfs::alloc::BlockRun;
 use csd_hostfs::fs::{Fd, FsError, HostFs, OpenOptions};
 use csd_hostfs::namespace::{parent_dir as parent, NsError};
 use csd_hostfs::ndp::{DesignKind, NdpCompute, NdpRequest, OffloadDesign, Stages};
@@ -206,6 +208,8 @@ enum OpError {
     Ndp(#[from] csd_hostfs::ndp::NdpError),
     #[error("device: {0}")]
     Device(#[from] csd_device::DeviceError),
+    #[error("task transaction rolled back: {0}")]
+    IscAborted(String),
 }
 
 /// Latency percentiles of one op type, in ns.
@@ -256,8 +260,13 @@ pub struct ReplayReport {
     pub first_errors: BTreeMap<String, String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ndp: Option<NdpTotals>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub isc: Option<IscTotals>,
     pub device: DeviceCounters,
 }
+
+/// Pages an `isc` op's reservation holds beyond the lent files' own size.
+const ISC_SPARE_PAGES: u64 = 64;
 
 /// Who replays: the traces carry no credentials, so everything runs as root.
 const WHO: Cred = Cred::ROOT;
@@ -277,11 +286,15 @@ struct OpenFd {
     pos: u64,
 }
 
-struct Replayer<'a> {
+struct Replayer<'a, 'i> {
     fs: HostFs,
     design: Box<dyn OffloadDesign>,
     compute: &'a mut ComputeFactory<'a>,
     computes: BTreeMap<(String, String), Box<dyn NdpCompute>>,
+    isc_runner: Option<&'i mut dyn IscRunner>,
+    isc: IscTotals,
+    /// What holds the device's place in the file system while a task has it.
+    stand_in: Option<csd_device::Device>,
     fds: HashMap<(u32, i64), OpenFd>,
     clocks: HashMap<u32, VirtualTime>,
     hist: BTreeMap<&'static str, (Histogram<u64>, u64)>,
@@ -313,7 +326,7 @@ fn mkdir_p(fs: &mut HostFs, dir: &str) -> Result<(), FsError> {
     Ok(())
 }
 
-impl Replayer<'_> {
+impl Replayer<'_, '_> {
     fn skip(&mut self, why: &str) {
         *self.skipped.entry(why.to_string()).or_default() += 1;
     }
@@ -445,10 +458,7 @@ impl Replayer<'_> {
                 self.ndp_stage_sum.add(&s.breakdown.scale(s.files as f64));
                 Ok(true)
             }
-            Op::Isc { .. } => {
-                self.skip("isc (task transactions are not replayed yet)");
-                Ok(false)
-            }
+            Op::Isc { task, files, args } => self.isc(task, files, args),
             Op::Bread { off, len } => {
                 let c = self
                     .fs
@@ -499,6 +509,82 @@ impl Replayer<'_> {
         Ok(true)
     }
 
+    /// An `isc` op: the files' dirty pages written back and their extents found (`fiemap`),
+    /// then the task runs as one transaction on the lent device; a committed task's file
+    /// growth becomes the files' new layouts. Files the op writes are created if missing.
+    fn isc(&mut self, task: &str, files: &[IscFile], args: &str) -> Result<bool, OpError> {
+        if self.isc_runner.is_none() {
+            self.skip("isc (no task runtime given to the replay)");
+            return Ok(false);
+        }
+        let mut lent = Vec::with_capacity(files.len());
+        let mut inos = Vec::with_capacity(files.len());
+        for f in files {
+            if f.mode.contains('w') && self.fs.namespace().find(&f.path, WHO).is_err() {
+                if let Some(p) = parent(&f.path) {
+                    mkdir_p(&mut self.fs, p)?;
+                }
+                self.fs.import(&f.path, &[], FILE_PERMS, WHO)?;
+            }
+            let (r, _) = self.fs.lookup(&f.path, WHO)?;
+            self.fs.sync_file(r.ino)?;
+            let (size_bytes, runs, _) = self.fs.file_extents(&f.path, WHO)?;
+            inos.push(r.ino);
+            lent.push(LentFile {
+                path: f.path.clone(),
+                mode: f.mode.clone(),
+                id: u64::from(r.ino.0),
+                size_bytes,
+                extents: runs.iter().map(|r| (r.first, r.blocks)).collect(),
+            });
+        }
+        let mut device = match self.stand_in.take() {
+            Some(d) => d,
+            None => csd_device::Device::stand_in(self.fs.device().profile())?,
+        };
+        // Room to grow: as much again as the files hold, and a little for new outputs.
+        let pages: u64 = lent.iter().flat_map(|f| &f.extents).map(|e| e.1).sum();
+        let pool = match self.fs.reserve_blocks(pages + ISC_SPARE_PAGES) {
+            Ok(pool) => pool,
+            Err(e) => {
+                self.stand_in = Some(device);
+                return Err(e.into());
+            }
+        };
+        self.fs.swap_device(&mut device);
+        let runner = self.isc_runner.as_deref_mut().expect("checked above");
+        let (back, out) = runner.run(
+            device,
+            self.fs.clock(),
+            task,
+            args,
+            lent,
+            pool.iter().map(|r| (r.first, r.blocks)).collect(),
+        );
+        let mut device = back;
+        self.fs.swap_device(&mut device);
+        self.stand_in = Some(device);
+        let run = |&(first, blocks): &(u64, u64)| BlockRun { first, blocks };
+        let left: Vec<BlockRun> = out.pool_left.iter().map(run).collect();
+        self.fs.release_blocks(&left)?;
+        for (ino, (size, extents)) in inos.iter().zip(&out.files) {
+            self.fs
+                .adopt_layout(*ino, *size, extents.iter().map(run).collect())?;
+        }
+        self.fs.advance_to(out.done);
+        self.isc.requests += 1;
+        match out.error {
+            None => {
+                self.isc.committed += 1;
+                Ok(true)
+            }
+            Some(e) => {
+                self.isc.aborted += 1;
+                Err(OpError::IscAborted(e))
+            }
+        }
+    }
+
     fn event(&mut self, ev: &Event) {
         if ev.ret.is_some_and(|r| r < 0) {
             self.skip("failed in the trace");
@@ -547,6 +633,7 @@ pub fn replay<R: BufRead>(
     profile: &Profile,
     design: DesignKind,
     compute: &mut ComputeFactory<'_>,
+    isc: Option<&mut dyn IscRunner>,
     opts: &ReplayOptions,
     mut progress: impl FnMut(Progress),
 ) -> Result<ReplayReport, ReplayError> {
@@ -587,6 +674,9 @@ pub fn replay<R: BufRead>(
         design: d,
         compute,
         computes: BTreeMap::new(),
+        isc_runner: isc,
+        isc: IscTotals::default(),
+        stand_in: None,
         fds: HashMap::new(),
         clocks: HashMap::new(),
         hist: BTreeMap::new(),
@@ -663,6 +753,7 @@ pub fn replay<R: BufRead>(
         latency,
         first_errors: r.first_errors,
         ndp,
+        isc: (r.isc.requests > 0).then_some(r.isc),
         device: r.fs.device().counters(),
     })
 }

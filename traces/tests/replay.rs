@@ -29,6 +29,7 @@ fn run(trace: &str, design: DesignKind, pace: Pace) -> ReplayReport {
         &profile,
         design,
         &mut factory,
+        None,
         &opts,
         |_| {},
     )

@@ -1,0 +1,114 @@
+//! Runs a trace's `isc` ops with the task runtime: the replay lends its device and the op's
+//! files; the built-in task runs on them as one TxISC transaction (`Csd::lend`), and the
+//! device, the files' layouts and the unused reservation go back.
+
+use anyhow::Context;
+use csd_device::{Device, Lpn, Profile, VirtualTime};
+use csd_runtime::{Csd, Extent, FileLayout, IscContext, Mode, Storage, Task, TaskEngine, Volume};
+use csd_traces::isc::{IscOutcome, IscRunner, LentFile};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The task runtime as a trace replay's `isc` runner.
+pub struct TaskRunner {
+    engine: Arc<TaskEngine>,
+    profile: Profile,
+    /// Built-in tasks loaded so far, by name.
+    tasks: BTreeMap<String, Task>,
+}
+
+impl TaskRunner {
+    pub fn new(engine: Arc<TaskEngine>, profile: &Profile) -> TaskRunner {
+        TaskRunner {
+            engine,
+            profile: profile.clone(),
+            tasks: BTreeMap::new(),
+        }
+    }
+
+    fn task(&mut self, name: &str) -> anyhow::Result<Task> {
+        if let Some(t) = self.tasks.get(name) {
+            return Ok(t.clone());
+        }
+        let wasm = crate::builtin::task(name)
+            .with_context(|| format!("unknown task '{name}' (isc ops name built-in tasks)"))?;
+        let task = self
+            .engine
+            .load(name, wasm)
+            .with_context(|| format!("loading task '{name}'"))?;
+        self.tasks.insert(name.to_string(), task.clone());
+        Ok(task)
+    }
+
+    fn context(files: &[LentFile], args: &str) -> anyhow::Result<IscContext> {
+        let mut ctx = IscContext::new().args(args.as_bytes().to_vec());
+        for f in files {
+            let mode: Mode = f.mode.parse().map_err(anyhow::Error::msg)?;
+            ctx = ctx.file(f.path.clone(), mode);
+        }
+        Ok(ctx)
+    }
+}
+
+fn extents(runs: &[(u64, u64)]) -> Vec<Extent> {
+    runs.iter()
+        .map(|&(first, pages)| Extent {
+            first: Lpn(first),
+            pages,
+        })
+        .collect()
+}
+
+fn runs(extents: &[Extent]) -> Vec<(u64, u64)> {
+    extents.iter().map(|e| (e.first.0, e.pages)).collect()
+}
+
+impl IscRunner for TaskRunner {
+    fn run(
+        &mut self,
+        device: Device,
+        at: VirtualTime,
+        task: &str,
+        args: &str,
+        files: Vec<LentFile>,
+        pool: Vec<(u64, u64)>,
+    ) -> (Device, IscOutcome) {
+        let layouts = files.iter().map(|f| {
+            let layout = FileLayout {
+                id: f.id,
+                extents: extents(&f.extents),
+                size_bytes: f.size_bytes,
+            };
+            (f.path.clone(), layout)
+        });
+        let volume = Volume::lent(device.page_size(), layouts, extents(&pool));
+        let mut csd = Csd::lend(
+            &self.profile,
+            Storage { device, volume },
+            self.engine.clone(),
+            at,
+        );
+        let ran = self.task(task).and_then(|t| {
+            let ctx = Self::context(&files, args)?;
+            csd.run(&t, &ctx)
+                .with_context(|| format!("task '{task}'"))
+                .map(|_| ())
+        });
+        let done = csd.clock();
+        let Storage { device, volume } = csd.into_storage();
+        let after = files
+            .iter()
+            .map(|f| match volume.layout(&f.path) {
+                Ok(l) => (l.size_bytes, runs(&l.extents)),
+                Err(_) => (f.size_bytes, f.extents.clone()),
+            })
+            .collect();
+        let outcome = IscOutcome {
+            done,
+            error: ran.err().map(|e| format!("{e:#}")),
+            files: after,
+            pool_left: runs(&volume.free_extents()),
+        };
+        (device, outcome)
+    }
+}
