@@ -10,7 +10,6 @@
 
 use crate::alloc::{AllocError, BlockRun, ExtentAllocator};
 use crate::perms::{Access, Cred, Perms};
-use std::collections::BTreeMap;
 
 /// An inode number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -199,11 +198,62 @@ pub enum NewKind {
 #[derive(Clone, Debug)]
 pub struct Namespace {
     layout: MetaLayout,
-    inodes: BTreeMap<Ino, Inode>,
+    inodes: InodeTable,
     next_ino: u32,
     /// Inode numbers freed by removals, reused lowest first (as ext4's bitmap allocator
     /// would), so a long-running workload does not exhaust the inode table.
     free_inos: std::collections::BTreeSet<u32>,
+}
+
+/// Inodes by number: a slot per number (numbers are dense, freed ones are reused lowest
+/// first), so the lookup on every path component is an index, not a tree descent.
+#[derive(Clone, Debug, Default)]
+struct InodeTable {
+    slots: Vec<Option<Inode>>,
+    len: usize,
+}
+
+impl InodeTable {
+    fn with_root(root: Inode) -> InodeTable {
+        let mut t = InodeTable::default();
+        t.insert(Ino::ROOT, root);
+        t
+    }
+
+    fn get(&self, ino: &Ino) -> Option<&Inode> {
+        self.slots.get(ino.0 as usize)?.as_ref()
+    }
+
+    fn get_mut(&mut self, ino: &Ino) -> Option<&mut Inode> {
+        self.slots.get_mut(ino.0 as usize)?.as_mut()
+    }
+
+    fn insert(&mut self, ino: Ino, inode: Inode) {
+        let i = ino.0 as usize;
+        if self.slots.len() <= i {
+            self.slots.resize_with(i + 1, || None);
+        }
+        if self.slots[i].replace(inode).is_none() {
+            self.len += 1;
+        }
+    }
+
+    fn remove(&mut self, ino: &Ino) -> Option<Inode> {
+        let gone = self.slots.get_mut(ino.0 as usize)?.take();
+        self.len -= usize::from(gone.is_some());
+        gone
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl std::ops::Index<&Ino> for InodeTable {
+    type Output = Inode;
+    fn index(&self, ino: &Ino) -> &Inode {
+        self.get(ino).expect("a live inode number")
+    }
 }
 
 /// The directory part of an absolute path (`/a/b` → `/a`, `/a` → `/`); `None` for `/` and
@@ -266,7 +316,7 @@ impl Namespace {
         };
         Ok(Namespace {
             layout,
-            inodes: BTreeMap::from([(Ino::ROOT, root)]),
+            inodes: InodeTable::with_root(root),
             next_ino: Ino::ROOT.0 + 1,
             free_inos: Default::default(),
         })
