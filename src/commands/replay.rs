@@ -5,7 +5,7 @@ use csd::ndp::TaskCompute;
 use csd_device::Profile;
 use csd_hostfs::ndp::DesignKind;
 use csd_hostfs::ndp::NdpCompute;
-use csd_traces::replay::{replay, Pace, Progress, ReplayOptions, ReplayReport};
+use csd_traces::replay::{replay_scanned, Pace, Prescan, Progress, ReplayOptions, ReplayReport};
 use csd_traces::store::{NewRun, RunKind, RunStore, TraceRef};
 use csd_traces::Strictness;
 use serde::Serialize;
@@ -151,6 +151,9 @@ pub fn replay_all(
     mut progress: impl FnMut(usize, DesignKind, Progress),
 ) -> anyhow::Result<(Report, NewRun)> {
     let engine = super::task::engine()?;
+    // One prescan (the first pass) serves every design.
+    let scan = (|| Prescan::run(open()?, opts.strictness))()
+        .with_context(|| format!("reading {}", trace.name))?;
     let mut designs = Vec::new();
     for (i, &kind) in kinds.iter().enumerate() {
         let mut factory = |task: &str, task_args: &str| -> Result<Box<dyn NdpCompute>, String> {
@@ -167,7 +170,8 @@ pub fn replay_all(
             .map_err(|e| format!("{e:#}"))
         };
         let mut isc = csd::isc::TaskRunner::new(engine.clone(), profile);
-        let report = replay(
+        let report = replay_scanned(
+            &scan,
             &mut *open,
             profile,
             kind,

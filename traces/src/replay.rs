@@ -635,9 +635,25 @@ pub fn replay<R: BufRead>(
     compute: &mut ComputeFactory<'_>,
     isc: Option<&mut dyn IscRunner>,
     opts: &ReplayOptions,
-    mut progress: impl FnMut(Progress),
+    progress: impl FnMut(Progress),
 ) -> Result<ReplayReport, ReplayError> {
     let scan = Prescan::run(open().map_err(TraceError::Io)?, opts.strictness)?;
+    replay_scanned(&scan, open, profile, design, compute, isc, opts, progress)
+}
+
+/// [`replay`] after the trace's [`Prescan`]: replaying one trace under several designs scans
+/// it once.
+#[allow(clippy::too_many_arguments)]
+pub fn replay_scanned<R: BufRead>(
+    scan: &Prescan,
+    mut open: impl FnMut() -> std::io::Result<R>,
+    profile: &Profile,
+    design: DesignKind,
+    compute: &mut ComputeFactory<'_>,
+    isc: Option<&mut dyn IscRunner>,
+    opts: &ReplayOptions,
+    mut progress: impl FnMut(Progress),
+) -> Result<ReplayReport, ReplayError> {
     let device = csd_device::Device::new(profile, csd_device::DataMode::TimingOnly)?;
     let mut fs =
         HostFs::format(device, DIR_PERMS).map_err(|e| ReplayError::Setup(e.to_string()))?;
