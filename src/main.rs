@@ -82,7 +82,8 @@ enum Command {
     ///
     /// Example: csd txapps --app compact --scale 0.25
     Txapps(txapps::TxappsArgs),
-    /// SIFT's split persistence path: replay work of manual-checkpoint backlogs.
+    /// SIFT's split persistence path: the online pressure benchmark and manual-checkpoint
+    /// backlogs, under vanilla, offload and coalesce.
     #[command(subcommand)]
     Persist(persist::PersistCmd),
     /// Measure the speed and memory of the model itself.
