@@ -240,7 +240,7 @@ pub fn run(args: &ReplayBenchArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "replay of a metadata-heavy synthetic trace under {} on {} (both passes, one core):",
+        "replay of a metadata-heavy synthetic trace under {} on {} (both passes; events parsed on a second thread):",
         r.design, r.profile
     );
     println!(

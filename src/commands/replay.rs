@@ -85,7 +85,7 @@ pub struct Report {
 }
 
 /// Opens the trace afresh for each pass of each replay.
-pub type Opener = Box<dyn FnMut() -> std::io::Result<Box<dyn BufRead>>>;
+pub type Opener = Box<dyn FnMut() -> std::io::Result<Box<dyn BufRead + Send>>>;
 
 /// The trace to replay: a file, a trace stored with `csd trace add` (by id or name, looked
 /// up with `stored`), a bundled sample by name, or (`None`) the default sample. Returns how
@@ -101,7 +101,8 @@ pub fn open_trace(
             let id = file_id(&p)?;
             let name = p.display().to_string();
             let opener: Opener = Box::new(move || {
-                Ok(Box::new(std::io::BufReader::new(std::fs::File::open(&p)?)) as Box<dyn BufRead>)
+                Ok(Box::new(std::io::BufReader::new(std::fs::File::open(&p)?))
+                    as Box<dyn BufRead + Send>)
             });
             Ok((opener, TraceRef { id, name }))
         }
@@ -129,7 +130,10 @@ pub fn open_named(
     let bytes = std::sync::Arc::new(bytes);
     let id = csd_traces::store::trace_id(&bytes);
     let opener: Opener = Box::new(move || {
-        Ok(Box::new(std::io::Cursor::new(bytes.clone().as_ref().clone())) as Box<dyn BufRead>)
+        Ok(
+            Box::new(std::io::Cursor::new(bytes.clone().as_ref().clone()))
+                as Box<dyn BufRead + Send>,
+        )
     });
     Ok((opener, TraceRef { id, name }))
 }

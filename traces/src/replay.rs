@@ -119,15 +119,14 @@ impl Prescan {
     }
 
     /// Reads the whole trace once.
-    pub fn run(reader: impl BufRead, strictness: Strictness) -> Result<Prescan, TraceError> {
+    pub fn run(reader: impl BufRead + Send, strictness: Strictness) -> Result<Prescan, TraceError> {
         let mut s = Prescan::default();
         // Offsets of fds without explicit offsets, to size sequential reads.
         let mut pos: HashMap<(u32, i64), u64> = HashMap::new();
-        for ev in TraceReader::new(reader, strictness)? {
-            let ev = ev?;
+        TraceReader::new(reader, strictness)?.for_each_parsed(|ev| -> Result<(), TraceError> {
             s.events += 1;
             if ev.ret.is_some_and(|r| r < 0) {
-                continue;
+                return Ok(());
             }
             let done = ev.ret.map(|r| r.max(0) as u64);
             match &ev.op {
@@ -180,7 +179,8 @@ impl Prescan {
                 }
                 _ => {}
             }
-        }
+            Ok(())
+        })?;
         // A path used both as a file and a directory is a directory.
         let dirs = s.dirs.clone();
         s.files.retain(|f, _| f != "/" && !dirs.contains(f));
@@ -628,7 +628,7 @@ impl Replayer<'_, '_> {
 }
 
 /// Replays a trace under one design. `open` gives a fresh reader of the trace for each pass.
-pub fn replay<R: BufRead>(
+pub fn replay<R: BufRead + Send>(
     mut open: impl FnMut() -> std::io::Result<R>,
     profile: &Profile,
     design: DesignKind,
@@ -644,7 +644,7 @@ pub fn replay<R: BufRead>(
 /// [`replay`] after the trace's [`Prescan`]: replaying one trace under several designs scans
 /// it once.
 #[allow(clippy::too_many_arguments)]
-pub fn replay_scanned<R: BufRead>(
+pub fn replay_scanned<R: BufRead + Send>(
     scan: &Prescan,
     mut open: impl FnMut() -> std::io::Result<R>,
     profile: &Profile,
@@ -705,24 +705,24 @@ pub fn replay_scanned<R: BufRead>(
         last_start: VirtualTime::ZERO,
         zeros: Vec::new(),
     };
-    let mut reader = TraceReader::new(open().map_err(TraceError::Io)?, opts.strictness)?;
+    let reader = TraceReader::new(open().map_err(TraceError::Io)?, opts.strictness)?;
     let mut events = 0u64;
-    for ev in reader.by_ref() {
-        let ev = ev?;
+    let skipped = reader.for_each_parsed(|ev| -> Result<(), TraceError> {
         events += 1;
-        r.event(&ev);
+        r.event(ev);
         if events.is_multiple_of(4096) {
             progress(Progress {
                 events,
                 of: scan.events,
             });
         }
-    }
+        Ok(())
+    })?;
     progress(Progress {
         events,
         of: scan.events,
     });
-    for (op, n) in reader.skipped() {
+    for (op, n) in skipped {
         *r.skipped.entry(format!("unknown op {op}")).or_default() += n;
     }
     let duration = r
