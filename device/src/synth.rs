@@ -118,6 +118,12 @@ pub struct LatencySummary {
     pub max_ns: u64,
 }
 
+/// The nearest-rank `p` quantile (0 < p ≤ 1) of sorted, non-empty `samples`.
+pub fn nearest_rank(sorted: &[u64], p: f64) -> u64 {
+    let n = sorted.len();
+    sorted[((p * n as f64).ceil() as usize).clamp(1, n) - 1]
+}
+
 impl LatencySummary {
     /// Nearest-rank percentiles over exact samples (sorted in place).
     pub fn from_samples(samples: &mut [u64]) -> Option<LatencySummary> {
@@ -126,7 +132,7 @@ impl LatencySummary {
         }
         samples.sort_unstable();
         let n = samples.len();
-        let rank = |p: f64| samples[((p * n as f64).ceil() as usize).clamp(1, n) - 1];
+        let rank = |p: f64| nearest_rank(samples, p);
         let sum: u128 = samples.iter().map(|&s| u128::from(s)).sum();
         Some(LatencySummary {
             count: n as u64,

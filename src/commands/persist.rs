@@ -204,7 +204,7 @@ fn online_sweep(args: &OnlineArgs) -> anyhow::Result<()> {
     for r in &reports {
         println!(
             "{:>4} {:<9} {:>8.3} {:>9} {:>9} {:>10} {:>10} {:>7.2} {:>9} {:>6} {:>7}",
-            r.interval,
+            r.spec.interval,
             name(r.config),
             r.kops,
             lat(r.fsync.p50_us, 1.0, 1),

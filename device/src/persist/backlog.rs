@@ -7,7 +7,7 @@
 //! configuration's executor over a device holding the backlog's rings (the backlog itself is
 //! built outside virtual time: only the manual checkpoint is measured, as in the paper).
 
-use super::cost::{Executor, Placement};
+use super::cost::Executor;
 use super::layout::Namespace;
 use super::service::{CheckpointStats, Config, MemBlocks, Sift};
 use super::timed::{device_for, CheckpointJob, CpuUse, PersistError};
@@ -67,8 +67,6 @@ pub struct BacklogReport {
     pub checkpoint: CheckpointStats,
     /// The manual checkpoint's duration in virtual time, milliseconds.
     pub checkpoint_ms: f64,
-    /// Where it ran.
-    pub placement: Placement,
 }
 
 /// Builds the backlog and runs the manual checkpoint on `profile`'s device and executor.
@@ -151,10 +149,15 @@ pub fn run(
             )?;
         }
     }
-    let placement = config.placement();
     let build_ns = costs.build_ns(config, &checkpoint);
     let start = dev.idle_at();
-    let job = CheckpointJob::new(io, Executor::new(&costs, placement), bb, build_ns, start);
+    let job = CheckpointJob::new(
+        io,
+        Executor::new(&costs, config.placement()),
+        bb,
+        build_ns,
+        start,
+    );
     let done = job.run(&mut dev, &mut CpuUse::default())?;
     Ok(BacklogReport {
         kind,
@@ -163,7 +166,6 @@ pub fn run(
         fsyncs,
         checkpoint,
         checkpoint_ms: done.since(start) as f64 / 1e6,
-        placement,
     })
 }
 

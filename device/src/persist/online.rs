@@ -105,8 +105,7 @@ impl Percentiles {
             if ns.is_empty() {
                 return 0.0;
             }
-            let i = ((q * ns.len() as f64).ceil() as usize).clamp(1, ns.len()) - 1;
-            ns[i] as f64 / 1000.0
+            crate::synth::nearest_rank(&ns, q) as f64 / 1000.0
         };
         Percentiles {
             samples: ns.len() as u64,
@@ -122,7 +121,6 @@ impl Percentiles {
 #[derive(Clone, Debug, Serialize)]
 pub struct OnlineReport {
     pub config: Config,
-    pub interval: u64,
     pub spec: OnlineSpec,
     /// Foreground write+fsync pairs completed in the window.
     pub fg_ops: u64,
@@ -198,7 +196,6 @@ pub fn run(
         / (spec.measure_ns as f64 * f64::from(profile.device_cpu.cores));
     Ok(OnlineReport {
         config,
-        interval: spec.interval,
         spec,
         fg_ops: sim.fg_ops,
         kops,
@@ -228,6 +225,8 @@ struct Sim {
     costs: PersistCosts,
     config: Config,
     exec: Executor,
+    /// The host's side of every configuration (application threads, the snapshot copy).
+    host: Executor,
     spec: OnlineSpec,
     ns: Namespace,
     sift: Sift<MemBlocks>,
@@ -287,6 +286,7 @@ impl Sim {
             costs: costs.clone(),
             config,
             exec: Executor::new(costs, placement),
+            host: Executor::new(costs, Placement::Host),
             spec,
             ns,
             sift: Sift::format(ns, blocks, config),
@@ -400,7 +400,7 @@ impl Sim {
         now: VirtualTime,
     ) -> Result<(), PersistError> {
         let bb = self.spec.block_bytes;
-        let copy_block = crate::timing::transfer_ns(bb, self.costs.host_copy_bytes_per_sec);
+        let copy_block = self.host.copy_ns(bb);
         let app = &mut self.apps[i];
         if let Some(chain) = &mut app.chain {
             chain.step(dev, bb, &mut self.cpu)?;
@@ -444,11 +444,8 @@ impl Sim {
                     Self::body_and_commit(self.ns.staging_block(0), self.ns.staging_blocks, ext);
                 // Descriptor and checksum over the body, then two ordered writes.
                 let cpu = self.costs.host_call_ns
-                    + crate::timing::transfer_ns(
-                        (ext.len - 2) * bb,
-                        self.costs.host_copy_bytes_per_sec,
-                    )
-                    + 2 * self.costs.host_io_ns;
+                    + self.host.copy_ns((ext.len - 2) * bb)
+                    + 2 * self.host.io_ns;
                 app.chain = Some(Chain::new(
                     now,
                     [
@@ -501,7 +498,7 @@ impl Sim {
         let [body, commit] =
             Self::body_and_commit(self.ns.journal_block(0), self.ns.journal_blocks, ext);
         let body_bytes = (ext.len - 2) * bb;
-        let host_copy = crate::timing::transfer_ns(body_bytes, self.costs.host_copy_bytes_per_sec);
+        let host_copy = self.host.copy_ns(body_bytes);
         let e = self.exec;
         // The snapshot copy under the host's lock happens on the host in every configuration.
         let mut steps = vec![Self::host(Op::Cpu(host_copy))];
@@ -516,7 +513,7 @@ impl Sim {
                     by: Placement::Device,
                     op,
                 };
-                steps.push(Self::host(Op::Cpu(self.costs.host_io_ns)));
+                steps.push(Self::host(Op::Cpu(self.host.io_ns)));
                 steps.push(Self::host(Op::Transfer(ext.len * bb)));
                 steps.push(dev_step(Op::Cpu(2 * e.io_ns)));
                 steps.push(dev_step(Op::Write(IoPath::Internal, body)));

@@ -645,12 +645,6 @@ impl<B: Blocks> Sift<B> {
         Ok(stats)
     }
 
-    /// Committed journal transactions waiting for a checkpoint, oldest first: how many there
-    /// are is what `checkpoint_begin` may take.
-    pub fn committed_journals(&self) -> usize {
-        self.committed.len()
-    }
-
     /// The first half of a checkpoint: replays the oldest `max_journals` committed journal
     /// transactions (a durable prefix) into the file-system area and returns its statistics,
     /// the I/O it did (for a timing model) and the reclaim still owed. Ring space comes back

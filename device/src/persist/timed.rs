@@ -159,7 +159,6 @@ pub struct CheckpointJob {
     workers: Vec<Option<Chain>>,
     /// When the current phase's last unit ended so far.
     phase_end: VirtualTime,
-    pub started: VirtualTime,
     pub done_at: Option<VirtualTime>,
 }
 
@@ -181,7 +180,6 @@ impl CheckpointJob {
             phase: Phase::Validate(0),
             workers: vec![None; exec.workers.max(1) as usize],
             phase_end: at,
-            started: at,
             done_at: None,
         };
         job.fill(at);
