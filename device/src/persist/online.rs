@@ -634,8 +634,10 @@ mod tests {
             assert!(c.replay.surviving_blocks < c.replay.raw_blocks / 4);
             assert_eq!(o.replay.surviving_blocks, o.replay.raw_blocks);
             assert!(o.async_checkpoints + o.sync_checkpoints > 0 && o.blocked_fsyncs > 0);
-            // Foreground fsync is two ordered device writes at least.
-            assert!(c.fsync.p50_us > 20.0 && c.fsync.max_us >= c.fsync.p9999_us);
+            // Foreground fsync is two ordered writes into the device's buffer (10 µs each to
+            // accept) at least, and checkpoint stalls reach the tail.
+            assert!(c.fsync.p50_us > 20.0, "{:?}", c.fsync);
+            assert!(o.fsync.max_us > 100.0 * o.fsync.p50_us, "{:?}", o.fsync);
         }
     }
 
