@@ -58,15 +58,43 @@ pub struct DirEntry {
     /// `name`'s FNV-1a hash: lookups scan a directory comparing these, not the names
     /// (a long scan of string compares was the replay's hottest loop).
     hash: u64,
+    /// The directory block holding the entry, and where the entry ends in it: kept by
+    /// [`place_entries`] whenever a directory changes, so a lookup does not re-lay the
+    /// directory up to its entry.
+    block: u64,
+    end: u64,
 }
 
 impl DirEntry {
-    pub fn new(name: &str, ino: Ino) -> DirEntry {
+    /// An entry not yet placed: [`place_entries`] must run before it is looked up.
+    fn new(name: &str, ino: Ino) -> DirEntry {
         DirEntry {
             name: name.to_string(),
             ino,
             hash: name_hash(name),
+            block: 0,
+            end: 0,
         }
+    }
+}
+
+/// Lays `entries[from..]` into directory blocks after `entries[..from]`, recording each
+/// entry's block and end (entries never straddle blocks; the first block starts with "." and
+/// "..").
+fn place_entries(block_bytes: u64, entries: &mut [DirEntry], from: usize) {
+    let (mut index, mut used) = match from.checked_sub(1) {
+        Some(i) => (entries[i].block, entries[i].end),
+        None => (0, DOT_ENTRIES_BYTES),
+    };
+    for e in &mut entries[from..] {
+        let size = dirent_bytes(e.name.len());
+        if used + size > block_bytes {
+            index += 1;
+            used = 0;
+        }
+        used += size;
+        e.block = index;
+        e.end = used;
     }
 }
 
@@ -262,36 +290,61 @@ pub fn parent_dir(path: &str) -> Option<&str> {
     if path == "/" {
         return None;
     }
-    let i = path.rfind('/')?;
+    let i = last_slash(path)?;
     Some(if i == 0 { "/" } else { &path[..i] })
+}
+
+/// Where `path`'s last '/' is (bytewise, as in [`Components`]).
+fn last_slash(path: &str) -> Option<usize> {
+    path.bytes().rposition(|b| b == b'/')
 }
 
 /// Checks that `path` is absolute, '/'-separated, without empty, `.`, `..` or NUL parts, and
 /// returns its components (`/` has none). Checked whole before any walk, so a bad path is
 /// `BadPath` whatever exists.
-fn components(path: &str) -> Result<std::str::Split<'_, char>, NsError> {
+fn components(path: &str) -> Result<Components<'_>, NsError> {
     let bad = || NsError::BadPath(path.to_string());
     if path == "/" {
-        // An iterator with no items: "".split('/') would yield one empty part.
-        let mut none = "".split('/');
-        none.next();
-        return Ok(none);
+        return Ok(Components { rest: None });
     }
     let rest = path.strip_prefix('/').ok_or_else(bad)?;
-    if rest
-        .split('/')
-        .any(|c| c.is_empty() || c == "." || c == ".." || c.contains('\0'))
+    if path.as_bytes().contains(&0)
+        || (Components { rest: Some(rest) }).any(|c| c.is_empty() || c == "." || c == "..")
     {
         return Err(bad());
     }
-    Ok(rest.split('/'))
+    Ok(Components { rest: Some(rest) })
+}
+
+/// The '/'-separated parts of a relative path. Splits on the byte: `str::split('/')` compares
+/// each candidate through a generic UTF-8 searcher, which was a tenth of a replay's path walk.
+struct Components<'a> {
+    rest: Option<&'a str>,
+}
+
+impl<'a> Iterator for Components<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let rest = self.rest?;
+        match rest.bytes().position(|b| b == b'/') {
+            Some(i) => {
+                self.rest = Some(&rest[i + 1..]);
+                Some(&rest[..i])
+            }
+            None => {
+                self.rest = None;
+                Some(rest)
+            }
+        }
+    }
 }
 
 /// The last component of `path` and its parent directory's path.
 fn split_last(path: &str) -> Result<(&str, &str), NsError> {
     components(path)?;
     match parent_dir(path) {
-        Some(parent) => Ok((parent, &path[path.rfind('/').map_or(0, |i| i + 1)..])),
+        Some(parent) => Ok((parent, &path[last_slash(path).map_or(0, |i| i + 1)..])),
         None => Err(NsError::Exists("/".into())),
     }
 }
@@ -343,50 +396,22 @@ impl Namespace {
         }
     }
 
-    /// Index of the directory block holding entry `k` (entries never straddle blocks).
-    fn entry_block_index(&self, entries: &[DirEntry], k: usize) -> u64 {
-        let block = self.layout.block_bytes;
-        let (mut index, mut used) = (0u64, DOT_ENTRIES_BYTES);
-        for (i, e) in entries.iter().enumerate() {
-            let size = dirent_bytes(e.name.len());
-            if used + size > block {
-                index += 1;
-                used = 0;
-            }
-            if i == k {
-                return index;
-            }
-            used += size;
-        }
-        index
-    }
-
     /// Blocks a directory's entries need once an entry with a `name_len`-byte name is
     /// appended (without building the grown list).
     fn blocks_with_appended(&self, entries: &[DirEntry], name_len: usize) -> u64 {
-        let block = self.layout.block_bytes;
-        let (mut index, mut used) = (0u64, DOT_ENTRIES_BYTES);
-        for size in entries
-            .iter()
-            .map(|e| dirent_bytes(e.name.len()))
-            .chain([dirent_bytes(name_len)])
-        {
-            if used + size > block {
-                index += 1;
-                used = 0;
-            }
-            used += size;
+        let (index, used) = entries
+            .last()
+            .map_or((0, DOT_ENTRIES_BYTES), |e| (e.block, e.end));
+        if used + dirent_bytes(name_len) > self.layout.block_bytes {
+            index + 2
+        } else {
+            index + 1
         }
-        index + 1
     }
 
-    /// Blocks a directory's entries need.
-    fn dir_blocks_needed(&self, entries: &[DirEntry]) -> u64 {
-        if entries.is_empty() {
-            1
-        } else {
-            self.entry_block_index(entries, entries.len() - 1) + 1
-        }
+    /// Blocks a directory's (placed) entries need.
+    fn dir_blocks_needed(entries: &[DirEntry]) -> u64 {
+        entries.last().map_or(1, |e| e.block + 1)
     }
 
     /// The device block holding block `index` of a run list.
@@ -404,9 +429,13 @@ impl Namespace {
     /// its blocks and check search permission), then its directory blocks up to the one holding
     /// the next name; finally the target's inode block.
     pub fn resolve(&self, path: &str, who: Cred) -> Result<Resolution, NsError> {
+        // Sized for a typical depth: growing these one push at a time was a visible share of
+        // a replay's lookups.
+        let mut ino_list = Vec::with_capacity(8);
+        ino_list.push(Ino::ROOT);
         let mut trail = Trail {
-            ino_list: vec![Ino::ROOT],
-            reads: Vec::new(),
+            ino_list,
+            reads: Vec::with_capacity(16),
         };
         let ino = self.walk(path, who, Some(&mut trail))?;
         Ok(Resolution {
@@ -455,8 +484,8 @@ impl Namespace {
             let found = find_entry(entries, part);
             if let Some(t) = trail.as_deref_mut() {
                 let last_block = match found {
-                    Some(k) => self.entry_block_index(entries, k),
-                    None => self.dir_blocks_needed(entries) - 1,
+                    Some(k) => entries[k].block,
+                    None => Self::dir_blocks_needed(entries) - 1,
                 };
                 for index in 0..=last_block {
                     t.reads.push(MetaRead::Dir {
@@ -551,6 +580,8 @@ impl Namespace {
             unreachable!()
         };
         entries.push(DirEntry::new(name, ino));
+        let last = entries.len() - 1;
+        place_entries(self.layout.block_bytes, entries, last);
         for r in extra {
             match blocks.last_mut() {
                 Some(last) if last.end() == r.first => last.blocks += r.blocks,
@@ -592,9 +623,13 @@ impl Namespace {
         Ok((parent, name))
     }
 
-    fn entries_mut(&mut self, dir: Ino) -> &mut Vec<DirEntry> {
+    /// Takes `ino`'s entry out of directory `dir`; the entries after it move up.
+    fn remove_entry(&mut self, dir: Ino, ino: Ino) {
         match &mut self.inodes.get_mut(&dir).expect("directory").kind {
-            InodeKind::Dir { entries, .. } => entries,
+            InodeKind::Dir { entries, .. } => {
+                entries.retain(|e| e.ino != ino);
+                place_entries(self.layout.block_bytes, entries, 0);
+            }
             InodeKind::File { .. } => unreachable!("checked to be a directory"),
         }
     }
@@ -616,7 +651,7 @@ impl Namespace {
             InodeKind::Dir { blocks, .. } => blocks.clone(),
             InodeKind::File { extents, .. } => extents.clone(),
         };
-        self.entries_mut(parent).retain(|e| e.ino != ino);
+        self.remove_entry(parent, ino);
         self.inodes.remove(&ino);
         self.free_inos.insert(ino.0);
         Ok(Removed {
@@ -680,7 +715,8 @@ impl Namespace {
             .cloned()
             .collect();
         grown_entries.push(DirEntry::new(new_name, ino));
-        let needed = self.dir_blocks_needed(&grown_entries);
+        place_entries(self.layout.block_bytes, &mut grown_entries, 0);
+        let needed = Self::dir_blocks_needed(&grown_entries);
         let InodeKind::Dir { blocks, .. } = &self.inodes[&new_parent].kind else {
             unreachable!("checked to be a directory")
         };
@@ -695,7 +731,7 @@ impl Namespace {
             Some(_) => Some(self.remove(to, false, who)?),
             None => None,
         };
-        self.entries_mut(old_parent).retain(|e| e.ino != ino);
+        self.remove_entry(old_parent, ino);
         let InodeKind::Dir { entries, blocks } =
             &mut self.inodes.get_mut(&new_parent).expect("parent").kind
         else {

@@ -100,6 +100,43 @@ fn big_directories_spill_into_more_blocks_and_late_entries_cost_more_reads() {
 }
 
 #[test]
+fn removing_and_renaming_entries_moves_later_entries_up() {
+    let (mut ns, mut alloc) = fresh();
+    for i in 0..600 {
+        ns.create(
+            &format!("/file-{i:019}"),
+            NewKind::File,
+            MINE,
+            ME,
+            &mut alloc,
+        )
+        .unwrap();
+    }
+    // Directory blocks a lookup reads; usize::MAX when the name is gone.
+    let dir_reads = |ns: &Namespace, path: &str| {
+        ns.resolve(path, ME).map_or(usize::MAX, |r| {
+            r.reads
+                .iter()
+                .filter(|m| matches!(m, MetaRead::Dir { .. }))
+                .count()
+        })
+    };
+    let name = |i: usize| format!("/file-{i:019}");
+    for i in 0..127 {
+        ns.remove(&name(i), false, ME).unwrap();
+    }
+    // 473 entries left: 127 in the first block (after "." and ".."), 128 in each next one.
+    assert_eq!(dir_reads(&ns, &name(253)), 1);
+    assert_eq!(dir_reads(&ns, &name(254)), 2);
+    assert_eq!(dir_reads(&ns, &name(599)), 4);
+    // A rename within the directory moves the entry to the end; the next one moves up.
+    ns.rename(&name(253), "/moved", ME, &mut alloc).unwrap();
+    assert_eq!(dir_reads(&ns, &name(254)), 1);
+    assert_eq!(dir_reads(&ns, "/moved"), 4);
+    assert_eq!(dir_reads(&ns, &name(253)), usize::MAX);
+}
+
+#[test]
 fn permissions_are_checked_on_the_way() {
     let (mut ns, mut alloc) = fresh();
     let private = Perms {
