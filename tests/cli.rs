@@ -851,12 +851,20 @@ fn bench_coalesce_reports_three_sizes() {
     }
 }
 
-/// `csd persist backlog`: the same backlog checkpointed raw and coalesced.
+/// `csd persist backlog`: the same backlog checkpointed raw and coalesced; each run is saved,
+/// and two runs compare configuration by configuration.
 #[test]
 fn persist_backlog_compares_raw_and_coalesced_replay() {
-    let o = csd(&["persist", "backlog", "--scale", "0.005", "--json"]);
+    let dir = scratch("persist-store");
+    let st = dir.join("store");
+    let st = st.to_str().unwrap();
+    let o = csd(&[
+        "persist", "backlog", "--scale", "0.005", "--json", "--store", st,
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let out: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(out["workload"], "backlog");
+    let v = &out["runs"];
     let (offload, coalesce) = (&v[0]["checkpoint"], &v[1]["checkpoint"]);
     assert_eq!(v[0]["config"], "offload");
     assert_eq!(offload["raw_blocks"], coalesce["raw_blocks"], "one backlog");
@@ -864,6 +872,31 @@ fn persist_backlog_compares_raw_and_coalesced_replay() {
     assert!(coalesce["surviving_blocks"].as_u64() < offload["surviving_blocks"].as_u64());
     assert_eq!(coalesce["surviving_inodes"], 4);
     assert!(v[1]["checkpoint_ms"].as_f64() < v[0]["checkpoint_ms"].as_f64());
+    let o = csd(&["runs", "show", "r1", "--store", st]);
+    let stored: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(stored["kind"], "persist");
+    assert_eq!(
+        stored["designs"],
+        serde_json::json!(["offload", "coalesce"])
+    );
+    assert_eq!(stored["report"], out, "stored exactly as --json prints it");
+    let o = csd(&[
+        "persist",
+        "backlog",
+        "--scale",
+        "0.005",
+        "--kind",
+        "sequential-no-reuse",
+        "--store",
+        st,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = csd(&["runs", "diff", "r1", "r2", "--store", st]);
+    let diff = stdout(&o);
+    assert!(
+        diff.contains("coalesce") && diff.contains("checkpoint_ms"),
+        "{diff}"
+    );
     let e = csd(&["persist", "backlog", "--scale", "2"]);
     assert!(
         stderr(&e).contains("--scale must be in (0, 1]"),
@@ -888,7 +921,9 @@ fn persist_online_reports_throughput_latency_and_cpu_cost() {
         "--json",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let out: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(out["workload"], "online");
+    let v = &out["runs"];
     assert_eq!(v.as_array().unwrap().len(), 2);
     assert_eq!(v[1]["config"], "coalesce");
     assert!(v[1]["kops"].as_f64() > v[0]["kops"].as_f64(), "{v}");

@@ -330,6 +330,26 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
         .as_array()
         .unwrap()
         .clone();
+    let out = Command::new(CSD)
+        .args([
+            "persist",
+            "online",
+            "--interval",
+            "32,64",
+            "--scale",
+            "0.004",
+        ])
+        .args(["--config", "offload,coalesce", "--store"])
+        .arg(&store)
+        .output()
+        .expect("run csd persist online");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, persist) = get_json(&base, "/api/runs/r2");
+    let persist = persist["run"].clone();
     let empty = scratch("browser-empty").join("store");
     let (_empty_server, empty_base) = serve(&empty);
     let (_driver, port) = chromedriver();
@@ -394,6 +414,38 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
             .unwrap();
         assert!(empty.contains("No runs yet"), "{empty}");
         assert!(empty.contains("csd replay"), "{empty}");
+
+        // A `csd persist online` sweep: one bar per configuration and interval, each bar's
+        // height the report's throughput.
+        c.goto(&format!("{base}/runs/r2")).await.unwrap();
+        c.wait()
+            .at_most(Duration::from_secs(30))
+            .for_element(Locator::Css("svg.grouped rect"))
+            .await
+            .expect("the throughput chart appears");
+        let chart = c
+            .find(Locator::Css(
+                r#"svg.grouped[aria-label="foreground throughput (write + fsync)"]"#,
+            ))
+            .await
+            .expect("a throughput chart");
+        let mut titles = Vec::new();
+        for bar in chart.find_all(Locator::Css("rect")).await.unwrap() {
+            let t = bar.find(Locator::Css("title")).await.unwrap();
+            titles.push(t.html(true).await.unwrap());
+        }
+        let mut expect: Vec<String> = persist["report"]["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let (config, i) = (r["config"].as_str().unwrap(), &r["spec"]["interval"]);
+                format!("{config} i={i}: {:.2}", r["kops"].as_f64().unwrap())
+            })
+            .collect();
+        titles.sort();
+        expect.sort();
+        assert_eq!(titles, expect, "one bar per configuration and interval");
         c.close().await.unwrap();
     });
 }

@@ -8,6 +8,8 @@ use csd_device::persist::backlog::{run, Backlog, BacklogReport, BacklogSpec};
 use csd_device::persist::online::{self, OnlineReport, OnlineSpec};
 use csd_device::persist::service::Config;
 use csd_device::Profile;
+use csd_traces::store::{NewRun, RunKind};
+use serde::Serialize;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum PersistCmd {
@@ -64,6 +66,41 @@ pub struct RunArgs {
     /// Print the reports as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub store: super::runs::StoreArgs,
+}
+
+/// What `--json` prints and the run store keeps: the workload's name beside its runs, so a
+/// stored report says what it is.
+#[derive(Serialize)]
+struct Output<'a, T> {
+    workload: &'static str,
+    runs: &'a [T],
+}
+
+impl RunArgs {
+    /// Saves the sweep as one run (its designs are the configurations), then prints it as
+    /// JSON when asked; the tables are the caller's.
+    fn save_and_print<T: Serialize>(
+        &self,
+        profile: &str,
+        configs: &[ConfigArg],
+        output: Output<'_, T>,
+    ) -> anyhow::Result<()> {
+        let report = serde_json::to_value(&output)?;
+        self.store.save_and_say(NewRun {
+            kind: RunKind::Persist,
+            trace: None,
+            profile: profile.to_string(),
+            designs: configs.iter().map(|c| name(c.config())).collect(),
+            seed: self.seed,
+            report: report.clone(),
+        })?;
+        if self.json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        }
+        Ok(())
+    }
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -146,6 +183,7 @@ fn online_sweep(args: &OnlineArgs) -> anyhow::Result<()> {
         spec
     };
     let profile = Profile::load(&args.run.profile)?;
+    args.run.store.check()?;
     let bar = indicatif::ProgressBar::new((args.interval.len() * args.config.len()) as u64);
     let mut reports: Vec<OnlineReport> = Vec::new();
     for &interval in &args.interval {
@@ -160,8 +198,13 @@ fn online_sweep(args: &OnlineArgs) -> anyhow::Result<()> {
         }
     }
     bar.finish_and_clear();
+    let output = Output {
+        workload: "online",
+        runs: &reports,
+    };
+    args.run
+        .save_and_print(&profile.name, &args.config, output)?;
     if args.run.json {
-        println!("{}", serde_json::to_string_pretty(&reports)?);
         return Ok(());
     }
     let spec = spec_at(args.interval[0]);
@@ -234,12 +277,18 @@ fn backlog(args: &BacklogArgs) -> anyhow::Result<()> {
         Kind::SequentialNoReuse => Backlog::SequentialNoReuse,
     };
     let spec = BacklogSpec::paper(kind, scale);
+    args.run.store.check()?;
     let mut reports: Vec<BacklogReport> = Vec::new();
     for c in &args.config {
         reports.push(run(&profile, kind, spec, c.config(), args.run.seed)?);
     }
+    let output = Output {
+        workload: "backlog",
+        runs: &reports,
+    };
+    args.run
+        .save_and_print(&profile.name, &args.config, output)?;
     if args.run.json {
-        println!("{}", serde_json::to_string_pretty(&reports)?);
         return Ok(());
     }
     let gib = (spec.writes_per_thread * u64::from(spec.threads) * spec.block_bytes) as f64

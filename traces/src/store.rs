@@ -36,6 +36,8 @@ pub enum RunKind {
     Replay,
     Ndp,
     Task,
+    /// `csd persist online|backlog` (SIFT's persistence path).
+    Persist,
 }
 
 /// One stored result.
@@ -311,7 +313,33 @@ pub fn number_at(v: &Value, path: &[&str]) -> Option<f64> {
     cur.as_f64()
 }
 
-/// The numbers worth comparing in a report, per design: replay and `csd ndp` reports both.
+/// The runs of a `csd persist` report (`{"workload": "online"|"backlog", "runs": [...]}`).
+pub fn persist_runs(report: &Value) -> &[Value] {
+    match report.get("workload").and_then(Value::as_str) {
+        Some("online" | "backlog") => report
+            .get("runs")
+            .and_then(Value::as_array)
+            .map_or(&[], Vec::as_slice),
+        _ => &[],
+    }
+}
+
+/// A `csd persist` run's name among its report's runs: its configuration, and the background
+/// fsync interval for online runs (`coalesce i=128`).
+pub fn persist_label(run: &Value) -> String {
+    let config = run.get("config").and_then(Value::as_str).unwrap_or("?");
+    match run
+        .get("spec")
+        .and_then(|s| s.get("interval"))
+        .and_then(Value::as_u64)
+    {
+        Some(i) => format!("{config} i={i}"),
+        None => config.to_string(),
+    }
+}
+
+/// The numbers worth comparing in a report, per design: replay, `csd ndp` and `csd persist`
+/// reports.
 fn headline(report: &Value) -> Vec<(String, Vec<(String, f64)>)> {
     let mut out = Vec::new();
     let num = number_at;
@@ -375,6 +403,31 @@ fn headline(report: &Value) -> Vec<(String, Vec<(String, f64)>)> {
                 out.push((format!("{name} ({files} × {size} B)"), m));
             }
         }
+    }
+    // csd persist: online runs (throughput, fsync tail, host CPU) or backlog checkpoints.
+    for r in persist_runs(report) {
+        let mut m = Vec::new();
+        for (label, path) in [
+            ("kops", &["kops"][..]),
+            ("fsync.p50_us", &["fsync", "p50_us"][..]),
+            ("fsync.p9999_us", &["fsync", "p9999_us"][..]),
+            ("host_cpu_pct", &["host_cpu_pct"][..]),
+            ("cpu_cost", &["cpu_cost"][..]),
+            ("checkpoint_ms", &["checkpoint_ms"][..]),
+            (
+                "checkpoint.surviving_blocks",
+                &["checkpoint", "surviving_blocks"][..],
+            ),
+            (
+                "checkpoint.write_requests",
+                &["checkpoint", "write_requests"][..],
+            ),
+        ] {
+            if let Some(x) = num(r, path) {
+                m.push((label.to_string(), x));
+            }
+        }
+        out.push((persist_label(r), m));
     }
     out
 }

@@ -235,6 +235,16 @@ async function runPage(id) {
       [{ key: "v", label: "reduction" }], (x) => x.toFixed(1)));
     parts.push(table(["design", "reduction"], view.reduction.map((r) => [r.design, pct(r.reduction)])));
   }
+  for (const c of view.charts) {
+    parts.push(el("h2", {}, c.title[0].toUpperCase() + c.title.slice(1)));
+    const series = c.series.map((label, j) => ({ key: "s" + j, label: label || c.unit }));
+    const groups = c.groups.map((g) => Object.assign({ design: g.design },
+      ...g.values.map((v, j) => ({ ["s" + j]: v }))));
+    const fmt = (x) => (x >= 100 ? num(Math.round(x)) : x.toFixed(2));
+    parts.push(...groupedChart(c.title, c.unit, groups, series, fmt));
+    parts.push(table(["config", ...c.series.map((s) => s ? `${s} (${c.unit})` : c.unit)],
+      c.groups.map((g) => [g.design, ...g.values.map(fmt)])));
+  }
   if (view.latency.length) {
     parts.push(el("h2", {}, "Op latency percentiles"));
     for (const d of view.latency) {
@@ -248,7 +258,7 @@ async function runPage(id) {
     parts.push(table(["counter", ...view.device.map((d) => d.design)],
       names.map((n) => [n, ...view.device.map((d) => { const c = d.counters.find((c) => c[0] === n); return c ? num(c[1]) : "–"; })])));
   }
-  if (!view.breakdowns.length && !view.latency.length) {
+  if (!view.breakdowns.length && !view.latency.length && !view.charts.length) {
     parts.push(el("p", { class: "muted" }, "This kind of run has no charts yet; its report follows."));
   }
   parts.push(el("details", {}, el("summary", {}, "report (JSON, as --json prints it)"),

@@ -24,6 +24,79 @@ pub struct RunView {
     pub reduction: Vec<Reduction>,
     /// Device counters per design.
     pub device: Vec<DesignCounters>,
+    /// Grouped bar charts of `csd persist` runs (throughput over the fsync-interval sweep,
+    /// host CPU cost, checkpoint time).
+    pub charts: Vec<GroupedChart>,
+}
+
+/// Bars grouped by design, one bar per series in each group.
+#[derive(Clone, Debug, Serialize)]
+pub struct GroupedChart {
+    pub title: String,
+    pub unit: &'static str,
+    pub series: Vec<String>,
+    pub groups: Vec<Group>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Group {
+    pub design: String,
+    /// One value per series, in the series' order.
+    pub values: Vec<f64>,
+}
+
+impl GroupedChart {
+    /// A chart of `runs`' `value`, grouped by configuration, one series per fsync interval
+    /// (online sweeps) or a single series `label` (backlogs).
+    fn of_persist(
+        title: &str,
+        unit: &'static str,
+        label: &str,
+        runs: &[Value],
+        value: impl Fn(&Value) -> Option<f64>,
+    ) -> GroupedChart {
+        let config = |r: &Value| {
+            r.get("config")
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+                .to_string()
+        };
+        let series_of = |r: &Value| {
+            num(r, &["spec", "interval"]).map_or(label.to_string(), |i| format!("i={i}"))
+        };
+        let mut chart = GroupedChart {
+            title: title.to_string(),
+            unit,
+            series: Vec::new(),
+            groups: Vec::new(),
+        };
+        for r in runs {
+            let s = series_of(r);
+            if !chart.series.contains(&s) {
+                chart.series.push(s);
+            }
+            let c = config(r);
+            if !chart.groups.iter().any(|g| g.design == c) {
+                chart.groups.push(Group {
+                    design: c,
+                    values: Vec::new(),
+                });
+            }
+        }
+        for g in &mut chart.groups {
+            g.values = chart
+                .series
+                .iter()
+                .map(|s| {
+                    runs.iter()
+                        .find(|r| config(r) == g.design && &series_of(r) == s)
+                        .and_then(&value)
+                        .unwrap_or(0.0)
+                })
+                .collect();
+        }
+        chart
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -99,7 +172,7 @@ pub struct Headline {
     pub unit: &'static str,
 }
 
-use csd_traces::store::number_at as num;
+use csd_traces::store::{number_at as num, persist_label, persist_runs};
 
 fn name_of(v: &Value) -> String {
     v.get("design")
@@ -219,6 +292,7 @@ impl RunView {
                 v.device.push(DesignCounters { design, counters });
             }
         }
+        v.add_persist(persist_runs(&run.report));
         for p in ndp_points(&run.report) {
             let files = num(p, &["files"]).unwrap_or(0.0);
             let size = num(p, &["size_bytes"]).unwrap_or(0.0);
@@ -238,6 +312,62 @@ impl RunView {
             }
         }
         v
+    }
+}
+
+impl RunView {
+    /// `csd persist` runs: online sweeps give fsync tails and throughput and CPU-cost
+    /// charts; backlogs give replay reduction and checkpoint time.
+    fn add_persist(&mut self, runs: &[Value]) {
+        if runs.is_empty() {
+            return;
+        }
+        let online = runs.iter().any(|r| r.get("kops").is_some());
+        if online {
+            for r in runs {
+                let us = |k: &str| num(r, &["fsync", k]).unwrap_or(0.0) * 1e3;
+                self.fsync.push(FsyncTail {
+                    design: persist_label(r),
+                    count: num(r, &["fsync", "samples"]).unwrap_or(0.0) as u64,
+                    p50_ns: us("p50_us"),
+                    p99_ns: us("p99_us"),
+                    p9999_ns: us("p9999_us"),
+                    max_ns: us("max_us"),
+                });
+            }
+            self.charts.push(GroupedChart::of_persist(
+                "foreground throughput (write + fsync)",
+                "Kops/s",
+                "",
+                runs,
+                |r| num(r, &["kops"]),
+            ));
+            self.charts.push(GroupedChart::of_persist(
+                "host CPU cost per Kops/s (SIFT eq. 1)",
+                "%/Kops/s",
+                "",
+                runs,
+                |r| num(r, &["cpu_cost"]),
+            ));
+        } else {
+            for r in runs {
+                let raw = num(r, &["checkpoint", "raw_blocks"]).unwrap_or(0.0);
+                let left = num(r, &["checkpoint", "surviving_blocks"]).unwrap_or(0.0);
+                if raw > 0.0 {
+                    self.reduction.push(Reduction {
+                        design: persist_label(r),
+                        reduction: 1.0 - left / raw,
+                    });
+                }
+            }
+            self.charts.push(GroupedChart::of_persist(
+                "manual checkpoint time",
+                "ms",
+                "checkpoint",
+                runs,
+                |r| num(r, &["checkpoint_ms"]),
+            ));
+        }
     }
 }
 
@@ -261,6 +391,21 @@ pub fn headlines(run: &StoredRun) -> Vec<Headline> {
                 unit: "ratio",
             });
         }
+    }
+    for r in persist_runs(&run.report) {
+        let (label, value, unit) = match num(r, &["kops"]) {
+            Some(k) => ("throughput", k * 1e3, "ops/s"),
+            None => match num(r, &["checkpoint_ms"]) {
+                Some(ms) => ("checkpoint", ms, "ms"),
+                None => continue,
+            },
+        };
+        out.push(Headline {
+            design: persist_label(r),
+            label,
+            value,
+            unit,
+        });
     }
     if let Some(p) = ndp_points(&run.report).first() {
         for d in p
