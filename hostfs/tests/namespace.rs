@@ -63,33 +63,39 @@ fn resolution_reads_each_level_and_returns_the_ino_list() {
     );
 }
 
-#[test]
-fn big_directories_spill_into_more_blocks_and_late_entries_cost_more_reads() {
+/// `/file-0000000000000000000` …: 24-byte names, so 32-byte entries, 127 in the root's first
+/// 4 KiB block (after "." and "..") and 128 in each next one.
+fn name(i: usize) -> String {
+    format!("/file-{i:019}")
+}
+
+fn root_with_600_files() -> (Namespace, ExtentAllocator) {
     let (mut ns, mut alloc) = fresh();
-    // 24-byte names make 32-byte entries: 127 per 4 KiB block after "." and "..".
     for i in 0..600 {
-        ns.create(
-            &format!("/file-{i:019}"),
-            NewKind::File,
-            MINE,
-            ME,
-            &mut alloc,
-        )
-        .unwrap();
+        ns.create(&name(i), NewKind::File, MINE, ME, &mut alloc)
+            .unwrap();
     }
-    assert_eq!(dirent_bytes(24), 32);
-    let dir_reads = |path: &str| {
-        ns.resolve(path, ME)
-            .unwrap()
-            .reads
+    (ns, alloc)
+}
+
+/// Directory blocks a lookup of `path` reads; usize::MAX when the name is not there.
+fn dir_reads(ns: &Namespace, path: &str) -> usize {
+    ns.resolve(path, ME).map_or(usize::MAX, |r| {
+        r.reads
             .iter()
             .filter(|m| matches!(m, MetaRead::Dir { .. }))
             .count()
-    };
-    assert_eq!(dir_reads(&format!("/file-{:019}", 0)), 1);
-    assert_eq!(dir_reads(&format!("/file-{:019}", 126)), 1);
-    assert_eq!(dir_reads(&format!("/file-{:019}", 127)), 2);
-    assert_eq!(dir_reads(&format!("/file-{:019}", 599)), 5);
+    })
+}
+
+#[test]
+fn big_directories_spill_into_more_blocks_and_late_entries_cost_more_reads() {
+    let (ns, _) = root_with_600_files();
+    assert_eq!(dirent_bytes(24), 32);
+    assert_eq!(dir_reads(&ns, &name(0)), 1);
+    assert_eq!(dir_reads(&ns, &name(126)), 1);
+    assert_eq!(dir_reads(&ns, &name(127)), 2);
+    assert_eq!(dir_reads(&ns, &name(599)), 5);
     // A miss reads every directory block before giving up.
     assert!(matches!(ns.resolve("/nope", ME), Err(NsError::NotFound(p)) if p == "/nope"));
     // The root's blocks were allocated next to each other: one extent.
@@ -101,27 +107,7 @@ fn big_directories_spill_into_more_blocks_and_late_entries_cost_more_reads() {
 
 #[test]
 fn removing_and_renaming_entries_moves_later_entries_up() {
-    let (mut ns, mut alloc) = fresh();
-    for i in 0..600 {
-        ns.create(
-            &format!("/file-{i:019}"),
-            NewKind::File,
-            MINE,
-            ME,
-            &mut alloc,
-        )
-        .unwrap();
-    }
-    // Directory blocks a lookup reads; usize::MAX when the name is gone.
-    let dir_reads = |ns: &Namespace, path: &str| {
-        ns.resolve(path, ME).map_or(usize::MAX, |r| {
-            r.reads
-                .iter()
-                .filter(|m| matches!(m, MetaRead::Dir { .. }))
-                .count()
-        })
-    };
-    let name = |i: usize| format!("/file-{i:019}");
+    let (mut ns, mut alloc) = root_with_600_files();
     for i in 0..127 {
         ns.remove(&name(i), false, ME).unwrap();
     }

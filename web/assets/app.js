@@ -135,6 +135,7 @@ function groupedChart(title, unitLabel, groups, series, fmt) {
   groups.forEach((g, i) => {
     const x0 = left + i * (groupW + gap) + gap / 2;
     series.forEach((s, j) => {
+      if (g[s.key] == null) return; // no value: no bar (a zero would read as a result)
       const h = (g[s.key] / max) * plotH;
       root.append(svg("rect", { x: x0 + j * (barW + inner), y: top + plotH - h, width: barW, height: h, fill: colors[j % colors.length] },
         svg("title", {}, `${g.design} ${s.label}: ${fmt(g[s.key])}`)));
@@ -240,7 +241,7 @@ async function runPage(id) {
     const series = c.series.map((label, j) => ({ key: "s" + j, label: label || c.unit }));
     const groups = c.groups.map((g) => Object.assign({ design: g.design },
       ...g.values.map((v, j) => ({ ["s" + j]: v }))));
-    const fmt = (x) => (x >= 100 ? num(Math.round(x)) : x.toFixed(2));
+    const fmt = (x) => (x == null ? "–" : x >= 100 ? num(Math.round(x)) : x.toFixed(2));
     parts.push(...groupedChart(c.title, c.unit, groups, series, fmt));
     parts.push(table(["config", ...c.series.map((s) => s ? `${s} (${c.unit})` : c.unit)],
       c.groups.map((g) => [g.design, ...g.values.map(fmt)])));

@@ -41,8 +41,9 @@ pub struct GroupedChart {
 #[derive(Clone, Debug, Serialize)]
 pub struct Group {
     pub design: String,
-    /// One value per series, in the series' order.
-    pub values: Vec<f64>,
+    /// One value per series, in the series' order; `None` where the report has none (no
+    /// foreground progress has no CPU cost per Kops/s), drawn as no bar rather than a zero.
+    pub values: Vec<Option<f64>>,
 }
 
 impl GroupedChart {
@@ -91,7 +92,6 @@ impl GroupedChart {
                     runs.iter()
                         .find(|r| config(r) == g.design && &series_of(r) == s)
                         .and_then(&value)
-                        .unwrap_or(0.0)
                 })
                 .collect();
         }
