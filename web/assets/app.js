@@ -238,12 +238,12 @@ async function runPage(id) {
   }
   for (const c of view.charts) {
     parts.push(el("h2", {}, c.title[0].toUpperCase() + c.title.slice(1)));
-    const series = c.series.map((label, j) => ({ key: "s" + j, label: label || c.unit }));
+    const series = c.series.map((label, j) => ({ key: "s" + j, label }));
     const groups = c.groups.map((g) => Object.assign({ design: g.design },
       ...g.values.map((v, j) => ({ ["s" + j]: v }))));
     const fmt = (x) => (x == null ? "–" : x >= 100 ? num(Math.round(x)) : x.toFixed(2));
     parts.push(...groupedChart(c.title, c.unit, groups, series, fmt));
-    parts.push(table(["config", ...c.series.map((s) => s ? `${s} (${c.unit})` : c.unit)],
+    parts.push(table(["config", ...c.series.map((s) => `${s} (${c.unit})`)],
       c.groups.map((g) => [g.design, ...g.values.map(fmt)])));
   }
   if (view.latency.length) {

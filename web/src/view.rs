@@ -292,7 +292,7 @@ impl RunView {
                 v.device.push(DesignCounters { design, counters });
             }
         }
-        v.add_persist(persist_runs(&run.report));
+        v.add_persist(&run.report);
         for p in ndp_points(&run.report) {
             let files = num(p, &["files"]).unwrap_or(0.0);
             let size = num(p, &["size_bytes"]).unwrap_or(0.0);
@@ -318,11 +318,12 @@ impl RunView {
 impl RunView {
     /// `csd persist` runs: online sweeps give fsync tails and throughput and CPU-cost
     /// charts; backlogs give replay reduction and checkpoint time.
-    fn add_persist(&mut self, runs: &[Value]) {
+    fn add_persist(&mut self, report: &Value) {
+        let runs = persist_runs(report);
         if runs.is_empty() {
             return;
         }
-        let online = runs.iter().any(|r| r.get("kops").is_some());
+        let online = report.get("workload").and_then(Value::as_str) == Some("online");
         if online {
             for r in runs {
                 let us = |k: &str| num(r, &["fsync", k]).unwrap_or(0.0) * 1e3;
@@ -338,14 +339,14 @@ impl RunView {
             self.charts.push(GroupedChart::of_persist(
                 "foreground throughput (write + fsync)",
                 "Kops/s",
-                "",
+                "throughput",
                 runs,
                 |r| num(r, &["kops"]),
             ));
             self.charts.push(GroupedChart::of_persist(
                 "host CPU cost per Kops/s (SIFT eq. 1)",
                 "%/Kops/s",
-                "",
+                "cost",
                 runs,
                 |r| num(r, &["cpu_cost"]),
             ));
