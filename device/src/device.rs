@@ -537,6 +537,33 @@ impl Device {
         Ok(self.finish_read(path, at, t0, flash_done, total))
     }
 
+    /// The bytes of `ranges` as [`Device::read_ranges`] would return them, without booking
+    /// any time: for a caller that booked the read once and consumes the data in bounded
+    /// chunks (an accelerator streaming a file). Data mode only.
+    pub fn peek_ranges(&self, ranges: &[(u64, u64)], out: &mut [u8]) -> Result<(), DeviceError> {
+        let total = self.check_ranges(ranges)?;
+        self.check_buffer(out.len(), total)?;
+        if !self.ftl.keeps_payloads() {
+            return Err(DeviceError::PayloadsNotKept);
+        }
+        let ps = self.page_size();
+        let mut scratch = vec![0u8; ps as usize];
+        let mut base = 0u64;
+        for &(offset, len) in ranges.iter().filter(|r| r.1 > 0) {
+            for p in offset / ps..=(offset + len - 1) / ps {
+                let (a, b) = page_span(p, ps, offset, len);
+                match self.resolve(Lpn(p))? {
+                    Some(ppn) => self.ftl.read_physical(ppn, &mut scratch)?,
+                    None => scratch.fill(0),
+                }
+                let dst = (base + p * ps + a - offset) as usize;
+                out[dst..dst + (b - a) as usize].copy_from_slice(&scratch[a as usize..b as usize]);
+            }
+            base += len;
+        }
+        Ok(())
+    }
+
     /// Checks every range and returns their total length.
     fn check_ranges(&self, ranges: &[(u64, u64)]) -> Result<u64, DeviceError> {
         let mut total = 0u64;

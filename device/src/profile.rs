@@ -94,6 +94,9 @@ pub const BUILTIN: &[(&str, &str)] = &[
 /// The profile `csd` uses when none is named.
 pub const DEFAULT_PROFILE: &str = "daisyplus-femu";
 
+/// The largest profile file read (the built-in ones are a few KiB).
+const MAX_PROFILE_BYTES: u64 = 1 << 20;
+
 impl Profile {
     /// Loads a built-in profile by name, or a profile file if `name_or_path` ends in `.toml`
     /// or contains a path separator.
@@ -115,10 +118,27 @@ impl Profile {
     }
 
     pub fn from_file(path: &Path) -> Result<Profile, ProfileError> {
-        let src = std::fs::read_to_string(path).map_err(|source| ProfileError::Io {
+        use std::io::Read;
+        let io = |source| ProfileError::Io {
             path: path.to_path_buf(),
             source,
-        })?;
+        };
+        // A regular file of bounded size: not a FIFO that never ends, not /dev/zero.
+        let meta = std::fs::metadata(path).map_err(io)?;
+        if !meta.is_file() {
+            return Err(io(std::io::Error::other("not a regular file")));
+        }
+        let mut src = String::new();
+        std::fs::File::open(path)
+            .map_err(io)?
+            .take(MAX_PROFILE_BYTES + 1)
+            .read_to_string(&mut src)
+            .map_err(io)?;
+        if src.len() as u64 > MAX_PROFILE_BYTES {
+            return Err(io(std::io::Error::other(format!(
+                "over {MAX_PROFILE_BYTES} bytes: not a profile"
+            ))));
+        }
         Profile::from_toml(&src, &path.display().to_string())
     }
 
@@ -138,6 +158,13 @@ impl Profile {
             }
         })?;
         Ok(profile)
+    }
+
+    /// The built-in profile called `name`, and never a file: for requests from elsewhere
+    /// (the dashboard), which must not make the server read its own file system.
+    pub fn builtin_named(name: &str) -> Option<Profile> {
+        let (_, src) = BUILTIN.iter().find(|(n, _)| *n == name)?;
+        Profile::from_toml(src, &format!("'{name}'")).ok()
     }
 
     /// All built-in profiles, in a stable order.

@@ -47,6 +47,24 @@ pub enum FsError {
         path: String,
         access: &'static str,
     },
+    #[error("offset {offset} + length {len} is past the largest file size ({max} bytes, ext4's with 4 KiB blocks)")]
+    FileTooLarge { offset: u64, len: u64, max: u64 },
+}
+
+/// The largest file this file system holds: ext4's limit with 4 KiB blocks (16 TiB). An
+/// offset or size past it is refused (`EFBIG`), so no arithmetic on it can overflow.
+pub const MAX_FILE_BYTES: u64 = 16 << 40;
+
+/// `offset + len`, if it stays within [`MAX_FILE_BYTES`].
+pub fn file_end(offset: u64, len: u64) -> Result<u64, FsError> {
+    offset
+        .checked_add(len)
+        .filter(|&end| end <= MAX_FILE_BYTES)
+        .ok_or(FsError::FileTooLarge {
+            offset,
+            len,
+            max: MAX_FILE_BYTES,
+        })
 }
 
 /// An open file.
@@ -272,6 +290,32 @@ impl HostFs {
         Ok(ino)
     }
 
+    /// [`HostFs::import`] of `size` zero bytes, without holding them: the device writes zero
+    /// pages. What a replay's timing-only set-up needs for files of any size.
+    pub fn import_zeros(
+        &mut self,
+        path: &str,
+        size: u64,
+        perms: Perms,
+        who: Cred,
+    ) -> Result<Ino, FsError> {
+        file_end(0, size)?;
+        let ino = self.create(path, NewKind::File, perms, who)?;
+        let bs = self.ns.layout().block_bytes;
+        let runs = self
+            .alloc
+            .allocate(size.div_ceil(bs), None)
+            .map_err(NsError::from)?;
+        let ranges = byte_ranges(&runs, bs, size);
+        let c = self
+            .device
+            .write_ranges(IoPath::Host, self.clock, &ranges, None)?;
+        self.clock = c.done;
+        self.ns.set_file_layout(ino, size, runs)?;
+        self.write_meta([self.ns.layout().inode_block(ino)])?;
+        Ok(ino)
+    }
+
     /// Writes `data` into `runs` through the device and waits, then records the file's layout
     /// and writes its inode.
     fn place(&mut self, ino: Ino, runs: Vec<BlockRun>, data: &[u8]) -> Result<(), FsError> {
@@ -486,6 +530,7 @@ impl HostFs {
     /// `truncate`: sets a file's size; blocks past the new end are freed and their dirty
     /// pages dropped.
     pub fn truncate(&mut self, path: &str, len: u64, who: Cred) -> Result<(), FsError> {
+        file_end(0, len)?;
         let (r, _) = self.lookup(path, who)?;
         let inode = self.ns.inode(r.ino).expect("resolved");
         if !inode.perms.allows(who, Access::Write) {
@@ -643,7 +688,7 @@ impl HostFs {
         self.live_layout(fd)?;
         let bs = self.ns.layout().block_bytes;
         let keep = self.device.ftl().keeps_payloads();
-        let end = offset + data.len() as u64;
+        let end = file_end(offset, data.len() as u64)?;
         let mut pos = offset;
         while pos < end {
             let index = pos / bs;
@@ -678,7 +723,7 @@ impl HostFs {
     /// Reads up to `len` bytes at `offset` as the host sees the file (dirty pages included).
     pub fn read(&mut self, fd: Fd, offset: u64, len: u64) -> Result<Vec<u8>, FsError> {
         let (ino, size, _) = self.live_layout(fd)?;
-        let end = (offset + len).min(size);
+        let end = offset.saturating_add(len).min(size);
         let bs = self.ns.layout().block_bytes;
         let mut out = Vec::with_capacity(end.saturating_sub(offset) as usize);
         let mut pos = offset;

@@ -44,6 +44,18 @@ pub const FUNCTIONS: &[&str] = &[
 const MAX_LOG_LINES: usize = 1000;
 const MAX_LOG_LINE_BYTES: usize = 4096;
 
+/// What a host call takes from the task's fuel budget: a fixed cost per call (a transition
+/// into the firmware, checks included) and one unit per byte it moves. Fuel bounds what a
+/// task computes; this makes it bound the work its host calls cause too, so a loop of calls
+/// ends as quickly as a loop of instructions. Host-call fuel is not device-CPU time: the
+/// breakdown's `compute` counts only the fuel the task's own code burnt.
+pub const HOST_CALL_FUEL: u64 = 10_000;
+/// Bytes a host call may move per unit of fuel.
+pub const HOST_BYTES_PER_FUEL: u64 = 1;
+/// An accelerator streams its input through host memory in chunks of this size, so its
+/// host-side footprint does not follow the file's size.
+const ACCEL_CHUNK: usize = 1 << 20;
+
 pub(crate) struct OpenFile {
     pub path: String,
     pub mode: Mode,
@@ -79,6 +91,8 @@ pub(crate) struct TaskState {
     pub clock: VirtualTime,
     /// Fuel already turned into compute time.
     pub fuel_charged: u64,
+    /// Fuel host calls took (not compute time: see [`HOST_CALL_FUEL`]).
+    pub host_fuel: u64,
     pub breakdown: Breakdown,
     pub failure: Option<String>,
     pub bytes_read: u64,
@@ -194,22 +208,37 @@ impl TaskState {
     /// extents' pages are read in parallel), advancing the clock. A transaction reads its own
     /// snapshot; a BlockISC task reads raw device bytes at `offset`.
     fn read_file(&mut self, path: &str, offset: u64, dst: &mut [u8]) -> Result<(), TaskError> {
-        let storage = match &mut self.backing {
-            Backing::Device(storage) => storage,
-            Backing::Staged(files) => {
-                let data = staged(files, path)?;
-                let from = (offset as usize).min(data.len());
-                let n = dst.len().min(data.len() - from);
-                dst[..n].copy_from_slice(&data[from..from + n]);
-                dst[n..].fill(0);
-                self.bytes_read += dst.len() as u64;
-                return Ok(());
-            }
+        if let Backing::Staged(files) = &self.backing {
+            let data = staged(files, path)?;
+            let from = usize::try_from(offset)
+                .unwrap_or(usize::MAX)
+                .min(data.len());
+            let n = dst.len().min(data.len() - from);
+            dst[..n].copy_from_slice(&data[from..from + n]);
+            dst[n..].fill(0);
+            self.bytes_read += dst.len() as u64;
+            return Ok(());
+        }
+        let len = dst.len() as u64;
+        self.book_read(path, offset, len, Some(dst))
+    }
+
+    /// Books a read of `len` bytes of `path` at `offset` on the device as one request (its
+    /// extents' pages are read in parallel), advancing the clock, and fills `dst` if given.
+    fn book_read(
+        &mut self,
+        path: &str,
+        offset: u64,
+        len: u64,
+        dst: Option<&mut [u8]>,
+    ) -> Result<(), TaskError> {
+        let Backing::Device(storage) = &mut self.backing else {
+            unreachable!("staged files are read from memory");
         };
         let keep = storage.device.ftl().keeps_payloads();
         let start = self.clock;
-        let len = dst.len() as u64;
-        let out = if keep { Some(&mut *dst) } else { None };
+        let mut dst = dst;
+        let out = if keep { dst.as_deref_mut() } else { None };
         let c = match (self.exec, self.tx) {
             (ExecMode::Block, _) => {
                 storage
@@ -232,11 +261,65 @@ impl TaskState {
             }
         };
         if !keep {
-            dst.fill(0);
+            if let Some(d) = dst {
+                d.fill(0);
+            }
         }
         self.breakdown.read_file_ns += c.done.since(start);
         self.clock = c.done;
-        self.bytes_read += dst.len() as u64;
+        self.bytes_read += len;
+        Ok(())
+    }
+
+    /// Reads all of `path` for an accelerator: the flash reads are booked as one request, as
+    /// [`TaskState::read_file`] would, then the bytes are handed to `each` in chunks of
+    /// `ACCEL_CHUNK` with their file offset, so the host never holds the whole file.
+    fn stream_file(
+        &mut self,
+        path: &str,
+        mut each: impl FnMut(u64, &[u8]),
+    ) -> Result<(), TaskError> {
+        let size = self.file_size(path)?;
+        if let Backing::Staged(files) = &self.backing {
+            let data = staged(files, path)?;
+            for (i, chunk) in data.chunks(ACCEL_CHUNK).enumerate() {
+                each((i * ACCEL_CHUNK) as u64, chunk);
+            }
+            self.bytes_read += size;
+            return Ok(());
+        }
+        self.book_read(path, 0, size, None)?;
+        let Backing::Device(storage) = &self.backing else {
+            unreachable!("staged files returned above");
+        };
+        let keep = storage.device.ftl().keeps_payloads();
+        let mut buf = vec![0u8; (ACCEL_CHUNK as u64).min(size) as usize];
+        let mut offset = 0u64;
+        while offset < size {
+            let n = (size - offset).min(ACCEL_CHUNK as u64) as usize;
+            let chunk = &mut buf[..n];
+            if keep {
+                match (self.exec, self.tx) {
+                    (ExecMode::Block, _) => {
+                        storage.device.peek_ranges(&[(offset, n as u64)], chunk)?
+                    }
+                    (_, Some(task)) => {
+                        let id = storage.volume.layout(path)?.id;
+                        storage
+                            .device
+                            .tx_peek(task, FileId(id), offset, chunk)
+                            .map_err(tx_error)?
+                    }
+                    (_, None) => {
+                        let layout = storage.volume.layout(path)?;
+                        let ranges = storage.volume.map(layout, offset, n as u64);
+                        storage.device.peek_ranges(&ranges, chunk)?
+                    }
+                }
+            }
+            each(offset, chunk);
+            offset += n as u64;
+        }
         Ok(())
     }
 
@@ -314,7 +397,11 @@ impl TaskState {
     /// store's fuel now; rounding is applied to the running total, so charging in many small
     /// steps costs the same as charging once.
     pub(crate) fn charge_fuel(&mut self, remaining: u64) {
-        let used = self.limits.fuel.saturating_sub(remaining);
+        let used = self
+            .limits
+            .fuel
+            .saturating_sub(remaining)
+            .saturating_sub(self.host_fuel);
         let delta = self.cpu.compute_ns(used) - self.cpu.compute_ns(self.fuel_charged);
         self.fuel_charged = used;
         self.breakdown.compute_ns += delta;
@@ -326,6 +413,26 @@ impl TaskState {
 fn charge_compute(c: &mut Ctx<'_>) -> wasmtime::Result<()> {
     let remaining = c.get_fuel()?;
     c.data_mut().charge_fuel(remaining);
+    Ok(())
+}
+
+/// Takes a host call's cost for moving `bytes` from the task's fuel, before the call does
+/// its work: a call the budget cannot pay for stops the task with `FuelExhausted`, having
+/// done nothing.
+fn charge_host(c: &mut Ctx<'_>, call: &'static str, bytes: u64) -> wasmtime::Result<()> {
+    let cost = HOST_CALL_FUEL.saturating_add(bytes / HOST_BYTES_PER_FUEL);
+    let remaining = c.get_fuel()?;
+    let Some(left) = remaining.checked_sub(cost) else {
+        return Err(fail(TaskError::HostCallBudget {
+            call,
+            bytes,
+            cost,
+            left: remaining,
+            budget: c.data().limits.fuel,
+        }));
+    };
+    c.set_fuel(left)?;
+    c.data_mut().host_fuel += cost;
     Ok(())
 }
 
@@ -389,13 +496,20 @@ fn guest_string(
 
 pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
     let mut l = Linker::new(engine);
-    l.func_wrap(MODULE, "args_len", |c: Ctx<'_>| -> i32 {
-        c.data().args.len() as i32
-    })?;
+    l.func_wrap(
+        MODULE,
+        "args_len",
+        |mut c: Ctx<'_>| -> wasmtime::Result<i32> {
+            charge_host(&mut c, "args_len", 0)?;
+            Ok(c.data().args.len() as i32)
+        },
+    )?;
     l.func_wrap(
         MODULE,
         "args_read",
         |mut c: Ctx<'_>, ptr: i32, len: i32| -> wasmtime::Result<i32> {
+            let moved = (len.max(0) as u64).min(c.data().args.len() as u64);
+            charge_host(&mut c, "args_read", moved)?;
             let mem = memory(&mut c)?;
             let (data, s) = mem.data_and_store_mut(&mut c);
             let r = guest_range("args_read", ptr, len, data.len()).map_err(fail)?;
@@ -404,13 +518,19 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
             Ok(n as i32)
         },
     )?;
-    l.func_wrap(MODULE, "file_count", |c: Ctx<'_>| -> i32 {
-        c.data().files.len() as i32
-    })?;
+    l.func_wrap(
+        MODULE,
+        "file_count",
+        |mut c: Ctx<'_>| -> wasmtime::Result<i32> {
+            charge_host(&mut c, "file_count", 0)?;
+            Ok(c.data().files.len() as i32)
+        },
+    )?;
     l.func_wrap(
         MODULE,
         "file_size",
-        |c: Ctx<'_>, h: i32| -> wasmtime::Result<i64> {
+        |mut c: Ctx<'_>, h: i32| -> wasmtime::Result<i64> {
+            charge_host(&mut c, "file_size", 0)?;
             let s = c.data();
             let path = &s.file("file_size", h).map_err(fail)?.path;
             Ok(s.file_size(path).map_err(fail)? as i64)
@@ -428,6 +548,8 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
             let path = s.readable("file_read", h).map_err(fail)?.path.clone();
             let size = s.file_size(&path).map_err(fail)?;
             let n = (r.len() as u64).min(size.saturating_sub(off)) as usize;
+            charge_host(&mut c, "file_read", n as u64)?;
+            let (data, s) = mem.data_and_store_mut(&mut c);
             s.read_file(&path, off, &mut data[r.start..r.start + n])
                 .map_err(fail)?;
             Ok(n as i32)
@@ -443,6 +565,8 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
             let r = guest_range("file_write", ptr, len, data.len()).map_err(fail)?;
             let off = offset_arg("file_write", off).map_err(fail)?;
             let path = s.writable("file_write", h).map_err(fail)?.path.clone();
+            charge_host(&mut c, "file_write", r.len() as u64)?;
+            let (data, s) = mem.data_and_store_mut(&mut c);
             s.write_file(&path, off, &data[r.clone()]).map_err(fail)?;
             Ok(r.len() as i32)
         },
@@ -456,6 +580,8 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
             let (data, s) = mem.data_and_store_mut(&mut c);
             let r = guest_range("file_append", ptr, len, data.len()).map_err(fail)?;
             let path = s.writable("file_append", h).map_err(fail)?.path.clone();
+            charge_host(&mut c, "file_append", r.len() as u64)?;
+            let (data, s) = mem.data_and_store_mut(&mut c);
             let end = s.file_size(&path).map_err(fail)?;
             s.write_file(&path, end, &data[r.clone()]).map_err(fail)?;
             Ok(r.len() as i32)
@@ -465,6 +591,7 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
         MODULE,
         "ret_write",
         |mut c: Ctx<'_>, ptr: i32, len: i32| -> wasmtime::Result<()> {
+            charge_host(&mut c, "ret_write", len.max(0) as u64)?;
             let mem = memory(&mut c)?;
             let (data, s) = mem.data_and_store_mut(&mut c);
             let r = guest_range("ret_write", ptr, len, data.len()).map_err(fail)?;
@@ -481,12 +608,15 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
         MODULE,
         "log",
         |mut c: Ctx<'_>, ptr: i32, len: i32| -> wasmtime::Result<()> {
-            let line = guest_string(&mut c, "log", ptr, len)?;
-            let s = c.data_mut();
-            if s.logs.len() < MAX_LOG_LINES {
-                tracing::info!(target: "csd_task", "{line}");
-                s.logs.push(line);
+            let kept = c.data().logs.len() < MAX_LOG_LINES;
+            charge_host(&mut c, "log", if kept { len.max(0) as u64 } else { 0 })?;
+            if !kept {
+                // Past the cap a line is dropped unread: the host copies nothing.
+                return Ok(());
             }
+            let line = guest_string(&mut c, "log", ptr, len)?;
+            tracing::info!(target: "csd_task", "{line}");
+            c.data_mut().logs.push(line);
             Ok(())
         },
     )?;
@@ -494,6 +624,7 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
         MODULE,
         "panic",
         |mut c: Ctx<'_>, ptr: i32, len: i32| -> wasmtime::Result<()> {
+            charge_host(&mut c, "panic", 0)?;
             let msg = guest_string(&mut c, "panic", ptr, len)?;
             Err(fail(TaskError::Panicked(msg)))
         },
@@ -502,6 +633,7 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
         MODULE,
         "fail",
         |mut c: Ctx<'_>, ptr: i32, len: i32| -> wasmtime::Result<()> {
+            charge_host(&mut c, "fail", 0)?;
             let msg = guest_string(&mut c, "fail", ptr, len)?;
             c.data_mut().failure = Some(msg);
             Ok(())
@@ -535,19 +667,34 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
                 }));
             }
             let path = s.readable("accel_grep", h).map_err(fail)?.path.clone();
-            let mut content = vec![0u8; s.file_size(&path).map_err(fail)? as usize];
-            s.read_file(&path, 0, &mut content).map_err(fail)?;
-            s.accelerate(&accel, content.len() as u64);
+            let size = s.file_size(&path).map_err(fail)?;
+            charge_host(&mut c, "accel_grep", size.saturating_add(pat.len() as u64))?;
+            let (data, s) = mem.data_and_store_mut(&mut c);
             let pattern = data[pat].to_vec();
-            let mut count = 0i64;
+            let finder = memchr::memmem::Finder::new(&pattern);
             let slots = out.len() / 8;
-            for (i, at) in memchr::memmem::find_iter(&content, &pattern).enumerate() {
-                if i < slots {
-                    let o = out.start + i * 8;
-                    data[o..o + 8].copy_from_slice(&(at as u64).to_le_bytes());
+            let mut count = 0i64;
+            // A match may straddle two chunks: the last `pattern.len() - 1` bytes of one are
+            // searched again with the next (too short to hold a whole match on their own).
+            let mut window: Vec<u8> = Vec::new();
+            let mut window_at = 0u64;
+            s.stream_file(&path, |offset, chunk| {
+                let keep = window.len().min(pattern.len() - 1);
+                window.drain(..window.len() - keep);
+                window_at = offset - keep as u64;
+                window.extend_from_slice(chunk);
+                for at in finder.find_iter(&window) {
+                    if let Ok(i) = usize::try_from(count) {
+                        if i < slots {
+                            let o = out.start + i * 8;
+                            data[o..o + 8].copy_from_slice(&(window_at + at as u64).to_le_bytes());
+                        }
+                    }
+                    count += 1;
                 }
-                count += 1;
-            }
+            })
+            .map_err(fail)?;
+            s.accelerate(&accel, size);
             Ok(count)
         },
     )?;
@@ -562,17 +709,9 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
                 .stats
                 .clone()
                 .ok_or(fail(TaskError::NoAccelerator("stats")))?;
-            let path = s.readable("accel_stats", h).map_err(fail)?.path.clone();
-            let mut content = vec![0u8; s.file_size(&path).map_err(fail)? as usize];
-            s.read_file(&path, 0, &mut content).map_err(fail)?;
-            s.accelerate(&accel, content.len() as u64);
-            let sum = match width_bits {
-                32 => content.chunks_exact(4).fold(0u64, |a, w| {
-                    a.wrapping_add(u64::from(u32::from_le_bytes(w.try_into().unwrap())))
-                }),
-                64 => content.chunks_exact(8).fold(0u64, |a, w| {
-                    a.wrapping_add(u64::from_le_bytes(w.try_into().unwrap()))
-                }),
+            let width = match width_bits {
+                32 => 4,
+                64 => 8,
                 w => {
                     return Err(fail(TaskError::BadArgument {
                         call: "accel_stats",
@@ -580,6 +719,22 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
                     }))
                 }
             };
+            let path = s.readable("accel_stats", h).map_err(fail)?.path.clone();
+            let size = s.file_size(&path).map_err(fail)?;
+            charge_host(&mut c, "accel_stats", size)?;
+            let s = c.data_mut();
+            let mut sum = 0u64;
+            // Chunks are a multiple of 8 bytes, so words never straddle two; a trailing
+            // partial word is ignored, as the hardware does.
+            s.stream_file(&path, |_, chunk| {
+                sum = chunk.chunks_exact(width).fold(sum, |a, w| {
+                    let mut word = [0u8; 8];
+                    word[..width].copy_from_slice(w);
+                    a.wrapping_add(u64::from_le_bytes(word))
+                });
+            })
+            .map_err(fail)?;
+            s.accelerate(&accel, size);
             Ok(sum as i64)
         },
     )?;

@@ -101,6 +101,9 @@ impl TaskEngine {
             .max_memory_size(config.max_memory_bytes as usize);
         let mut c = Config::new();
         c.consume_fuel(true)
+            // The wall-clock backstop (`TaskLimits::wall_clock_ms`): fuel bounds a task's
+            // work in virtual time, epochs bound it in real time whatever a host call costs.
+            .epoch_interruption(true)
             .wasm_simd(true)
             // Wasm leaves NaN bit patterns up to the machine; canonical NaNs keep task results
             // byte-identical everywhere (determinism is a csdlab invariant).
@@ -112,6 +115,7 @@ impl TaskEngine {
         engine.precompile_compatibility_hash().hash(&mut hasher);
         let compat = format!("{:016x}", hasher.finish());
         let linker = abi::linker(&engine).map_err(|e| TaskError::Engine(format!("{e:#}")))?;
+        start_epoch_ticker(&engine)?;
         Ok(TaskEngine {
             engine,
             linker,
@@ -160,6 +164,14 @@ impl TaskEngine {
             tracing::debug!(hash = %hex(hash), "module loaded from the disk cache");
             return Ok(module);
         }
+        // Binary modules start with the magic; anything else must be WebAssembly text. Bytes
+        // that are neither get that said, not a text parser's complaint about UTF-8.
+        if !wasm.starts_with(b"\0asm") && std::str::from_utf8(wasm).is_err() {
+            return Err(TaskError::InvalidModule(
+                "neither a WebAssembly binary (it does not start with \\0asm) nor WebAssembly text"
+                    .into(),
+            ));
+        }
         let module = Module::new(&self.engine, wasm)
             .map_err(|e| TaskError::InvalidModule(format!("{e:#}")))?;
         if let Some(path) = path {
@@ -186,6 +198,26 @@ impl TaskEngine {
         // engine's compatibility hash; wasmtime additionally checks its own version header.
         unsafe { Module::deserialize(&self.engine, &bytes[header..]) }.ok()
     }
+}
+
+/// How often the engine's epoch advances: the wall-clock limit's granularity.
+pub const EPOCH_TICK: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// Advances `engine`'s epoch every [`EPOCH_TICK`] on a thread of its own, which ends once the
+/// engine is dropped (it holds only a weak reference).
+fn start_epoch_ticker(engine: &Engine) -> Result<(), TaskError> {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("csd-epoch".into())
+        .spawn(move || loop {
+            std::thread::sleep(EPOCH_TICK);
+            match weak.upgrade() {
+                Some(engine) => engine.increment_epoch(),
+                None => return,
+            }
+        })
+        .map(drop)
+        .map_err(|e| TaskError::Engine(format!("cannot start the epoch thread: {e}")))
 }
 
 fn write_artifact(path: &Path, hash: &[u8; 32], module: &Module) -> Result<(), String> {

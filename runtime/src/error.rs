@@ -20,6 +20,16 @@ pub enum TaskError {
     },
     #[error("the task used up its compute budget of {budget} fuel (about {approx_ms} ms of device CPU): an endless loop?")]
     FuelExhausted { budget: u64, approx_ms: u64 },
+    #[error("host call `{call}` costs {cost} fuel (a call plus the {bytes} bytes it moves) but only {left} of the task's budget of {budget} fuel is left")]
+    HostCallBudget {
+        call: &'static str,
+        bytes: u64,
+        cost: u64,
+        left: u64,
+        budget: u64,
+    },
+    #[error("the task ran past its wall-clock limit of {limit_ms} ms and was stopped (the backstop behind its fuel budget)")]
+    WallClock { limit_ms: u64 },
     #[error("the task tried to grow its memory to {wanted} bytes, over its cap of {cap} bytes")]
     MemoryLimit { wanted: u64, cap: u64 },
     #[error("the task overflowed its call stack (deep recursion?)")]

@@ -7,11 +7,16 @@ use crate::error::TaskError;
 use crate::volume::Volume;
 pub use csd_device::txn::ExecMode;
 use csd_device::{
-    Accelerators, DataMode, Device, DeviceCpu, FileId, IoPath, Profile, TxError, VirtualTime,
+    Accelerators, DataMode, Device, DeviceCpu, FileId, IoPath, Lpn, Profile, TxError, VirtualTime,
 };
 use serde::Serialize;
 use std::sync::Arc;
 use wasmtime::{Store, Trap};
+
+/// Largest file [`Csd::export`] copies into memory.
+pub const EXPORT_IN_MEMORY_MAX: u64 = 1 << 30;
+/// Bytes [`Csd::export_to`] reads per step.
+const EXPORT_CHUNK: u64 = 1 << 20;
 
 /// How a task may use a registered file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -70,6 +75,9 @@ pub struct TaskLimits {
     pub memory_bytes: Option<u64>,
     /// Largest return value a task may produce.
     pub max_return_bytes: u64,
+    /// Real time one invocation may take before it is stopped: a backstop for whatever
+    /// fuel does not bound. Generous, since hitting it makes a run depend on the machine.
+    pub wall_clock_ms: u64,
 }
 
 impl Default for TaskLimits {
@@ -78,6 +86,7 @@ impl Default for TaskLimits {
             fuel: 20_000_000_000,
             memory_bytes: None,
             max_return_bytes: 16 << 20,
+            wall_clock_ms: 120_000,
         }
     }
 }
@@ -293,12 +302,54 @@ impl Csd {
         Ok(())
     }
 
-    /// Reads a whole device file back to the host.
+    /// Reads a whole device file back to the host. For files of any size, prefer
+    /// [`Csd::export_to`], which streams and keeps holes as holes.
     pub fn export(&mut self, path: &str) -> Result<Vec<u8>, TaskError> {
         let size = self.volume().layout(path)?.size_bytes;
+        if size > EXPORT_IN_MEMORY_MAX {
+            return Err(TaskError::BadArgument {
+                call: "export",
+                reason: format!(
+                    "'{path}' holds {size} bytes, over the {EXPORT_IN_MEMORY_MAX}-byte limit of an in-memory export; stream it with export_to"
+                ),
+            });
+        }
         let mut out = vec![0u8; size as usize];
         self.read_at(path, 0, &mut out)?;
         Ok(out)
+    }
+
+    /// Writes a device file to `out` (a host file), streaming in bounded chunks. Ranges no
+    /// write ever reached (unmapped pages: a task wrote far past the end) are skipped, so the
+    /// host file is sparse there and they cost neither time nor disk. Returns the file size.
+    pub fn export_to(&mut self, path: &str, out: &std::fs::File) -> Result<u64, TaskError> {
+        use std::os::unix::fs::FileExt;
+        let layout = self.volume().layout(path)?.clone();
+        let size = layout.size_bytes;
+        let io = |e: std::io::Error| TaskError::BadArgument {
+            call: "export",
+            reason: format!("writing '{path}' to the host: {e}"),
+        };
+        out.set_len(size).map_err(io)?;
+        let ps = self.device().page_size();
+        let chunk_pages = (EXPORT_CHUNK / ps).max(1);
+        let mut buf = vec![0u8; (chunk_pages * ps) as usize];
+        let mut file_pos = 0u64;
+        for e in &layout.extents {
+            let mut done = 0;
+            while done < e.pages && file_pos < size {
+                let pages = chunk_pages.min(e.pages - done);
+                let first = Lpn(e.first.0 + done);
+                if self.device().ftl().l2p().any_mapped(first, pages) {
+                    let n = (pages * ps).min(size - file_pos) as usize;
+                    self.read_at(path, file_pos, &mut buf[..n])?;
+                    out.write_all_at(&buf[..n], file_pos).map_err(io)?;
+                }
+                done += pages;
+                file_pos += pages * ps;
+            }
+        }
+        Ok(size)
     }
 
     /// Reads up to `buf.len()` bytes of a device file at `offset` to the host; returns how
@@ -589,6 +640,7 @@ impl TaskState {
             accelerators: accelerators.clone(),
             clock,
             fuel_charged: 0,
+            host_fuel: 0,
             breakdown,
             failure: None,
             bytes_read: 0,
@@ -601,8 +653,15 @@ impl TaskState {
 /// together with the state, whose backing the caller takes back whatever happened.
 fn invoke(task: &Task, state: TaskState) -> (Result<(), TaskError>, TaskState) {
     let fuel = state.limits.fuel;
+    let ticks = state
+        .limits
+        .wall_clock_ms
+        .div_ceil(crate::engine::EPOCH_TICK.as_millis() as u64)
+        .max(1);
     let mut store = Store::new(task.pre.module().engine(), state);
     store.limiter(|s| &mut s.limiter);
+    store.set_epoch_deadline(ticks);
+    store.epoch_deadline_trap();
     let outcome = execute(&mut store, task, fuel);
     let remaining = store.get_fuel().unwrap_or(0);
     store.data_mut().charge_fuel(remaining);
@@ -686,6 +745,9 @@ fn classify(e: wasmtime::Error, state: &TaskState) -> TaskError {
             approx_ms: state.cpu.compute_ns(state.limits.fuel) / 1_000_000,
         },
         Some(Trap::StackOverflow) => TaskError::StackOverflow,
+        Some(Trap::Interrupt) => TaskError::WallClock {
+            limit_ms: state.limits.wall_clock_ms,
+        },
         Some(trap) => TaskError::Trap(trap.to_string()),
         None => TaskError::Trap(format!("{e:#}")),
     }

@@ -197,6 +197,11 @@ pub fn run(args: &NdpArgs) -> anyhow::Result<()> {
         });
     }
     bar.finish_and_clear();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_tables(&report);
+    }
     args.store.save_and_say(csd_traces::store::NewRun {
         kind: csd_traces::store::RunKind::Ndp,
         trace: None,
@@ -204,13 +209,7 @@ pub fn run(args: &NdpArgs) -> anyhow::Result<()> {
         designs: kinds.iter().map(|k| k.to_string()).collect(),
         seed: args.seed,
         report: serde_json::to_value(&report)?,
-    })?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print_tables(&report);
-    }
-    Ok(())
+    })
 }
 
 fn us(ns: f64) -> String {

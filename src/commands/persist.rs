@@ -79,27 +79,26 @@ struct Output<'a, T> {
 }
 
 impl RunArgs {
-    /// Saves the sweep as one run (its designs are the configurations), then prints it as
-    /// JSON when asked; the tables are the caller's.
-    fn save_and_print<T: Serialize>(
+    /// Prints the sweep as JSON when asked and returns it as the run to save (its designs are
+    /// the configurations); the tables are the caller's.
+    fn print_json<T: Serialize>(
         &self,
         profile: &str,
         configs: &[ConfigArg],
         output: Output<'_, T>,
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<NewRun> {
         let report = serde_json::to_value(&output)?;
-        self.store.save_and_say(NewRun {
+        if self.json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        }
+        Ok(NewRun {
             kind: RunKind::Persist,
             trace: None,
             profile: profile.to_string(),
             designs: configs.iter().map(|c| name(c.config())).collect(),
             seed: self.seed,
-            report: report.clone(),
-        })?;
-        if self.json {
-            println!("{}", serde_json::to_string_pretty(&report)?);
-        }
-        Ok(())
+            report,
+        })
     }
 }
 
@@ -202,14 +201,15 @@ fn online_sweep(args: &OnlineArgs) -> anyhow::Result<()> {
         workload: "online",
         runs: &reports,
     };
-    args.run
-        .save_and_print(&profile.name, &args.config, output)?;
-    if args.run.json {
-        return Ok(());
-    }
-    let spec = spec_at(args.interval[0]);
-    let mib = |blocks: u64| (blocks * spec.block_bytes) as f64 / 1048576.0;
-    println!(
+    let stored = args.run.print_json(&profile.name, &args.config, output)?;
+    // The tables first, then the save: a report is printed whatever happens to the save.
+    (|| -> anyhow::Result<()> {
+        if args.run.json {
+            return Ok(());
+        }
+        let spec = spec_at(args.interval[0]);
+        let mib = |blocks: u64| (blocks * spec.block_bytes) as f64 / 1048576.0;
+        println!(
         "online pressure on {}: 1 foreground thread (4 KiB write + fsync, {:.1} MiB hotset), {} \
          background writers ({:.1} MiB hotsets), staging {:.0} MiB, journal {:.0} MiB, \
          {:.2} s window after {:.2} s warmup",
@@ -222,51 +222,53 @@ fn online_sweep(args: &OnlineArgs) -> anyhow::Result<()> {
         spec.measure_ns as f64 / 1e9,
         spec.warmup_ns as f64 / 1e9
     );
-    println!(
-        "\n{:>4} {:<9} {:>8} {:>9} {:>9} {:>10} {:>10} {:>7} {:>9} {:>6} {:>7}",
-        "i",
-        "config",
-        "Kops/s",
-        "p50 µs",
-        "p99 µs",
-        "p99.99 ms",
-        "max ms",
-        "host %",
-        "%/Kops/s",
-        "ckpts",
-        "blocked"
-    );
-    // No foreground fsync finished in the window: no latency to show.
-    let lat = |us: f64, unit: f64, digits: usize| {
-        if us > 0.0 {
-            format!("{:.*}", digits, us / unit)
-        } else {
-            "-".into()
-        }
-    };
-    for r in &reports {
         println!(
-            "{:>4} {:<9} {:>8.3} {:>9} {:>9} {:>10} {:>10} {:>7.2} {:>9} {:>6} {:>7}",
-            r.spec.interval,
-            name(r.config),
-            r.kops,
-            lat(r.fsync.p50_us, 1.0, 1),
-            lat(r.fsync.p99_us, 1.0, 1),
-            lat(r.fsync.p9999_us, 1000.0, 2),
-            lat(r.fsync.max_us, 1000.0, 2),
-            r.host_cpu_pct,
-            r.cpu_cost.map_or("-".into(), |c| format!("{c:.2}")),
-            r.async_checkpoints + r.sync_checkpoints,
-            r.blocked_fsyncs
+            "\n{:>4} {:<9} {:>8} {:>9} {:>9} {:>10} {:>10} {:>7} {:>9} {:>6} {:>7}",
+            "i",
+            "config",
+            "Kops/s",
+            "p50 µs",
+            "p99 µs",
+            "p99.99 ms",
+            "max ms",
+            "host %",
+            "%/Kops/s",
+            "ckpts",
+            "blocked"
         );
-    }
-    println!(
-        "\n(host %: average utilisation of the whole host; %/Kops/s: SIFT eq. 1, host CPU per \
+        // No foreground fsync finished in the window: no latency to show.
+        let lat = |us: f64, unit: f64, digits: usize| {
+            if us > 0.0 {
+                format!("{:.*}", digits, us / unit)
+            } else {
+                "-".into()
+            }
+        };
+        for r in &reports {
+            println!(
+                "{:>4} {:<9} {:>8.3} {:>9} {:>9} {:>10} {:>10} {:>7.2} {:>9} {:>6} {:>7}",
+                r.spec.interval,
+                name(r.config),
+                r.kops,
+                lat(r.fsync.p50_us, 1.0, 1),
+                lat(r.fsync.p99_us, 1.0, 1),
+                lat(r.fsync.p9999_us, 1000.0, 2),
+                lat(r.fsync.max_us, 1000.0, 2),
+                r.host_cpu_pct,
+                r.cpu_cost.map_or("-".into(), |c| format!("{c:.2}")),
+                r.async_checkpoints + r.sync_checkpoints,
+                r.blocked_fsyncs
+            );
+        }
+        println!(
+            "\n(host %: average utilisation of the whole host; %/Kops/s: SIFT eq. 1, host CPU per \
          Kops/s of foreground throughput; ckpts: checkpoints started; blocked: fsyncs that \
          waited for reclaim credits; -: no foreground fsync finished in the window. --json has \
          replay statistics and device CPU.)"
-    );
-    Ok(())
+        );
+        Ok(())
+    })()?;
+    args.run.store.save_and_say(stored)
 }
 
 fn backlog(args: &BacklogArgs) -> anyhow::Result<()> {
@@ -286,68 +288,71 @@ fn backlog(args: &BacklogArgs) -> anyhow::Result<()> {
         workload: "backlog",
         runs: &reports,
     };
-    args.run
-        .save_and_print(&profile.name, &args.config, output)?;
-    if args.run.json {
-        return Ok(());
-    }
-    let gib = (spec.writes_per_thread * u64::from(spec.threads) * spec.block_bytes) as f64
-        / f64::from(1u32 << 30);
-    println!(
-        "{} backlog: {} threads × {} writes of {} KiB ({gib:.2} GiB), an fsync every {} \
-         writes, then one manual checkpoint",
-        match kind {
-            Backlog::HighOverlap => "high-overlap",
-            Backlog::SequentialNoReuse => "sequential no-reuse",
-        },
-        spec.threads,
-        spec.writes_per_thread,
-        spec.block_bytes >> 10,
-        spec.writes_per_fsync
-    );
-    println!(
-        "\n{:<10} {:>12} {:>12} {:>9} {:>10} {:>10} {:>9} {:>10} {:>10} {:>12}",
-        "config",
-        "raw blocks",
-        "surviving",
-        "removed",
-        "raw inodes",
-        "surviving",
-        "removed",
-        "reads",
-        "writes",
-        "checkpoint"
-    );
-    for r in &reports {
-        let c = &r.checkpoint;
+    let stored = args.run.print_json(&profile.name, &args.config, output)?;
+    // The tables first, then the save: a report is printed whatever happens to the save.
+    (|| -> anyhow::Result<()> {
+        if args.run.json {
+            return Ok(());
+        }
+        let gib = (spec.writes_per_thread * u64::from(spec.threads) * spec.block_bytes) as f64
+            / f64::from(1u32 << 30);
         println!(
-            "{:<10} {:>12} {:>12} {:>8.2}% {:>10} {:>10} {:>8.3}% {:>10} {:>10} {:>9.1} ms",
-            name(r.config),
-            c.raw_blocks,
-            c.surviving_blocks,
-            c.block_reduction_pct(),
-            c.raw_inodes,
-            c.surviving_inodes,
-            c.inode_reduction_pct(),
-            c.read_requests,
-            c.write_requests,
-            r.checkpoint_ms
+            "{} backlog: {} threads × {} writes of {} KiB ({gib:.2} GiB), an fsync every {} \
+         writes, then one manual checkpoint",
+            match kind {
+                Backlog::HighOverlap => "high-overlap",
+                Backlog::SequentialNoReuse => "sequential no-reuse",
+            },
+            spec.threads,
+            spec.writes_per_thread,
+            spec.block_bytes >> 10,
+            spec.writes_per_fsync
         );
-    }
-    let time = |c| {
-        reports
-            .iter()
-            .find(|r| r.config == c)
-            .map(|r| r.checkpoint_ms)
-    };
-    if let (Some(o), Some(c)) = (time(Config::Offload), time(Config::Coalesce)) {
-        println!("\ncoalesce checkpoints {:.2}× faster than offload", o / c);
-    }
-    println!(
+        println!(
+            "\n{:<10} {:>12} {:>12} {:>9} {:>10} {:>10} {:>9} {:>10} {:>10} {:>12}",
+            "config",
+            "raw blocks",
+            "surviving",
+            "removed",
+            "raw inodes",
+            "surviving",
+            "removed",
+            "reads",
+            "writes",
+            "checkpoint"
+        );
+        for r in &reports {
+            let c = &r.checkpoint;
+            println!(
+                "{:<10} {:>12} {:>12} {:>8.2}% {:>10} {:>10} {:>8.3}% {:>10} {:>10} {:>9.1} ms",
+                name(r.config),
+                c.raw_blocks,
+                c.surviving_blocks,
+                c.block_reduction_pct(),
+                c.raw_inodes,
+                c.surviving_inodes,
+                c.inode_reduction_pct(),
+                c.read_requests,
+                c.write_requests,
+                r.checkpoint_ms
+            );
+        }
+        let time = |c| {
+            reports
+                .iter()
+                .find(|r| r.config == c)
+                .map(|r| r.checkpoint_ms)
+        };
+        if let (Some(o), Some(c)) = (time(Config::Offload), time(Config::Coalesce)) {
+            println!("\ncoalesce checkpoints {:.2}× faster than offload", o / c);
+        }
+        println!(
         "\n(removed: share of the raw replay work coalescing drops; reads / writes: replay I/O \
          requests after the windowed pipeline; checkpoint: the manual checkpoint's virtual time \
          on {}.)",
         profile.name
     );
-    Ok(())
+        Ok(())
+    })()?;
+    args.run.store.save_and_say(stored)
 }

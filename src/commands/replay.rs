@@ -232,7 +232,7 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
     args.store.check()?;
     let store_path = (!args.store.no_store).then(|| args.store.path());
     let (mut open, trace_ref) = open_trace(args.trace.as_deref(), |key| {
-        let s = RunStore::open(&store_path?).ok()?;
+        let s = RunStore::open_waiting(&store_path?, super::runs::READ_PATIENCE, || {}).ok()?;
         s.trace(key).ok().map(|(meta, b)| (meta.name, b))
     })?;
     let bar = indicatif::ProgressBar::hidden();
@@ -260,13 +260,12 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
         },
     )?;
     bar.finish_and_clear();
-    args.store.save_and_say(run)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print(&report);
     }
-    Ok(())
+    args.store.save_and_say(run)
 }
 
 fn us(ns: u64) -> String {

@@ -1,7 +1,7 @@
 //! `csd runs`: the run store.
 
 use anyhow::Context;
-use csd_traces::store::{default_store_path, diff, NewRun, RunStore, StoreError, StoredRun};
+use csd_traces::store::{default_store_path, diff, NewRun, RunStore, StoreError};
 use std::path::PathBuf;
 
 /// Where results are kept.
@@ -33,34 +33,46 @@ impl StoreArgs {
         }
     }
 
-    /// Saves a finished run (unless `--no-store`). Another csd process holds the store only
-    /// while it saves or lists, so a busy store is retried for a few seconds before giving up.
-    pub fn save(&self, run: NewRun) -> anyhow::Result<Option<(StoredRun, PathBuf)>> {
+    /// Saves a finished run (unless `--no-store`) and tells the user where it went. Another
+    /// csd process holds the store only while it saves or reads, so a busy store is waited
+    /// for (saying so); one that stays busy gets the run spooled to a file beside it, which
+    /// the next csd to open the store imports. Call it after the report is printed.
+    pub fn save_and_say(&self, run: NewRun) -> anyhow::Result<()> {
         if self.no_store {
-            return Ok(None);
+            return Ok(());
         }
         let path = self.path();
-        let mut tries = 0;
-        let store = loop {
-            match RunStore::open(&path) {
-                Err(StoreError::Busy { .. }) if tries < 100 => {
-                    tries += 1;
-                    std::thread::sleep(std::time::Duration::from_millis(50));
-                }
-                other => break other?,
-            }
+        let waiting = || {
+            eprintln!(
+                "csd: the run store at {} is in use by another csd process; waiting up to {} s to save",
+                path.display(),
+                SAVE_PATIENCE.as_secs()
+            )
         };
-        Ok(Some((store.save(run)?, path)))
-    }
-
-    /// [`StoreArgs::save`], then tells the user where the run went.
-    pub fn save_and_say(&self, run: NewRun) -> anyhow::Result<()> {
-        if let Some((run, path)) = self.save(run)? {
-            eprintln!("csd: saved as run {} in {}", run.id, path.display());
+        match RunStore::open_waiting(&path, SAVE_PATIENCE, waiting) {
+            Ok(store) => {
+                let saved = store.save(run)?;
+                eprintln!("csd: saved as run {} in {}", saved.id, path.display());
+                Ok(())
+            }
+            Err(StoreError::Busy { .. }) => {
+                let file = csd_traces::store::spool(&path, &run)
+                    .with_context(|| format!("spooling the run beside {}", path.display()))?;
+                eprintln!(
+                    "csd: the run store stayed busy; the run was spooled to {} and the next csd to open the store will store it",
+                    file.display()
+                );
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
         }
-        Ok(())
     }
 }
+
+/// How long a save waits for a busy store before spooling the run.
+const SAVE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(20);
+/// How long a read (`runs list`, `show`, …) waits for a busy store.
+pub const READ_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
 
 #[derive(clap::Subcommand, Debug)]
 pub enum RunsCmd {
@@ -94,8 +106,10 @@ pub enum RunsCmd {
     },
 }
 
-fn open(s: &StoreArgs) -> anyhow::Result<RunStore> {
-    RunStore::open(&s.path()).map_err(Into::into)
+/// Opens the store for a read, waiting for another csd process (the dashboard, a replay
+/// saving) to let go of it.
+pub fn open(s: &StoreArgs) -> anyhow::Result<RunStore> {
+    RunStore::open_waiting(&s.path(), READ_PATIENCE, || {}).map_err(Into::into)
 }
 
 pub fn run(cmd: &RunsCmd) -> anyhow::Result<()> {

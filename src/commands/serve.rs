@@ -39,7 +39,18 @@ impl Launcher for CliLauncher {
         progress: &mut dyn FnMut(JobProgress),
     ) -> Result<String, String> {
         let mut run = || -> anyhow::Result<String> {
-            let profile = Profile::load(&req.profile)?;
+            // Only built-in profiles: a request never names a file on the server's host.
+            let profile = Profile::builtin_named(&req.profile).with_context(|| {
+                format!(
+                    "unknown profile '{}' (the dashboard offers the built-in profiles: {})",
+                    csd_traces::reader::quote(&req.profile),
+                    Profile::builtin()
+                        .iter()
+                        .map(|p| p.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })?;
             let kinds = super::ndp::designs(&req.designs.join(","))?;
             let pace: Pace = req.mode.parse().map_err(anyhow::Error::msg)?;
             let opts = options(pace, req.seed, false);
@@ -131,6 +142,12 @@ pub fn replay_and_serve(args: &ReplayArgs, addr: SocketAddr) -> anyhow::Result<(
         Some(p) => p.display().to_string(),
         None => super::replay::SAMPLE_NAME.to_string(),
     };
+    if Profile::builtin_named(&args.profile).is_none() {
+        anyhow::bail!(
+            "csd replay --serve replays through the dashboard, which takes built-in profiles only; '{}' is not one (see `csd profiles`)",
+            args.profile
+        );
+    }
     let req = ReplayRequest {
         trace,
         profile: args.profile.clone(),
@@ -140,7 +157,7 @@ pub fn replay_and_serve(args: &ReplayArgs, addr: SocketAddr) -> anyhow::Result<(
     };
     runtime()?.block_on(async {
         let (listener, local) = listen(addr).await?;
-        let job = csd_web::jobs::Jobs::start(state.clone(), req);
+        let job = csd_web::jobs::Jobs::start(state.clone(), req)?;
         println!(
             "csd: replaying; follow it at http://{local}/replays/{job} (Ctrl-C stops the server)"
         );

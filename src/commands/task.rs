@@ -37,6 +37,9 @@ pub struct RunArgs {
     /// Linear-memory cap for the task [default: the profile's device DRAM].
     #[arg(long, value_parser = crate::units::parse_size)]
     pub memory: Option<u64>,
+    /// Real seconds the task may run before it is stopped: a backstop behind the fuel budget.
+    #[arg(long, default_value_t = TaskLimits::default().wall_clock_ms / 1000)]
+    pub wall_clock_s: u64,
     /// Copy the files the task could write back to this host directory afterwards.
     #[arg(long)]
     pub export: Option<PathBuf>,
@@ -104,6 +107,14 @@ struct RunReport<'a> {
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let profile = Profile::load(&args.profile)?;
     args.store.check()?;
+    let max_memory = EngineConfig::default().max_memory_bytes;
+    if let Some(m) = args.memory.filter(|&m| m > max_memory) {
+        bail!(
+            "--memory {}: over the largest task memory csd supports ({}; a task's memory is 32-bit Wasm)",
+            fmt_bytes(m),
+            fmt_bytes(max_memory)
+        );
+    }
     let (name, module) = load_module(&args.task)?;
     let engine = engine()?;
     let task = engine
@@ -138,6 +149,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     ctx = ctx.args(args.args.clone().into_bytes()).limits(TaskLimits {
         fuel: args.fuel,
         memory_bytes: args.memory,
+        wall_clock_ms: args.wall_clock_s.saturating_mul(1000),
         ..TaskLimits::default()
     });
     ctx = if args.on_host {
@@ -150,12 +162,14 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         .with_context(|| format!("running task '{}' on profile '{}'", name, profile.name))?;
     if let Some(dir) = &args.export {
         for (path, _) in registered.iter().filter(|(_, m)| m.writable()) {
-            let data = csd.export(path)?;
             let host = dir.join(path.trim_start_matches('/'));
             if let Some(parent) = host.parent() {
                 std::fs::create_dir_all(parent)?;
             }
-            std::fs::write(&host, data).with_context(|| format!("writing {}", host.display()))?;
+            let file = std::fs::File::create(&host)
+                .with_context(|| format!("creating {}", host.display()))?;
+            csd.export_to(path, &file)
+                .with_context(|| format!("exporting {path} to {}", host.display()))?;
         }
     }
     let result = report.ret_json().unwrap_or_else(|_| {
@@ -168,17 +182,17 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         latency_ns: report.latency_ns(),
         report: &report,
     };
-    args.store.save_and_say(csd_traces::store::NewRun {
+    let stored = csd_traces::store::NewRun {
         kind: csd_traces::store::RunKind::Task,
         trace: None,
         profile: profile.name.clone(),
         designs: vec![name.clone()],
         seed: 0,
         report: serde_json::to_value(&out)?,
-    })?;
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(());
+        return args.store.save_and_say(stored);
     }
     let read_bytes: u64 = registered
         .iter()
@@ -233,7 +247,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         "  compute  {} fuel on {cpu} ({ns_per_fuel} ns/fuel)",
         thousands(report.fuel),
     );
-    Ok(())
+    args.store.save_and_say(stored)
 }
 
 /// `(host file, device path)` pairs for importing `src` under `device_dir`, sorted by path so
@@ -248,9 +262,18 @@ fn import_plan(src: &Path, device_dir: &str) -> anyhow::Result<Vec<(PathBuf, Str
             .to_string_lossy();
         return Ok(vec![(src.to_path_buf(), format!("{base}/{name}"))]);
     }
+    use std::os::unix::fs::MetadataExt;
     let mut plan = Vec::new();
     let mut stack = vec![src.to_path_buf()];
+    // Directories already walked, by (device, inode): a symlink back up the tree is a cycle
+    // that would otherwise never end.
+    let mut walked = std::collections::HashSet::new();
     while let Some(dir) = stack.pop() {
+        let meta = std::fs::metadata(&dir).with_context(|| format!("reading {}", dir.display()))?;
+        if !walked.insert((meta.dev(), meta.ino())) {
+            tracing::warn!(dir = %dir.display(), "--import: skipping a directory already imported (a symlink cycle?)");
+            continue;
+        }
         for entry in
             std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))?
         {

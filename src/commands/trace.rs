@@ -105,6 +105,9 @@ fn import(from: Source, input: &Path, out: Option<&Path>) -> anyhow::Result<()> 
         "csd: {} events from {} lines ({} lines carried nothing to replay)",
         stats.events, stats.lines, stats.ignored
     );
+    for (why, n) in &stats.skipped {
+        eprintln!("csd: skipped {n} call(s): {why}");
+    }
     Ok(())
 }
 
@@ -238,7 +241,7 @@ fn add(path: &Path, store: &super::runs::StoreArgs) -> anyhow::Result<()> {
         || path.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     );
-    let s = csd_traces::store::RunStore::open(&store.path())?;
+    let s = super::runs::open(store)?;
     let t = s.add_trace(&name, &bytes)?;
     println!(
         "{} {} ({} events) stored in {}",

@@ -12,7 +12,7 @@
 pub mod format;
 pub mod import;
 pub mod isc;
-mod reader;
+pub mod reader;
 pub mod replay;
 pub mod store;
 mod writer;

@@ -3,7 +3,7 @@
 
 use crate::format::{parse_event, Event, Header, Op, Parsed};
 use std::collections::{BTreeMap, HashMap};
-use std::io::BufRead;
+use std::io::{BufRead, Read};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
@@ -24,12 +24,115 @@ pub enum Strictness {
     Lenient,
 }
 
+/// The longest line a trace may have. Real events are a few hundred bytes (an `ndp` op over
+/// many files a few hundred KiB); a longer line is refused before it is held in memory.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+/// Linux's PATH_MAX: the longest path a system call takes, terminating NUL included.
+pub const PATH_MAX: usize = 4096;
+/// Linux's NAME_MAX: the longest path component.
+pub const NAME_MAX: usize = 255;
+/// How much of an offending text an error message quotes.
+const QUOTE_BYTES: usize = 200;
+
+/// `text` cut to about [`QUOTE_BYTES`] (on a character boundary), saying how much was left
+/// out: an error about a 10 MB line should not print the line.
+pub fn quote(text: &str) -> String {
+    if text.len() <= QUOTE_BYTES {
+        return text.to_string();
+    }
+    let cut = text.floor_char_boundary(QUOTE_BYTES);
+    format!("{}… ({} more bytes)", &text[..cut], text.len() - cut)
+}
+
+/// Reads one line of at most [`MAX_LINE_BYTES`] into `buf` (without its newline); `Ok(false)`
+/// at the end of the input. A longer line, or one that is not UTF-8, is an error that says so.
+pub(crate) fn read_bounded_line(
+    input: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+) -> Result<bool, String> {
+    buf.clear();
+    let n = input
+        .by_ref()
+        .take(MAX_LINE_BYTES as u64 + 1)
+        .read_until(b'\n', buf)
+        .map_err(|e| format!("reading the trace: {e}"))?;
+    if n == 0 {
+        return Ok(false);
+    }
+    if buf.last() == Some(&b'\n') {
+        buf.pop();
+    } else if buf.len() > MAX_LINE_BYTES {
+        return Err(format!(
+            "the line is longer than {MAX_LINE_BYTES} bytes (is this a trace?)"
+        ));
+    }
+    if let Err(e) = std::str::from_utf8(buf) {
+        return Err(format!(
+            "the line is not UTF-8 text (invalid byte at column {}; is this a trace?)",
+            e.valid_up_to() + 1
+        ));
+    }
+    Ok(true)
+}
+
+/// Checks a path as the kernel would: absolute, at most [`PATH_MAX`] bytes, components of at
+/// most [`NAME_MAX`], no NUL.
+pub fn check_path(path: &str) -> Result<(), String> {
+    if !path.starts_with('/') {
+        return Err(format!(
+            "path \"{}\" is relative: trace paths are absolute",
+            quote(path)
+        ));
+    }
+    if path.len() >= PATH_MAX {
+        return Err(format!(
+            "path \"{}\" is {} bytes, over PATH_MAX ({PATH_MAX})",
+            quote(path),
+            path.len()
+        ));
+    }
+    if path.contains('\0') {
+        return Err(format!("path \"{}\" contains a NUL byte", quote(path)));
+    }
+    if let Some(c) = path.split('/').find(|c| c.len() > NAME_MAX) {
+        return Err(format!(
+            "path component \"{}\" is {} bytes, over NAME_MAX ({NAME_MAX})",
+            quote(c),
+            c.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Every path an event names (an unresolved fd op's empty path aside).
+fn event_paths(op: &Op) -> Vec<&str> {
+    match op {
+        Op::Open { path, .. }
+        | Op::Close { path, .. }
+        | Op::Read { path, .. }
+        | Op::Write { path, .. }
+        | Op::Pread { path, .. }
+        | Op::Pwrite { path, .. }
+        | Op::Fsync { path, .. }
+        | Op::Fdatasync { path, .. }
+        | Op::Mkdir { path }
+        | Op::Rmdir { path }
+        | Op::Unlink { path }
+        | Op::Stat { path }
+        | Op::Truncate { path, .. } => vec![path.as_str()],
+        Op::Rename { path, to } => vec![path.as_str(), to.as_str()],
+        Op::Ndp { paths, .. } => paths.iter().map(String::as_str).collect(),
+        Op::Isc { files, .. } => files.iter().map(|f| f.path.as_str()).collect(),
+        Op::Bread { .. } | Op::Bwrite { .. } => Vec::new(),
+    }
+}
+
 /// Reads a trace line by line.
 pub struct TraceReader<R> {
     input: R,
     header: Header,
     line: u64,
-    buf: String,
+    buf: Vec<u8>,
     strictness: Strictness,
     /// Open fds per pid → path.
     fds: HashMap<(u32, i64), String>,
@@ -40,15 +143,18 @@ pub struct TraceReader<R> {
 impl<R: BufRead> TraceReader<R> {
     /// Reads and checks the header.
     pub fn new(mut input: R, strictness: Strictness) -> Result<TraceReader<R>, TraceError> {
-        let mut buf = String::new();
-        if input.read_line(&mut buf)? == 0 {
-            return Err(TraceError::Malformed {
-                line: 1,
-                problem: "the trace is empty (expected a header line)".into(),
-            });
+        let mut buf = Vec::new();
+        let malformed = |problem: String| TraceError::Malformed {
+            line: 1,
+            problem: quote(&problem),
+        };
+        if !read_bounded_line(&mut input, &mut buf).map_err(malformed)? {
+            return Err(malformed(
+                "the trace is empty (expected a header line)".into(),
+            ));
         }
-        let header = Header::parse(buf.trim_end())
-            .map_err(|problem| TraceError::Malformed { line: 1, problem })?;
+        let text = std::str::from_utf8(&buf).expect("checked by read_bounded_line");
+        let header = Header::parse(text.trim_end()).map_err(malformed)?;
         Ok(TraceReader {
             input,
             header,
@@ -78,7 +184,7 @@ impl<R: BufRead> TraceReader<R> {
     fn malformed(&self, problem: String) -> TraceError {
         TraceError::Malformed {
             line: self.line,
-            problem,
+            problem: quote(&problem),
         }
     }
 
@@ -125,20 +231,35 @@ impl<R: BufRead> TraceReader<R> {
         Ok(())
     }
 
+    /// Checks the event's paths (see [`check_path`]); what the replay would refuse, `trace
+    /// check` refuses too.
+    fn check_paths(&self, ev: &Event) -> Result<(), TraceError> {
+        for path in event_paths(&ev.op) {
+            check_path(path).map_err(|p| self.malformed(p))?;
+        }
+        Ok(())
+    }
+
     fn next_event(&mut self) -> Result<Option<Event>, TraceError> {
         loop {
-            self.buf.clear();
-            if self.input.read_line(&mut self.buf)? == 0 {
-                return Ok(None);
-            }
             self.line += 1;
-            let text = self.buf.trim();
+            match read_bounded_line(&mut self.input, &mut self.buf) {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.line -= 1;
+                    return Ok(None);
+                }
+                Err(problem) => return Err(self.malformed(problem)),
+            }
+            let text = std::str::from_utf8(&self.buf).expect("checked by read_bounded_line");
+            let text = text.trim();
             if text.is_empty() {
                 continue;
             }
             match parse_event(text) {
                 Ok(Parsed::Event(mut ev)) => {
                     self.resolve(&mut ev)?;
+                    self.check_paths(&ev)?;
                     return Ok(Some(ev));
                 }
                 Ok(Parsed::UnknownOp(op)) => match self.strictness {

@@ -147,13 +147,21 @@ impl Prescan {
                     let p = pos.entry((ev.pid, *fd)).or_insert(0);
                     let at = off.unwrap_or(*p);
                     let n = done.unwrap_or(*len);
-                    s.needs(path, at + n);
-                    *p = at + n;
+                    // A read that returned nothing hit the end: it says nothing of the size.
+                    if n > 0 {
+                        s.needs(path, at.saturating_add(n));
+                    }
+                    *p = at.saturating_add(n);
                 }
-                Op::Pread { path, off, len, .. } => s.needs(path, off + done.unwrap_or(*len)),
+                Op::Pread { path, off, len, .. } => {
+                    let n = done.unwrap_or(*len);
+                    if n > 0 {
+                        s.needs(path, off.saturating_add(n));
+                    }
+                }
                 Op::Write { fd, path, off, len } => {
                     let p = pos.entry((ev.pid, *fd)).or_insert(0);
-                    *p = off.unwrap_or(*p) + done.unwrap_or(*len);
+                    *p = off.unwrap_or(*p).saturating_add(done.unwrap_or(*len));
                     s.creates(path);
                 }
                 Op::Pwrite { path, .. } | Op::Truncate { path, .. } => s.creates(path),
@@ -210,7 +218,17 @@ enum OpError {
     Device(#[from] csd_device::DeviceError),
     #[error("task transaction rolled back: {0}")]
     IscAborted(String),
+    #[error("{0}")]
+    Range(String),
 }
+
+/// Linux's `MAX_RW_COUNT`: the most one read or write system call moves (2 GiB − 4 KiB). A
+/// longer request cannot come from a real program, and is refused per event.
+pub const MAX_RW_COUNT: u64 = 0x7fff_f000;
+/// A replayed read or write moves at most this much per step, so the host's buffers stay
+/// small whatever length a trace names (the page cache charges per page, so steps cost
+/// the same virtual time as one call).
+const DATA_STEP: u64 = 1 << 20;
 
 /// Latency percentiles of one op type, in ns.
 #[derive(Clone, Debug, Serialize)]
@@ -460,6 +478,7 @@ impl Replayer<'_, '_> {
             }
             Op::Isc { task, files, args } => self.isc(task, files, args),
             Op::Bread { off, len } => {
+                self.block_range(*off, *len)?;
                 let c = self
                     .fs
                     .device_mut()
@@ -468,6 +487,7 @@ impl Replayer<'_, '_> {
                 Ok(true)
             }
             Op::Bwrite { off, len } => {
+                self.block_range(*off, *len)?;
                 let c = self
                     .fs
                     .device_mut()
@@ -476,6 +496,17 @@ impl Replayer<'_, '_> {
                 Ok(true)
             }
         }
+    }
+
+    /// Checks a block request against Linux's per-request limit (a larger one cannot be one
+    /// request); the device checks its own bounds.
+    fn block_range(&self, off: u64, len: u64) -> Result<(), OpError> {
+        if len > MAX_RW_COUNT || off.checked_add(len).is_none() {
+            return Err(OpError::Range(format!(
+                "block request at {off} of {len} bytes is over the per-request maximum of {MAX_RW_COUNT} bytes or overflows"
+            )));
+        }
+        Ok(())
     }
 
     /// A read or write: at `off` if given (pread/pwrite, or a recorded offset), else at the
@@ -490,21 +521,40 @@ impl Replayer<'_, '_> {
         write: bool,
     ) -> Result<bool, OpError> {
         let n = ev.ret.map_or(len, |r| r.max(0) as u64);
+        if n > MAX_RW_COUNT {
+            return Err(OpError::Range(format!(
+                "length {n} is over Linux's per-call maximum of {MAX_RW_COUNT} bytes (MAX_RW_COUNT)"
+            )));
+        }
         let positional = matches!(ev.op, Op::Pread { .. } | Op::Pwrite { .. });
+        let capacity = self.fs.device().capacity_bytes();
         let o = self.fd_for(ev.pid, fd, path, write)?;
         let at = off.unwrap_or(o.pos);
+        let end = at
+            .checked_add(n)
+            .filter(|&end| end <= capacity)
+            .ok_or_else(|| {
+                OpError::Range(format!(
+                    "offset {at} + length {n} is beyond the device's {capacity} bytes"
+                ))
+            })?;
         if !positional {
-            o.pos = at + n;
+            o.pos = end;
         }
         let f = o.fd;
-        if write {
-            // Timing-only device: the bytes themselves do not matter.
-            if self.zeros.len() < n as usize {
-                self.zeros.resize(n as usize, 0);
+        let mut pos = at;
+        while pos < end {
+            let step = (end - pos).min(DATA_STEP);
+            if write {
+                // Timing-only device: the bytes themselves do not matter.
+                if self.zeros.len() < step as usize {
+                    self.zeros.resize(step as usize, 0);
+                }
+                self.fs.write(f, pos, &self.zeros[..step as usize])?;
+            } else {
+                self.fs.read(f, pos, step)?;
             }
-            self.fs.write(f, at, &self.zeros[..n as usize])?;
-        } else {
-            self.fs.read(f, at, n)?;
+            pos += step;
         }
         Ok(true)
     }
@@ -658,6 +708,16 @@ pub fn replay_scanned<R: BufRead + Send>(
     let mut fs =
         HostFs::format(device, DIR_PERMS).map_err(|e| ReplayError::Setup(e.to_string()))?;
     fs.seed_writeback(opts.seed);
+    // Files the trace reads without writing are made first; what they need must fit.
+    let needed: u64 = scan.files.values().fold(0, |a, &b| a.saturating_add(b));
+    if needed > fs.device().capacity_bytes() {
+        return Err(ReplayError::Setup(format!(
+            "the trace reads {needed} bytes of files it never writes (they must exist before it \
+             starts), more than the {}-byte device of profile '{}' holds",
+            fs.device().capacity_bytes(),
+            profile.name
+        )));
+    }
     let setup = |fs: &mut HostFs| -> Result<(), FsError> {
         for d in &scan.dirs {
             mkdir_p(fs, d)?;
@@ -666,7 +726,7 @@ pub fn replay_scanned<R: BufRead + Send>(
             if let Some(p) = parent(f) {
                 mkdir_p(fs, p)?;
             }
-            match fs.import(f, &vec![0u8; *size as usize], FILE_PERMS, WHO) {
+            match fs.import_zeros(f, *size, FILE_PERMS, WHO) {
                 // Opened without O_DIRECTORY but created as a directory's parent: a directory.
                 Err(FsError::Namespace(NsError::Exists(_) | NsError::NotADirectory(_))) => {}
                 r => {

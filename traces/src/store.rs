@@ -4,7 +4,13 @@
 //! A run is written with one `insert` of its whole record, then flushed: sled makes a single
 //! insert atomic, and a run is only inserted once it has finished, so an interrupted or failed
 //! run leaves nothing behind. sled holds an exclusive file lock while a store is open; a second
-//! process gets [`StoreError::Busy`] instead of waiting.
+//! process gets [`StoreError::Busy`] from [`RunStore::open`].
+//!
+//! Contention is therefore part of the design, not an accident. Every csd process (the CLI and
+//! the dashboard alike) opens the store for one request or one save and closes it right
+//! after, and waits for a busy store with [`RunStore::open_waiting`]. A finished run that still
+//! cannot be saved is never lost: [`spool`] writes it to a file beside the store, and the next
+//! process that opens the store imports it.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -66,6 +72,7 @@ pub struct TraceRef {
 }
 
 /// A run before it has an id.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct NewRun {
     pub kind: RunKind,
     pub trace: Option<TraceRef>,
@@ -139,8 +146,105 @@ fn parse_id(id: &str) -> Result<u64, StoreError> {
         .ok_or_else(|| StoreError::BadId(id.to_string()))
 }
 
+/// Where runs that could not be saved wait for the next process to open the store.
+pub fn spool_dir(store: &Path) -> PathBuf {
+    let mut name = store.file_name().unwrap_or_default().to_os_string();
+    name.push(".spool");
+    store.with_file_name(name)
+}
+
+/// Writes `run` to the store's spool (atomically: a temporary file, then a rename) and returns
+/// the file. The next [`RunStore::open`] of the store imports it.
+pub fn spool(store: &Path, run: &NewRun) -> std::io::Result<PathBuf> {
+    let dir = spool_dir(store);
+    std::fs::create_dir_all(&dir)?;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let name = format!("run-{nanos:024}-{}.json", std::process::id());
+    let file = dir.join(&name);
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(
+        &tmp,
+        serde_json::to_vec(run).map_err(std::io::Error::other)?,
+    )?;
+    std::fs::rename(&tmp, &file)?;
+    Ok(file)
+}
+
 impl RunStore {
+    /// [`RunStore::open`], waiting up to `patience` for a store another process holds. Tries
+    /// back off from 5 ms to 100 ms, with a per-process phase so two waiting processes do not
+    /// keep colliding. `on_busy` is called once, when the first try finds the store busy.
+    pub fn open_waiting(
+        path: &Path,
+        patience: std::time::Duration,
+        mut on_busy: impl FnMut(),
+    ) -> Result<RunStore, StoreError> {
+        let start = std::time::Instant::now();
+        let mut delay_ms = 5 + u64::from(std::process::id() % 7);
+        let mut told = false;
+        loop {
+            match RunStore::open(path) {
+                Err(StoreError::Busy { .. }) if start.elapsed() < patience => {
+                    if !told {
+                        on_busy();
+                        told = true;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+                    delay_ms = (delay_ms * 2).min(100);
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Opens the store (creating it if needed) and imports any spooled runs.
     pub fn open(path: &Path) -> Result<RunStore, StoreError> {
+        let store = RunStore::open_only(path)?;
+        store.import_spool();
+        Ok(store)
+    }
+
+    /// Saves the runs waiting in the spool, oldest first, removing each file once saved. A
+    /// file that does not parse is left where it is, with a warning: it is someone's result.
+    fn import_spool(&self) {
+        let Ok(entries) = std::fs::read_dir(spool_dir(&self.path)) else {
+            return;
+        };
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        files.sort();
+        for file in files {
+            let run = std::fs::read(&file)
+                .map_err(|e| e.to_string())
+                .and_then(|b| serde_json::from_slice::<NewRun>(&b).map_err(|e| e.to_string()));
+            match run {
+                Ok(run) => match self.save(run) {
+                    Ok(saved) => {
+                        let _ = std::fs::remove_file(&file);
+                        eprintln!(
+                            "csd: stored the spooled run {} as {}",
+                            file.display(),
+                            saved.id
+                        );
+                    }
+                    Err(e) => eprintln!(
+                        "csd: could not store the spooled run {}: {e}",
+                        file.display()
+                    ),
+                },
+                Err(e) => eprintln!(
+                    "csd: leaving the spooled run {} alone: it does not parse ({e})",
+                    file.display()
+                ),
+            }
+        }
+    }
+
+    fn open_only(path: &Path) -> Result<RunStore, StoreError> {
         std::fs::create_dir_all(path).map_err(|e| StoreError::Open {
             path: path.to_path_buf(),
             reason: e.to_string(),

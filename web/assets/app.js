@@ -321,7 +321,10 @@ async function jobPage(id) {
   const p = job.progress;
   const parts = [el("h1", {}, `Replay ${job.id}`),
     el("p", { class: "muted" }, `${job.request.trace} · ${job.request.profile} · ${job.request.designs.join(", ")} · seed ${job.request.seed}`)];
-  if (job.state === "running") {
+  if (job.state === "queued") {
+    parts.push(el("p", {}, "Waiting for a free core (replays run one per core)…"));
+    setTimeout(() => { if (location.pathname === "/replays/" + id) route(); }, 400);
+  } else if (job.state === "running") {
     parts.push(el("p", {}, p.designs ? `${p.design} (${p.design_index + 1} of ${p.designs}): ${p.events} of ${p.of} events` : "starting…"),
       el("progress", { max: Math.max(p.of, 1), value: p.events }));
     setTimeout(() => { if (location.pathname === "/replays/" + id) route(); }, 400);

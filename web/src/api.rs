@@ -265,7 +265,8 @@ async fn start_replay(
             "a replay needs a trace and at least one design",
         ));
     }
-    let id = Jobs::start(state, req);
+    let id = Jobs::start(state, req)
+        .map_err(|e| ApiError::new(StatusCode::TOO_MANY_REQUESTS, e.to_string()))?;
     Ok((StatusCode::ACCEPTED, Json(serde_json::json!({ "job": id }))))
 }
 

@@ -35,16 +35,7 @@ impl StoreHandle {
         f: impl FnOnce(&RunStore) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
-        let mut tries = 0;
-        let store = loop {
-            match RunStore::open(&self.path) {
-                Err(StoreError::Busy { .. }) if tries < 100 => {
-                    tries += 1;
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                other => break other?,
-            }
-        };
+        let store = RunStore::open_waiting(&self.path, Duration::from_secs(5), || {})?;
         f(&store)
     }
 }

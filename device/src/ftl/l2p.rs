@@ -155,6 +155,29 @@ impl L2p {
         self.chunks[c] = Chunk::Dense(slots);
     }
 
+    /// Whether any LPN in `first..first + pages` is mapped. Costs one step per chunk for the
+    /// unwritten ones, so probing a mostly-empty terabyte range is cheap.
+    pub fn any_mapped(&self, first: Lpn, pages: u64) -> bool {
+        let end = first.0.saturating_add(pages).min(self.logical_pages);
+        let mut lpn = first.0;
+        while lpn < end {
+            let (c, off) = Self::split(Lpn(lpn));
+            let chunk_end = ((c as u64 + 1) * CHUNK as u64).min(end);
+            let hi = (chunk_end - 1 - c as u64 * CHUNK as u64) as u16;
+            let hit = match &self.chunks[c] {
+                Chunk::Sparse(entries) => entries.iter().any(|&(o, _)| o >= off && o <= hi),
+                Chunk::Dense(slots) => slots[off as usize..=hi as usize]
+                    .iter()
+                    .any(|&v| v != UNMAPPED),
+            };
+            if hit {
+                return true;
+            }
+            lpn = chunk_end;
+        }
+        false
+    }
+
     /// All mappings in ascending LPN order.
     pub fn iter(&self) -> impl Iterator<Item = (Lpn, Ppn)> + '_ {
         self.chunks.iter().enumerate().flat_map(|(c, chunk)| {

@@ -19,6 +19,7 @@
 //! `device_cpu.metadata_entry_ns` per mapping entry examined, booked FIFO on that core.
 
 pub mod bench;
+mod flags;
 pub mod snapshot;
 
 pub use snapshot::{
@@ -29,8 +30,9 @@ use crate::addr::{DieId, Lpn, Ppn, VirtualTime};
 use crate::device::{Completion, Device};
 use crate::durable::{recover, DeltaRecord, DurableImage, PersistStep, RecoveryError};
 use crate::error::DeviceError;
+use flags::FlagMap;
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A task in the global task table. `TaskId::HOST` marks the host's delta mappings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -156,7 +158,7 @@ pub struct TxnStats {
 pub struct Txn {
     snapshots: BTreeMap<FileId, SnapshotDescriptor>,
     /// LPN → (file, file page) for every LPN a live snapshot covers: TxISC's L2P flag bit.
-    flagged: HashMap<u32, (FileId, u64)>,
+    flagged: FlagMap,
     tasks: BTreeMap<TaskId, TaskEntry>,
     next_task: u32,
     clock: u64,
@@ -192,7 +194,7 @@ impl Txn {
         if self.flagged.is_empty() {
             return None;
         }
-        self.flagged.get(&(lpn.0 as u32)).copied()
+        self.flagged.get(lpn.0)
     }
 
     /// The host's newest copy of a flagged LPN, if the host wrote it during the snapshot.
@@ -279,20 +281,17 @@ impl Device {
             skip = 0;
         }
         // A page can belong to one file's snapshot only (and once): refuse before changing
-        // anything.
-        let mut seen = std::collections::HashSet::new();
-        for e in &tail {
-            for lpn in e.first.0..e.first.0 + e.pages {
-                if let Some((other, _)) = self.txn.flagged.get(&(lpn as u32)) {
+        // anything. Runs are compared, not pages, so the check costs per extent.
+        let mut sorted: Vec<(u64, u64)> = tail.iter().map(|e| (e.first.0, e.pages)).collect();
+        sorted.sort_unstable();
+        for (i, &(first, pages)) in sorted.iter().enumerate() {
+            if let Some((lpn, other)) = self.txn.flagged.first_overlap(first, first + pages) {
+                return Err(TxError::SharedLpn { lpn, file, other });
+            }
+            if let Some(&(next, _)) = sorted.get(i + 1) {
+                if next < first + pages {
                     return Err(TxError::SharedLpn {
-                        lpn,
-                        file,
-                        other: *other,
-                    });
-                }
-                if !seen.insert(lpn) {
-                    return Err(TxError::SharedLpn {
-                        lpn,
+                        lpn: next,
                         file,
                         other: file,
                     });
@@ -300,8 +299,8 @@ impl Device {
             }
         }
         let desc = self.txn.snapshots.entry(file).or_default();
-        for (page, lpn) in desc.extend(&tail) {
-            self.txn.flagged.insert(lpn.0 as u32, (file, page));
+        for (page, e) in desc.extend(&tail) {
+            self.txn.flagged.insert(e.first.0, e.pages, file, page);
         }
         desc.users.insert(task);
         self.txn
@@ -369,6 +368,33 @@ impl Device {
         }
         self.counters.internal_bytes_read += len;
         Ok(internal_completion(at, t0, done))
+    }
+
+    /// The bytes [`Device::tx_read`] would return, without booking any time (see
+    /// [`Device::peek_ranges`]). Data mode only.
+    pub fn tx_peek(
+        &self,
+        task: TaskId,
+        file: FileId,
+        offset: u64,
+        out: &mut [u8],
+    ) -> Result<(), TxError> {
+        if !self.ftl.keeps_payloads() {
+            return Err(DeviceError::PayloadsNotKept.into());
+        }
+        let ps = self.page_size();
+        let len = out.len() as u64;
+        let mut scratch = vec![0u8; ps as usize];
+        for page in page_span(offset, len, ps) {
+            let (ppn, _) = self.tx_view(task, file, page)?;
+            match ppn {
+                Some(ppn) => self.ftl.read_physical(ppn, &mut scratch)?,
+                None => scratch.fill(0),
+            }
+            let (a, b, dst) = clip(page, ps, offset, len);
+            out[dst..dst + (b - a) as usize].copy_from_slice(&scratch[a as usize..b as usize]);
+        }
+        Ok(())
     }
 
     /// Writes `len` bytes of `file` at byte `offset` for `task`: new pages and delta mappings,
@@ -655,9 +681,7 @@ impl Device {
                 }
             }
             for e in desc.extents() {
-                for lpn in e.first.0..e.first.0 + e.pages {
-                    self.txn.flagged.remove(&(lpn as u32));
-                }
+                self.txn.flagged.remove(e.first.0, e.first.0 + e.pages);
             }
         }
         Ok(())

@@ -211,13 +211,11 @@ pub struct SnapshotDescriptor {
 }
 
 impl SnapshotDescriptor {
-    /// Appends extents; returns the file pages they cover, as `(file page, lpn)`.
-    pub fn extend(&mut self, extents: &[Extent]) -> Vec<(u64, Lpn)> {
-        let mut added = Vec::new();
+    /// Appends extents; returns each with the file page its first LPN holds.
+    pub fn extend(&mut self, extents: &[Extent]) -> Vec<(u64, Extent)> {
+        let mut added = Vec::with_capacity(extents.len());
         for e in extents {
-            for i in 0..e.pages {
-                added.push((self.pages + i, Lpn(e.first.0 + i)));
-            }
+            added.push((self.pages, *e));
             self.pages += e.pages;
             match self.extents.last_mut() {
                 Some(last) if last.first.0 + last.pages == e.first.0 => last.pages += e.pages,

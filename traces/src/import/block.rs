@@ -61,6 +61,17 @@ impl BlockConverter {
         }
     }
 
+    /// Checks the end of the input: a fio log must at least have had its header.
+    pub fn finish(&self, lines: u64) -> Result<(), ImportError> {
+        if self.source == Source::FioIolog3 && !self.header_seen {
+            return Err(self.err(
+                lines.max(1),
+                "no 'fio version 3 iolog' header: the input is empty or holds only comments",
+            ));
+        }
+        Ok(())
+    }
+
     fn number(&self, line: u64, what: &str, s: &str) -> Result<u64, ImportError> {
         s.trim()
             .parse::<u64>()

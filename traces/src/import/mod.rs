@@ -6,6 +6,7 @@ pub mod block;
 pub mod strace;
 
 use crate::format::Event;
+use std::io::{BufRead, Read};
 
 /// A foreign trace line that could not be converted.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -68,6 +69,9 @@ pub struct ImportStats {
     pub events: u64,
     /// Lines that were valid but carry nothing to replay (other syscalls, signals, pipes…).
     pub ignored: u64,
+    /// Calls that could not be converted, by reason (a negative offset, a length past
+    /// 2⁶³ − 1): counted, never dropped silently.
+    pub skipped: std::collections::BTreeMap<String, u64>,
 }
 
 /// Converts `input` line by line (constant memory) and hands each event to `sink`.
@@ -80,21 +84,37 @@ pub fn convert(
     let mut strace = strace::StraceConverter::default();
     let mut block = block::BlockConverter::new(source);
     let mut raw = Vec::new();
+    let quoted = |mut e: ImportError| {
+        e.problem = crate::reader::quote(&e.problem);
+        ConvertError::Import(e)
+    };
     loop {
         raw.clear();
-        if input
+        // Bounded: a "line" of gigabytes without a newline is refused, not held.
+        let n = input
+            .by_ref()
+            .take(crate::reader::MAX_LINE_BYTES as u64 + 1)
             .read_until(b'\n', &mut raw)
-            .map_err(ConvertError::Io)?
-            == 0
-        {
+            .map_err(ConvertError::Io)?;
+        if n == 0 {
             break;
         }
         stats.lines += 1;
+        if raw.len() > crate::reader::MAX_LINE_BYTES && raw.last() != Some(&b'\n') {
+            return Err(quoted(ImportError {
+                format: source.name(),
+                line: stats.lines,
+                problem: format!(
+                    "the line is longer than {} bytes (is this a {source} trace?)",
+                    crate::reader::MAX_LINE_BYTES
+                ),
+            }));
+        }
         let text = String::from_utf8_lossy(&raw);
         let text = text.trim_end_matches(['\n', '\r']);
         let ev = match source {
-            Source::Strace => strace.line(stats.lines, text)?,
-            _ => block.line(stats.lines, text)?,
+            Source::Strace => strace.line(stats.lines, text).map_err(quoted)?,
+            _ => block.line(stats.lines, text).map_err(quoted)?,
         };
         match ev {
             Some(ev) => {
@@ -103,6 +123,11 @@ pub fn convert(
             }
             None => stats.ignored += 1,
         }
+    }
+    block.finish(stats.lines).map_err(quoted)?;
+    for (why, n) in strace.take_skipped() {
+        stats.ignored = stats.ignored.saturating_sub(n);
+        stats.skipped.insert(why, n);
     }
     Ok(stats)
 }

@@ -19,6 +19,8 @@ pub struct StraceConverter {
     pending: HashMap<u32, (String, u64, String)>,
     /// The last working directory seen per pid (from `AT_FDCWD</dir>`).
     cwd: HashMap<u32, String>,
+    /// Calls not converted, by reason.
+    skipped: std::collections::BTreeMap<String, u64>,
 }
 
 fn err(line: u64, problem: impl Into<String>) -> ImportError {
@@ -382,8 +384,26 @@ impl StraceConverter {
         replayable(&path).then_some((fd, path))
     }
 
+    /// The calls skipped so far, by reason (each also counted as an ignored line).
+    pub fn take_skipped(&mut self) -> std::collections::BTreeMap<String, u64> {
+        std::mem::take(&mut self.skipped)
+    }
+
+    /// Argument `i` as an offset or length: a number in 0..2⁶³ (what the kernel's signed
+    /// `loff_t` holds). Anything else is a call the trace cannot carry, counted under its
+    /// reason.
+    fn num(&mut self, name: &str, a: &[String], i: usize, what: &str) -> Option<u64> {
+        let why = match a.get(i)?.trim().parse::<i128>() {
+            Ok(v) if (0..=i128::from(i64::MAX)).contains(&v) => return Some(v as u64),
+            Ok(v) if v < 0 => format!("{name}: negative {what}"),
+            Ok(_) => format!("{name}: {what} over 2^63-1"),
+            Err(_) => format!("{name}: {what} is not a number"),
+        };
+        *self.skipped.entry(why).or_default() += 1;
+        None
+    }
+
     fn convert(&mut self, pid: u32, name: &str, a: &[String], out: &Outcome) -> Option<Op> {
-        let num = |i: usize| a.get(i).and_then(|s| s.parse::<u64>().ok());
         let ok_len = || out.ret.filter(|&r| r >= 0).map(|r| r as u64);
         match name {
             "open" | "openat" | "creat" => {
@@ -408,7 +428,7 @@ impl StraceConverter {
                 let len = if name.ends_with('v') {
                     ok_len().unwrap_or(0)
                 } else {
-                    num(2)?
+                    self.num(name, a, 2, "length")?
                 };
                 Some(if name.starts_with("read") {
                     Op::Read {
@@ -429,11 +449,11 @@ impl StraceConverter {
             "pread64" | "pwrite64" | "preadv" | "pwritev" | "preadv2" | "pwritev2" => {
                 let (fd, path) = Self::fd_file(a)?;
                 let vectored = name.contains('v');
-                let off = num(3)?;
+                let off = self.num(name, a, 3, "offset")?;
                 let len = if vectored {
                     ok_len().unwrap_or(0)
                 } else {
-                    num(2)?
+                    self.num(name, a, 2, "length")?
                 };
                 Some(if name.starts_with("pread") {
                     Op::Pread { fd, path, off, len }
@@ -487,11 +507,13 @@ impl StraceConverter {
             "fstat" => Self::fd_file(a).map(|(_, path)| Op::Stat { path }),
             "truncate" => {
                 let path = self.path_arg(pid, None, a.first())?;
-                Some(Op::Truncate { path, len: num(1)? })
+                let len = self.num(name, a, 1, "length")?;
+                Some(Op::Truncate { path, len })
             }
             "ftruncate" => {
                 let (_, path) = Self::fd_file(a)?;
-                Some(Op::Truncate { path, len: num(1)? })
+                let len = self.num(name, a, 1, "length")?;
+                Some(Op::Truncate { path, len })
             }
             _ => None,
         }

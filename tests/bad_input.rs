@@ -1,0 +1,231 @@
+//! Bad input and hostile tasks at the `csd` binary: each case must end with a clear error (or
+//! a clean result), an exit code of 0 or 1 — never a signal, never 101 — and bounded wall time
+//! and peak memory. The child's peak RSS comes from `wait4`, so it is the child's own.
+
+use std::io::Read;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Ran {
+    /// The exit code; `None` if a signal ended it.
+    code: Option<i32>,
+    signal: Option<i32>,
+    wall: Duration,
+    peak_rss_mib: u64,
+    stdout: String,
+    stderr: String,
+}
+
+fn data_home() -> PathBuf {
+    std::env::temp_dir().join(format!("csd-bad-input-{}", std::process::id()))
+}
+
+fn hostile(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/hostile")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// Runs csd with `args`, capturing its output, wall time and peak RSS.
+fn csd(args: &[&str]) -> Ran {
+    let started = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_csd"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env("XDG_DATA_HOME", data_home())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("csd starts");
+    let mut out = child.stdout.take().expect("piped");
+    let mut err = child.stderr.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let mut stderr = String::new();
+    let _ = err.read_to_string(&mut stderr);
+    let stdout = reader.join().expect("reader thread");
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid value to be filled in by wait4.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child, which nothing else reaps (we never call child.wait).
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32, "wait4");
+    let status = std::process::ExitStatus::from_raw(status);
+    Ran {
+        code: status.code(),
+        signal: status.signal(),
+        wall: started.elapsed(),
+        peak_rss_mib: usage.ru_maxrss as u64 / 1024,
+        stdout,
+        stderr,
+    }
+}
+
+/// Checks the run ended by itself with `code`, within `secs` and `mib`.
+#[track_caller]
+fn bounded(r: &Ran, code: i32, secs: u64, mib: u64) {
+    assert_eq!(
+        r.signal, None,
+        "killed by signal {:?} (an abort, not an error): {}",
+        r.signal, r.stderr
+    );
+    assert_eq!(
+        r.code,
+        Some(code),
+        "stdout: {}\nstderr: {}",
+        r.stdout,
+        r.stderr
+    );
+    assert!(
+        r.wall < Duration::from_secs(secs),
+        "took {:?} (bound {secs} s)",
+        r.wall
+    );
+    assert!(
+        r.peak_rss_mib < mib,
+        "peak RSS {} MiB (bound {mib} MiB)",
+        r.peak_rss_mib
+    );
+}
+
+fn input_dir() -> PathBuf {
+    let dir = data_home().join("input");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("a.txt"), b"some bytes to read\n".repeat(100)).unwrap();
+    dir
+}
+
+#[test]
+fn an_accelerator_over_the_whole_device_is_refused_by_the_budget_not_allocated() {
+    // Block mode: the "file" is the device (952 GiB on cosmos-plus). It used to allocate
+    // all of it on the host and abort.
+    let dir = input_dir();
+    let r = csd(&[
+        "run",
+        &hostile("grep_block.wat"),
+        "--exec",
+        "block",
+        "--import",
+        dir.to_str().unwrap(),
+        "--no-store",
+    ]);
+    bounded(&r, 1, 30, 300);
+    assert!(
+        r.stderr.contains("host call `accel_grep` costs"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn a_small_write_at_a_far_offset_costs_the_host_nothing_in_proportion() {
+    let export = data_home().join("export-far");
+    let r = csd(&[
+        "run",
+        &hostile("farwrite.wat"),
+        "--file",
+        "/out/f:w",
+        "--export",
+        export.to_str().unwrap(),
+        "--no-store",
+    ]);
+    bounded(&r, 0, 30, 300);
+    assert!(r.stdout.contains("committed"), "{}", r.stdout);
+    // The exported file has the task's size but holds (almost) no disk blocks: sparse.
+    let meta = std::fs::metadata(export.join("out/f")).unwrap();
+    assert_eq!(meta.len(), 500_000_000_005);
+    use std::os::unix::fs::MetadataExt;
+    assert!(
+        meta.blocks() * 512 < 16 << 20,
+        "export took {} bytes of disk",
+        meta.blocks() * 512
+    );
+}
+
+#[test]
+fn loops_of_host_calls_end_within_the_default_budget() {
+    let dir = input_dir();
+    for (task, extra) in [
+        ("logloop.wat", vec![]),
+        ("readloop.wat", vec!["--import", dir.to_str().unwrap()]),
+    ] {
+        let task = hostile(task);
+        let mut args = vec!["run", &task, "--no-store"];
+        args.extend(extra);
+        let r = csd(&args);
+        bounded(&r, 1, 60, 300);
+        assert!(r.stderr.contains("budget"), "{task}: {}", r.stderr);
+    }
+}
+
+#[test]
+fn the_wall_clock_backstop_stops_a_task_whose_budget_would_last_for_hours() {
+    let r = csd(&[
+        "run",
+        &hostile("spin.wat"),
+        "--fuel",
+        "100000000000000",
+        "--wall-clock-s",
+        "1",
+        "--no-store",
+    ]);
+    bounded(&r, 1, 20, 300);
+    assert!(
+        r.stderr.contains("wall-clock limit of 1000 ms"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn random_bytes_as_a_module_are_named_as_what_they_are() {
+    let path = data_home().join("random.wasm");
+    std::fs::create_dir_all(data_home()).unwrap();
+    let bytes: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8 | 0x80)
+        .collect();
+    std::fs::write(&path, bytes).unwrap();
+    let r = csd(&["run", path.to_str().unwrap(), "--no-store"]);
+    bounded(&r, 1, 30, 300);
+    assert!(
+        r.stderr.contains("neither a WebAssembly binary") && !r.stderr.contains("UTF-8"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn a_memory_cap_past_what_wasm_can_address_is_refused() {
+    let r = csd(&["run", "grep", "--memory", "100t", "--no-store"]);
+    bounded(&r, 1, 30, 300);
+    assert!(r.stderr.contains("--memory 100"), "{}", r.stderr);
+    assert!(r.stderr.contains("largest task memory"), "{}", r.stderr);
+}
+
+#[test]
+fn an_import_with_a_symlink_cycle_ends() {
+    let dir = data_home().join("cycle");
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    std::fs::write(dir.join("sub/file.txt"), b"hello\n").unwrap();
+    let link = dir.join("sub/back");
+    if !link.exists() {
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+    }
+    let r = csd(&[
+        "run",
+        "checksum",
+        "--import",
+        dir.to_str().unwrap(),
+        "--no-store",
+    ]);
+    bounded(&r, 0, 60, 300);
+    assert!(r.stdout.contains("1 file(s)"), "{}", r.stdout);
+}
