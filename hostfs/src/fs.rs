@@ -258,17 +258,38 @@ impl HostFs {
         who: Cred,
     ) -> Result<Ino, FsError> {
         let ino = self.ns.create(path, kind, perms, who, &mut self.alloc)?;
+        self.write_created(ino)?;
+        Ok(ino)
+    }
+
+    /// Writes what creating `ino` changed: its inode, its parent's, the directory blocks.
+    fn write_created(&mut self, ino: Ino) -> Result<(), FsError> {
         let parent = self.ns.inode(ino).expect("just created").parent;
         let layout = *self.ns.layout();
         let mut blocks = vec![layout.inode_block(ino), layout.inode_block(parent)];
         blocks.extend(self.dir_blocks(parent));
         blocks.extend(self.dir_blocks(ino));
-        self.write_meta(blocks)?;
-        Ok(ino)
+        self.write_meta(blocks)
     }
 
     pub fn mkdir(&mut self, path: &str, perms: Perms, who: Cred) -> Result<Ino, FsError> {
         self.create(path, NewKind::Dir, perms, who)
+    }
+
+    /// [`HostFs::mkdir`] of `path` in `parent`, the directory the caller resolved `path`'s
+    /// parent to: `mkdir -p` goes down a path once instead of walking it at every level.
+    pub fn mkdir_in(
+        &mut self,
+        parent: Ino,
+        path: &str,
+        perms: Perms,
+        who: Cred,
+    ) -> Result<Ino, FsError> {
+        let ino = self
+            .ns
+            .create_in(parent, path, NewKind::Dir, perms, who, &mut self.alloc)?;
+        self.write_created(ino)?;
+        Ok(ino)
     }
 
     /// Creates `path` with `data`, allocates its blocks (contiguous where the free space

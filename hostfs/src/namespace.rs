@@ -521,12 +521,47 @@ impl Namespace {
         who: Cred,
         alloc: &mut ExtentAllocator,
     ) -> Result<Ino, NsError> {
-        let (parent_path, name) = split_last(path)?;
+        let (parent_path, _) = split_last(path)?;
+        let parent = self.walk(parent_path, who, None)?;
+        self.create_in(parent, path, kind, perms, who, alloc)
+    }
+
+    /// The entry `name` of directory `dir`, if both exist: one step of a walk, for callers
+    /// that go down a path level by level (`mkdir -p`) instead of resolving it from the root
+    /// at every level.
+    pub fn child(&self, dir: Ino, name: &str) -> Option<Ino> {
+        match &self.inodes.get(&dir)?.kind {
+            InodeKind::Dir { entries, .. } => find_entry(entries, name).map(|k| entries[k].ino),
+            InodeKind::File { .. } => None,
+        }
+    }
+
+    /// [`Namespace::create`] in `parent`, which the caller resolved from `path`'s parent (so
+    /// the path is not walked again).
+    pub fn create_in(
+        &mut self,
+        parent: Ino,
+        path: &str,
+        kind: NewKind,
+        perms: Perms,
+        who: Cred,
+        alloc: &mut ExtentAllocator,
+    ) -> Result<Ino, NsError> {
+        // Only the new name is checked here: `create` checked the whole path, and `mkdir -p`
+        // checks each name as it goes down (checking the whole path at every level would
+        // cost a deep path its depth squared).
+        let i = last_slash(path).ok_or_else(|| NsError::BadPath(path.to_string()))?;
+        let (parent_path, name) = (if i == 0 { "/" } else { &path[..i] }, &path[i + 1..]);
+        if name.is_empty() || name == "." || name == ".." || name.contains('\0') {
+            return Err(NsError::BadPath(path.to_string()));
+        }
         if name.len() > 255 {
             return Err(NsError::NameTooLong(name.to_string()));
         }
-        let parent = self.walk(parent_path, who, None)?;
-        let parent_inode = &self.inodes[&parent];
+        let parent_inode = self
+            .inodes
+            .get(&parent)
+            .ok_or_else(|| NsError::NotFound(parent_path.to_string()))?;
         let InodeKind::Dir { entries, .. } = &parent_inode.kind else {
             return Err(NsError::NotADirectory(parent_path.to_string()));
         };

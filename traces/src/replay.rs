@@ -19,7 +19,7 @@ use crate::reader::{Strictness, TraceError, TraceReader};
 use csd_device::{DeviceCounters, IoPath, Profile, VirtualTime};
 use csd_hostfs::alloc::BlockRun;
 use csd_hostfs::fs::{Fd, FsError, HostFs, OpenOptions};
-use csd_hostfs::namespace::{parent_dir as parent, NsError};
+use csd_hostfs::namespace::{parent_dir as parent, Ino, NsError};
 use csd_hostfs::ndp::{DesignKind, NdpCompute, NdpRequest, OffloadDesign, Stages};
 use csd_hostfs::perms::{Cred, Perms};
 use hdrhistogram::Histogram;
@@ -194,15 +194,32 @@ impl Prescan {
         s.files.retain(|f, _| f != "/" && !dirs.contains(f));
         // Directories the trace makes, and everything below them, are its own to create.
         let made = std::mem::take(&mut s.made);
-        let inside_made = |p: &str| {
-            made.iter().any(|m| {
-                p == m
-                    || p.strip_prefix(m.as_str())
-                        .is_some_and(|r| r.starts_with('/'))
-            })
-        };
-        s.dirs.retain(|d| !inside_made(d));
-        s.files.retain(|f, _| !inside_made(f));
+        // Everything at or below a made directory is a contiguous key range of these sorted
+        // sets ("m" itself, then the keys starting "m/"): one range removal per made
+        // directory, however deep or many the paths.
+        for m in &made {
+            s.dirs.remove(m);
+            s.files.remove(m);
+            let below = format!("{}/", m.trim_end_matches('/'));
+            let dirs: Vec<String> = s
+                .dirs
+                .range(below.clone()..)
+                .take_while(|d| d.starts_with(&below))
+                .cloned()
+                .collect();
+            for d in dirs {
+                s.dirs.remove(&d);
+            }
+            let files: Vec<String> = s
+                .files
+                .range(below.clone()..)
+                .take_while(|(f, _)| f.starts_with(&below))
+                .map(|(f, _)| f.clone())
+                .collect();
+            for f in files {
+                s.files.remove(&f);
+            }
+        }
         Ok(s)
     }
 }
@@ -332,14 +349,17 @@ fn mkdir_p(fs: &mut HostFs, dir: &str) -> Result<(), FsError> {
     if fs.namespace().find(dir, WHO).is_ok() {
         return Ok(());
     }
-    let mut at = String::new();
+    // Down the path once, level by level: walking it from the root at every level made a
+    // deep path cost its depth cubed.
+    let mut at = String::with_capacity(dir.len());
+    let mut ino = Ino::ROOT;
     for c in dir.split('/').filter(|c| !c.is_empty()) {
         at.push('/');
         at.push_str(c);
-        match fs.mkdir(&at, DIR_PERMS, WHO) {
-            Ok(_) | Err(FsError::Namespace(NsError::Exists(_))) => {}
-            Err(e) => return Err(e),
-        }
+        ino = match fs.namespace().child(ino, c) {
+            Some(child) => child,
+            None => fs.mkdir_in(ino, &at, DIR_PERMS, WHO)?,
+        };
     }
     Ok(())
 }
@@ -719,8 +739,17 @@ pub fn replay_scanned<R: BufRead + Send>(
         )));
     }
     let setup = |fs: &mut HostFs| -> Result<(), FsError> {
-        for d in &scan.dirs {
-            mkdir_p(fs, d)?;
+        // Only the deepest directories: making one makes its ancestors, and a set of every
+        // ancestor of a deep path would otherwise cost its depth squared.
+        let mut dirs = scan.dirs.iter().peekable();
+        while let Some(d) = dirs.next() {
+            let has_child = dirs.peek().is_some_and(|next| {
+                next.strip_prefix(d.as_str())
+                    .is_some_and(|rest| rest.starts_with('/'))
+            });
+            if !has_child {
+                mkdir_p(fs, d)?;
+            }
         }
         for (f, size) in &scan.files {
             if let Some(p) = parent(f) {
