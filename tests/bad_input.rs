@@ -229,3 +229,223 @@ fn an_import_with_a_symlink_cycle_ends() {
     bounded(&r, 0, 60, 300);
     assert!(r.stdout.contains("1 file(s)"), "{}", r.stdout);
 }
+
+const HEADER: &str = r#"{"format":"csd-trace","version":1,"source":"test","clock":"ns"}"#;
+
+/// Writes a trace of `lines` under the header and returns its path.
+fn trace(name: &str, lines: &[String]) -> String {
+    let dir = data_home().join("traces");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    let mut text = String::from(HEADER);
+    for l in lines {
+        text.push('\n');
+        text.push_str(l);
+    }
+    text.push('\n');
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+fn open_line(path: &str) -> String {
+    format!(r#"{{"t":1,"pid":1,"op":"open","path":"{path}","flags":"O_WRONLY|O_CREAT","ret":3}}"#)
+}
+
+#[test]
+fn offsets_and_lengths_past_what_a_call_or_the_device_can_take_fail_per_event() {
+    let cases = [
+        // (name, second line, op, reason)
+        (
+            "huge-write",
+            r#"{"t":2,"pid":1,"op":"write","fd":3,"len":500000000000}"#,
+            "write",
+            "MAX_RW_COUNT",
+        ),
+        (
+            "max-len",
+            r#"{"t":2,"pid":1,"op":"write","fd":3,"len":18446744073709551615}"#,
+            "write",
+            "MAX_RW_COUNT",
+        ),
+        (
+            "wrap",
+            r#"{"t":2,"pid":1,"op":"pwrite","fd":3,"off":18446744073709551615,"len":10}"#,
+            "pwrite",
+            "beyond the device",
+        ),
+        (
+            "far-read",
+            r#"{"t":2,"pid":1,"op":"pread","fd":3,"off":900000000000,"len":4096,"ret":0}"#,
+            "pread",
+            "",
+        ),
+    ];
+    for (name, line, op, reason) in cases {
+        let t = trace(
+            &format!("{name}.trace"),
+            &[open_line("/a/f"), line.to_string()],
+        );
+        let r = csd(&["replay", &t, "--no-store", "--design", "frag-s", "--json"]);
+        bounded(&r, 0, 30, 300);
+        let report: serde_json::Value = serde_json::from_str(&r.stdout).expect("JSON report");
+        let design = &report["designs"][0];
+        let failed = design["latency"][op]["failed"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{name}: no {op} row in {}", design["latency"]));
+        if reason.is_empty() {
+            // A read at end of file is no error: it returns nothing, quickly.
+            assert_eq!(failed, 0, "{name}");
+            continue;
+        }
+        assert_eq!(failed, 1, "{name}");
+        let first = design["first_errors"][op]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name}: no first error for {op}"));
+        assert!(first.contains(reason), "{name}: {first}");
+        // The replay went on: the open before it counted.
+        assert_eq!(
+            design["latency"]["open"]["count"].as_u64(),
+            Some(1),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn a_deep_path_costs_linear_time_and_paths_past_the_kernels_limits_are_refused() {
+    let deep = format!("/{}", vec!["d"; 2000].join("/"));
+    let t = trace(
+        "deep.trace",
+        &[format!(
+            r#"{{"t":1,"pid":1,"op":"mkdir","path":"{deep}","ret":0}}"#
+        )],
+    );
+    let r = csd(&["replay", &t, "--no-store", "--design", "frag-s"]);
+    bounded(&r, 0, 20, 300);
+    assert!(r.stdout.contains("mkdir"), "{}", r.stdout);
+
+    let too_long = format!("/{}", vec!["d"; 2100].join("/"));
+    let long_name = format!("/a/{}", "n".repeat(256));
+    for (path, what) in [
+        (too_long.as_str(), "PATH_MAX"),
+        (long_name.as_str(), "NAME_MAX"),
+        ("relative/path", "relative"),
+    ] {
+        let t = trace(
+            "bad-path.trace",
+            &[format!(
+                r#"{{"t":1,"pid":1,"op":"mkdir","path":"{path}","ret":0}}"#
+            )],
+        );
+        for cmd in ["check", "replay"] {
+            let args: Vec<&str> = if cmd == "check" {
+                vec!["trace", "check", &t]
+            } else {
+                vec!["replay", &t, "--no-store"]
+            };
+            let r = csd(&args);
+            bounded(&r, 1, 20, 300);
+            assert!(
+                r.stderr.contains("line 2") && r.stderr.contains(what),
+                "{cmd} {what}: {}",
+                r.stderr
+            );
+            assert_eq!(
+                r.stderr.matches("line 2").count(),
+                1,
+                "{cmd}: said once: {}",
+                r.stderr
+            );
+            assert!(
+                r.stderr.len() < 1000,
+                "{cmd}: error cut short: {}",
+                r.stderr
+            );
+        }
+    }
+}
+
+#[test]
+fn a_huge_or_binary_line_is_refused_and_quoted_short() {
+    let long = format!(
+        r#"{{"t":1,"pid":1,"op":"stat","path":"/x","junk":"{}"}}"#,
+        "z".repeat(10 << 20)
+    );
+    let t = trace("long-line.trace", &[long]);
+    let r = csd(&["trace", "check", &t]);
+    bounded(&r, 1, 20, 300);
+    assert!(
+        r.stderr.contains("line 2") && r.stderr.contains("longer than"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.len() < 1000, "{}", r.stderr.len());
+
+    let path = data_home().join("traces/binary.trace");
+    let mut bytes = HEADER.as_bytes().to_vec();
+    bytes.push(b'\n');
+    bytes.extend((0..5000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8 | 0x80));
+    std::fs::write(&path, bytes).unwrap();
+    let r = csd(&["trace", "check", path.to_str().unwrap()]);
+    bounded(&r, 1, 20, 300);
+    assert!(
+        r.stderr.contains("line 2") && r.stderr.contains("not UTF-8"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.len() < 1000, "{}", r.stderr.len());
+}
+
+#[test]
+fn importers_refuse_empty_fio_logs_and_count_what_they_skip() {
+    let dir = data_home().join("imports");
+    std::fs::create_dir_all(&dir).unwrap();
+    let empty = dir.join("empty.log");
+    std::fs::write(&empty, b"").unwrap();
+    let r = csd(&[
+        "trace",
+        "import",
+        "--from",
+        "fio-iolog3",
+        empty.to_str().unwrap(),
+    ]);
+    bounded(&r, 1, 20, 300);
+    assert!(
+        r.stderr.contains("no 'fio version 3 iolog' header"),
+        "{}",
+        r.stderr
+    );
+
+    let strace = dir.join("neg.strace");
+    std::fs::write(
+        &strace,
+        "100 1700000000.000001 pread64(3</data/f>, \"\", 10, -5) = -1 EINVAL (Invalid argument)\n\
+         100 1700000000.000002 ftruncate(3</data/f>, 99999999999999999999) = -1 EFBIG (File too large)\n\
+         100 1700000000.000003 pread64(3</data/f>, \"abc\", 3, 0) = 3\n",
+    )
+    .unwrap();
+    let out = dir.join("neg.trace");
+    let r = csd(&[
+        "trace",
+        "import",
+        "--from",
+        "strace",
+        strace.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    bounded(&r, 0, 20, 300);
+    assert!(r.stderr.contains("1 events from 3 lines"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("skipped 1 call(s): pread64: negative offset"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("skipped 1 call(s): ftruncate: length over 2^63-1"),
+        "{}",
+        r.stderr
+    );
+}

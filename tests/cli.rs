@@ -869,9 +869,13 @@ fn persist_backlog_compares_raw_and_coalesced_replay() {
     assert_eq!(v[0]["config"], "offload");
     assert_eq!(offload["raw_blocks"], coalesce["raw_blocks"], "one backlog");
     assert_eq!(offload["surviving_blocks"], offload["raw_blocks"]);
-    assert!(coalesce["surviving_blocks"].as_u64() < offload["surviving_blocks"].as_u64());
+    // unwrap: comparing Options would pass when a field is missing (None < Some).
+    assert!(
+        coalesce["surviving_blocks"].as_u64().unwrap()
+            < offload["surviving_blocks"].as_u64().unwrap()
+    );
     assert_eq!(coalesce["surviving_inodes"], 4);
-    assert!(v[1]["checkpoint_ms"].as_f64() < v[0]["checkpoint_ms"].as_f64());
+    assert!(v[1]["checkpoint_ms"].as_f64().unwrap() < v[0]["checkpoint_ms"].as_f64().unwrap());
     let o = csd(&["runs", "show", "r1", "--store", st]);
     let stored: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(stored["kind"], "persist");
@@ -926,7 +930,10 @@ fn persist_online_reports_throughput_latency_and_cpu_cost() {
     let v = &out["runs"];
     assert_eq!(v.as_array().unwrap().len(), 2);
     assert_eq!(v[1]["config"], "coalesce");
-    assert!(v[1]["kops"].as_f64() > v[0]["kops"].as_f64(), "{v}");
+    assert!(
+        v[1]["kops"].as_f64().unwrap() > v[0]["kops"].as_f64().unwrap(),
+        "{v}"
+    );
     for r in v.as_array().unwrap() {
         assert!(r["fsync"]["p50_us"].as_f64().unwrap() > 0.0);
         assert!(r["cpu_cost"].as_f64().unwrap() > 0.0);

@@ -106,8 +106,8 @@ pub fn open_trace(
             });
             Ok((opener, TraceRef { id, name }))
         }
-        Some(p) => open_named(&p.display().to_string(), stored)
-            .with_context(|| format!("no such file: {}", p.display())),
+        // Not a file: a stored trace or a sample, whose error says all three were tried.
+        Some(p) => open_named(&p.display().to_string(), stored),
     }
 }
 
@@ -122,7 +122,7 @@ pub fn open_named(
         None => match sample(key) {
             Some(s) => (format!("(sample) {key}"), s.as_bytes().to_vec()),
             None => anyhow::bail!(
-                "no trace '{key}': none of that id or name in the run store (csd trace add stores one), and no bundled sample of that name ({})",
+                "no trace '{key}': no such file, no trace of that id or name in the run store (csd trace add stores one), and no bundled sample of that name ({})",
                 SAMPLES.map(|(n, _)| n).join(", ")
             ),
         },

@@ -82,17 +82,35 @@ fn write_converted(
 ) -> anyhow::Result<csd_traces::import::ImportStats> {
     let reader =
         BufReader::new(File::open(input).with_context(|| format!("opening {}", input.display()))?);
-    let sink: Box<dyn Write> = match out {
+    // A file output is written beside its final name and renamed once complete: a failed
+    // conversion leaves whatever was there before untouched.
+    let partial = out.map(|p| {
+        let mut name = p.file_name().unwrap_or_default().to_os_string();
+        name.push(format!(".partial-{}", std::process::id()));
+        p.with_file_name(name)
+    });
+    let sink: Box<dyn Write> = match &partial {
         Some(p) => Box::new(BufWriter::new(
             File::create(p).with_context(|| format!("creating {}", p.display()))?,
         )),
         None => Box::new(BufWriter::new(std::io::stdout().lock())),
     };
     let mut w = TraceWriter::new(sink, &header)?;
-    let stats = convert(source, reader, |e| w.write(&e))
-        .with_context(|| format!("converting {}", input.display()))?;
-    w.finish()?;
-    Ok(stats)
+    let converted = convert(source, reader, |e| w.write(&e))
+        .with_context(|| format!("converting {}", input.display()))
+        .and_then(|stats| Ok(w.finish().map(|_| stats)?));
+    match (converted, &partial, out) {
+        (Ok(stats), Some(tmp), Some(dest)) => {
+            std::fs::rename(tmp, dest)
+                .with_context(|| format!("moving the trace to {}", dest.display()))?;
+            Ok(stats)
+        }
+        (Err(e), Some(tmp), _) => {
+            let _ = std::fs::remove_file(tmp);
+            Err(e)
+        }
+        (result, _, _) => result,
+    }
 }
 
 fn import(from: Source, input: &Path, out: Option<&Path>) -> anyhow::Result<()> {

@@ -37,11 +37,21 @@ const QUOTE_BYTES: usize = 200;
 /// `text` cut to about [`QUOTE_BYTES`] (on a character boundary), saying how much was left
 /// out: an error about a 10 MB line should not print the line.
 pub fn quote(text: &str) -> String {
-    if text.len() <= QUOTE_BYTES {
+    quote_within(text, QUOTE_BYTES)
+}
+
+/// `text` cut to about `max` bytes, as [`quote`].
+pub fn quote_within(text: &str, max: usize) -> String {
+    if text.len() <= max {
         return text.to_string();
     }
-    let cut = text.floor_char_boundary(QUOTE_BYTES);
+    let cut = text.floor_char_boundary(max);
     format!("{}… ({} more bytes)", &text[..cut], text.len() - cut)
+}
+
+/// A whole problem message: long enough for a quoted value and what is said about it.
+fn cut_problem(problem: &str) -> String {
+    quote_within(problem, 2 * QUOTE_BYTES)
 }
 
 /// Reads one line of at most [`MAX_LINE_BYTES`] into `buf` (without its newline); `Ok(false)`
@@ -78,26 +88,27 @@ pub(crate) fn read_bounded_line(
 /// Checks a path as the kernel would: absolute, at most [`PATH_MAX`] bytes, components of at
 /// most [`NAME_MAX`], no NUL.
 pub fn check_path(path: &str) -> Result<(), String> {
+    let short = |p: &str| quote_within(p, 80);
     if !path.starts_with('/') {
         return Err(format!(
             "path \"{}\" is relative: trace paths are absolute",
-            quote(path)
+            short(path)
         ));
     }
     if path.len() >= PATH_MAX {
         return Err(format!(
             "path \"{}\" is {} bytes, over PATH_MAX ({PATH_MAX})",
-            quote(path),
+            short(path),
             path.len()
         ));
     }
     if path.contains('\0') {
-        return Err(format!("path \"{}\" contains a NUL byte", quote(path)));
+        return Err(format!("path \"{}\" contains a NUL byte", short(path)));
     }
     if let Some(c) = path.split('/').find(|c| c.len() > NAME_MAX) {
         return Err(format!(
             "path component \"{}\" is {} bytes, over NAME_MAX ({NAME_MAX})",
-            quote(c),
+            short(c),
             c.len()
         ));
     }
@@ -146,7 +157,7 @@ impl<R: BufRead> TraceReader<R> {
         let mut buf = Vec::new();
         let malformed = |problem: String| TraceError::Malformed {
             line: 1,
-            problem: quote(&problem),
+            problem: cut_problem(&problem),
         };
         if !read_bounded_line(&mut input, &mut buf).map_err(malformed)? {
             return Err(malformed(
@@ -184,7 +195,7 @@ impl<R: BufRead> TraceReader<R> {
     fn malformed(&self, problem: String) -> TraceError {
         TraceError::Malformed {
             line: self.line,
-            problem: quote(&problem),
+            problem: cut_problem(&problem),
         }
     }
 
