@@ -990,3 +990,53 @@ fn replayed_isc_ops_run_task_transactions_on_the_replayed_files() {
     assert!(internal > 0, "{d}");
     assert!(d["latency"]["isc"]["p50_ns"].as_u64().unwrap() > 0);
 }
+
+#[test]
+fn a_finished_run_is_printed_and_spooled_when_the_store_stays_busy() {
+    let dir = test_data_home().join("busy");
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = dir.join("runs");
+    let held = csd_traces::store::RunStore::open(&store).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_csd"))
+        .args([
+            "replay",
+            "ndp-mixed",
+            "--design",
+            "frag-s",
+            "--json",
+            "--store",
+        ])
+        .arg(&store)
+        .env("CSD_STORE_WAIT", "0.5")
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the report");
+    assert_eq!(report["designs"][0]["design"], "frag-s");
+    assert!(stderr(&out).contains("waiting up to"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("spooled to"), "{}", stderr(&out));
+    assert!(held.list().unwrap().is_empty());
+    drop(held);
+    // The next csd to open the store stores the spooled run.
+    let list = Command::new(env!("CARGO_BIN_EXE_csd"))
+        .args(["runs", "list", "--json", "--store"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert!(list.status.success(), "{}", stderr(&list));
+    assert!(
+        stderr(&list).contains("stored the spooled run"),
+        "{}",
+        stderr(&list)
+    );
+    let runs: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(runs.as_array().unwrap().len(), 1);
+    assert_eq!(runs[0]["designs"][0], "frag-s");
+    let spool = csd_traces::store::spool_dir(&store);
+    assert_eq!(
+        std::fs::read_dir(spool).unwrap().count(),
+        0,
+        "spool emptied"
+    );
+}

@@ -210,7 +210,7 @@ fn a_replay_started_through_the_api_is_stored() {
     let started = Instant::now();
     let done = loop {
         let (_, j) = get_json(&base, &format!("/api/replays/{id}"));
-        if j["state"] != "running" {
+        if j["state"] == "done" || j["state"] == "failed" {
             break j;
         }
         assert!(
@@ -235,7 +235,7 @@ fn a_replay_started_through_the_api_is_stored() {
     let id = job["job"].as_str().unwrap();
     let failed = loop {
         let (_, j) = get_json(&base, &format!("/api/replays/{id}"));
-        if j["state"] != "running" {
+        if j["state"] == "done" || j["state"] == "failed" {
             break j;
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -245,6 +245,241 @@ fn a_replay_started_through_the_api_is_stored() {
         .as_str()
         .unwrap()
         .contains("no bundled sample"));
+}
+
+/// Polls job `id` until it is done or failed (bounded).
+fn finished(base: &str, id: &str) -> Value {
+    let started = Instant::now();
+    loop {
+        let (_, j) = get_json(base, &format!("/api/replays/{id}"));
+        if j["state"] == "done" || j["state"] == "failed" {
+            return j;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "job {id} hung: {j}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn post_replay(base: &str, body: &str) -> (u16, Value) {
+    let (status, text) = http(base, "POST", "/api/replays", body.as_bytes());
+    let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    (status, v)
+}
+
+/// A trace stored in `store` (before the server starts, which does not hold the store).
+fn stored_trace(store: &Path, name: &str, lines: &[&str]) {
+    let dir = store.parent().expect("scratch dir");
+    let path = dir.join(name);
+    let mut text =
+        String::from(r#"{"format":"csd-trace","version":1,"source":"test","clock":"ns"}"#);
+    for l in lines {
+        text.push('\n');
+        text.push_str(l);
+    }
+    text.push('\n');
+    std::fs::write(&path, text).unwrap();
+    let out = Command::new(CSD)
+        .args(["trace", "add"])
+        .arg(&path)
+        .arg("--store")
+        .arg(store)
+        .output()
+        .expect("csd trace add");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn requests_name_built_in_profiles_and_never_a_file() {
+    let store = scratch("api-profiles").join("store");
+    let (_server, base) = serve(&store);
+    let mut answers = Vec::new();
+    for profile in [
+        "/dev/zero",
+        "/etc/passwd",
+        "/no/such/profile.toml",
+        "../../x.toml",
+    ] {
+        let req = format!(r#"{{"trace":"ndp-mixed","profile":"{profile}","designs":["lightfs"]}}"#);
+        let (status, job) = post_replay(&base, &req);
+        assert_eq!(status, 202, "{job}");
+        let j = finished(&base, job["job"].as_str().unwrap());
+        assert_eq!(j["state"], "failed", "{profile}: {j}");
+        let e = j["error"].as_str().unwrap();
+        assert!(e.contains("unknown profile"), "{profile}: {e}");
+        answers.push(e.replace(profile, "P"));
+    }
+    // One answer whatever the path names: nothing tells whether a host file exists.
+    assert!(answers.windows(2).all(|w| w[0] == w[1]), "{answers:?}");
+}
+
+#[test]
+fn a_hostile_stored_trace_fails_its_job_and_the_server_serves_on() {
+    let store = scratch("api-hostile").join("store");
+    stored_trace(
+        &store,
+        "hostile.trace",
+        &[
+            r#"{"t":1,"pid":1,"op":"pread","fd":3,"path":"/in/f","off":900000000000,"len":4096,"ret":4096}"#,
+            r#"{"t":2,"pid":1,"op":"open","path":"/o","flags":"O_WRONLY|O_CREAT","ret":4}"#,
+            r#"{"t":3,"pid":1,"op":"write","fd":4,"len":500000000000}"#,
+        ],
+    );
+    stored_trace(
+        &store,
+        "writes.trace",
+        &[
+            r#"{"t":1,"pid":1,"op":"open","path":"/o","flags":"O_WRONLY|O_CREAT","ret":4}"#,
+            r#"{"t":2,"pid":1,"op":"write","fd":4,"len":500000000000}"#,
+            r#"{"t":3,"pid":1,"op":"pwrite","fd":4,"off":18446744073709551615,"len":9}"#,
+        ],
+    );
+    let (server, base) = serve(&store);
+    // On the 1 GiB pcm-zynq the 900 GB file the trace reads cannot exist: the job fails.
+    let (_, job) = post_replay(
+        &base,
+        r#"{"trace":"hostile.trace","profile":"pcm-zynq","designs":["lightfs"]}"#,
+    );
+    let j = finished(&base, job["job"].as_str().unwrap());
+    assert_eq!(j["state"], "failed", "{j}");
+    assert!(j["error"].as_str().unwrap().contains("more than"), "{j}");
+    // Out-of-range requests are per-event failures: the replay finishes and is stored.
+    let (_, job) = post_replay(
+        &base,
+        r#"{"trace":"writes.trace","profile":"pcm-zynq","designs":["frag-s"]}"#,
+    );
+    let j = finished(&base, job["job"].as_str().unwrap());
+    assert_eq!(j["state"], "done", "{j}");
+    let (status, run) = get_json(&base, &format!("/api/runs/{}", j["run"].as_str().unwrap()));
+    assert_eq!(status, 200);
+    let latency = &run["run"]["report"]["designs"][0]["latency"];
+    assert_eq!(latency["write"]["failed"].as_u64().unwrap(), 1, "{latency}");
+    assert_eq!(
+        latency["pwrite"]["failed"].as_u64().unwrap(),
+        1,
+        "{latency}"
+    );
+    // Still serving, same process.
+    let (status, _) = get_json(&base, "/api/runs");
+    assert_eq!(status, 200);
+    assert!(std::path::Path::new(&format!("/proc/{}", server.0.id())).exists());
+}
+
+/// Threads of process `pid` now.
+fn threads(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn replay_jobs_queue_one_per_core_refuse_a_flood_and_are_pruned() {
+    let store = scratch("api-queue").join("store");
+    stored_trace(
+        &store,
+        "tiny.trace",
+        &[r#"{"t":1,"pid":1,"op":"mkdir","path":"/a"}"#],
+    );
+    let (server, base) = serve(&store);
+    let req = r#"{"trace":"tiny.trace","profile":"pcm-zynq","designs":["frag-s"]}"#;
+    let (mut accepted, mut refused) = (0, 0);
+    let mut last = String::new();
+    for _ in 0..200 {
+        let (status, v) = post_replay(&base, req);
+        match status {
+            202 => {
+                accepted += 1;
+                last = v["job"].as_str().unwrap().to_string();
+            }
+            429 => {
+                refused += 1;
+                assert!(v["error"].as_str().unwrap().contains("waiting"), "{v}");
+            }
+            s => panic!("{s}: {v}"),
+        }
+        // The flood never makes a thread per request.
+        assert!(
+            threads(server.0.id()) < 64,
+            "{} threads",
+            threads(server.0.id())
+        );
+    }
+    assert!(
+        refused > 0,
+        "200 requests at once must meet the queue's limit"
+    );
+    assert!(accepted >= 16, "{accepted} accepted");
+    finished(&base, &last);
+    // Keep feeding it until more than the table keeps have run; it remembers the last 100.
+    let mut total = accepted;
+    while total <= 130 {
+        let (status, v) = post_replay(&base, req);
+        if status == 202 {
+            total += 1;
+            last = v["job"].as_str().unwrap().to_string();
+        } else {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    finished(&base, &last);
+    std::thread::sleep(Duration::from_millis(200));
+    let (_, jobs) = get_json(&base, "/api/replays");
+    let jobs = jobs.as_array().unwrap();
+    assert!(jobs.len() <= 100, "{} jobs kept", jobs.len());
+    assert!(
+        jobs.iter().all(|j| j["state"] == "done"),
+        "every tiny replay succeeds"
+    );
+    assert_eq!(
+        jobs.last().unwrap()["id"],
+        last.as_str(),
+        "the newest are kept"
+    );
+}
+
+#[test]
+fn cli_reads_work_while_the_dashboard_polls_the_store() {
+    let store = fixture_store("api-contention");
+    let (_server, base) = serve(&store);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let poller = {
+        let (base, stop) = (base.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut polls = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let (status, _) = get_json(&base, "/api/runs");
+                assert_eq!(status, 200);
+                polls += 1;
+            }
+            polls
+        })
+    };
+    for i in 0..30 {
+        let args: &[&str] = if i % 3 == 0 {
+            &["runs", "show", "r1", "--store"]
+        } else {
+            &["runs", "list", "--store"]
+        };
+        let out = Command::new(CSD).args(args).arg(&store).output().unwrap();
+        assert!(
+            out.status.success(),
+            "call {i}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("r1"));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let polls = poller.join().unwrap();
+    assert!(polls > 10, "the dashboard was polled {polls} times");
 }
 
 // ---- the browser -----------------------------------------------------------------------

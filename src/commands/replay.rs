@@ -232,7 +232,7 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
     args.store.check()?;
     let store_path = (!args.store.no_store).then(|| args.store.path());
     let (mut open, trace_ref) = open_trace(args.trace.as_deref(), |key| {
-        let s = RunStore::open_waiting(&store_path?, super::runs::READ_PATIENCE, || {}).ok()?;
+        let s = RunStore::open_waiting(&store_path?, super::runs::store_patience(), || {}).ok()?;
         s.trace(key).ok().map(|(meta, b)| (meta.name, b))
     })?;
     let bar = indicatif::ProgressBar::hidden();

@@ -42,14 +42,15 @@ impl StoreArgs {
             return Ok(());
         }
         let path = self.path();
+        let patience = store_patience();
         let waiting = || {
             eprintln!(
-                "csd: the run store at {} is in use by another csd process; waiting up to {} s to save",
+                "csd: the run store at {} is in use by another csd process; waiting up to {:.0} s to save (CSD_STORE_WAIT)",
                 path.display(),
-                SAVE_PATIENCE.as_secs()
+                patience.as_secs_f64()
             )
         };
-        match RunStore::open_waiting(&path, SAVE_PATIENCE, waiting) {
+        match RunStore::open_waiting(&path, patience, waiting) {
             Ok(store) => {
                 let saved = store.save(run)?;
                 eprintln!("csd: saved as run {} in {}", saved.id, path.display());
@@ -69,10 +70,16 @@ impl StoreArgs {
     }
 }
 
-/// How long a save waits for a busy store before spooling the run.
-const SAVE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(20);
-/// How long a read (`runs list`, `show`, …) waits for a busy store.
-pub const READ_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long csd waits for a run store another csd process holds: `CSD_STORE_WAIT` seconds,
+/// default 20. A save that waits this long in vain spools its run instead.
+pub fn store_patience() -> std::time::Duration {
+    let secs = std::env::var("CSD_STORE_WAIT")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .unwrap_or(20.0);
+    std::time::Duration::from_secs_f64(secs)
+}
 
 #[derive(clap::Subcommand, Debug)]
 pub enum RunsCmd {
@@ -109,7 +116,7 @@ pub enum RunsCmd {
 /// Opens the store for a read, waiting for another csd process (the dashboard, a replay
 /// saving) to let go of it.
 pub fn open(s: &StoreArgs) -> anyhow::Result<RunStore> {
-    RunStore::open_waiting(&s.path(), READ_PATIENCE, || {}).map_err(Into::into)
+    RunStore::open_waiting(&s.path(), store_patience(), || {}).map_err(Into::into)
 }
 
 pub fn run(cmd: &RunsCmd) -> anyhow::Result<()> {
