@@ -79,8 +79,30 @@ pub enum PersistStep {
     DeltaDrop {
         ppn: u32,
     },
-    /// Not a durable change: a checker's marker that its operation `n` was acknowledged.
+    /// Not a durable change: the firmware waits here until every flash write before it
+    /// (programs, erases, journal entries) has completed. Without one, a power loss may
+    /// leave any subset of the flash writes in flight; capacitor-backed updates (task table,
+    /// delta records) are durable at once.
+    Barrier,
+    /// Not a durable change: a checker's marker that its operation `n` was acknowledged
+    /// (its flash writes had completed: a barrier too).
     Mark(u64),
+}
+
+impl PersistStep {
+    /// A write to flash, which completes some time after it is issued (a crash may lose it
+    /// unless a barrier followed). The rest live in capacitor-backed DRAM.
+    pub fn is_flash(&self) -> bool {
+        matches!(
+            self,
+            PersistStep::Program { .. }
+                | PersistStep::Erase { .. }
+                | PersistStep::Trim { .. }
+                | PersistStep::TrimDrop { .. }
+                | PersistStep::P2l { .. }
+                | PersistStep::P2lDrop { .. }
+        )
+    }
 }
 
 /// Durable state at one instant.
@@ -150,7 +172,7 @@ impl DurableImage {
             PersistStep::DeltaDrop { ppn } => {
                 self.deltas.remove(&ppn);
             }
-            PersistStep::Mark(_) => {}
+            PersistStep::Barrier | PersistStep::Mark(_) => {}
         }
     }
 }

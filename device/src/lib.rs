@@ -30,6 +30,7 @@
 
 pub mod addr;
 pub mod cost;
+pub mod crash;
 pub mod device;
 pub mod durable;
 pub mod error;

@@ -168,6 +168,11 @@ impl Ftl {
         }
     }
 
+    /// Waits for every flash write issued so far to complete (see [`PersistStep::Barrier`]).
+    pub fn barrier(&mut self) {
+        self.log_step(PersistStep::Barrier);
+    }
+
     /// The sequence number the next persistent mapping change will carry.
     fn next_seq(&mut self) -> u64 {
         self.seq += 1;
@@ -482,6 +487,8 @@ impl Ftl {
                 set_bit(&mut self.oob_delta, p, false);
             }
             self.blocks.erased(victim);
+            // The copies are programmed before the victim's only copies are erased.
+            self.barrier();
             self.log_step(PersistStep::Erase { block: victim });
             work.blocks_erased += 1;
         }

@@ -20,12 +20,15 @@
 //!   writers, journal thread, watermark and synchronous reclaim) in virtual time.
 //! - [`backlog`]: SIFT §5.3–5.4's manual-checkpoint backlogs (high-overlap, sequential
 //!   no-reuse), their replay statistics and the checkpoint's time.
+//! - [`crash`]: the crash checker (seeded workloads crashed at every write, in order or
+//!   reordered and torn between flushes, recovered and compared with an oracle).
 //! - [`protocol`]: the five states of a staged update as types (publish-after-fix,
 //!   wait-not-skip, reclaim only after apply).
 
 pub mod backlog;
 pub mod coalesce;
 pub mod cost;
+pub mod crash;
 pub mod layout;
 pub mod online;
 pub mod protocol;

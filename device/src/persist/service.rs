@@ -130,15 +130,39 @@ pub trait Blocks {
     fn block_bytes(&self) -> u64;
     fn read(&mut self, block: u64) -> Vec<u8>;
     fn write(&mut self, block: u64, data: &[u8]);
+    /// A cache flush (FUA fence): every write before it is durable when it returns. Writes
+    /// between two flushes may reach the medium in any order, or not at all, if power fails
+    /// (a volatile write cache); the protocol places flushes where its order matters.
+    fn flush(&mut self) {}
 }
 
-/// Durable blocks in memory, optionally logging every write in order (a crash at step `k`
-/// leaves exactly the first `k` writes).
+/// One entry of a [`MemBlocks`] write log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LogEntry {
+    Write {
+        block: u64,
+        data: Vec<u8>,
+    },
+    Flush,
+    /// Not a device event: a checker's marker that an operation was acknowledged.
+    Ack(String),
+}
+
+/// Durable blocks in memory, optionally logging every write and flush in order (a crash
+/// checker rebuilds the medium from any prefix, and reorders what lies between flushes).
 #[derive(Clone, Debug, Default)]
 pub struct MemBlocks {
     pub block_bytes: u64,
     pub blocks: BTreeMap<u64, Vec<u8>>,
-    pub log: Option<Vec<(u64, Vec<u8>)>>,
+    pub log: Option<Vec<LogEntry>>,
+}
+
+impl MemBlocks {
+    /// Stores a block as [`Blocks::write`] does, without logging (a checker building images).
+    pub fn put(&mut self, block: u64, data: &[u8]) {
+        let end = data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+        self.blocks.insert(block, data[..end].to_vec());
+    }
 }
 
 impl Blocks for MemBlocks {
@@ -155,13 +179,32 @@ impl Blocks for MemBlocks {
     /// Stores the block without its trailing zeros (large backlogs of mostly-empty blocks
     /// stay small); `read` pads them back.
     fn write(&mut self, block: u64, data: &[u8]) {
-        let end = data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
-        let kept = data[..end].to_vec();
+        self.put(block, data);
         if let Some(log) = &mut self.log {
-            log.push((block, kept.clone()));
+            log.push(LogEntry::Write {
+                block,
+                data: self.blocks[&block].clone(),
+            });
         }
-        self.blocks.insert(block, kept);
     }
+
+    fn flush(&mut self) {
+        if let Some(log) = &mut self.log {
+            log.push(LogEntry::Flush);
+        }
+    }
+}
+
+/// A deliberately wrong order, for showing that a crash checker catches it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OrderFault {
+    /// Advance the ring tails in the superblock before the checkpoint's replay (the data
+    /// the rings held is lost if power fails in between).
+    ReclaimBeforeReplay,
+    /// Acknowledge fsync without the flush after its commit block (with a volatile write
+    /// cache, an acknowledged fsync can vanish).
+    AckBeforeFence,
 }
 
 /// The three configurations of SIFT Table 3; one protocol, different checkpoint semantics.
@@ -333,8 +376,8 @@ pub struct Sift<B: Blocks> {
     pub last_checkpoint: CheckpointStats,
     sync_reclaims: u64,
     checkpoints: u64,
-    #[cfg(test)]
-    pub(crate) broken_reclaim_order: bool,
+    /// A deliberately wrong order (crash checking only); `None` is SIFT's protocol.
+    pub fault: Option<OrderFault>,
 }
 
 impl<B: Blocks> Sift<B> {
@@ -347,6 +390,7 @@ impl<B: Blocks> Sift<B> {
             journal_tail_seq: 1,
         };
         blocks.write(Namespace::SUPERBLOCK, &sb.encode(ns.block_bytes));
+        blocks.flush();
         Self::with(ns, blocks, config, sb)
     }
 
@@ -380,7 +424,7 @@ impl<B: Blocks> Sift<B> {
             sync_reclaims: 0,
             checkpoints: 0,
             #[cfg(test)]
-            broken_reclaim_order: false,
+            fault: None,
         }
     }
 
@@ -488,11 +532,16 @@ impl<B: Blocks> Sift<B> {
             self.blocks
                 .write(self.ns.staging_block(base + 2 + i as u64), d);
         }
-        // The final commit fence: fsync's durable point.
+        // Commit block last: after a flush, so it never reaches the medium before the body.
+        self.blocks.flush();
         self.blocks.write(
             self.ns.staging_block(base + len - 1),
             &encode_commit(STAGING, seq, desc.body_crc, bb),
         );
+        // The final commit fence: fsync's durable point.
+        if self.fault != Some(OrderFault::AckBeforeFence) {
+            self.blocks.flush();
+        }
         // Everything the file had pending is durable in this transaction now, the claimed
         // blocks included: a later fsync must not re-capture them over newer data.
         let f = &mut self.files[file as usize];
@@ -603,10 +652,12 @@ impl<B: Blocks> Sift<B> {
             self.blocks
                 .write(self.ns.journal_block(base + 1 + i as u64), d);
         }
+        self.blocks.flush();
         self.blocks.write(
             self.ns.journal_block(base + desc.ring_blocks() - 1),
             &encode_commit(JOURNAL, seq, desc.body_crc, bb),
         );
+        self.blocks.flush();
         // Durable: the claimed copies are no longer needed by later fsyncs.
         for (f, b, d) in &h.blocks {
             let claimed = &mut self.files[*f as usize].claimed;
@@ -721,16 +772,7 @@ impl<B: Blocks> Sift<B> {
             Source::Staging => 0,
             Source::Journal => 1,
         };
-        let reclaim_first = {
-            #[cfg(test)]
-            {
-                self.broken_reclaim_order
-            }
-            #[cfg(not(test))]
-            {
-                false
-            }
-        };
+        let reclaim_first = self.fault == Some(OrderFault::ReclaimBeforeReplay);
         let last_staged = eligible.last().map(|s| (s.seq, s.extent()));
         if reclaim_first {
             self.reclaim(&batch, last_staged);
@@ -812,6 +854,8 @@ impl<B: Blocks> Sift<B> {
                 io.replay = Replay::Windows(units);
             }
         }
+        // The replay is durable before the superblock may drop what it replayed.
+        self.blocks.flush();
         stats.reclaimed_txns = eligible.len() as u64;
         self.last_checkpoint = stats;
         pending.batch = batch;
@@ -888,6 +932,7 @@ impl<B: Blocks> Sift<B> {
         }
         self.blocks
             .write(Namespace::SUPERBLOCK, &sb.encode(self.ns.block_bytes));
+        self.blocks.flush();
         self.sb = sb;
         self.journal.reclaim_through(&last_extent);
         if let Some((_, e)) = last_staged {
@@ -950,6 +995,7 @@ impl<B: Blocks> Sift<B> {
             apply_staged(&mut blocks, *spos, sd);
         }
         // Everything is in the file-system area now: start with empty rings past the end.
+        blocks.flush();
         let sb = Superblock {
             staging_tail: staging_end.0,
             staging_tail_seq: staging_end.1,
@@ -957,6 +1003,7 @@ impl<B: Blocks> Sift<B> {
             journal_tail_seq: journal_end.1,
         };
         blocks.write(Namespace::SUPERBLOCK, &sb.encode(ns.block_bytes));
+        blocks.flush();
         Ok(Self::with(ns, blocks, config, sb))
     }
 }

@@ -165,10 +165,19 @@ pub struct Txn {
     /// The firmware core's busy-until time.
     firmware_busy: VirtualTime,
     stats: TxnStats,
-    /// Test-only: persist the mappings before the commit timestamp (wrong on purpose, so the
-    /// crash checker can show it catches a broken order).
-    #[cfg(test)]
-    pub(crate) broken_commit_order: bool,
+    /// A deliberately wrong order (crash checking only); `None` is TxISC's protocol.
+    pub(crate) fault: Option<TxFault>,
+}
+
+/// A deliberately wrong commit order, for showing that a crash checker catches it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TxFault {
+    /// Persist the mappings before the commit timestamp.
+    MappingsBeforeCommit,
+    /// Write the commit timestamp without waiting for the task's delta pages to be
+    /// programmed (no barrier before the commit point).
+    CommitBeforeDeltaPages,
 }
 
 impl Txn {
@@ -568,13 +577,15 @@ impl Device {
         }
         let t0 = self.firmware(at, examined);
         let ts = self.txn.tick();
-        #[cfg(test)]
-        let broken = self.txn.broken_commit_order;
-        #[cfg(not(test))]
-        let broken = false;
+        let broken = self.txn.fault == Some(TxFault::MappingsBeforeCommit);
+        // The task's delta pages are on flash before the commit point names them.
+        if self.txn.fault != Some(TxFault::CommitBeforeDeltaPages) {
+            self.ftl.barrier();
+        }
         if !broken {
             self.ftl.log_step(PersistStep::TaskCommit { task, ts });
         }
+        let mut to_drop = Vec::new();
         let mut applied = 0u64;
         let mut last_die = None;
         for &file in &entry.files {
@@ -603,7 +614,7 @@ impl Device {
                         self.ftl.drop_delta(old.ppn)?;
                     }
                     self.ftl.apply_delta(p.ppn)?;
-                    self.ftl.log_step(PersistStep::DeltaDrop { ppn: p.ppn.0 });
+                    to_drop.push(p.ppn.0);
                     last_die = Some(self.profile.geometry.die_of(p.ppn));
                     applied += 1;
                 }
@@ -614,6 +625,11 @@ impl Device {
                 .expect("registered")
                 .committed
                 .extend(ranges);
+        }
+        // The delta records go once the P2L that replaces them is on flash.
+        self.ftl.barrier();
+        for ppn in to_drop {
+            self.ftl.log_step(PersistStep::DeltaDrop { ppn });
         }
         if broken {
             self.ftl.log_step(PersistStep::TaskCommit { task, ts });
@@ -673,12 +689,20 @@ impl Device {
                 continue;
             }
             let desc = self.txn.snapshots.remove(&file).expect("registered");
+            let mut applied = Vec::new();
             for (_, host, e) in desc.deltas.iter() {
                 debug_assert_eq!(host, TaskId::HOST, "only host deltas outlive their tasks");
                 for p in &e.pages {
                     self.ftl.apply_delta(p.ppn)?;
-                    self.ftl.log_step(PersistStep::DeltaDrop { ppn: p.ppn.0 });
+                    applied.push(p.ppn.0);
                 }
+            }
+            // The records go once the P2L that replaces them is on flash.
+            if !applied.is_empty() {
+                self.ftl.barrier();
+            }
+            for ppn in applied {
+                self.ftl.log_step(PersistStep::DeltaDrop { ppn });
             }
             for e in desc.extents() {
                 self.txn.flagged.remove(e.first.0, e.first.0 + e.pages);
@@ -731,6 +755,7 @@ impl Device {
         for &ppn in &applied {
             self.ftl.journal_p2l(Ppn(ppn));
         }
+        self.ftl.barrier();
         for &ppn in image.deltas.keys() {
             self.ftl.log_step(PersistStep::DeltaDrop { ppn });
         }

@@ -90,7 +90,7 @@ struct Run {
 /// reads, writes, commits and aborts, with GC throughout. Checks isolation as it goes.
 fn workload(seed: u64, ops: usize, broken: bool) -> Run {
     let mut dev = Device::new(&tiny(), DataMode::Payloads).unwrap();
-    dev.txn.broken_commit_order = broken;
+    dev.txn.fault = broken.then_some(TxFault::MappingsBeforeCommit);
     dev.ftl.record_persist_log();
     let mut rng = SimRng::new(seed);
     let mut view = View::new();
