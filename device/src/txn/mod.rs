@@ -19,6 +19,7 @@
 //! `device_cpu.metadata_entry_ns` per mapping entry examined, booked FIFO on that core.
 
 pub mod bench;
+pub mod crash;
 mod flags;
 pub mod snapshot;
 
@@ -175,9 +176,9 @@ pub struct Txn {
 pub enum TxFault {
     /// Persist the mappings before the commit timestamp.
     MappingsBeforeCommit,
-    /// Write the commit timestamp without waiting for the task's delta pages to be
-    /// programmed (no barrier before the commit point).
-    CommitBeforeDeltaPages,
+    /// Record a delta mapping without waiting for its page to be programmed (the record is
+    /// capacitor-backed, the page is not yet on flash).
+    RecordBeforePage,
 }
 
 impl Txn {
@@ -505,6 +506,12 @@ impl Device {
         lpn: Lpn,
         ppn: Ppn,
     ) -> Result<(), DeviceError> {
+        // The page is programmed before the capacitor-backed record names it: a record of a
+        // page a power loss cut short would be a mapping to nothing. (So a commit point,
+        // which follows the records, follows the pages too.)
+        if self.txn.fault != Some(TxFault::RecordBeforePage) {
+            self.ftl.barrier();
+        }
         let ts = self.txn.tick();
         let desc = self.txn.snapshots.get_mut(&file).expect("registered");
         let replaced = desc.deltas.put(writer, page, ppn, ts);
@@ -578,10 +585,7 @@ impl Device {
         let t0 = self.firmware(at, examined);
         let ts = self.txn.tick();
         let broken = self.txn.fault == Some(TxFault::MappingsBeforeCommit);
-        // The task's delta pages are on flash before the commit point names them.
-        if self.txn.fault != Some(TxFault::CommitBeforeDeltaPages) {
-            self.ftl.barrier();
-        }
+        // The task's delta pages are on flash already: each was before its record (put_delta).
         if !broken {
             self.ftl.log_step(PersistStep::TaskCommit { task, ts });
         }
