@@ -5,7 +5,8 @@ mod units;
 
 use clap::{Parser, Subcommand};
 use commands::{
-    bench, device, ndp, persist, profiles, replay, runs, serve, task, trace, txapps, txbench,
+    bench, crashcheck, device, ndp, persist, profiles, replay, runs, serve, task, trace, txapps,
+    txbench,
 };
 use std::process::ExitCode;
 
@@ -86,6 +87,12 @@ enum Command {
     /// backlogs, under vanilla, offload and coalesce.
     #[command(subcommand)]
     Persist(persist::PersistCmd),
+    /// Crash-check TxISC's transactions and SIFT's persistence path: seeded workloads crashed
+    /// at every durable write (in order, or reordered and torn between fences), recovered,
+    /// and compared with an oracle. Exits 1 if any crash state recovers wrongly.
+    ///
+    /// Example: csd crashcheck sift --seed 7 --ops 300 --model reorder-torn
+    Crashcheck(crashcheck::CrashcheckArgs),
     /// Measure the speed and memory of the model itself.
     #[command(subcommand)]
     Bench(bench::BenchCmd),
@@ -131,6 +138,7 @@ fn main() -> ExitCode {
         Some(Command::Tasks { json }) => task::list(*json),
         Some(Command::Task(cmd)) => task::build(cmd),
         Some(Command::Bench(cmd)) => bench::run(cmd),
+        Some(Command::Crashcheck(args)) => crashcheck::run(args),
         Some(Command::Txbench(args)) => txbench::run(args),
         Some(Command::Txapps(args)) => txapps::run(args),
         Some(Command::Persist(cmd)) => persist::run_cmd(cmd),

@@ -1040,3 +1040,28 @@ fn a_finished_run_is_printed_and_spooled_when_the_store_stays_busy() {
         "spool emptied"
     );
 }
+
+#[test]
+fn crashcheck_explores_both_mechanisms_and_catches_a_broken_order() {
+    let out = csd(&["crashcheck", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let reports: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let reports = reports.as_array().unwrap();
+    assert_eq!(reports.len(), 4, "txisc and sift's three configurations");
+    for r in reports {
+        assert_eq!(r["model"]["reorder"]["torn"], true, "{r}");
+        assert!(r["points"].as_u64().unwrap() >= 10_000, "{r}");
+        assert_eq!(r["violations"].as_u64().unwrap(), 0, "{r}");
+    }
+    assert_eq!(reports[0]["mechanism"], "txisc");
+    for (mechanism, fault) in [
+        ("txisc", "record-before-page"),
+        ("sift", "ack-before-fence"),
+    ] {
+        let out = csd(&["crashcheck", mechanism, "--fault", fault, "--seeds", "5"]);
+        assert_eq!(out.status.code(), Some(1), "{mechanism}: {}", stderr(&out));
+        let text = stdout(&out);
+        assert!(text.contains("first violation"), "{text}");
+        assert!(text.contains("op ") && text.contains("→"), "{text}");
+    }
+}

@@ -1,6 +1,7 @@
 pub mod bench;
 pub mod bench_coalesce;
 pub mod bench_replay;
+pub mod crashcheck;
 pub mod device;
 pub mod ndp;
 pub mod persist;

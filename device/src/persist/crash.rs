@@ -225,6 +225,8 @@ pub(crate) fn enumerate(run: &Run, seed: u64, config: Config, model: CrashModel)
                     .keys()
                     .chain(after.keys())
                     .chain(v.keys())
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .into_iter()
                     .filter(|k| v.get(k) != before.get(k) && v.get(k) != after.get(k))
                     .map(|k| {
                         format!(

@@ -423,7 +423,6 @@ impl<B: Blocks> Sift<B> {
             last_checkpoint: CheckpointStats::default(),
             sync_reclaims: 0,
             checkpoints: 0,
-            #[cfg(test)]
             fault: None,
         }
     }
