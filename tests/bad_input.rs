@@ -280,6 +280,20 @@ fn offsets_and_lengths_past_what_a_call_or_the_device_can_take_fail_per_event() 
             "",
         ),
     ];
+    // A file the trace reads 4 KiB of at 900 GB existed at that size: it is made with that
+    // page written, not 900 GB of them (this aborted, then took 900 MB and 11 s).
+    let t = trace(
+        "far-read-data.trace",
+        &[r#"{"t":1,"pid":1,"op":"pread","fd":3,"path":"/in/f","off":900000000000,"len":4096,"ret":4096}"#
+            .to_string()],
+    );
+    let r = csd(&["replay", &t, "--no-store", "--design", "lightfs", "--json"]);
+    bounded(&r, 0, 30, 300);
+    let report: serde_json::Value = serde_json::from_str(&r.stdout).expect("JSON report");
+    assert_eq!(
+        report["designs"][0]["latency"]["pread"]["count"].as_u64(),
+        Some(1)
+    );
     for (name, line, op, reason) in cases {
         let t = trace(
             &format!("{name}.trace"),

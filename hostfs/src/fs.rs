@@ -311,12 +311,14 @@ impl HostFs {
         Ok(ino)
     }
 
-    /// [`HostFs::import`] of `size` zero bytes, without holding them: the device writes zero
-    /// pages. What a replay's timing-only set-up needs for files of any size.
+    /// Creates `path` with `size` bytes allocated, writing (zero pages) only the byte ranges
+    /// `written` (each `(start, end)`, rounded out to whole blocks): what a replay's
+    /// timing-only set-up needs for files of any size, without holding their bytes.
     pub fn import_zeros(
         &mut self,
         path: &str,
         size: u64,
+        written: &[(u64, u64)],
         perms: Perms,
         who: Cred,
     ) -> Result<Ino, FsError> {
@@ -327,7 +329,16 @@ impl HostFs {
             .alloc
             .allocate(size.div_ceil(bs), None)
             .map_err(NsError::from)?;
-        let ranges = byte_ranges(&runs, bs, size);
+        let mut ranges = Vec::new();
+        for &(start, end) in written {
+            let end = end.min(size);
+            if start >= end {
+                continue;
+            }
+            let first = start / bs * bs;
+            let last = end.div_ceil(bs) * bs;
+            ranges.extend(file_ranges(&runs, bs, first, last - first));
+        }
         let c = self
             .device
             .write_ranges(IoPath::Host, self.clock, &ranges, None)?;
@@ -915,19 +926,27 @@ impl HostFs {
     }
 }
 
-/// The device byte ranges holding the first `len` bytes of a file laid out in `runs`.
-pub fn byte_ranges(runs: &[BlockRun], block_bytes: u64, len: u64) -> Vec<(u64, u64)> {
-    let mut left = len;
-    let mut out = Vec::with_capacity(runs.len());
+/// The device byte ranges holding file bytes `offset..offset + len` of a file laid out in
+/// `runs` (which must cover them).
+pub fn file_ranges(runs: &[BlockRun], block_bytes: u64, offset: u64, len: u64) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let (mut at, end) = (offset, offset + len);
+    let mut run_start = 0u64;
     for r in runs {
-        let n = (r.blocks * block_bytes).min(left);
-        if n == 0 {
-            break;
+        let run_end = run_start + r.blocks * block_bytes;
+        if at < end && at < run_end {
+            let to = end.min(run_end);
+            out.push((r.first * block_bytes + (at - run_start), to - at));
+            at = to;
         }
-        out.push((r.first * block_bytes, n));
-        left -= n;
+        run_start = run_end;
     }
     out
+}
+
+/// The device byte ranges holding the first `len` bytes of a file laid out in `runs`.
+pub fn byte_ranges(runs: &[BlockRun], block_bytes: u64, len: u64) -> Vec<(u64, u64)> {
+    file_ranges(runs, block_bytes, 0, len)
 }
 
 /// Lending files to a task that runs on the device (a trace's `isc` op, TxISC): the host

@@ -71,11 +71,43 @@ pub enum ReplayError {
     Device(#[from] csd_device::DeviceError),
 }
 
+/// A file the trace reads (or opens) before writing it: it existed before the trace began.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NeededFile {
+    /// The size the trace's reads imply.
+    pub size: u64,
+    /// The byte ranges the trace reads (start → end, disjoint, not adjacent): written when
+    /// the file is made. The rest is allocated but left unwritten: the trace says nothing of
+    /// it, and writing it would cost time and memory in proportion to an offset the trace
+    /// chose rather than to what it reads.
+    pub read: BTreeMap<u64, u64>,
+}
+
+impl NeededFile {
+    /// Adds `start..end` to the ranges read, merging it with those it overlaps or touches.
+    fn read(&mut self, start: u64, end: u64) {
+        self.size = self.size.max(end);
+        if start >= end {
+            return;
+        }
+        let (mut start, mut end) = (start, end);
+        while let Some((&s, &e)) = self.read.range(..=end).next_back() {
+            if e < start {
+                break;
+            }
+            start = start.min(s);
+            end = end.max(e);
+            self.read.remove(&s);
+        }
+        self.read.insert(start, end);
+    }
+}
+
 /// What the trace needs to exist before it starts.
 #[derive(Debug, Default)]
 pub struct Prescan {
-    /// Files read (or opened without creating) before any write, with the bytes reads reach.
-    pub files: BTreeMap<String, u64>,
+    /// Files read (or opened without creating) before any write.
+    pub files: BTreeMap<String, NeededFile>,
     pub dirs: BTreeSet<String>,
     /// Paths the trace itself creates or writes first.
     created: HashSet<String>,
@@ -98,14 +130,17 @@ impl Prescan {
         }
     }
 
-    fn needs(&mut self, path: &str, bytes: u64) {
+    /// The trace reads `start..end` of `path` (an empty range: it only needs it to exist).
+    fn needs(&mut self, path: &str, start: u64, end: u64) {
         if self.created.contains(path) {
             return;
         }
         match self.files.get_mut(path) {
-            Some(e) => *e = (*e).max(bytes),
+            Some(f) => f.read(start, end),
             None => {
-                self.files.insert(path.to_string(), bytes);
+                let mut f = NeededFile::default();
+                f.read(start, end);
+                self.files.insert(path.to_string(), f);
                 self.note_dirs(path);
             }
         }
@@ -137,7 +172,7 @@ impl Prescan {
                     } else if flags.create || flags.truncate {
                         s.creates(path);
                     } else {
-                        s.needs(path, 0);
+                        s.needs(path, 0, 0);
                     }
                     if let Some(fd) = ev.ret {
                         pos.insert((ev.pid, fd), 0);
@@ -149,14 +184,14 @@ impl Prescan {
                     let n = done.unwrap_or(*len);
                     // A read that returned nothing hit the end: it says nothing of the size.
                     if n > 0 {
-                        s.needs(path, at.saturating_add(n));
+                        s.needs(path, at, at.saturating_add(n));
                     }
                     *p = at.saturating_add(n);
                 }
                 Op::Pread { path, off, len, .. } => {
                     let n = done.unwrap_or(*len);
                     if n > 0 {
-                        s.needs(path, off.saturating_add(n));
+                        s.needs(path, *off, off.saturating_add(n));
                     }
                 }
                 Op::Write { fd, path, off, len } => {
@@ -165,9 +200,9 @@ impl Prescan {
                     s.creates(path);
                 }
                 Op::Pwrite { path, .. } | Op::Truncate { path, .. } => s.creates(path),
-                Op::Stat { path } | Op::Unlink { path } => s.needs(path, 0),
+                Op::Stat { path } | Op::Unlink { path } => s.needs(path, 0, 0),
                 Op::Rename { path, to } => {
-                    s.needs(path, 0);
+                    s.needs(path, 0, 0);
                     s.note_dirs(to);
                 }
                 Op::Mkdir { path } => {
@@ -729,7 +764,7 @@ pub fn replay_scanned<R: BufRead + Send>(
         HostFs::format(device, DIR_PERMS).map_err(|e| ReplayError::Setup(e.to_string()))?;
     fs.seed_writeback(opts.seed);
     // Files the trace reads without writing are made first; what they need must fit.
-    let needed: u64 = scan.files.values().fold(0, |a, &b| a.saturating_add(b));
+    let needed: u64 = scan.files.values().fold(0, |a, f| a.saturating_add(f.size));
     if needed > fs.device().capacity_bytes() {
         return Err(ReplayError::Setup(format!(
             "the trace reads {needed} bytes of files it never writes (they must exist before it \
@@ -751,11 +786,12 @@ pub fn replay_scanned<R: BufRead + Send>(
                 mkdir_p(fs, d)?;
             }
         }
-        for (f, size) in &scan.files {
+        for (f, needed) in &scan.files {
             if let Some(p) = parent(f) {
                 mkdir_p(fs, p)?;
             }
-            match fs.import_zeros(f, *size, FILE_PERMS, WHO) {
+            let read: Vec<(u64, u64)> = needed.read.iter().map(|(&s, &e)| (s, e)).collect();
+            match fs.import_zeros(f, needed.size, &read, FILE_PERMS, WHO) {
                 // Opened without O_DIRECTORY but created as a directory's parent: a directory.
                 Err(FsError::Namespace(NsError::Exists(_) | NsError::NotADirectory(_))) => {}
                 r => {
