@@ -28,11 +28,13 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// List the built-in device profiles with their key figures.
+    /// List the built-in device profiles with their key figures; `add` keeps your own.
     Profiles {
         /// Print as JSON.
         #[arg(long)]
         json: bool,
+        #[command(subcommand)]
+        cmd: Option<profiles::ProfilesCmd>,
     },
     /// Drive the device model directly.
     #[command(subcommand)]
@@ -127,7 +129,11 @@ fn main() -> ExitCode {
             eprintln!("csd: running the default job (`csd replay` of the bundled sample trace); see `csd --help` for more");
             replay::run(&default_replay_args())
         }
-        Some(Command::Profiles { json }) => profiles::run(*json),
+        Some(Command::Profiles { cmd: None, json }) => profiles::run(*json),
+        Some(Command::Profiles {
+            cmd: Some(profiles::ProfilesCmd::Add { file, store }),
+            ..
+        }) => profiles::add(file, store),
         Some(Command::Device(DeviceCmd::Run(args))) => device::run(args),
         Some(Command::Run(args)) => task::run(args),
         Some(Command::Ndp(args)) => ndp::run(args),

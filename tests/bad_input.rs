@@ -33,6 +33,8 @@ fn hostile(name: &str) -> String {
 /// Runs csd with `args`, capturing its output, wall time and peak RSS.
 fn csd(args: &[&str]) -> Ran {
     let started = Instant::now();
+    // Reaped with wait4 below (for its rusage), not Child::wait.
+    #[allow(clippy::zombie_processes)]
     let mut child = Command::new(env!("CARGO_BIN_EXE_csd"))
         .args(args)
         .env_remove("RUST_LOG")

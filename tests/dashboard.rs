@@ -296,9 +296,43 @@ fn stored_trace(store: &Path, name: &str, lines: &[&str]) {
 }
 
 #[test]
-fn requests_name_built_in_profiles_and_never_a_file() {
+fn requests_name_built_in_or_stored_profiles_and_never_a_file() {
     let store = scratch("api-profiles").join("store");
+    // A profile of one's own, kept in the store by name.
+    let mine = store.parent().unwrap().join("mine.toml");
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/device/profiles/pcm-zynq.toml"
+    ))
+    .unwrap()
+    .replacen("name = \"pcm-zynq\"", "name = \"my-pcm\"", 1);
+    std::fs::write(&mine, text).unwrap();
+    let out = Command::new(CSD)
+        .args(["profiles", "add"])
+        .arg(&mine)
+        .arg("--store")
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let (_server, base) = serve(&store);
+    let (_, choices) = get_json(&base, "/api/traces");
+    assert!(choices["profiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p == "my-pcm"));
+    let (status, job) = post_replay(
+        &base,
+        r#"{"trace":"ndp-mixed","profile":"my-pcm","designs":["frag-s"]}"#,
+    );
+    assert_eq!(status, 202, "{job}");
+    let j = finished(&base, job["job"].as_str().unwrap());
+    assert_eq!(j["state"], "done", "{j}");
     let mut answers = Vec::new();
     for profile in [
         "/dev/zero",

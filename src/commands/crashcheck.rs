@@ -85,6 +85,9 @@ fn parse_config(s: &str) -> Result<Config, String> {
     }
 }
 
+/// One mechanism and configuration, checked for one seed.
+type SeedCheck = Box<dyn Fn(u64) -> CrashReport>;
+
 /// Bounds on what one run may be asked to do (each crash state is a recovery).
 const MAX_SEEDS: u64 = 10_000;
 const MAX_OPS: usize = 100_000;
@@ -122,7 +125,7 @@ pub fn run(args: &CrashcheckArgs) -> anyhow::Result<()> {
         args.config.clone()
     };
     let model = args.model.crash_model();
-    let mut jobs: Vec<(String, Box<dyn Fn(u64) -> CrashReport>)> = Vec::new();
+    let mut jobs: Vec<(String, SeedCheck)> = Vec::new();
     if want_tx {
         let ops = args.ops.unwrap_or(400);
         jobs.push((

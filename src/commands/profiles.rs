@@ -24,6 +24,54 @@ struct ProfileRow {
     assumptions: usize,
 }
 
+#[derive(clap::Subcommand, Debug)]
+pub enum ProfilesCmd {
+    /// Keep a profile file in the run store, so the dashboard's replay form and `csd replay
+    /// --profile NAME` can name it (requests never read files on the server's host).
+    Add {
+        /// The profile's TOML file; it is stored under its `name`.
+        file: std::path::PathBuf,
+        #[command(flatten)]
+        store: super::runs::StoreArgs,
+    },
+}
+
+pub fn add(file: &std::path::Path, store: &super::runs::StoreArgs) -> anyhow::Result<()> {
+    let profile = Profile::from_file(file)?;
+    if Profile::builtin_named(&profile.name).is_some() {
+        anyhow::bail!(
+            "{}: '{}' is a built-in profile's name; give yours another `name`",
+            file.display(),
+            profile.name
+        );
+    }
+    let text = std::fs::read_to_string(file)?;
+    let s = super::runs::open(store)?;
+    s.add_profile(&profile.name, &text)?;
+    println!("profile {} stored in {}", profile.name, s.path().display());
+    Ok(())
+}
+
+/// A profile by name, never a file: built in, or kept in the run store (`stored` looks the
+/// name up there). What a dashboard request may name.
+pub fn named(name: &str, stored: impl FnOnce(&str) -> Option<String>) -> anyhow::Result<Profile> {
+    if let Some(p) = Profile::builtin_named(name) {
+        return Ok(p);
+    }
+    match stored(name) {
+        Some(text) => Ok(Profile::from_toml(&text, &format!("stored profile '{name}'"))?),
+        None => anyhow::bail!(
+            "unknown profile '{}': not built in ({}) and not kept in the run store (csd profiles add FILE keeps one)",
+            csd_traces::reader::quote(name),
+            Profile::builtin()
+                .iter()
+                .map(|p| p.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
 pub fn run(json: bool) -> anyhow::Result<()> {
     let rows: Vec<ProfileRow> = Profile::builtin()
         .into_iter()

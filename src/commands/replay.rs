@@ -225,7 +225,16 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
     if let Some(addr) = args.serve {
         return super::serve::replay_and_serve(args, addr);
     }
-    let profile = Profile::load(&args.profile)?;
+    // A built-in profile, a file, or one kept in the run store.
+    let profile = match Profile::load(&args.profile) {
+        Err(csd_device::ProfileError::Unknown { .. }) if !args.store.no_store => {
+            let store = args.store.clone();
+            super::profiles::named(&args.profile, |name| {
+                super::runs::open(&store).ok()?.profile_text(name).ok()
+            })?
+        }
+        other => other?,
+    };
     let kinds = super::ndp::designs(&args.design)?;
     let opts = options(args.mode, args.seed, args.lenient);
     // Open the store first: a busy store is an error before any work is done.

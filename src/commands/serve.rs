@@ -2,7 +2,6 @@
 
 use super::replay::{open_named, options, replay_all, ReplayArgs, SAMPLES};
 use anyhow::Context;
-use csd_device::Profile;
 use csd_hostfs::ndp::DesignKind;
 use csd_traces::replay::Pace;
 use csd_web::{AppState, JobProgress, Launcher, ReplayRequest, StoreHandle};
@@ -39,17 +38,10 @@ impl Launcher for CliLauncher {
         progress: &mut dyn FnMut(JobProgress),
     ) -> Result<String, String> {
         let mut run = || -> anyhow::Result<String> {
-            // Only built-in profiles: a request never names a file on the server's host.
-            let profile = Profile::builtin_named(&req.profile).with_context(|| {
-                format!(
-                    "unknown profile '{}' (the dashboard offers the built-in profiles: {})",
-                    csd_traces::reader::quote(&req.profile),
-                    Profile::builtin()
-                        .iter()
-                        .map(|p| p.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
+            // A built-in profile or one kept in the store: a request never names a file on
+            // the server's host.
+            let profile = super::profiles::named(&req.profile, |name| {
+                store.with(|s| s.profile_text(name)).ok()
             })?;
             let kinds = super::ndp::designs(&req.designs.join(","))?;
             let pace: Pace = req.mode.parse().map_err(anyhow::Error::msg)?;
@@ -142,12 +134,10 @@ pub fn replay_and_serve(args: &ReplayArgs, addr: SocketAddr) -> anyhow::Result<(
         Some(p) => p.display().to_string(),
         None => super::replay::SAMPLE_NAME.to_string(),
     };
-    if Profile::builtin_named(&args.profile).is_none() {
-        anyhow::bail!(
-            "csd replay --serve replays through the dashboard, which takes built-in profiles only; '{}' is not one (see `csd profiles`)",
-            args.profile
-        );
-    }
+    super::profiles::named(&args.profile, |name| {
+        state.store.with(|s| s.profile_text(name)).ok()
+    })
+    .context("csd replay --serve replays through the dashboard, which takes profiles by name")?;
     let req = ReplayRequest {
         trace,
         profile: args.profile.clone(),

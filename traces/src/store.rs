@@ -29,6 +29,8 @@ pub enum StoreError {
     NoRun(String),
     #[error("no trace '{0}' in the store (see `csd trace add`)")]
     NoTrace(String),
+    #[error("no profile '{0}' in the store (see `csd profiles add`)")]
+    NoProfile(String),
     #[error("'{0}' is not a run id (runs are numbered: r1, r2, …)")]
     BadId(String),
     #[error("stored record {id} is unreadable: {reason}")]
@@ -95,6 +97,8 @@ pub struct RunStore {
     runs: sled::Tree,
     traces: sled::Tree,
     trace_meta: sled::Tree,
+    /// Device profiles by name, as TOML text (`csd profiles add`).
+    profiles: sled::Tree,
     /// `next_run`: the number the next run gets (ids are never reused, even after `rm`).
     meta: sled::Tree,
     path: PathBuf,
@@ -267,6 +271,7 @@ impl RunStore {
             runs: db.open_tree("runs")?,
             traces: db.open_tree("traces")?,
             trace_meta: db.open_tree("trace_meta")?,
+            profiles: db.open_tree("profiles")?,
             meta: db.open_tree("meta")?,
             db,
             path: path.to_path_buf(),
@@ -382,6 +387,35 @@ impl RunStore {
                     reason: e.to_string(),
                 })
             })
+            .collect()
+    }
+
+    /// Stores a device profile's TOML text under `name` (replacing one of that name). The
+    /// caller has checked that it parses.
+    pub fn add_profile(&self, name: &str, toml: &str) -> Result<(), StoreError> {
+        self.profiles.insert(name.as_bytes(), toml.as_bytes())?;
+        self.db.flush()?;
+        Ok(())
+    }
+
+    /// A stored profile's TOML text.
+    pub fn profile_text(&self, name: &str) -> Result<String, StoreError> {
+        let v = self
+            .profiles
+            .get(name.as_bytes())?
+            .ok_or_else(|| StoreError::NoProfile(name.to_string()))?;
+        String::from_utf8(v.to_vec()).map_err(|e| StoreError::Corrupt {
+            id: format!("profile {name}"),
+            reason: e.to_string(),
+        })
+    }
+
+    /// The names of the stored profiles, in order.
+    pub fn profile_names(&self) -> Result<Vec<String>, StoreError> {
+        self.profiles
+            .iter()
+            .keys()
+            .map(|k| Ok(String::from_utf8_lossy(&k?).into_owned()))
             .collect()
     }
 

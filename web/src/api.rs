@@ -36,7 +36,9 @@ impl ApiError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> ApiError {
         let status = match e {
-            StoreError::NoRun(_) | StoreError::NoTrace(_) => StatusCode::NOT_FOUND,
+            StoreError::NoRun(_) | StoreError::NoTrace(_) | StoreError::NoProfile(_) => {
+                StatusCode::NOT_FOUND
+            }
             StoreError::BadId(_) => StatusCode::BAD_REQUEST,
             StoreError::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
@@ -234,19 +236,23 @@ struct TraceChoices {
     /// Samples compiled into csd.
     samples: Vec<String>,
     designs: Vec<String>,
+    /// Built-in profiles, then those kept in the store (`csd profiles add`).
     profiles: Vec<String>,
 }
 
 async fn traces(State(state): State<Arc<AppState>>) -> ApiResult<TraceChoices> {
-    let stored = with_store(&state, |s| s.traces()).await?;
+    let (stored, stored_profiles) =
+        with_store(&state, |s| Ok((s.traces()?, s.profile_names()?))).await?;
+    let mut profiles: Vec<String> = csd_device::Profile::builtin()
+        .into_iter()
+        .map(|p| p.name)
+        .collect();
+    profiles.extend(stored_profiles);
     Ok(Json(TraceChoices {
         stored,
         samples: state.launcher.samples(),
         designs: state.launcher.designs(),
-        profiles: csd_device::Profile::builtin()
-            .into_iter()
-            .map(|p| p.name)
-            .collect(),
+        profiles,
     }))
 }
 
