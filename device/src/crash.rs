@@ -17,6 +17,60 @@
 
 use crate::rng::SimRng;
 use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What a recovered medium holds, as a checker sees it: a version per unit (block or LPN).
+pub type Versions = BTreeMap<u64, u64>;
+
+/// Judges one recovered crash state: `None` if it equals the oracle's state before or after
+/// the operation in flight, else what differs (each `unit` that is neither).
+pub fn judge(
+    recovered: Result<Versions, String>,
+    before: &Versions,
+    after: &Versions,
+    unit: &str,
+) -> Option<String> {
+    let v = match recovered {
+        Ok(v) if v == *before || v == *after => return None,
+        Ok(v) => v,
+        Err(e) => return Some(format!("recovery failed: {e}")),
+    };
+    let keys: BTreeSet<&u64> = before.keys().chain(after.keys()).chain(v.keys()).collect();
+    let wrong: Vec<String> = keys
+        .into_iter()
+        .filter(|k| v.get(k) != before.get(k) && v.get(k) != after.get(k))
+        .map(|k| {
+            format!(
+                "{unit} {k} recovered as version {:?} (before the op {:?}, after it {:?})",
+                v.get(k),
+                before.get(k),
+                after.get(k)
+            )
+        })
+        .collect();
+    Some(wrong.join("; "))
+}
+
+/// What enumerating one workload's crash states found.
+#[derive(Debug, Default)]
+pub struct Found {
+    pub points: u64,
+    pub violations: u64,
+    pub first: Option<Violation>,
+}
+
+impl Found {
+    /// Counts one crash state and, if `problem`, its violation (kept if it is the first).
+    pub fn record(&mut self, problem: Option<String>, violation: impl FnOnce(String) -> Violation) {
+        self.points += 1;
+        if let Some(p) = problem {
+            self.violations += 1;
+            if self.first.is_none() {
+                self.first = Some(violation(p));
+            }
+        }
+    }
+}
 
 /// What a power failure may do to writes in flight.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

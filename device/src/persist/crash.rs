@@ -9,7 +9,9 @@
 
 use super::layout::Namespace;
 use super::service::{Blocks, Config, LogEntry, MemBlocks, OrderFault, Sift};
-use crate::crash::{last_steps, states, tear, CrashModel, CrashReport, CrashState, Violation};
+use crate::crash::{
+    judge, last_steps, states, tear, CrashModel, CrashReport, CrashState, Found, Violation,
+};
 use crate::rng::SimRng;
 use std::collections::BTreeMap;
 
@@ -36,7 +38,7 @@ fn tag(b: &[u8]) -> u64 {
 }
 
 /// FS block → newest durable version.
-pub(crate) type View = BTreeMap<u64, u64>;
+pub(crate) type View = crate::crash::Versions;
 
 /// One seeded workload: the write log and the oracle's view after each acknowledged op.
 pub(crate) struct Run {
@@ -195,61 +197,26 @@ pub(crate) fn recovered_view(image: &MemBlocks, config: Config) -> Result<View, 
     Ok(view)
 }
 
-/// What enumerating one run found.
-pub(crate) struct Found {
-    pub points: u64,
-    pub violations: u64,
-    pub first: Option<Violation>,
-}
-
 /// Crashes at every write of `run` under `model`; recovers each crash state.
 pub(crate) fn enumerate(run: &Run, seed: u64, config: Config, model: CrashModel) -> Found {
     let mut rng = SimRng::new(seed ^ 0x5eed_c4a5);
     let mut durable = run.base.clone();
     let mut window: Vec<(u64, Vec<u8>)> = Vec::new();
     let mut acked = 0;
-    let mut found = Found {
-        points: 0,
-        violations: 0,
-        first: None,
-    };
+    let mut found = Found::default();
     let mut check = |durable: &MemBlocks, window: &[(u64, Vec<u8>)], acked: usize, at: usize| {
         for state in states(model, window.len(), &mut rng) {
             let image = crash_image(durable, window, &state);
-            found.points += 1;
             let before = &run.views[acked];
             let after = run.views.get(acked + 1).unwrap_or(before);
-            let problem = match recovered_view(&image, config) {
-                Ok(v) if v == *before || v == *after => continue,
-                Ok(v) => before
-                    .keys()
-                    .chain(after.keys())
-                    .chain(v.keys())
-                    .collect::<std::collections::BTreeSet<_>>()
-                    .into_iter()
-                    .filter(|k| v.get(k) != before.get(k) && v.get(k) != after.get(k))
-                    .map(|k| {
-                        format!(
-                            "block {k} recovered as version {:?} (before the op {:?}, after it {:?})",
-                            v.get(k),
-                            before.get(k),
-                            after.get(k)
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("; "),
-                Err(e) => format!("recovery failed: {e}"),
-            };
-            found.violations += 1;
-            if found.first.is_none() {
-                found.first = Some(Violation {
-                    seed,
-                    acked,
-                    steps: last_steps(&run.ops[..(acked + 1).min(run.ops.len())], 8),
-                    crash: format!("crash before log entry {at}: {}", state.describe()),
-                    problem,
-                });
-            }
+            let problem = judge(recovered_view(&image, config), before, after, "block");
+            found.record(problem, |problem| Violation {
+                seed,
+                acked,
+                steps: last_steps(&run.ops[..(acked + 1).min(run.ops.len())], 8),
+                crash: format!("crash before log entry {at}: {}", state.describe()),
+                problem,
+            });
         }
     };
     for (at, entry) in run.log.iter().enumerate() {

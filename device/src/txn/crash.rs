@@ -16,7 +16,9 @@
 
 use super::*;
 use crate::addr::Lpn;
-use crate::crash::{last_steps, states, CrashModel, CrashReport, CrashState, Violation};
+use crate::crash::{
+    judge, last_steps, states, CrashModel, CrashReport, CrashState, Found, Violation,
+};
 use crate::device::{DataMode, IoPath};
 use crate::durable::{recover, DurableImage};
 use crate::geometry::Geometry;
@@ -78,7 +80,7 @@ pub(crate) fn lpn_of(f: u64, page: u64) -> u64 {
 }
 
 /// LPN → tag, 0 for never written.
-pub(crate) type View = BTreeMap<u64, u64>;
+pub(crate) type View = crate::crash::Versions;
 
 struct Running {
     id: TaskId,
@@ -328,56 +330,26 @@ fn crash_image(durable: &DurableImage, window: &[PersistStep], state: &CrashStat
     image
 }
 
-/// What enumerating one run found.
-struct Found {
-    points: u64,
-    violations: u64,
-    first: Option<Violation>,
-}
-
 /// Crashes at every durable step of `run` under `model` and recovers each crash state.
 fn enumerate(run: &Run, seed: u64, model: CrashModel) -> Found {
     let mut rng = SimRng::new(seed ^ 0x7c15_c4a5);
     let mut durable = DurableImage::new(PPB);
     let mut window: Vec<PersistStep> = Vec::new();
     let mut acked = 0usize;
-    let mut found = Found {
-        points: 0,
-        violations: 0,
-        first: None,
-    };
+    let mut found = Found::default();
     let mut check = |durable: &DurableImage, window: &[PersistStep], acked: usize, at: usize| {
         for state in states(model, window.len(), &mut rng) {
             let image = crash_image(durable, window, &state);
-            found.points += 1;
             let before = &run.views[acked];
             let after = run.views.get(acked + 1).unwrap_or(before);
-            let problem = match recovered_view(&image) {
-                Ok(v) if v == *before || v == *after => continue,
-                Ok(v) => (0..UNIVERSE)
-                    .filter(|l| v.get(l) != before.get(l) && v.get(l) != after.get(l))
-                    .map(|l| {
-                        format!(
-                            "LPN {l} recovered as version {:?} (before the op {:?}, after it {:?})",
-                            v.get(&l),
-                            before.get(&l),
-                            after.get(&l)
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("; "),
-                Err(e) => format!("recovery failed: {e}"),
-            };
-            found.violations += 1;
-            if found.first.is_none() {
-                found.first = Some(Violation {
-                    seed,
-                    acked,
-                    steps: last_steps(&run.ops[..(acked + 1).min(run.ops.len())], 8),
-                    crash: format!("crash before persist step {at}: {}", state.describe()),
-                    problem,
-                });
-            }
+            let problem = judge(recovered_view(&image), before, after, "LPN");
+            found.record(problem, |problem| Violation {
+                seed,
+                acked,
+                steps: last_steps(&run.ops[..(acked + 1).min(run.ops.len())], 8),
+                crash: format!("crash before persist step {at}: {}", state.describe()),
+                problem,
+            });
         }
     };
     for (at, step) in run.log.iter().enumerate() {
