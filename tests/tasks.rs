@@ -103,6 +103,41 @@ fn text(alphabet: &'static [u8]) -> impl Strategy<Value = Vec<u8>> {
     prop::collection::vec(prop::sample::select(alphabet), 0..20_000)
 }
 
+/// The accelerator streams a file through the host in 1 MiB chunks: a match that straddles
+/// two chunks is found once, at its offset.
+#[test]
+fn the_grep_accelerator_finds_matches_across_its_streaming_chunks() {
+    const MIB: usize = 1 << 20;
+    let pattern = b"NEEDLE";
+    let mut file = vec![b'.'; 3 * MIB + 100];
+    for at in [
+        0,
+        MIB - 3,
+        MIB + 10,
+        2 * MIB - 1,
+        2 * MIB + 5,
+        3 * MIB + 100 - pattern.len(),
+    ] {
+        file[at..at + pattern.len()].copy_from_slice(pattern);
+    }
+    let expect = ref_grep(&file, pattern);
+    assert_eq!(expect.len(), 6, "the fixture places six matches");
+    let mut csd = device("cosmos-plus");
+    csd.import("/in/big", &file).unwrap();
+    let args = json!({ "pattern": "NEEDLE", "max_offsets": 10 });
+    let r = csd
+        .run(
+            &task("grep-accel"),
+            &IscContext::new()
+                .file("/in/big", Mode::Read)
+                .args(args.to_string().into_bytes()),
+        )
+        .unwrap();
+    let got = r.ret_json().unwrap();
+    assert_eq!(got["total"], json!(expect.len()));
+    assert_eq!(got["files"][0]["offsets"], json!(expect));
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
 
