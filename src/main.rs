@@ -89,9 +89,11 @@ enum Command {
     /// backlogs, under vanilla, offload and coalesce.
     #[command(subcommand)]
     Persist(persist::PersistCmd),
-    /// Crash-check TxISC's transactions and SIFT's persistence path: seeded workloads crashed
-    /// at every durable write (in order, or reordered and torn between fences), recovered,
-    /// and compared with an oracle. Exits 1 if any crash state recovers wrongly.
+    /// Crash-check TxISC's transactions and SIFT's persistence path.
+    ///
+    /// Seeded workloads are crashed at every durable write (in order, or reordered and torn
+    /// between fences), recovered, and compared with an oracle. Exits 1 if any crash state
+    /// recovers wrongly.
     ///
     /// Example: csd crashcheck sift --seed 7 --ops 300 --model reorder-torn
     Crashcheck(crashcheck::CrashcheckArgs),
