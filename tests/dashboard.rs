@@ -424,11 +424,14 @@ fn replay_jobs_queue_one_per_core_refuse_a_flood_and_are_pruned() {
         &[r#"{"t":1,"pid":1,"op":"mkdir","path":"/a"}"#],
     );
     let (server, base) = serve(&store);
+    // The flood replays a sample under every design, slow enough that the queue fills
+    // however fast the machine answers requests.
+    let flood = r#"{"trace":"ndp-mixed","profile":"cosmos-plus","designs":["all"]}"#;
     let req = r#"{"trace":"tiny.trace","profile":"pcm-zynq","designs":["frag-s"]}"#;
     let (mut accepted, mut refused) = (0, 0);
     let mut last = String::new();
     for _ in 0..200 {
-        let (status, v) = post_replay(&base, req);
+        let (status, v) = post_replay(&base, flood);
         match status {
             202 => {
                 accepted += 1;
@@ -465,9 +468,20 @@ fn replay_jobs_queue_one_per_core_refuse_a_flood_and_are_pruned() {
         }
     }
     finished(&base, &last);
-    std::thread::sleep(Duration::from_millis(200));
-    let (_, jobs) = get_json(&base, "/api/replays");
-    let jobs = jobs.as_array().unwrap();
+    // Until every job has finished (the one before the last may still be running).
+    let started = Instant::now();
+    let jobs = loop {
+        let (_, jobs) = get_json(&base, "/api/replays");
+        let jobs = jobs.as_array().unwrap().clone();
+        if jobs
+            .iter()
+            .all(|j| j["state"] == "done" || j["state"] == "failed")
+        {
+            break jobs;
+        }
+        assert!(started.elapsed() < Duration::from_secs(300), "jobs hung");
+        std::thread::sleep(Duration::from_millis(50));
+    };
     assert!(jobs.len() <= 100, "{} jobs kept", jobs.len());
     assert!(
         jobs.iter().all(|j| j["state"] == "done"),
