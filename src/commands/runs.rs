@@ -70,14 +70,15 @@ impl StoreArgs {
     }
 }
 
-/// How long csd waits for a run store another csd process holds: `CSD_STORE_WAIT` seconds,
-/// default 20. A save that waits this long in vain spools its run instead.
+/// How long csd waits for a run store another csd process holds: `CSD_STORE_WAIT` seconds
+/// (default 20, at most a day). A save that waits this long in vain spools its run instead.
 pub fn store_patience() -> std::time::Duration {
+    const DAY: f64 = 86_400.0;
     let secs = std::env::var("CSD_STORE_WAIT")
         .ok()
         .and_then(|s| s.parse::<f64>().ok())
         .filter(|s| s.is_finite() && *s >= 0.0)
-        .unwrap_or(20.0);
+        .map_or(20.0, |s| s.min(DAY));
     std::time::Duration::from_secs_f64(secs)
 }
 
