@@ -55,7 +55,8 @@ fn cut_problem(problem: &str) -> String {
 }
 
 /// Reads one line of at most [`MAX_LINE_BYTES`] into `buf` (without its newline); `Ok(false)`
-/// at the end of the input. A longer line, or one that is not UTF-8, is an error that says so.
+/// at the end of the input. A longer line is an error that says so; [`line_text`] checks
+/// that the line is text.
 pub(crate) fn read_bounded_line(
     input: &mut impl BufRead,
     buf: &mut Vec<u8>,
@@ -76,13 +77,17 @@ pub(crate) fn read_bounded_line(
             "the line is longer than {MAX_LINE_BYTES} bytes (is this a trace?)"
         ));
     }
-    if let Err(e) = std::str::from_utf8(buf) {
-        return Err(format!(
+    Ok(true)
+}
+
+/// A line read by [`read_bounded_line`] as text, or an error saying where it is not UTF-8.
+fn line_text(buf: &[u8]) -> Result<&str, String> {
+    std::str::from_utf8(buf).map_err(|e| {
+        format!(
             "the line is not UTF-8 text (invalid byte at column {}; is this a trace?)",
             e.valid_up_to() + 1
-        ));
-    }
-    Ok(true)
+        )
+    })
 }
 
 /// Checks a path as the kernel would: absolute, at most [`PATH_MAX`] bytes, components of at
@@ -115,9 +120,10 @@ pub fn check_path(path: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Every path an event names (an unresolved fd op's empty path aside).
-fn event_paths(op: &Op) -> Vec<&str> {
-    match op {
+/// Checks every path an event names, with [`check_path`] (no allocation: this runs for every
+/// event of a replay).
+fn check_event_paths(op: &Op) -> Result<(), String> {
+    let one = match op {
         Op::Open { path, .. }
         | Op::Close { path, .. }
         | Op::Read { path, .. }
@@ -130,12 +136,13 @@ fn event_paths(op: &Op) -> Vec<&str> {
         | Op::Rmdir { path }
         | Op::Unlink { path }
         | Op::Stat { path }
-        | Op::Truncate { path, .. } => vec![path.as_str()],
-        Op::Rename { path, to } => vec![path.as_str(), to.as_str()],
-        Op::Ndp { paths, .. } => paths.iter().map(String::as_str).collect(),
-        Op::Isc { files, .. } => files.iter().map(|f| f.path.as_str()).collect(),
-        Op::Bread { .. } | Op::Bwrite { .. } => Vec::new(),
-    }
+        | Op::Truncate { path, .. } => path,
+        Op::Rename { path, to } => return check_path(path).and_then(|()| check_path(to)),
+        Op::Ndp { paths, .. } => return paths.iter().try_for_each(|p| check_path(p)),
+        Op::Isc { files, .. } => return files.iter().try_for_each(|f| check_path(&f.path)),
+        Op::Bread { .. } | Op::Bwrite { .. } => return Ok(()),
+    };
+    check_path(one)
 }
 
 /// Reads a trace line by line.
@@ -164,7 +171,7 @@ impl<R: BufRead> TraceReader<R> {
                 "the trace is empty (expected a header line)".into(),
             ));
         }
-        let text = std::str::from_utf8(&buf).expect("checked by read_bounded_line");
+        let text = line_text(&buf).map_err(malformed)?;
         let header = Header::parse(text.trim_end()).map_err(malformed)?;
         Ok(TraceReader {
             input,
@@ -245,10 +252,7 @@ impl<R: BufRead> TraceReader<R> {
     /// Checks the event's paths (see [`check_path`]); what the replay would refuse, `trace
     /// check` refuses too.
     fn check_paths(&self, ev: &Event) -> Result<(), TraceError> {
-        for path in event_paths(&ev.op) {
-            check_path(path).map_err(|p| self.malformed(p))?;
-        }
-        Ok(())
+        check_event_paths(&ev.op).map_err(|p| self.malformed(p))
     }
 
     fn next_event(&mut self) -> Result<Option<Event>, TraceError> {
@@ -262,8 +266,10 @@ impl<R: BufRead> TraceReader<R> {
                 }
                 Err(problem) => return Err(self.malformed(problem)),
             }
-            let text = std::str::from_utf8(&self.buf).expect("checked by read_bounded_line");
-            let text = text.trim();
+            let text = match line_text(&self.buf) {
+                Ok(text) => text.trim(),
+                Err(problem) => return Err(self.malformed(problem)),
+            };
             if text.is_empty() {
                 continue;
             }
