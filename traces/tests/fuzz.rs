@@ -14,7 +14,10 @@
 //! fds), so a run reaches the converters' and the replay's arithmetic, not only the parsers.
 
 use csd_device::Profile;
-use csd_hostfs::ndp::{Computed, DesignKind, NdpCompute};
+mod common;
+
+use common::Sum;
+use csd_hostfs::ndp::{DesignKind, NdpCompute};
 use csd_traces::import::{convert, Source};
 use csd_traces::replay::{replay, Pace, ReplayOptions};
 use csd_traces::Strictness;
@@ -224,16 +227,6 @@ fn fuzz_msr_importer() {
 #[test]
 fn fuzz_disksim_importer() {
     importer(Source::Disksim);
-}
-
-struct Sum;
-impl NdpCompute for Sum {
-    fn compute(&mut self, _path: &str, data: Vec<u8>) -> Result<Computed, String> {
-        Ok(Computed {
-            ret: (data.len() as u64).to_le_bytes().to_vec(),
-            compute_ns: 1_000,
-        })
-    }
 }
 
 /// One event line of a csd trace, from pools of hostile values.

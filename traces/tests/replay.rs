@@ -1,19 +1,12 @@
 //! Replaying traces through the host file system and the device.
 
 use csd_device::Profile;
-use csd_hostfs::ndp::{Computed, DesignKind, NdpCompute};
+mod common;
+
+use common::Sum;
+use csd_hostfs::ndp::{DesignKind, NdpCompute};
 use csd_traces::replay::{replay, Pace, ReplayOptions, ReplayReport};
 use csd_traces::Strictness;
-
-struct Sum;
-impl NdpCompute for Sum {
-    fn compute(&mut self, _path: &str, data: Vec<u8>) -> Result<Computed, String> {
-        Ok(Computed {
-            ret: (data.len() as u64).to_le_bytes().to_vec(),
-            compute_ns: 25_000,
-        })
-    }
-}
 
 fn run(trace: &str, design: DesignKind, pace: Pace) -> ReplayReport {
     let profile = Profile::load("cosmos-plus").unwrap();
