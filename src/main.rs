@@ -5,8 +5,8 @@ mod units;
 
 use clap::{Parser, Subcommand};
 use commands::{
-    bench, crashcheck, device, ndp, persist, profiles, replay, runs, serve, task, trace, txapps,
-    txbench,
+    bench, crashcheck, device, ndp, persist, profiles, replay, repro, runs, serve, task, trace,
+    txapps, txbench,
 };
 use std::process::ExitCode;
 
@@ -97,6 +97,15 @@ enum Command {
     ///
     /// Example: csd crashcheck sift --seed 7 --ops 300 --model reorder-torn
     Crashcheck(crashcheck::CrashcheckArgs),
+    /// Re-measure the papers' headline figures and compare each with the paper.
+    ///
+    /// Runs the experiments behind LightFS's, TxISC's and SIFT's figures (scaled down where
+    /// it says so) and prints, per figure, the paper's value, ours, the ratio and ✓ (within
+    /// ±15 %, or the paper's trend), ✗, `input` (the paper's value is an input of the model)
+    /// or `not modelled`. The run is saved with a run per experiment.
+    ///
+    /// Example: csd repro lightfs --json; csd repro --explain lightfs.fig3b
+    Repro(repro::ReproArgs),
     /// Measure the speed and memory of the model itself.
     #[command(subcommand)]
     Bench(bench::BenchCmd),
@@ -148,6 +157,7 @@ fn main() -> ExitCode {
         Some(Command::Bench(cmd)) => bench::run(cmd),
         Some(Command::Crashcheck(args)) => crashcheck::run(args),
         Some(Command::Txbench(args)) => txbench::run(args),
+        Some(Command::Repro(args)) => repro::run(args),
         Some(Command::Txapps(args)) => txapps::run(args),
         Some(Command::Persist(cmd)) => persist::run_cmd(cmd),
     };

@@ -23,6 +23,11 @@ pub struct DeviceCpu {
     /// Firmware time to examine one metadata entry (a directory entry while resolving a path
     /// in the device, a `.ndpmeta` entry while retrieving layouts).
     pub metadata_entry_ns: u64,
+    /// Firmware time to handle one in-storage I/O request before its flash commands go out
+    /// (dequeue, translate, issue), booked on the firmware core: what remains of a request
+    /// when flash timing is off (TxISC §V-B). 0 where the profile does not model it.
+    #[serde(default)]
+    pub request_ns: u64,
 }
 
 impl DeviceCpu {
@@ -75,6 +80,25 @@ pub struct HostCosts {
     /// host CPU is not characterised.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_ns_per_fuel: Option<f64>,
+    /// CPU time of one `read`/`write` system call on the host, apart from its copy: what a
+    /// host-only run pays per file I/O call that an in-storage task does not.
+    #[serde(default = "default_syscall_ns")]
+    pub syscall_ns: u64,
+    /// Bandwidth of one host core copying between the page cache and a user buffer.
+    #[serde(default = "default_copy_bytes_per_sec")]
+    pub copy_bytes_per_sec: u64,
+}
+
+/// A profile that does not say: about a microsecond for entry, VFS and file-system work of
+/// a cached `read`/`write` (lmbench's `lat_syscall read` on a current Xeon is 0.1–0.3 µs for
+/// a null read; a page-cache hit adds the VFS and page lookups).
+fn default_syscall_ns() -> u64 {
+    1000
+}
+
+/// A profile that does not say: ~10 GB/s, one core's `copy_user` bandwidth on a server CPU.
+fn default_copy_bytes_per_sec() -> u64 {
+    10_000_000_000
 }
 
 #[cfg(test)]
@@ -97,6 +121,7 @@ mod tests {
             ns_per_fuel: 1.5,
             dram_bytes: 1,
             metadata_entry_ns: 1,
+            request_ns: 0,
         };
         assert_eq!(cpu.compute_ns(3), 5);
     }

@@ -50,4 +50,5 @@ pub use error::DeviceError;
 pub use ftl::{Ftl, FtlCounters, GcWork};
 pub use geometry::Geometry;
 pub use profile::{FtlPolicy, Profile, ProfileError};
+pub use timing::transfer_ns;
 pub use txn::{Extent, FileId, RecoveryReport, TaskId, TxError, TxnStats};

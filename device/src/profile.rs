@@ -201,6 +201,12 @@ impl Profile {
         if let Some(p) = &self.persist {
             p.check()?;
         }
+        if self.host.copy_bytes_per_sec == 0 {
+            return Err((
+                "host.copy_bytes_per_sec".into(),
+                "must be greater than 0".into(),
+            ));
+        }
         if self.host_interface.pcie_bytes_per_sec == 0 {
             return Err((
                 "host_interface.pcie_bytes_per_sec".into(),

@@ -32,6 +32,10 @@ pub const FUNCTIONS: &[&str] = &[
     "file_read",
     "file_write",
     "file_append",
+    "file_read_submit",
+    "file_write_submit",
+    "io_wait",
+    "io_wait_all",
     "ret_write",
     "log",
     "panic",
@@ -55,6 +59,18 @@ pub const HOST_BYTES_PER_FUEL: u64 = 1;
 /// An accelerator streams its input through host memory in chunks of this size, so its
 /// host-side footprint does not follow the file's size.
 const ACCEL_CHUNK: usize = 1 << 20;
+/// Requests a task may keep in flight (`file_read_submit`, `file_write_submit`): the
+/// firmware's queue depth for in-storage I/O. A submit past it first waits for the
+/// request that completes earliest, as a full submission queue would make it.
+pub const MAX_INFLIGHT: usize = 64;
+
+/// A submitted request the task has not waited for yet: when the device completes it and
+/// which stage of the breakdown a wait for it is charged to.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Inflight {
+    pub done: VirtualTime,
+    pub write: bool,
+}
 
 pub(crate) struct OpenFile {
     pub path: String,
@@ -97,6 +113,27 @@ pub(crate) struct TaskState {
     pub failure: Option<String>,
     pub bytes_read: u64,
     pub bytes_written: u64,
+    /// Requests in flight by token; at most [`MAX_INFLIGHT`].
+    pub inflight: BTreeMap<u64, Inflight>,
+    pub next_token: u64,
+    /// Host-side cost of one read/write call when the task runs on the host (a syscall plus
+    /// the page-cache copy); `None` in the device.
+    pub host_io: Option<HostIo>,
+}
+
+/// What a host-only run pays on the host CPU for each file I/O call, on top of the device
+/// request: the system call and the copy between the page cache and the user buffer.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HostIo {
+    pub syscall_ns: u64,
+    pub copy_bytes_per_sec: u64,
+}
+
+impl HostIo {
+    pub fn cost_ns(&self, bytes: u64) -> u64 {
+        self.syscall_ns
+            .saturating_add(csd_device::transfer_ns(bytes, self.copy_bytes_per_sec))
+    }
 }
 
 /// Enforces the per-invocation linear-memory cap and remembers a refused growth, so the trap
@@ -205,10 +242,21 @@ impl TaskState {
     }
 
     /// Reads `dst.len()` bytes of `path` at `offset` through the device as one request (its
-    /// extents' pages are read in parallel), advancing the clock. A transaction reads its own
-    /// snapshot; a BlockISC task reads raw device bytes at `offset`.
+    /// extents' pages are read in parallel) and waits for it.
     fn read_file(&mut self, path: &str, offset: u64, dst: &mut [u8]) -> Result<(), TaskError> {
-        if let Backing::Staged(files) = &self.backing {
+        let token = self.submit_read(path, offset, dst)?;
+        self.wait(token)
+    }
+
+    /// Submits a read of `dst.len()` bytes of `path` at `offset` without waiting for it: the
+    /// bytes are in `dst` at once (the model has no use for late data), the virtual time it
+    /// takes is paid when the task waits for the returned token. A transaction reads its own
+    /// snapshot; a BlockISC task reads raw device bytes at `offset`.
+    fn submit_read(&mut self, path: &str, offset: u64, dst: &mut [u8]) -> Result<u64, TaskError> {
+        self.queue_slot();
+        let len = dst.len() as u64;
+        let start = self.host_call(len);
+        let done = if let Backing::Staged(files) = &self.backing {
             let data = staged(files, path)?;
             let from = usize::try_from(offset)
                 .unwrap_or(usize::MAX)
@@ -216,27 +264,96 @@ impl TaskState {
             let n = dst.len().min(data.len() - from);
             dst[..n].copy_from_slice(&data[from..from + n]);
             dst[n..].fill(0);
-            self.bytes_read += dst.len() as u64;
-            return Ok(());
+            start
+        } else {
+            self.book_read(path, offset, len, Some(dst), start)?
+        };
+        self.bytes_read += len;
+        Ok(self.track(done, false))
+    }
+
+    /// On the host, a read or write call costs the calling thread a system call and a copy
+    /// between the page cache and its buffer (`others`); in the device, nothing. Returns
+    /// when the device request can start.
+    fn host_call(&mut self, bytes: u64) -> VirtualTime {
+        if let Some(h) = self.host_io {
+            let cost = h.cost_ns(bytes);
+            self.breakdown.others_ns += cost;
+            self.clock = self.clock.after(cost);
         }
-        let len = dst.len() as u64;
-        self.book_read(path, offset, len, Some(dst))
+        self.clock
+    }
+
+    /// When a new request can start: now, unless the queue is full; then the submitter
+    /// first waits for the request that completes earliest.
+    fn queue_slot(&mut self) {
+        while self.inflight.len() >= MAX_INFLIGHT {
+            let earliest = self
+                .inflight
+                .iter()
+                .min_by_key(|(_, r)| r.done)
+                .map(|(&t, _)| t);
+            match earliest {
+                Some(token) => {
+                    let _ = self.wait(token);
+                }
+                None => break,
+            }
+        }
+    }
+
+    fn track(&mut self, done: VirtualTime, write: bool) -> u64 {
+        let token = self.next_token;
+        self.next_token += 1;
+        self.inflight.insert(token, Inflight { done, write });
+        token
+    }
+
+    /// Waits for request `token`: the clock moves to its completion if that is later, and
+    /// the stall is charged to `read_file` or `write`.
+    pub(crate) fn wait(&mut self, token: u64) -> Result<(), TaskError> {
+        let r = self
+            .inflight
+            .remove(&token)
+            .ok_or_else(|| TaskError::BadArgument {
+                call: "io_wait",
+                reason: format!("no request {token} in flight ({} are)", self.inflight.len()),
+            })?;
+        let stall = r.done.since(self.clock.min(r.done));
+        if r.write {
+            self.breakdown.write_ns += stall;
+        } else {
+            self.breakdown.read_file_ns += stall;
+        }
+        self.clock = self.clock.max(r.done);
+        Ok(())
+    }
+
+    /// Waits for every request in flight, earliest first (the task ends, or asks to).
+    pub(crate) fn wait_all(&mut self) {
+        let mut order: Vec<(VirtualTime, u64)> =
+            self.inflight.iter().map(|(&t, r)| (r.done, t)).collect();
+        order.sort_unstable();
+        for (_, token) in order {
+            let _ = self.wait(token);
+        }
     }
 
     /// Books a read of `len` bytes of `path` at `offset` on the device as one request (its
-    /// extents' pages are read in parallel), advancing the clock, and fills `dst` if given.
+    /// extents' pages are read in parallel) starting at `start`, fills `dst` if given, and
+    /// returns when it completes. The task's clock does not move.
     fn book_read(
         &mut self,
         path: &str,
         offset: u64,
         len: u64,
         dst: Option<&mut [u8]>,
-    ) -> Result<(), TaskError> {
+        start: VirtualTime,
+    ) -> Result<VirtualTime, TaskError> {
         let Backing::Device(storage) = &mut self.backing else {
             unreachable!("staged files are read from memory");
         };
         let keep = storage.device.ftl().keeps_payloads();
-        let start = self.clock;
         let mut dst = dst;
         let out = if keep { dst.as_deref_mut() } else { None };
         let c = match (self.exec, self.tx) {
@@ -265,10 +382,7 @@ impl TaskState {
                 d.fill(0);
             }
         }
-        self.breakdown.read_file_ns += c.done.since(start);
-        self.clock = c.done;
-        self.bytes_read += len;
-        Ok(())
+        Ok(c.done)
     }
 
     /// Reads all of `path` for an accelerator: the flash reads are booked as one request, as
@@ -288,7 +402,11 @@ impl TaskState {
             self.bytes_read += size;
             return Ok(());
         }
-        self.book_read(path, 0, size, None)?;
+        let start = self.clock;
+        let done = self.book_read(path, 0, size, None, start)?;
+        self.breakdown.read_file_ns += done.since(start);
+        self.clock = done;
+        self.bytes_read += size;
         let Backing::Device(storage) = &self.backing else {
             unreachable!("staged files returned above");
         };
@@ -323,7 +441,19 @@ impl TaskState {
         Ok(())
     }
 
+    /// Writes `src` to `path` at `offset` and waits for the flash programs.
     fn write_file(&mut self, path: &str, offset: u64, src: &[u8]) -> Result<(), TaskError> {
+        let token = self.submit_write(path, offset, src)?;
+        self.wait(token)
+    }
+
+    /// Submits a write of `src` to `path` at `offset` without waiting for its programs: the
+    /// file holds the bytes at once, the task pays for the flash when it waits (at the
+    /// latest when it ends, before its transaction commits).
+    fn submit_write(&mut self, path: &str, offset: u64, src: &[u8]) -> Result<u64, TaskError> {
+        self.queue_slot();
+        let len = src.len() as u64;
+        let start = self.host_call(len);
         let Backing::Device(storage) = &mut self.backing else {
             return Err(TaskError::BadArgument {
                 call: "file_write",
@@ -331,48 +461,45 @@ impl TaskState {
             });
         };
         let keep = storage.device.ftl().keeps_payloads();
-        let start = self.clock;
-        let len = src.len() as u64;
         let data = if keep { Some(src) } else { None };
-        if self.exec == ExecMode::Block {
-            let c = storage
+        let c = if self.exec == ExecMode::Block {
+            storage
                 .device
-                .write_ranges(self.io_path, start, &[(offset, len)], data)?;
-            self.breakdown.write_ns += c.done.since(start);
-            self.clock = c.done;
-            self.bytes_written += len;
-            return Ok(());
-        }
-        let pages_before = storage.volume.layout(path)?.allocated_pages();
-        storage.volume.ensure_size(path, offset + len)?;
-        let layout = storage.volume.layout(path)?;
-        let c = match self.tx {
-            Some(task) => {
-                let id = FileId(layout.id);
-                if layout.allocated_pages() > pages_before {
-                    // The file grew: the snapshot covers the new pages too.
-                    let extents = device_extents(layout);
+                .write_ranges(self.io_path, start, &[(offset, len)], data)?
+        } else {
+            let pages_before = storage.volume.layout(path)?.allocated_pages();
+            let end = offset.checked_add(len).ok_or(TaskError::BadArgument {
+                call: "file_write",
+                reason: format!("offset {offset} + {len} bytes overflows"),
+            })?;
+            storage.volume.ensure_size(path, end)?;
+            let layout = storage.volume.layout(path)?;
+            match self.tx {
+                Some(task) => {
+                    let id = FileId(layout.id);
+                    if layout.allocated_pages() > pages_before {
+                        // The file grew: the snapshot covers the new pages too.
+                        let extents = device_extents(layout);
+                        storage
+                            .device
+                            .tx_register(task, id, &extents)
+                            .map_err(tx_error)?;
+                    }
                     storage
                         .device
-                        .tx_register(task, id, &extents)
-                        .map_err(tx_error)?;
+                        .tx_write(task, id, start, offset, len, data)
+                        .map_err(tx_error)?
                 }
-                storage
-                    .device
-                    .tx_write(task, id, start, offset, len, data)
-                    .map_err(tx_error)?
-            }
-            None => {
-                let ranges = storage.volume.map(layout, offset, len);
-                storage
-                    .device
-                    .write_ranges(self.io_path, start, &ranges, data)?
+                None => {
+                    let ranges = storage.volume.map(layout, offset, len);
+                    storage
+                        .device
+                        .write_ranges(self.io_path, start, &ranges, data)?
+                }
             }
         };
-        self.breakdown.write_ns += c.done.since(start);
-        self.clock = c.done;
-        self.bytes_written += src.len() as u64;
-        Ok(())
+        self.bytes_written += len;
+        Ok(self.track(c.done, true))
     }
 
     fn file_size(&self, path: &str) -> Result<u64, TaskError> {
@@ -585,6 +712,81 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
             let end = s.file_size(&path).map_err(fail)?;
             s.write_file(&path, end, &data[r.clone()]).map_err(fail)?;
             Ok(r.len() as i32)
+        },
+    )?;
+    l.func_wrap(
+        MODULE,
+        "file_read_submit",
+        |mut c: Ctx<'_>, h: i32, off: i64, ptr: i32, len: i32| -> wasmtime::Result<i64> {
+            charge_compute(&mut c)?;
+            let mem = memory(&mut c)?;
+            let (data, s) = mem.data_and_store_mut(&mut c);
+            let r = guest_range("file_read_submit", ptr, len, data.len()).map_err(fail)?;
+            let off = offset_arg("file_read_submit", off).map_err(fail)?;
+            let path = s
+                .readable("file_read_submit", h)
+                .map_err(fail)?
+                .path
+                .clone();
+            let size = s.file_size(&path).map_err(fail)?;
+            let n = (r.len() as u64).min(size.saturating_sub(off)) as usize;
+            charge_host(&mut c, "file_read_submit", n as u64)?;
+            let (data, s) = mem.data_and_store_mut(&mut c);
+            let token = s
+                .submit_read(&path, off, &mut data[r.start..r.start + n])
+                .map_err(fail)?;
+            // The guest learns how many bytes it got from the size it asked for and the file's.
+            Ok(token as i64)
+        },
+    )?;
+    l.func_wrap(
+        MODULE,
+        "file_write_submit",
+        |mut c: Ctx<'_>, h: i32, off: i64, ptr: i32, len: i32| -> wasmtime::Result<i64> {
+            charge_compute(&mut c)?;
+            let mem = memory(&mut c)?;
+            let (data, s) = mem.data_and_store_mut(&mut c);
+            let r = guest_range("file_write_submit", ptr, len, data.len()).map_err(fail)?;
+            // Negative: append at the file's end.
+            let path = s
+                .writable("file_write_submit", h)
+                .map_err(fail)?
+                .path
+                .clone();
+            let off = if off < 0 {
+                s.file_size(&path).map_err(fail)?
+            } else {
+                off as u64
+            };
+            charge_host(&mut c, "file_write_submit", r.len() as u64)?;
+            let (data, s) = mem.data_and_store_mut(&mut c);
+            let token = s.submit_write(&path, off, &data[r]).map_err(fail)?;
+            Ok(token as i64)
+        },
+    )?;
+    l.func_wrap(
+        MODULE,
+        "io_wait",
+        |mut c: Ctx<'_>, token: i64| -> wasmtime::Result<()> {
+            charge_compute(&mut c)?;
+            charge_host(&mut c, "io_wait", 0)?;
+            let token = u64::try_from(token).map_err(|_| {
+                fail(TaskError::BadArgument {
+                    call: "io_wait",
+                    reason: format!("negative request token {token}"),
+                })
+            })?;
+            c.data_mut().wait(token).map_err(fail)
+        },
+    )?;
+    l.func_wrap(
+        MODULE,
+        "io_wait_all",
+        |mut c: Ctx<'_>| -> wasmtime::Result<()> {
+            charge_compute(&mut c)?;
+            charge_host(&mut c, "io_wait_all", 0)?;
+            c.data_mut().wait_all();
+            Ok(())
         },
     )?;
     l.func_wrap(

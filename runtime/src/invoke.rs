@@ -1,7 +1,7 @@
 //! Running a task: registration of files (TxISC Listing 1's shape), limits, and the latency
 //! breakdown of one invocation.
 
-use crate::abi::{device_extents, tx_error, Backing, MemoryCap, OpenFile, TaskState};
+use crate::abi::{device_extents, tx_error, Backing, HostIo, MemoryCap, OpenFile, TaskState};
 use crate::engine::{Task, TaskEngine};
 use crate::error::TaskError;
 use crate::volume::Volume;
@@ -444,22 +444,27 @@ impl Csd {
             .memory_bytes
             .unwrap_or(self.profile.device_cpu.dram_bytes)
             .min(self.engine.config().max_memory_bytes);
-        let (result, mut state) = invoke(
-            task,
-            TaskState::new(
-                Backing::Device(Box::new(storage)),
-                ctx.exec,
-                tx,
-                io_path,
-                files,
-                ctx,
-                cap_bytes,
-                &cpu,
-                &self.profile.accelerators,
-                start_at,
-                breakdown,
-            ),
+        let mut state = TaskState::new(
+            Backing::Device(Box::new(storage)),
+            ctx.exec,
+            tx,
+            io_path,
+            files,
+            ctx,
+            cap_bytes,
+            &cpu,
+            &self.profile.accelerators,
+            start_at,
+            breakdown,
         );
+        if ctx.on_host {
+            let h = &self.profile.host;
+            state.host_io = Some(HostIo {
+                syscall_ns: h.syscall_ns,
+                copy_bytes_per_sec: h.copy_bytes_per_sec,
+            });
+        }
+        let (result, mut state) = invoke(task, state);
         let Backing::Device(mut storage) =
             std::mem::replace(&mut state.backing, Backing::Staged(Default::default()))
         else {
@@ -645,6 +650,9 @@ impl TaskState {
             failure: None,
             bytes_read: 0,
             bytes_written: 0,
+            inflight: Default::default(),
+            next_token: 0,
+            host_io: None,
         }
     }
 }
@@ -666,6 +674,8 @@ fn invoke(task: &Task, state: TaskState) -> (Result<(), TaskError>, TaskState) {
     let remaining = store.get_fuel().unwrap_or(0);
     store.data_mut().charge_fuel(remaining);
     let mut state = store.into_data();
+    // A task's submitted requests complete before it does (and before its commit).
+    state.wait_all();
     let result = match outcome.map_err(|e| classify(e, &state)) {
         Ok(0) => Ok(()),
         Ok(code) => Err(TaskError::Failed {

@@ -137,28 +137,184 @@ impl File {
     }
 
     /// Calls `f` on consecutive chunks of the file, reading `chunk_bytes` at a time: how to
-    /// stream a file larger than memory.
+    /// stream a file larger than memory. Reads run ahead of `f` (up to 8 MiB, at most 32
+    /// chunks in flight), so the device reads the next chunks on all its dies while the task
+    /// computes on this one.
     pub fn for_each_chunk(&self, chunk_bytes: usize, mut f: impl FnMut(u64, &[u8])) {
+        let size = self.size();
+        let chunk = chunk_bytes.clamp(1, MAX_SUBMIT_BYTES) as u64;
+        let chunks = size.div_ceil(chunk);
         // Never allocate (and zero) more than the file holds: small files are the common case.
-        let size = usize::try_from(self.size()).unwrap_or(usize::MAX);
-        let mut buf = vec![0u8; chunk_bytes.clamp(1, size.max(1))];
-        let mut offset = 0u64;
-        loop {
-            let n = self.read_at(offset, &mut buf);
+        let depth = ((READ_AHEAD_BYTES / chunk).clamp(1, MAX_QUEUE_DEPTH as u64)).min(chunks);
+        let mut ring: Vec<(Vec<u8>, Option<Pending>)> = (0..depth)
+            .map(|_| (vec![0u8; chunk.min(size) as usize], None))
+            .collect();
+        let mut next = 0u64;
+        let slots = ring.len().max(1) as u64;
+        for (slot, (buf, pending)) in ring.iter_mut().enumerate() {
+            if (slot as u64) < chunks {
+                *pending = Some(self.submit_read(slot as u64 * chunk, buf));
+                next += 1;
+            }
+        }
+        for i in 0..chunks {
+            let (buf, pending) = &mut ring[(i % slots) as usize];
+            let Some(p) = pending.take() else { break };
+            let n = p.bytes();
+            p.wait();
             if n == 0 {
                 break;
             }
-            f(offset, &buf[..n]);
-            offset += n as u64;
+            f(i * chunk, &buf[..n]);
+            if next < chunks {
+                *pending = Some(self.submit_read(next * chunk, buf));
+                next += 1;
+            }
         }
     }
 
+    /// Submits a read of `buf.len()` bytes at `offset` and returns without waiting: the
+    /// device works on it (on every die its pages live on) while the task goes on. The bytes
+    /// are in `buf` once [`Pending::wait`] returns; [`Pending::bytes`] says how many.
+    /// Requests past the device's queue depth (64) wait for an earlier one first.
+    pub fn submit_read(&self, offset: u64, buf: &mut [u8]) -> Pending {
+        let len = buf.len().min(MAX_SUBMIT_BYTES) as u64;
+        let bytes = len.min(self.size().saturating_sub(offset)) as usize;
+        Pending {
+            token: sys::file_read_submit(self.handle, offset, buf),
+            bytes,
+        }
+    }
+
+    /// Submits a write of `data` at `offset` (`None`: at the file's end) and returns without
+    /// waiting for the flash programs; `data` may be reused at once. The task ends only
+    /// after all its writes are done (before a transaction commits).
+    pub fn submit_write(&self, offset: Option<u64>, data: &[u8]) -> Pending {
+        let mut token = -1;
+        let mut at = offset;
+        for piece in data.chunks(MAX_SUBMIT_BYTES) {
+            if token >= 0 {
+                sys::io_wait(token);
+            }
+            token = sys::file_write_submit(self.handle, at, piece);
+            at = at.map(|o| o + piece.len() as u64);
+        }
+        Pending {
+            token,
+            bytes: data.len(),
+        }
+    }
+
+    /// A write-behind appender: each append is submitted and the task goes on, with at most
+    /// `depth` appends in flight (how TxISC's bitmap decompression streams its output).
+    pub fn appender(&self, depth: usize) -> Appender {
+        Appender {
+            file: *self,
+            depth: depth.clamp(1, MAX_QUEUE_DEPTH),
+            inflight: std::collections::VecDeque::new(),
+        }
+    }
+
+    /// Writes `data` at `offset` and waits for it.
     pub fn write_at(&self, offset: u64, data: &[u8]) {
         sys::file_write(self.handle, offset, data);
     }
 
+    /// Appends `data` at the file's end and waits for it.
     pub fn append(&self, data: &[u8]) {
         sys::file_append(self.handle, data);
+    }
+}
+
+/// Bytes [`File::for_each_chunk`] keeps in flight ahead of the task.
+const READ_AHEAD_BYTES: u64 = 8 << 20;
+/// The most requests the SDK keeps in flight itself (the device takes up to 64).
+pub const MAX_QUEUE_DEPTH: usize = 32;
+use sys::MAX_SUBMIT_BYTES;
+
+/// A submitted request. Waiting for it charges the task the time until the device
+/// completes it, if that is later than now; a task that ends waits for all of them.
+#[must_use = "wait for the request, or it is waited for when the task ends"]
+#[derive(Debug)]
+pub struct Pending {
+    token: i64,
+    bytes: usize,
+}
+
+impl Pending {
+    /// Bytes the request moves (a read near the end of a file moves fewer than asked).
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub fn wait(self) {
+        if self.token >= 0 {
+            sys::io_wait(self.token);
+        }
+    }
+}
+
+/// Waits for every request in flight.
+pub fn wait_all() {
+    sys::io_wait_all();
+}
+
+/// Reads many ranges, keeping up to `queue_depth` of them in flight (at most
+/// [`MAX_QUEUE_DEPTH`]), and returns how many bytes each got. How a task reads scattered
+/// records, or a file's pages, so the device serves them in parallel across its dies.
+pub fn read_many(requests: &mut [(File, u64, &mut [u8])], queue_depth: usize) -> Vec<usize> {
+    let depth = queue_depth.clamp(1, MAX_QUEUE_DEPTH);
+    let mut inflight: std::collections::VecDeque<Pending> = std::collections::VecDeque::new();
+    let mut got = Vec::with_capacity(requests.len());
+    for (file, offset, buf) in requests.iter_mut() {
+        if inflight.len() == depth {
+            if let Some(p) = inflight.pop_front() {
+                p.wait();
+            }
+        }
+        let p = file.submit_read(*offset, buf);
+        got.push(p.bytes());
+        inflight.push_back(p);
+    }
+    for p in inflight {
+        p.wait();
+    }
+    got
+}
+
+/// Write-behind appends to one file; see [`File::appender`]. Dropping it (or
+/// [`Appender::finish`]) waits for what is in flight.
+pub struct Appender {
+    file: File,
+    depth: usize,
+    inflight: std::collections::VecDeque<Pending>,
+}
+
+impl Appender {
+    pub fn append(&mut self, data: &[u8]) {
+        if self.inflight.len() == self.depth {
+            if let Some(p) = self.inflight.pop_front() {
+                p.wait();
+            }
+        }
+        self.inflight.push_back(self.file.submit_write(None, data));
+    }
+
+    /// Waits for every append in flight.
+    pub fn finish(mut self) {
+        self.drain();
+    }
+
+    fn drain(&mut self) {
+        while let Some(p) = self.inflight.pop_front() {
+            p.wait();
+        }
+    }
+}
+
+impl Drop for Appender {
+    fn drop(&mut self) {
+        self.drain();
     }
 }
 

@@ -32,6 +32,10 @@ abi! {
     fn file_read(handle: i32, offset: i64, ptr: *mut u8, len: i32) -> i32;
     fn file_write(handle: i32, offset: i64, ptr: *const u8, len: i32) -> i32;
     fn file_append(handle: i32, ptr: *const u8, len: i32) -> i32;
+    fn file_read_submit(handle: i32, offset: i64, ptr: *mut u8, len: i32) -> i64;
+    fn file_write_submit(handle: i32, offset: i64, ptr: *const u8, len: i32) -> i64;
+    fn io_wait(token: i64);
+    fn io_wait_all();
     fn ret_write(ptr: *const u8, len: i32);
     fn log(ptr: *const u8, len: i32);
     fn panic(ptr: *const u8, len: i32);
@@ -104,6 +108,34 @@ pub fn file_append(handle: i32, data: &[u8]) {
         host!(file_append(handle, piece.as_ptr(), piece.len() as i32));
     }
 }
+
+/// Submits a read of at most `MAX_CALL_BYTES` of `buf`; returns the request's token.
+pub fn file_read_submit(handle: i32, offset: u64, buf: &mut [u8]) -> i64 {
+    let len = buf.len().min(MAX_CALL_BYTES);
+    host!(file_read_submit(
+        handle,
+        offset as i64,
+        buf.as_mut_ptr(),
+        len as i32
+    ))
+}
+
+/// Submits a write of at most `MAX_CALL_BYTES` of `data` at `offset` (`None`: at the end).
+pub fn file_write_submit(handle: i32, offset: Option<u64>, data: &[u8]) -> i64 {
+    let len = data.len().min(MAX_CALL_BYTES);
+    let at = offset.map_or(-1, |o| o as i64);
+    host!(file_write_submit(handle, at, data.as_ptr(), len as i32))
+}
+
+pub fn io_wait(token: i64) {
+    host!(io_wait(token))
+}
+
+pub fn io_wait_all() {
+    host!(io_wait_all())
+}
+
+pub const MAX_SUBMIT_BYTES: usize = MAX_CALL_BYTES;
 
 pub fn ret_write(data: &[u8]) {
     for piece in data.chunks(MAX_CALL_BYTES) {

@@ -7,6 +7,7 @@ pub mod ndp;
 pub mod persist;
 pub mod profiles;
 pub mod replay;
+pub mod repro;
 pub mod runs;
 pub mod serve;
 pub mod task;

@@ -45,21 +45,50 @@ pub struct NdpArgs {
     pub store: super::runs::StoreArgs,
 }
 
+/// One file count and size under every design: what `csd ndp` saves, and `csd repro` too.
 #[derive(Serialize)]
-struct Point {
-    files: usize,
-    size_bytes: u64,
-    designs: Vec<DesignResult>,
+pub struct Point {
+    pub files: usize,
+    pub size_bytes: u64,
+    pub designs: Vec<DesignResult>,
     /// LightFS's speedup over each other design (their mean latency over LightFS's).
-    speedup_of_lightfs: Vec<(DesignKind, f64)>,
+    pub speedup_of_lightfs: Vec<(DesignKind, f64)>,
+}
+
+impl Point {
+    pub fn new(files: usize, size_bytes: u64, designs: Vec<DesignResult>) -> Point {
+        let light = designs
+            .iter()
+            .find(|r| r.design == DesignKind::LightFs)
+            .map(|r| r.summary.mean_latency_ns);
+        let speedup_of_lightfs = match light {
+            Some(l) if l > 0.0 => designs
+                .iter()
+                .filter(|r| r.design != DesignKind::LightFs)
+                .map(|r| (r.design, r.summary.mean_latency_ns / l))
+                .collect(),
+            _ => Vec::new(),
+        };
+        Point {
+            files,
+            size_bytes,
+            designs,
+            speedup_of_lightfs,
+        }
+    }
+
+    /// The design's result, if it ran.
+    pub fn design(&self, kind: DesignKind) -> Option<&DesignResult> {
+        self.designs.iter().find(|d| d.design == kind)
+    }
 }
 
 #[derive(Serialize)]
-struct Report<'a> {
-    profile: &'a str,
-    app: App,
-    cold: bool,
-    points: Vec<Point>,
+pub struct Report<'a> {
+    pub profile: &'a str,
+    pub app: App,
+    pub cold: bool,
+    pub points: Vec<Point>,
 }
 
 pub fn designs(spec: &str) -> anyhow::Result<Vec<DesignKind>> {
@@ -177,24 +206,7 @@ pub fn run(args: &NdpArgs) -> anyhow::Result<()> {
             results.push(measure(&profile, &data, kind, &mut compute, args.cold)?);
             bar.inc(1);
         }
-        let light = results
-            .iter()
-            .find(|r| r.design == DesignKind::LightFs)
-            .map(|r| r.summary.mean_latency_ns);
-        let speedup_of_lightfs = match light {
-            Some(l) if l > 0.0 => results
-                .iter()
-                .filter(|r| r.design != DesignKind::LightFs)
-                .map(|r| (r.design, r.summary.mean_latency_ns / l))
-                .collect(),
-            _ => Vec::new(),
-        };
-        report.points.push(Point {
-            files,
-            size_bytes: size,
-            designs: results,
-            speedup_of_lightfs,
-        });
+        report.points.push(Point::new(files, size, results));
     }
     bar.finish_and_clear();
     if args.json {

@@ -38,8 +38,14 @@ impl StoreArgs {
     /// for (saying so); one that stays busy gets the run spooled to a file beside it, which
     /// the next csd to open the store imports. Call it after the report is printed.
     pub fn save_and_say(&self, run: NewRun) -> anyhow::Result<()> {
+        self.save_for_id(run).map(|_| ())
+    }
+
+    /// [`StoreArgs::save_and_say`], returning the run's id when it was stored (not with
+    /// `--no-store`, nor when it was spooled).
+    pub fn save_for_id(&self, run: NewRun) -> anyhow::Result<Option<String>> {
         if self.no_store {
-            return Ok(());
+            return Ok(None);
         }
         let path = self.path();
         let patience = store_patience();
@@ -54,7 +60,7 @@ impl StoreArgs {
             Ok(store) => {
                 let saved = store.save(run)?;
                 eprintln!("csd: saved as run {} in {}", saved.id, path.display());
-                Ok(())
+                Ok(Some(saved.id))
             }
             Err(StoreError::Busy { .. }) => {
                 let file = csd_traces::store::spool(&path, &run)
@@ -63,7 +69,7 @@ impl StoreArgs {
                     "csd: the run store stayed busy; the run was spooled to {} and the next csd to open the store will store it",
                     file.display()
                 );
-                Ok(())
+                Ok(None)
             }
             Err(e) => Err(e.into()),
         }

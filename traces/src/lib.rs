@@ -14,6 +14,7 @@ pub mod import;
 pub mod isc;
 pub mod reader;
 pub mod replay;
+pub mod repro;
 pub mod store;
 mod writer;
 

@@ -46,6 +46,10 @@ pub enum RunKind {
     Task,
     /// `csd persist online|backlog` (SIFT's persistence path).
     Persist,
+    /// `csd repro`: the papers' headline figures against ours ([`crate::repro::Report`]).
+    Repro,
+    /// `csd txapps`/`csd txbench`: TxISC's task experiments.
+    Txisc,
 }
 
 /// One stored result.

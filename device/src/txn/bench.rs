@@ -99,6 +99,19 @@ impl Bench {
     }
 }
 
+/// `profile` with flash timing taken out, as TxISC §V-B does to stress the firmware: NAND
+/// operations and channel transfers take a nanosecond, so what remains of each request is
+/// the firmware's own work on its core (request handling, extent and delta lookups).
+pub fn without_flash_timing(profile: &Profile) -> Profile {
+    let mut p = profile.clone();
+    p.timing.page_read_ns = 1;
+    p.timing.page_program_ns = 1;
+    p.timing.block_erase_ns = 1;
+    p.timing.channel_bytes_per_sec = u64::MAX / 1_000_000_000;
+    p.name = format!("{} (flash timing off)", profile.name);
+    p
+}
+
 /// Runs one point on `dev` (a clone of `bench.device`): `requests` random one-page I/Os,
 /// `write_pct` % writes, `qd` outstanding at a time, then (TxISC) the commit.
 pub fn run(
@@ -128,6 +141,8 @@ pub fn run(
         let Reverse((at, slot)) = slots.pop().expect("qd >= 1");
         let page = rng.below(bench.file_pages);
         let write = rng.below(100) < u64::from(point.write_pct);
+        // Every mode's request passes through the firmware's request handling first.
+        let at = dev.firmware_request(at);
         let done = match (mode, task) {
             (ExecMode::Tx, Some(t)) if write => dev.tx_write(t, file, at, page * ps, ps, None)?,
             (ExecMode::Tx, Some(t)) => dev.tx_read(t, file, at, page * ps, ps, None)?,

@@ -234,6 +234,15 @@ impl Device {
         s
     }
 
+    /// Books the handling of one in-storage request (`device_cpu.request_ns`) on the
+    /// firmware core from `at`.
+    pub fn firmware_request(&mut self, at: VirtualTime) -> VirtualTime {
+        let start = at.max(self.txn.firmware_busy);
+        let done = start.after(self.profile.device_cpu.request_ns);
+        self.txn.firmware_busy = done;
+        done
+    }
+
     /// Books `entries` mapping-entry examinations on the firmware core from `at`.
     pub fn firmware(&mut self, at: VirtualTime, entries: u64) -> VirtualTime {
         let start = at.max(self.txn.firmware_busy);

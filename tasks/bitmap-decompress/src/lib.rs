@@ -12,7 +12,10 @@ fn run(ctx: Context) -> Result<()> {
     }
     let (input, output) = (ctx.file(0)?, ctx.file(1)?);
     let compressed = input.read_to_end()?;
-    let written = csd_kernels::rle_bitmap_decompress(&compressed, |piece| output.append(piece))
+    // Output pieces are written behind: decompression goes on while they are programmed.
+    let mut out = output.appender(16);
+    let written = csd_kernels::rle_bitmap_decompress(&compressed, |piece| out.append(piece))
         .map_err(csd_sdk::Error::msg)?;
+    out.finish();
     csd_sdk::ret_json(&serde_json::json!({ "bytes_in": compressed.len(), "bytes_out": written }))
 }

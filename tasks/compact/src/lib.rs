@@ -28,9 +28,20 @@ fn run(ctx: Context) -> Result<()> {
     }
     let per_file =
         (args.max_output_bytes / csd_kernels::RECORD_BYTES).max(1) * csd_kernels::RECORD_BYTES;
-    let runs = (0..args.inputs)
-        .map(|i| ctx.file(i)?.read_to_end())
+    // The runs are read together, so the device serves them on all its dies at once.
+    let files = (0..args.inputs)
+        .map(|i| ctx.file(i))
         .collect::<Result<Vec<_>>>()?;
+    let mut runs = files
+        .iter()
+        .map(|f| Ok(vec![0u8; usize::try_from(f.size()).map_err(|_| csd_sdk::Error::msg("run too large"))?]))
+        .collect::<Result<Vec<_>>>()?;
+    let mut requests: Vec<_> = files
+        .iter()
+        .zip(runs.iter_mut())
+        .map(|(f, buf)| (*f, 0u64, buf.as_mut_slice()))
+        .collect();
+    csd_sdk::read_many(&mut requests, csd_sdk::MAX_QUEUE_DEPTH);
     let slices: Vec<&[u8]> = runs.iter().map(Vec::as_slice).collect();
     let mut merged = Vec::new();
     let read = csd_kernels::compact_runs(&slices, |r| merged.extend_from_slice(r))
@@ -45,8 +56,10 @@ fn run(ctx: Context) -> Result<()> {
                 merged.len()
             );
         }
-        ctx.file(args.inputs + i)?.write_at(0, chunk);
+        // Written behind: the next output is formatted while this one is programmed.
+        let _ = ctx.file(args.inputs + i)?.submit_write(Some(0), chunk);
     }
+    csd_sdk::wait_all();
     csd_sdk::ret_json(&serde_json::json!({
         "records_in": read,
         "records_out": merged.len() / csd_kernels::RECORD_BYTES,

@@ -1,0 +1,559 @@
+//! LightFS (§II-B Fig. 3, §IV Tables III and V, Fig. 8, §IV-E) on `cosmos-plus`.
+
+use super::{ranking, Fig, Sheet};
+use crate::commands::ndp::{Point, Report};
+use csd::ndp::{measure, synthetic, App, DataSet, TaskCompute};
+use csd_device::Profile;
+use csd_hostfs::ndp::DesignKind;
+use csd_traces::store::{NewRun, RunKind};
+
+const PROFILE: &str = "cosmos-plus";
+const KIB16: usize = 16 << 10;
+
+/// LightFS Table IV's datasets: name, files, average size. §IV-E runs every Table III
+/// application over each.
+const DATASETS: [(&str, usize, usize); 4] = [
+    ("hadoop", 979, 49_640),
+    ("doppler", 17_485, 5_287),
+    ("weather", 1_530, 250_977),
+    ("cifar-10", 50_000, 924),
+];
+/// Files per dataset we place: Fig. 8 shows the per-file latency flat past 100 files, so a
+/// few hundred stand for tens of thousands.
+const DATASET_FILES: usize = 300;
+
+struct Lab {
+    profile: Profile,
+    engine: std::sync::Arc<csd_runtime::TaskEngine>,
+    seed: u64,
+}
+
+impl Lab {
+    fn compute(&self, app: App) -> anyhow::Result<TaskCompute> {
+        let wasm = csd::builtin::task(app.task()).expect("every app is a built-in task");
+        TaskCompute::new(
+            self.engine.clone(),
+            app.task(),
+            wasm,
+            app.args(),
+            &self.profile,
+        )
+    }
+
+    /// Every design over `data`, warm or cold.
+    fn point(&self, app: App, data: &DataSet, cold: bool) -> anyhow::Result<Point> {
+        let mut compute = self.compute(app)?;
+        let designs = DesignKind::ALL
+            .iter()
+            .map(|&k| measure(&self.profile, data, k, &mut compute, cold))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let size = data.iter().map(|f| f.1.len() as u64).sum::<u64>() / data.len().max(1) as u64;
+        Ok(Point::new(data.len(), size, designs))
+    }
+
+    fn run(&self, app: App, cold: bool, points: &[&Point]) -> anyhow::Result<NewRun> {
+        // The same report `csd ndp` saves, so the dashboard draws it the same way.
+        let report = serde_json::json!({
+            "profile": self.profile.name,
+            "app": app,
+            "cold": cold,
+            "points": points.iter().map(|p| serde_json::to_value(p)).collect::<Result<Vec<_>, _>>()?,
+        });
+        let _: Option<Report> = None;
+        Ok(NewRun {
+            kind: RunKind::Ndp,
+            trace: None,
+            profile: self.profile.name.clone(),
+            designs: DesignKind::ALL.iter().map(|k| k.to_string()).collect(),
+            seed: self.seed,
+            report,
+        })
+    }
+}
+
+fn pao(p: &Point, k: DesignKind) -> f64 {
+    p.design(k).map_or(f64::NAN, |d| 100.0 * d.summary.pao)
+}
+
+fn us(ns: f64) -> f64 {
+    ns / 1000.0
+}
+
+/// LightFS's speedup over `k`.
+fn speedup(p: &Point, k: DesignKind) -> f64 {
+    p.speedup_of_lightfs
+        .iter()
+        .find(|s| s.0 == k)
+        .map_or(f64::NAN, |s| s.1)
+}
+
+pub fn run(seed: u64) -> anyhow::Result<Sheet> {
+    use DesignKind::*;
+    let lab = Lab {
+        profile: Profile::load(PROFILE)?,
+        engine: crate::commands::task::engine()?,
+        seed,
+    };
+    let mut s = Sheet::new("LightFS");
+
+    // Fig. 3(a): one 16 KiB file, warm and cold.
+    let one = synthetic(App::Stats64, 1, KIB16, seed);
+    let warm1 = lab.point(App::Stats64, &one, false)?;
+    let cold1 = lab.point(App::Stats64, &one, true)?;
+    let e = s.experiment(
+        "stats64, 1 × 16 KiB, warm",
+        PROFILE,
+        None,
+        Some(lab.run(App::Stats64, false, &[&warm1])?),
+    );
+    let pao_params: &[&str] = &[
+        "host.fiemap_ns",
+        "host_interface.nvme_command_ns",
+        "host_interface.pcie_command_ns",
+        "timing.page_read_ns",
+        "device_cpu.ns_per_fuel",
+    ];
+    for (k, id, what) in [
+        (
+            FragS,
+            "lightfs.fig3a.warm.frag-s",
+            "PAO, 1 file, warm, frag-s",
+        ),
+        (Fsr, "lightfs.fig3a.warm.fsr", "PAO, 1 file, warm, FSR"),
+    ] {
+        s.value(
+            Fig {
+                id,
+                figure: "Fig. 3(a)",
+                what,
+                unit: "%",
+                experiment: Some(e),
+                params: pao_params,
+            },
+            55.3,
+            pao(&warm1, k),
+        );
+    }
+    let e = s.experiment(
+        "stats64, 1 × 16 KiB, cold",
+        PROFILE,
+        None,
+        Some(lab.run(App::Stats64, true, &[&cold1])?),
+    );
+    for (k, paper, id, what) in [
+        (
+            FragS,
+            86.2,
+            "lightfs.fig3a.cold.frag-s",
+            "PAO, 1 file, cold, frag-s",
+        ),
+        (
+            Fsr,
+            83.7,
+            "lightfs.fig3a.cold.fsr",
+            "PAO, 1 file, cold, FSR",
+        ),
+    ] {
+        s.value(
+            Fig {
+                id,
+                figure: "Fig. 3(a)",
+                what,
+                unit: "%",
+                experiment: Some(e),
+                params: pao_params,
+            },
+            paper,
+            pao(&cold1, k),
+        );
+    }
+
+    // Table V: filefrag on ext4, warm (an input: host.fiemap_ns) and cold (modelled: the
+    // extent tree and inode are read from flash).
+    let retrieve = |p: &Point| {
+        p.design(FragS)
+            .map_or(f64::NAN, |d| us(d.summary.breakdown.retrieve_layout_ns))
+    };
+    s.input(
+        Fig {
+            id: "lightfs.table5.warm",
+            figure: "Table V",
+            what: "filefrag on ext4, warm",
+            unit: "µs",
+            experiment: Some(0),
+            params: &["host.fiemap_ns"],
+        },
+        50.0,
+        retrieve(&warm1),
+    );
+    s.value(
+        Fig {
+            id: "lightfs.table5.cold",
+            figure: "Table V",
+            what: "filefrag on ext4, cold",
+            unit: "µs",
+            experiment: Some(e),
+            params: &[
+                "host.fiemap_ns",
+                "timing.page_read_ns",
+                "host_interface.nvme_command_ns",
+            ],
+        },
+        848.0,
+        retrieve(&cold1),
+    );
+
+    // Table III: each application's compute time on one 16 KiB file.
+    let compute_us = |p: &Point| {
+        p.design(FragS)
+            .map_or(f64::NAN, |d| us(d.summary.breakdown.compute_ns))
+    };
+    s.input(
+        Fig {
+            id: "lightfs.table3.stats64",
+            figure: "Table III",
+            what: "STATS64 compute, 16 KiB (the calibration point)",
+            unit: "µs",
+            experiment: Some(0),
+            params: &["device_cpu.ns_per_fuel"],
+        },
+        25.0,
+        compute_us(&warm1),
+    );
+    for (app, paper, id, what) in [
+        (
+            App::Stats32,
+            50.0,
+            "lightfs.table3.stats32",
+            "STATS32 compute, 16 KiB",
+        ),
+        (App::Knn, 17.0, "lightfs.table3.knn", "KNN compute, 16 KiB"),
+        (
+            App::Grep,
+            500.0,
+            "lightfs.table3.grep-arm",
+            "Grep-ARM compute, 16 KiB",
+        ),
+        (
+            App::GrepAccel,
+            203.0,
+            "lightfs.table3.grep-acc",
+            "Grep-ACC compute, 16 KiB (accelerator's measured time)",
+        ),
+    ] {
+        let data = synthetic(app, 1, KIB16, seed);
+        let p = lab.point(app, &data, false)?;
+        let e = s.experiment(
+            &format!("{}, 1 × 16 KiB, warm", app.task()),
+            PROFILE,
+            None,
+            Some(lab.run(app, false, &[&p])?),
+        );
+        let f = Fig {
+            id,
+            figure: "Table III",
+            what,
+            unit: "µs",
+            experiment: Some(e),
+            params: &["device_cpu.ns_per_fuel", "accelerators.grep.ns_per_unit"],
+        };
+        if app == App::GrepAccel {
+            s.input(f, paper, compute_us(&p));
+        } else {
+            s.value(f, paper, compute_us(&p));
+        }
+    }
+
+    // Fig. 3(b): 100 warm files.
+    let hundred = synthetic(App::Stats64, 100, KIB16, seed);
+    let p100 = lab.point(App::Stats64, &hundred, false)?;
+    let e = s.experiment(
+        "stats64, 100 × 16 KiB, warm",
+        PROFILE,
+        None,
+        Some(lab.run(App::Stats64, false, &[&p100])?),
+    );
+    for (k, paper, id, what) in [
+        (
+            FragS,
+            22.5,
+            "lightfs.fig3b.pao.frag-s",
+            "PAO, 100 files, warm, frag-s",
+        ),
+        (
+            FragM,
+            46.5,
+            "lightfs.fig3b.pao.frag-m",
+            "PAO, 100 files, warm, frag-m",
+        ),
+        (
+            Fsr,
+            39.0,
+            "lightfs.fig3b.pao.fsr",
+            "PAO, 100 files, warm, FSR",
+        ),
+    ] {
+        s.value(
+            Fig {
+                id,
+                figure: "Fig. 3(b)",
+                what,
+                unit: "%",
+                experiment: Some(e),
+                params: pao_params,
+            },
+            paper,
+            pao(&p100, k),
+        );
+    }
+    s.trend(
+        Fig {
+            id: "lightfs.fig3b.ranking",
+            figure: "Fig. 3(b)",
+            what: "PAO ranking, 100 files",
+            unit: "",
+            experiment: Some(e),
+            params: pao_params,
+        },
+        "frag-m > fsr > frag-s",
+        &ranking(&[
+            ("frag-s", pao(&p100, FragS)),
+            ("frag-m", pao(&p100, FragM)),
+            ("fsr", pao(&p100, Fsr)),
+        ]),
+    );
+    let read_us = |p: &Point, k| {
+        p.design(k)
+            .map_or(f64::NAN, |d| us(d.summary.breakdown.read_file_ns))
+    };
+    s.value(
+        Fig {
+            id: "lightfs.s4c.read.lightfs",
+            figure: "§IV-C",
+            what: "flash read per file, LightFS",
+            unit: "µs",
+            experiment: Some(e),
+            params: &["timing.page_read_ns", "timing.channel_bytes_per_sec"],
+        },
+        17.0,
+        read_us(&p100, LightFs),
+    );
+    s.value(
+        Fig {
+            id: "lightfs.s4c.read.frag-m",
+            figure: "§IV-C",
+            what: "flash read per file, frag-m",
+            unit: "µs",
+            experiment: Some(e),
+            params: &["timing.page_read_ns", "timing.channel_bytes_per_sec"],
+        },
+        22.0,
+        read_us(&p100, FragM),
+    );
+    let knn = synthetic(App::Knn, 100, KIB16, seed);
+    let pk = lab.point(App::Knn, &knn, false)?;
+    let e = s.experiment(
+        "knn, 100 × 16 KiB, warm",
+        PROFILE,
+        None,
+        Some(lab.run(App::Knn, false, &[&pk])?),
+    );
+    s.value(
+        Fig {
+            id: "lightfs.s4c.knn.pao.frag-m",
+            figure: "§IV-C",
+            what: "PAO of KNN, 100 files, frag-m",
+            unit: "%",
+            experiment: Some(e),
+            params: pao_params,
+        },
+        52.5,
+        pao(&pk, FragM),
+    );
+    s.value(
+        Fig {
+            id: "lightfs.s4c.knn.speedup.frag-m",
+            figure: "§IV-C",
+            what: "LightFS speedup over frag-m, KNN, 100 files",
+            unit: "×",
+            experiment: Some(e),
+            params: pao_params,
+        },
+        1.75,
+        speedup(&pk, FragM),
+    );
+
+    // Fig. 8: LightFS's advantage grows with the file count up to 100 files.
+    let mut sweep = Vec::new();
+    for n in [1usize, 10, 100] {
+        sweep.push(if n == 100 {
+            None
+        } else {
+            Some(lab.point(
+                App::Stats64,
+                &synthetic(App::Stats64, n, KIB16, seed),
+                false,
+            )?)
+        });
+    }
+    let sweep: Vec<&Point> = sweep.iter().map(|p| p.as_ref().unwrap_or(&p100)).collect();
+    let e = s.experiment(
+        "stats64, 1/10/100 × 16 KiB, warm",
+        PROFILE,
+        None,
+        Some(lab.run(App::Stats64, false, &sweep)?),
+    );
+    let labelled: Vec<(String, f64)> = sweep
+        .iter()
+        .map(|p| (format!("{} files", p.files), speedup(p, FragS)))
+        .collect();
+    let as_ref: Vec<(&str, f64)> = labelled.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+    s.trend(
+        Fig {
+            id: "lightfs.fig8.trend",
+            figure: "Fig. 8",
+            what: "LightFS speedup over frag-s by file count",
+            unit: "",
+            experiment: Some(e),
+            params: pao_params,
+        },
+        "100 files > 10 files > 1 files",
+        &ranking(&as_ref),
+    );
+
+    // §IV-E: every application over Table IV's datasets.
+    let apps = [
+        App::Stats32,
+        App::Stats64,
+        App::Knn,
+        App::GrepAccel,
+        App::Grep,
+    ];
+    let mut by_app: Vec<(App, Vec<(&str, Point)>)> = Vec::new();
+    for app in apps {
+        let mut points = Vec::new();
+        for (name, _, size) in DATASETS {
+            let data = synthetic(app, DATASET_FILES, size, seed);
+            points.push((name, lab.point(app, &data, false)?));
+        }
+        by_app.push((app, points));
+    }
+    let scale = format!(
+        "{DATASET_FILES} files per dataset of Table IV's average size (the paper: {})",
+        DATASETS
+            .iter()
+            .map(|d| format!("{} {}", d.0, d.1))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let mut e_of = Vec::new();
+    for (app, points) in &by_app {
+        let refs: Vec<&Point> = points.iter().map(|p| &p.1).collect();
+        e_of.push(s.experiment(
+            &format!("{} over hadoop, doppler, weather, cifar-10", app.task()),
+            PROFILE,
+            Some(scale.clone()),
+            Some(lab.run(*app, false, &refs)?),
+        ));
+    }
+    let baselines = [FragS, FragM, Fsr];
+    let all: Vec<f64> = by_app
+        .iter()
+        .flat_map(|(_, ps)| {
+            ps.iter()
+                .flat_map(|(_, p)| baselines.map(|k| speedup(p, k)))
+        })
+        .collect();
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let first = e_of.first().copied();
+    s.value(
+        Fig {
+            id: "lightfs.s4e.mean",
+            figure: "§IV-E",
+            what: "LightFS speedup, mean over apps, datasets, designs",
+            unit: "×",
+            experiment: first,
+            params: pao_params,
+        },
+        3.66,
+        mean(&all),
+    );
+    s.value(
+        Fig {
+            id: "lightfs.s4e.max",
+            figure: "§IV-E",
+            what: "LightFS speedup, maximum",
+            unit: "×",
+            experiment: first,
+            params: pao_params,
+        },
+        11.07,
+        all.iter().copied().fold(f64::NAN, f64::max),
+    );
+    for (i, (app, paper, id)) in [
+        (App::Stats64, 5.35, "lightfs.s4e.app.stats64"),
+        (App::Knn, 5.13, "lightfs.s4e.app.knn"),
+        (App::GrepAccel, 1.73, "lightfs.s4e.app.grep-acc"),
+        (App::Grep, 1.81, "lightfs.s4e.app.grep-arm"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let Some(ai) = by_app.iter().position(|(a, _)| *a == app) else {
+            continue;
+        };
+        let v: Vec<f64> = by_app[ai]
+            .1
+            .iter()
+            .flat_map(|(_, p)| baselines.map(|k| speedup(p, k)))
+            .collect();
+        let what = format!(
+            "LightFS speedup, {} (mean over datasets, designs)",
+            app.task()
+        );
+        let _ = i;
+        s.value(
+            Fig {
+                id,
+                figure: "§IV-E",
+                what: &what,
+                unit: "×",
+                experiment: Some(e_of[ai]),
+                params: pao_params,
+            },
+            paper,
+            mean(&v),
+        );
+    }
+    for (dataset, k, paper, id) in [
+        ("cifar-10", FragS, 6.14, "lightfs.s4e.cifar.frag-s"),
+        ("cifar-10", FragM, 1.72, "lightfs.s4e.cifar.frag-m"),
+        ("cifar-10", Fsr, 7.33, "lightfs.s4e.cifar.fsr"),
+        ("weather", FragS, 2.73, "lightfs.s4e.weather.frag-s"),
+        ("weather", FragM, 1.17, "lightfs.s4e.weather.frag-m"),
+        ("weather", Fsr, 3.09, "lightfs.s4e.weather.fsr"),
+    ] {
+        let v: Vec<f64> = by_app
+            .iter()
+            .filter_map(|(_, ps)| {
+                ps.iter()
+                    .find(|(n, _)| *n == dataset)
+                    .map(|(_, p)| speedup(p, k))
+            })
+            .collect();
+        let what = format!("LightFS speedup over {k} on {dataset} (mean over apps)");
+        s.value(
+            Fig {
+                id,
+                figure: "§IV-E",
+                what: &what,
+                unit: "×",
+                experiment: first,
+                params: pao_params,
+            },
+            paper,
+            mean(&v),
+        );
+    }
+    Ok(s)
+}

@@ -1,0 +1,467 @@
+//! `csd repro`: the papers' headline figures, re-measured.
+//!
+//! Each paper has a module that runs the experiments behind its figures (scaled down where
+//! the full run would take too long, and saying so) and states, per figure, the paper's
+//! value, ours and how the two are judged ([`csd_traces::repro`]). A value the model was
+//! given as input is shown as `input` and never passes: a reproduction has to come out of the
+//! model, not be typed into it.
+
+mod lightfs;
+mod sift;
+mod txisc;
+
+use anyhow::bail;
+use csd_traces::repro::{judge_value, Check, Experiment, Line, Report, Verdict};
+use csd_traces::store::{NewRun, RunKind};
+
+#[derive(clap::Args, Debug)]
+pub struct ReproArgs {
+    /// Which paper's figures: lightfs, txisc, sift, ispfs, fusionfs or all.
+    #[arg(value_enum, default_value = "all")]
+    pub paper: PaperArg,
+    /// Print JSON instead of a table.
+    #[arg(long, conflicts_with = "markdown")]
+    pub json: bool,
+    /// Print the README's table (Markdown).
+    #[arg(long)]
+    pub markdown: bool,
+    /// Print the profile parameters behind one figure (its id, e.g. lightfs.fig3b.pao.frag-m,
+    /// or a prefix such as lightfs.fig3b) instead of running anything else.
+    #[arg(long, value_name = "FIGURE")]
+    pub explain: Option<String>,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[command(flatten)]
+    pub store: super::runs::StoreArgs,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PaperArg {
+    Lightfs,
+    Txisc,
+    Sift,
+    Ispfs,
+    Fusionfs,
+    All,
+}
+
+impl PaperArg {
+    fn papers(self) -> Vec<PaperArg> {
+        use PaperArg::*;
+        match self {
+            All => vec![Lightfs, Txisc, Sift, Ispfs, Fusionfs],
+            p => vec![p],
+        }
+    }
+}
+
+/// Lines and experiments as a paper module produces them.
+pub struct Sheet {
+    paper: &'static str,
+    pub lines: Vec<Line>,
+    pub experiments: Vec<(Experiment, Option<NewRun>)>,
+}
+
+/// A line under construction: what is measured and where its value comes from.
+pub struct Fig<'a> {
+    pub id: &'a str,
+    pub figure: &'a str,
+    pub what: &'a str,
+    pub unit: &'a str,
+    pub experiment: Option<usize>,
+    pub params: &'a [&'a str],
+}
+
+impl Sheet {
+    fn new(paper: &'static str) -> Sheet {
+        Sheet {
+            paper,
+            lines: Vec::new(),
+            experiments: Vec::new(),
+        }
+    }
+
+    /// Records an experiment; its run (if any) is saved with the repro run.
+    pub fn experiment(
+        &mut self,
+        name: &str,
+        profile: &str,
+        scale: Option<String>,
+        run: Option<NewRun>,
+    ) -> usize {
+        self.experiments.push((
+            Experiment {
+                paper: self.paper.to_string(),
+                name: name.to_string(),
+                profile: profile.to_string(),
+                scale,
+                run: None,
+            },
+            run,
+        ));
+        self.experiments.len() - 1
+    }
+
+    fn push(
+        &mut self,
+        f: Fig<'_>,
+        check: Check,
+        paper: (Option<f64>, String),
+        ours: (Option<f64>, String),
+        verdict: Verdict,
+    ) {
+        let ratio = match (paper.0, ours.0) {
+            (Some(p), Some(o)) if p != 0.0 => Some(o / p),
+            _ => None,
+        };
+        self.lines.push(Line {
+            id: f.id.to_string(),
+            paper: self.paper.to_string(),
+            figure: f.figure.to_string(),
+            what: f.what.to_string(),
+            unit: f.unit.to_string(),
+            paper_value: paper.0,
+            paper_text: paper.1,
+            ours_value: ours.0,
+            ours_text: ours.1,
+            ratio,
+            check,
+            verdict,
+            experiment: f.experiment,
+            params: f.params.iter().map(|p| p.to_string()).collect(),
+        });
+    }
+
+    /// A value judged within ±15 % of the paper's.
+    pub fn value(&mut self, f: Fig<'_>, paper: f64, ours: f64) {
+        let verdict = judge_value(&Check::Value, paper, ours);
+        self.push(
+            f,
+            Check::Value,
+            (Some(paper), num(paper)),
+            (Some(ours), num(ours)),
+            verdict,
+        );
+    }
+
+    /// A value the paper gives as a range.
+    pub fn range(&mut self, f: Fig<'_>, lo: f64, hi: f64, ours: f64) {
+        let check = Check::Range { lo, hi };
+        let verdict = judge_value(&check, lo, ours);
+        let text = format!("{}–{}", num(lo), num(hi));
+        self.push(f, check, (None, text), (Some(ours), num(ours)), verdict);
+    }
+
+    /// A value that is an input of the model: shown, never a pass.
+    pub fn input(&mut self, f: Fig<'_>, paper: f64, ours: f64) {
+        self.push(
+            f,
+            Check::Input,
+            (Some(paper), num(paper)),
+            (Some(ours), num(ours)),
+            Verdict::Input,
+        );
+    }
+
+    /// A trend: passes when ours states the paper's sign or ranking.
+    pub fn trend(&mut self, f: Fig<'_>, paper: &str, ours: &str) {
+        let verdict = if paper == ours {
+            Verdict::Pass
+        } else {
+            Verdict::Fail
+        };
+        self.push(
+            f,
+            Check::Trend,
+            (None, paper.to_string()),
+            (None, ours.to_string()),
+            verdict,
+        );
+    }
+
+    pub fn not_modelled(&mut self, f: Fig<'_>, paper: &str) {
+        self.push(
+            f,
+            Check::NotModelled,
+            (None, paper.to_string()),
+            (None, "-".into()),
+            Verdict::NotModelled,
+        );
+    }
+}
+
+/// A number as the tables print it: three significant digits, no exponent.
+pub fn num(v: f64) -> String {
+    if !v.is_finite() {
+        return "-".into();
+    }
+    let a = v.abs();
+    let digits = if a >= 100.0 {
+        0
+    } else if a >= 10.0 {
+        1
+    } else if a >= 1.0 {
+        2
+    } else if a >= 0.01 {
+        3
+    } else {
+        4
+    };
+    format!("{v:.digits$}")
+}
+
+/// The ranking of named values, largest first: `frag-m > fsr > frag-s`.
+pub fn ranking(values: &[(&str, f64)]) -> String {
+    let mut v: Vec<(&str, f64)> = values.to_vec();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1));
+    v.iter().map(|x| x.0).collect::<Vec<_>>().join(" > ")
+}
+
+fn sheet_for(paper: PaperArg, seed: u64) -> anyhow::Result<Sheet> {
+    match paper {
+        PaperArg::Lightfs => lightfs::run(seed),
+        PaperArg::Txisc => txisc::run(seed),
+        PaperArg::Sift => sift::run(seed),
+        PaperArg::Ispfs => Ok(not_modelled_sheet(
+            "ISPFS",
+            &[
+                (
+                    "ispfs.fig7",
+                    "Fig. 7",
+                    "iozone on ISPFS vs EXT4 over PCM (issue 21)",
+                ),
+                (
+                    "ispfs.fig9",
+                    "Fig. 9",
+                    "word query: ISP engine vs host (issue 21)",
+                ),
+            ],
+        )),
+        PaperArg::Fusionfs => Ok(not_modelled_sheet(
+            "FusionFS",
+            &[
+                (
+                    "fusionfs.fig8",
+                    "Fig. 8",
+                    "CISC-op throughput vs CrossFS (issue 20)",
+                ),
+                (
+                    "fusionfs.recovery",
+                    "§3.4",
+                    "MacroTx/MicroTx recovery (issue 20)",
+                ),
+            ],
+        )),
+        PaperArg::All => unreachable!("expanded by PaperArg::papers"),
+    }
+}
+
+fn not_modelled_sheet(paper: &'static str, figs: &[(&str, &str, &str)]) -> Sheet {
+    let mut s = Sheet::new(paper);
+    for (id, figure, what) in figs {
+        s.not_modelled(
+            Fig {
+                id,
+                figure,
+                what,
+                unit: "",
+                experiment: None,
+                params: &[],
+            },
+            "-",
+        );
+    }
+    s
+}
+
+pub fn run(args: &ReproArgs) -> anyhow::Result<()> {
+    if let Some(figure) = &args.explain {
+        return explain(args, figure);
+    }
+    args.store.check()?;
+    let papers = args.paper.papers();
+    let bar = indicatif::ProgressBar::new(papers.len() as u64);
+    let mut sheets = Vec::new();
+    for p in &papers {
+        bar.set_message(format!("{p:?}"));
+        sheets.push(sheet_for(*p, args.seed)?);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let mut report = Report {
+        papers: sheets.iter().map(|s| s.paper.to_string()).collect(),
+        seed: args.seed,
+        lines: Vec::new(),
+        experiments: Vec::new(),
+    };
+    let mut runs = Vec::new();
+    for sheet in sheets {
+        let base = report.experiments.len();
+        report.lines.extend(sheet.lines.into_iter().map(|mut l| {
+            l.experiment = l.experiment.map(|e| e + base);
+            l
+        }));
+        for (e, run) in sheet.experiments {
+            runs.push(run);
+            report.experiments.push(e);
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else if args.markdown {
+        print!("{}", markdown(&report));
+    } else {
+        print_table(&report);
+    }
+    // Each experiment's own run first, so the repro run can link to them.
+    for (i, run) in runs.into_iter().enumerate() {
+        if let Some(run) = run {
+            report.experiments[i].run = args.store.save_for_id(run)?;
+        }
+    }
+    args.store.save_and_say(NewRun {
+        kind: RunKind::Repro,
+        trace: None,
+        profile: "various".into(),
+        designs: report.papers.clone(),
+        seed: args.seed,
+        report: serde_json::to_value(&report)?,
+    })
+}
+
+fn print_table(r: &Report) {
+    println!(
+        "{:<9} {:<12} {:<58} {:>14} {:>14} {:>7}  {}",
+        "paper", "figure", "what", "paper", "ours", "ratio", "verdict"
+    );
+    for l in &r.lines {
+        let unit = |t: &str| {
+            if l.unit.is_empty() || t == "-" || l.paper_value.is_none() && l.ours_value.is_none() {
+                t.to_string()
+            } else {
+                format!("{t} {}", l.unit)
+            }
+        };
+        println!(
+            "{:<9} {:<12} {:<58} {:>14} {:>14} {:>7}  {}",
+            l.paper,
+            l.figure,
+            l.what,
+            unit(&l.paper_text),
+            unit(&l.ours_text),
+            l.ratio.map_or("-".into(), |x| format!("{x:.2}")),
+            l.verdict.mark()
+        );
+    }
+    let (pass, judged) = r.score();
+    let inputs = r
+        .lines
+        .iter()
+        .filter(|l| l.verdict == Verdict::Input)
+        .count();
+    println!(
+        "\n{pass} of {judged} judged lines ✓ ({:.0} %); {inputs} inputs; values pass within ±15 %, trends by sign and ranking",
+        100.0 * pass as f64 / judged.max(1) as f64
+    );
+    for e in r.experiments.iter().filter(|e| e.scale.is_some()) {
+        println!(
+            "scaled: {} {} — {}",
+            e.paper,
+            e.name,
+            e.scale.as_deref().unwrap_or_default()
+        );
+    }
+}
+
+/// The README's table.
+pub fn markdown(r: &Report) -> String {
+    let mut out = String::from(
+        "| paper | figure | what | paper | ours | ratio | |\n|---|---|---|---|---|---|---|\n",
+    );
+    for l in &r.lines {
+        let cell = |t: &str| {
+            if l.unit.is_empty() || t == "-" {
+                t.to_string()
+            } else {
+                format!("{t} {}", l.unit)
+            }
+        };
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} |\n",
+            l.paper,
+            l.figure,
+            l.what,
+            cell(&l.paper_text),
+            cell(&l.ours_text),
+            l.ratio.map_or("-".into(), |x| format!("{x:.2}")),
+            l.verdict.mark()
+        ));
+    }
+    let (pass, judged) = r.score();
+    out.push_str(&format!(
+        "\n{pass} of {judged} judged lines ✓; inputs and unmodelled figures are not judged.\n"
+    ));
+    out
+}
+
+/// `--explain FIGURE`: the parameters behind the figure, with their values and sources,
+/// from the profiles of the experiments it came from. Runs the paper's experiments to know
+/// which lines exist (the lines are cheap to list only by running them).
+fn explain(args: &ReproArgs, figure: &str) -> anyhow::Result<()> {
+    let mut found = false;
+    for p in args.paper.papers() {
+        let sheet = sheet_for(p, args.seed)?;
+        for l in sheet.lines.iter().filter(|l| l.id.starts_with(figure)) {
+            found = true;
+            let exp = l.experiment.map(|e| &sheet.experiments[e].0);
+            println!(
+                "{} — {} {}: {} (paper {}, ours {}, {})",
+                l.id,
+                l.paper,
+                l.figure,
+                l.what,
+                l.paper_text,
+                l.ours_text,
+                l.verdict.mark()
+            );
+            if let Some(e) = exp {
+                println!(
+                    "  experiment: {} on {}{}",
+                    e.name,
+                    e.profile,
+                    e.scale
+                        .as_ref()
+                        .map(|s| format!(" ({s})"))
+                        .unwrap_or_default()
+                );
+                let profile = csd_device::Profile::load(&e.profile)?;
+                let table = toml_table(&profile)?;
+                for param in &l.params {
+                    let value = lookup(&table, param).unwrap_or_else(|| "(unset)".into());
+                    let source = profile
+                        .assumptions
+                        .get(param.as_str())
+                        .map(String::as_str)
+                        .unwrap_or(&profile.source);
+                    println!("  {param} = {value}\n      source: {source}");
+                }
+            }
+        }
+    }
+    if !found {
+        bail!("no figure id starts with '{figure}' (run `csd repro --json` to see every id)");
+    }
+    Ok(())
+}
+
+fn toml_table(profile: &csd_device::Profile) -> anyhow::Result<serde_json::Value> {
+    Ok(serde_json::to_value(profile)?)
+}
+
+fn lookup(v: &serde_json::Value, dotted: &str) -> Option<String> {
+    let mut at = v;
+    for key in dotted.split('.') {
+        at = at.get(key)?;
+    }
+    Some(at.to_string())
+}
