@@ -215,6 +215,7 @@ async function runPage(id) {
     el("p", { class: "muted" }, `${run.kind}` + (run.trace ? ` of ${run.trace.name}` : "") +
       ` · profile ${run.profile} · seed ${run.seed} · csd ${run.csd_version} · stored ${when(run.stored_at)} UTC`),
   ];
+  if (view.repro) parts.push(...reproTable(view.repro));
   if (view.breakdowns.length) {
     parts.push(el("h2", {}, "Latency breakdown of offload requests"),
       el("p", { class: "muted" }, "Mean per-file latency by stage; PAO = time spent on anything but reading and computing, as a share of the total (LightFS Fig. 3)."));
@@ -259,12 +260,31 @@ async function runPage(id) {
     parts.push(table(["counter", ...view.device.map((d) => d.design)],
       names.map((n) => [n, ...view.device.map((d) => { const c = d.counters.find((c) => c[0] === n); return c ? num(c[1]) : "–"; })])));
   }
-  if (!view.breakdowns.length && !view.latency.length && !view.charts.length) {
+  if (!view.repro && !view.breakdowns.length && !view.latency.length && !view.charts.length) {
     parts.push(el("p", { class: "muted" }, "This kind of run has no charts yet; its report follows."));
   }
   parts.push(el("details", {}, el("summary", {}, "report (JSON, as --json prints it)"),
     el("pre", {}, JSON.stringify(run.report, null, 2))));
   show(parts);
+}
+
+// csd repro: one line per paper figure, linked to the run of the experiment behind it.
+function reproTable(r) {
+  const judged = r.lines.filter((l) => l.verdict === "pass" || l.verdict === "fail");
+  const pass = judged.filter((l) => l.verdict === "pass").length;
+  const mark = { pass: "✓", fail: "✗", input: "input", "not-modelled": "not modelled" };
+  const withUnit = (l, t) => (l.unit && t !== "-" ? `${t} ${l.unit}` : t);
+  const rows = r.lines.map((l) => {
+    const exp = l.experiment == null ? null : r.experiments[l.experiment];
+    const link = exp && exp.run ? el("a", { href: `/runs/${exp.run}` }, exp.run) : "–";
+    return [l.paper, l.figure, l.what, withUnit(l, l.paper_text), withUnit(l, l.ours_text),
+      l.ratio == null ? "–" : l.ratio.toFixed(2),
+      el("span", { class: "verdict " + l.verdict, title: l.id }, mark[l.verdict] || l.verdict), link];
+  });
+  return [el("h2", {}, "The papers' figures, re-measured"),
+    el("p", { class: "muted" }, `${pass} of ${judged.length} judged lines within ±15 % or on the paper's trend; ` +
+      "input: the paper's value is an input of the model, never a pass."),
+    table(["paper", "figure", "what", "paper", "ours", "ratio", "", "run"], rows, { id: "repro" })];
 }
 
 async function comparePage(a, b) {

@@ -27,6 +27,9 @@ pub struct RunView {
     /// Grouped bar charts of `csd persist` runs (throughput over the fsync-interval sweep,
     /// host CPU cost, checkpoint time).
     pub charts: Vec<GroupedChart>,
+    /// `csd repro`: the papers' figures against ours, one table.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repro: Option<csd_traces::repro::Report>,
 }
 
 /// Bars grouped by design, one bar per series in each group.
@@ -224,6 +227,11 @@ fn ndp_points(report: &Value) -> &[Value] {
 impl RunView {
     pub fn of(run: &StoredRun) -> RunView {
         let mut v = RunView::default();
+        if run.kind == csd_traces::store::RunKind::Repro {
+            // A report that does not parse (an older csd's) falls back to its raw JSON.
+            v.repro = serde_json::from_value(run.report.clone()).ok();
+            return v;
+        }
         let designs = replay_designs(&run.report);
         let bars: Vec<Bar> = designs
             .iter()

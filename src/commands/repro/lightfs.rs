@@ -1,7 +1,7 @@
 //! LightFS (§II-B Fig. 3, §IV Tables III and V, Fig. 8, §IV-E) on `cosmos-plus`.
 
-use super::{ranking, Fig, Sheet};
-use crate::commands::ndp::{Point, Report};
+use super::{ranking, Ctx, Fig, Sheet};
+use crate::commands::ndp::Point;
 use csd::ndp::{measure, synthetic, App, DataSet, TaskCompute};
 use csd_device::Profile;
 use csd_hostfs::ndp::DesignKind;
@@ -59,7 +59,6 @@ impl Lab {
             "cold": cold,
             "points": points.iter().map(|p| serde_json::to_value(p)).collect::<Result<Vec<_>, _>>()?,
         });
-        let _: Option<Report> = None;
         Ok(NewRun {
             kind: RunKind::Ndp,
             trace: None,
@@ -87,25 +86,49 @@ fn speedup(p: &Point, k: DesignKind) -> f64 {
         .map_or(f64::NAN, |s| s.1)
 }
 
-pub fn run(seed: u64) -> anyhow::Result<Sheet> {
-    use DesignKind::*;
+pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
+    let seed = ctx.seed;
     let lab = Lab {
-        profile: Profile::load(PROFILE)?,
+        profile: ctx.profile(PROFILE)?,
         engine: crate::commands::task::engine()?,
         seed,
     };
-    let mut s = Sheet::new("LightFS");
+    let mut s = Sheet::new("LightFS", ctx);
+    let pao_params: &[&str] = &[
+        "host.fiemap_ns",
+        "host_interface.nvme_command_ns",
+        "host_interface.pcie_command_ns",
+        "timing.page_read_ns",
+        "device_cpu.ns_per_fuel",
+    ];
+    if ctx.wants("lightfs.fig3a") || ctx.wants("lightfs.table") {
+        one_file(&lab, &mut s)?;
+    }
+    if ctx.wants("lightfs.fig3b") || ctx.wants("lightfs.s4c") || ctx.wants("lightfs.fig8") {
+        hundred_files(&lab, &mut s, pao_params)?;
+    }
+    if ctx.wants("lightfs.s4e") {
+        datasets(&lab, &mut s, pao_params)?;
+    }
+    Ok(s)
+}
+
+/// Fig. 3(a), Table V and Table III: one 16 KiB file.
+fn one_file(lab: &Lab, s: &mut Sheet) -> anyhow::Result<()> {
+    use DesignKind::*;
+    let seed = lab.seed;
 
     // Fig. 3(a): one 16 KiB file, warm and cold.
     let one = synthetic(App::Stats64, 1, KIB16, seed);
     let warm1 = lab.point(App::Stats64, &one, false)?;
     let cold1 = lab.point(App::Stats64, &one, true)?;
-    let e = s.experiment(
+    let warm_e = s.experiment(
         "stats64, 1 × 16 KiB, warm",
         PROFILE,
         None,
         Some(lab.run(App::Stats64, false, &[&warm1])?),
     );
+    let e = warm_e;
     let pao_params: &[&str] = &[
         "host.fiemap_ns",
         "host_interface.nvme_command_ns",
@@ -180,7 +203,7 @@ pub fn run(seed: u64) -> anyhow::Result<Sheet> {
             figure: "Table V",
             what: "filefrag on ext4, warm",
             unit: "µs",
-            experiment: Some(0),
+            experiment: Some(warm_e),
             params: &["host.fiemap_ns"],
         },
         50.0,
@@ -214,7 +237,7 @@ pub fn run(seed: u64) -> anyhow::Result<Sheet> {
             figure: "Table III",
             what: "STATS64 compute, 16 KiB (the calibration point)",
             unit: "µs",
-            experiment: Some(0),
+            experiment: Some(warm_e),
             params: &["device_cpu.ns_per_fuel"],
         },
         25.0,
@@ -263,7 +286,13 @@ pub fn run(seed: u64) -> anyhow::Result<Sheet> {
             s.value(f, paper, compute_us(&p));
         }
     }
+    Ok(())
+}
 
+/// Fig. 3(b), §IV-C and Fig. 8: 100 files, and the sweep up to them.
+fn hundred_files(lab: &Lab, s: &mut Sheet, pao_params: &[&str]) -> anyhow::Result<()> {
+    use DesignKind::*;
+    let seed = lab.seed;
     // Fig. 3(b): 100 warm files.
     let hundred = synthetic(App::Stats64, 100, KIB16, seed);
     let p100 = lab.point(App::Stats64, &hundred, false)?;
@@ -420,8 +449,13 @@ pub fn run(seed: u64) -> anyhow::Result<Sheet> {
         "100 files > 10 files > 1 files",
         &ranking(&as_ref),
     );
+    Ok(())
+}
 
-    // §IV-E: every application over Table IV's datasets.
+/// §IV-E: every application over Table IV's datasets.
+fn datasets(lab: &Lab, s: &mut Sheet, pao_params: &[&str]) -> anyhow::Result<()> {
+    use DesignKind::*;
+    let seed = lab.seed;
     let apps = [
         App::Stats32,
         App::Stats64,
@@ -490,15 +524,12 @@ pub fn run(seed: u64) -> anyhow::Result<Sheet> {
         11.07,
         all.iter().copied().fold(f64::NAN, f64::max),
     );
-    for (i, (app, paper, id)) in [
+    for (app, paper, id) in [
         (App::Stats64, 5.35, "lightfs.s4e.app.stats64"),
         (App::Knn, 5.13, "lightfs.s4e.app.knn"),
         (App::GrepAccel, 1.73, "lightfs.s4e.app.grep-acc"),
         (App::Grep, 1.81, "lightfs.s4e.app.grep-arm"),
-    ]
-    .into_iter()
-    .enumerate()
-    {
+    ] {
         let Some(ai) = by_app.iter().position(|(a, _)| *a == app) else {
             continue;
         };
@@ -511,7 +542,6 @@ pub fn run(seed: u64) -> anyhow::Result<Sheet> {
             "LightFS speedup, {} (mean over datasets, designs)",
             app.task()
         );
-        let _ = i;
         s.value(
             Fig {
                 id,
@@ -555,5 +585,5 @@ pub fn run(seed: u64) -> anyhow::Result<Sheet> {
             mean(&v),
         );
     }
-    Ok(s)
+    Ok(())
 }

@@ -29,10 +29,85 @@ pub struct ReproArgs {
     /// or a prefix such as lightfs.fig3b) instead of running anything else.
     #[arg(long, value_name = "FIGURE")]
     pub explain: Option<String>,
+    /// Run only the figures whose id starts with this (e.g. txisc.fig3, sift.s54).
+    #[arg(long, value_name = "ID")]
+    pub only: Option<String>,
+    /// Change one profile value for this run: PROFILE:TABLE.FIELD=VALUE (repeatable), e.g.
+    /// --set cosmos-plus:host.fiemap_ns=100000. What-if analysis: which figures move.
+    #[arg(long = "set", value_name = "PROFILE:FIELD=VALUE")]
+    pub set: Vec<String>,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     #[command(flatten)]
     pub store: super::runs::StoreArgs,
+}
+
+/// What every paper module runs with.
+pub struct Ctx {
+    pub seed: u64,
+    only: Option<String>,
+    overrides: Vec<(String, String, serde_json::Value)>,
+}
+
+impl Ctx {
+    fn new(args: &ReproArgs) -> anyhow::Result<Ctx> {
+        let mut overrides = Vec::new();
+        for s in &args.set {
+            let parsed = s.split_once(':').and_then(|(p, rest)| {
+                let (field, value) = rest.split_once('=')?;
+                Some((p.to_string(), field.to_string(), value.to_string()))
+            });
+            let Some((profile, field, value)) = parsed else {
+                bail!("--set '{s}': expected PROFILE:TABLE.FIELD=VALUE");
+            };
+            // A number, boolean or quoted string as JSON; anything else as a bare string.
+            let value = serde_json::from_str(&value).unwrap_or(serde_json::Value::String(value));
+            overrides.push((profile, field, value));
+        }
+        let ctx = Ctx {
+            seed: args.seed,
+            only: args.only.clone(),
+            overrides,
+        };
+        // Every override must name a real field of a real profile, before anything runs.
+        for (profile, ..) in &ctx.overrides {
+            ctx.profile(profile)?;
+        }
+        Ok(ctx)
+    }
+
+    /// Whether figures with ids under `prefix` are wanted.
+    pub fn wants(&self, prefix: &str) -> bool {
+        self.only
+            .as_deref()
+            .is_none_or(|o| prefix.starts_with(o) || o.starts_with(prefix))
+    }
+
+    /// A built-in profile with this run's `--set` changes applied.
+    pub fn profile(&self, name: &str) -> anyhow::Result<csd_device::Profile> {
+        let profile = csd_device::Profile::load(name)?;
+        let mut value = serde_json::to_value(&profile)?;
+        let mut changed = false;
+        for (p, field, v) in self.overrides.iter().filter(|o| o.0 == name) {
+            let mut at = &mut value;
+            for key in field.split('.') {
+                at = at.get_mut(key).ok_or_else(|| {
+                    anyhow::anyhow!("--set {p}:{field}: profile '{p}' has no field `{field}`")
+                })?;
+            }
+            *at = v.clone();
+            changed = true;
+        }
+        if !changed {
+            return Ok(profile);
+        }
+        let profile: csd_device::Profile = serde_json::from_value(value)
+            .map_err(|e| anyhow::anyhow!("--set on profile '{name}': {e}"))?;
+        profile.validate().map_err(|(field, reason)| {
+            anyhow::anyhow!("--set on profile '{name}': field `{field}` {reason}")
+        })?;
+        Ok(profile)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -58,6 +133,8 @@ impl PaperArg {
 /// Lines and experiments as a paper module produces them.
 pub struct Sheet {
     paper: &'static str,
+    /// `--only`: lines outside it are dropped.
+    only: Option<String>,
     pub lines: Vec<Line>,
     pub experiments: Vec<(Experiment, Option<NewRun>)>,
 }
@@ -73,9 +150,10 @@ pub struct Fig<'a> {
 }
 
 impl Sheet {
-    fn new(paper: &'static str) -> Sheet {
+    fn new(paper: &'static str, ctx: &Ctx) -> Sheet {
         Sheet {
             paper,
+            only: ctx.only.clone(),
             lines: Vec::new(),
             experiments: Vec::new(),
         }
@@ -110,6 +188,9 @@ impl Sheet {
         ours: (Option<f64>, String),
         verdict: Verdict,
     ) {
+        if self.only.as_deref().is_some_and(|o| !f.id.starts_with(o)) {
+            return;
+        }
         let ratio = match (paper.0, ours.0) {
             (Some(p), Some(o)) if p != 0.0 => Some(o / p),
             _ => None,
@@ -217,13 +298,14 @@ pub fn ranking(values: &[(&str, f64)]) -> String {
     v.iter().map(|x| x.0).collect::<Vec<_>>().join(" > ")
 }
 
-fn sheet_for(paper: PaperArg, seed: u64) -> anyhow::Result<Sheet> {
+fn sheet_for(paper: PaperArg, ctx: &Ctx) -> anyhow::Result<Sheet> {
     match paper {
-        PaperArg::Lightfs => lightfs::run(seed),
-        PaperArg::Txisc => txisc::run(seed),
-        PaperArg::Sift => sift::run(seed),
+        PaperArg::Lightfs => lightfs::run(ctx),
+        PaperArg::Txisc => txisc::run(ctx),
+        PaperArg::Sift => sift::run(ctx),
         PaperArg::Ispfs => Ok(not_modelled_sheet(
             "ISPFS",
+            ctx,
             &[
                 (
                     "ispfs.fig7",
@@ -239,6 +321,7 @@ fn sheet_for(paper: PaperArg, seed: u64) -> anyhow::Result<Sheet> {
         )),
         PaperArg::Fusionfs => Ok(not_modelled_sheet(
             "FusionFS",
+            ctx,
             &[
                 (
                     "fusionfs.fig8",
@@ -256,8 +339,8 @@ fn sheet_for(paper: PaperArg, seed: u64) -> anyhow::Result<Sheet> {
     }
 }
 
-fn not_modelled_sheet(paper: &'static str, figs: &[(&str, &str, &str)]) -> Sheet {
-    let mut s = Sheet::new(paper);
+fn not_modelled_sheet(paper: &'static str, ctx: &Ctx, figs: &[(&str, &str, &str)]) -> Sheet {
+    let mut s = Sheet::new(paper, ctx);
     for (id, figure, what) in figs {
         s.not_modelled(
             Fig {
@@ -275,16 +358,22 @@ fn not_modelled_sheet(paper: &'static str, figs: &[(&str, &str, &str)]) -> Sheet
 }
 
 pub fn run(args: &ReproArgs) -> anyhow::Result<()> {
+    let ctx = Ctx::new(args)?;
     if let Some(figure) = &args.explain {
-        return explain(args, figure);
+        return explain(args, &ctx, figure);
     }
     args.store.check()?;
-    let papers = args.paper.papers();
+    let papers: Vec<PaperArg> = args
+        .paper
+        .papers()
+        .into_iter()
+        .filter(|p| ctx.wants(&format!("{p:?}").to_lowercase()))
+        .collect();
     let bar = indicatif::ProgressBar::new(papers.len() as u64);
     let mut sheets = Vec::new();
     for p in &papers {
         bar.set_message(format!("{p:?}"));
-        sheets.push(sheet_for(*p, args.seed)?);
+        sheets.push(sheet_for(*p, &ctx)?);
         bar.inc(1);
     }
     bar.finish_and_clear();
@@ -405,12 +494,19 @@ pub fn markdown(r: &Report) -> String {
 }
 
 /// `--explain FIGURE`: the parameters behind the figure, with their values and sources,
-/// from the profiles of the experiments it came from. Runs the paper's experiments to know
-/// which lines exist (the lines are cheap to list only by running them).
-fn explain(args: &ReproArgs, figure: &str) -> anyhow::Result<()> {
+/// from the profiles of the experiments it came from. Runs only the experiments behind it.
+fn explain(args: &ReproArgs, ctx: &Ctx, figure: &str) -> anyhow::Result<()> {
     let mut found = false;
+    let ctx = Ctx {
+        seed: ctx.seed,
+        only: Some(figure.to_string()),
+        overrides: ctx.overrides.clone(),
+    };
     for p in args.paper.papers() {
-        let sheet = sheet_for(p, args.seed)?;
+        if !ctx.wants(&format!("{p:?}").to_lowercase()) {
+            continue;
+        }
+        let sheet = sheet_for(p, &ctx)?;
         for l in sheet.lines.iter().filter(|l| l.id.starts_with(figure)) {
             found = true;
             let exp = l.experiment.map(|e| &sheet.experiments[e].0);
@@ -434,7 +530,7 @@ fn explain(args: &ReproArgs, figure: &str) -> anyhow::Result<()> {
                         .map(|s| format!(" ({s})"))
                         .unwrap_or_default()
                 );
-                let profile = csd_device::Profile::load(&e.profile)?;
+                let profile = ctx.profile(&e.profile)?;
                 let table = toml_table(&profile)?;
                 for param in &l.params {
                     let value = lookup(&table, param).unwrap_or_else(|| "(unset)".into());

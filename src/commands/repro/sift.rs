@@ -1,10 +1,9 @@
 //! SIFT (§5.2 Table 4 and Figs. 7–9, §5.3–5.4) on `bluefield2-pm1735`.
 
-use super::{ranking, Fig, Sheet};
+use super::{ranking, Ctx, Fig, Sheet};
 use csd_device::persist::backlog::{self, Backlog, BacklogSpec};
 use csd_device::persist::online::{self, OnlineSpec};
 use csd_device::persist::service::Config;
-use csd_device::Profile;
 use csd_traces::store::{NewRun, RunKind};
 
 const PROFILE: &str = "bluefield2-pm1735";
@@ -15,9 +14,10 @@ const ONLINE_WINDOW_NS: u64 = 15_000_000_000;
 /// The backlogs at 1/10 of the paper's 20 GiB.
 const BACKLOG_SCALE: f64 = 0.1;
 
-pub fn run(seed: u64) -> anyhow::Result<Sheet> {
-    let profile = Profile::load(PROFILE)?;
-    let mut s = Sheet::new("SIFT");
+pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
+    let seed = ctx.seed;
+    let profile = ctx.profile(PROFILE)?;
+    let mut s = Sheet::new("SIFT", ctx);
     let persist_run = |workload: &str, runs: serde_json::Value, configs: &[Config]| NewRun {
         kind: RunKind::Persist,
         trace: None,
@@ -30,108 +30,123 @@ pub fn run(seed: u64) -> anyhow::Result<Sheet> {
         report: serde_json::json!({ "workload": workload, "runs": runs }),
     };
 
-    // §5.2 at i = 128.
-    let mut spec = OnlineSpec::paper(128, ONLINE_SCALE);
-    spec.measure_ns = ONLINE_WINDOW_NS;
-    let configs = [Config::Vanilla, Config::Offload, Config::Coalesce];
-    let online = configs
-        .iter()
-        .map(|&c| online::run(&profile, c, spec, seed))
-        .collect::<Result<Vec<_>, _>>()?;
-    let e = s.experiment(
-        "online pressure, i = 128",
-        PROFILE,
-        Some("1/16 of Table 4's hotsets and rings, a 15 s window (the paper: 30 s)".into()),
-        Some(persist_run(
-            "online",
-            serde_json::to_value(&online)?,
-            &configs,
-        )),
-    );
-    let persist_params: &[&str] = &[
-        "persist.host_call_ns",
-        "persist.host_io_ns",
-        "persist.host_record_ns",
-        "persist.host_workers",
-        "persist.device_io_ns",
-        "persist.device_record_ns",
-        "persist.device_workers",
-        "persist.coalesce_record_ns",
-    ];
-    let f = |id, what, unit| Fig {
-        id,
-        figure: "§5.2",
-        what,
-        unit,
-        experiment: Some(e),
-        params: persist_params,
-    };
-    let names = ["vanilla", "offload", "coalesce"];
-    for (i, (kops, p50, p9999, cpu)) in [
-        (0.095, 208.0, 24.1, 49.96),
-        (0.611, 53.0, 8.11, 2.29),
-        (3.365, 54.0, 0.675, 1.11),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let r = &online[i];
-        let n = names[i];
-        for (key, what, unit, paper, ours) in [
-            ("kops", "foreground throughput", "Kops/s", kops, r.kops),
-            ("p50", "fsync p50", "µs", p50, r.fsync.p50_us),
-            ("p9999", "fsync p99.99", "s", p9999, r.fsync.p9999_us / 1e6),
-            (
-                "cpu",
-                "host CPU % per Kops/s",
-                "%",
-                cpu,
-                r.cpu_cost.unwrap_or(f64::NAN),
-            ),
-        ] {
-            let id = format!("sift.s52.{key}.{n}");
-            let what = format!("{what}, {n}");
-            let fig = Fig {
-                id: &id,
-                figure: "§5.2",
-                what: &what,
-                unit,
-                experiment: Some(e),
-                params: persist_params,
-            };
-            s.value(fig, paper, ours);
+    if ctx.wants("sift.s52") {
+        // §5.2 at i = 128.
+        let mut spec = OnlineSpec::paper(128, ONLINE_SCALE);
+        spec.measure_ns = ONLINE_WINDOW_NS;
+        let configs = [Config::Vanilla, Config::Offload, Config::Coalesce];
+        let online = configs
+            .iter()
+            .map(|&c| online::run(&profile, c, spec, seed))
+            .collect::<Result<Vec<_>, _>>()?;
+        let e = s.experiment(
+            "online pressure, i = 128",
+            PROFILE,
+            Some("1/16 of Table 4's hotsets and rings, a 15 s window (the paper: 30 s)".into()),
+            Some(persist_run(
+                "online",
+                serde_json::to_value(&online)?,
+                &configs,
+            )),
+        );
+        let persist_params: &[&str] = &[
+            "persist.host_call_ns",
+            "persist.host_io_ns",
+            "persist.host_record_ns",
+            "persist.host_workers",
+            "persist.device_io_ns",
+            "persist.device_record_ns",
+            "persist.device_workers",
+            "persist.coalesce_record_ns",
+        ];
+        let f = |id, what, unit| Fig {
+            id,
+            figure: "§5.2",
+            what,
+            unit,
+            experiment: Some(e),
+            params: persist_params,
+        };
+        let names = ["vanilla", "offload", "coalesce"];
+        for (i, (kops, p50, p9999, cpu)) in [
+            (0.095, 208.0, 24.1, 49.96),
+            (0.611, 53.0, 8.11, 2.29),
+            (3.365, 54.0, 0.675, 1.11),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let r = &online[i];
+            let n = names[i];
+            for (key, what, unit, paper, ours) in [
+                ("kops", "foreground throughput", "Kops/s", kops, r.kops),
+                ("p50", "fsync p50", "µs", p50, r.fsync.p50_us),
+                (
+                    "p9999",
+                    "fsync p99.99, ×16 for the 1/16 rings (a stall is one checkpoint)",
+                    "s",
+                    p9999,
+                    r.fsync.p9999_us / 1e6 / ONLINE_SCALE,
+                ),
+                (
+                    "cpu",
+                    "host CPU % per Kops/s",
+                    "%",
+                    cpu,
+                    r.cpu_cost.unwrap_or(f64::NAN),
+                ),
+            ] {
+                let id = format!("sift.s52.{key}.{n}");
+                let what = format!("{what}, {n}");
+                let fig = Fig {
+                    id: &id,
+                    figure: "§5.2",
+                    what: &what,
+                    unit,
+                    experiment: Some(e),
+                    params: persist_params,
+                };
+                s.value(fig, paper, ours);
+            }
         }
+        let named = |v: &dyn Fn(usize) -> f64| -> String {
+            let vals: Vec<(&str, f64)> =
+                names.iter().enumerate().map(|(i, n)| (*n, v(i))).collect();
+            ranking(&vals)
+        };
+        s.trend(
+            f("sift.s52.kops.ranking", "throughput ranking", ""),
+            "coalesce > offload > vanilla",
+            &named(&|i| online[i].kops),
+        );
+        s.trend(
+            f("sift.s52.cpu.ranking", "host CPU per Kops/s ranking", ""),
+            "vanilla > offload > coalesce",
+            &named(&|i| online[i].cpu_cost.unwrap_or(f64::NAN)),
+        );
+        s.value(
+            f(
+                "sift.s52.coalesce-over-vanilla",
+                "coalesce throughput / vanilla",
+                "×",
+            ),
+            3.365 / 0.095,
+            online[2].kops / online[0].kops,
+        );
     }
-    let named = |v: &dyn Fn(usize) -> f64| -> String {
-        let vals: Vec<(&str, f64)> = names.iter().enumerate().map(|(i, n)| (*n, v(i))).collect();
-        ranking(&vals)
-    };
-    s.trend(
-        f("sift.s52.kops.ranking", "throughput ranking", ""),
-        "coalesce > offload > vanilla",
-        &named(&|i| online[i].kops),
-    );
-    s.trend(
-        f("sift.s52.cpu.ranking", "host CPU per Kops/s ranking", ""),
-        "vanilla > offload > coalesce",
-        &named(&|i| online[i].cpu_cost.unwrap_or(f64::NAN)),
-    );
-    s.value(
-        f(
-            "sift.s52.coalesce-over-vanilla",
-            "coalesce throughput / vanilla",
-            "×",
-        ),
-        3.365 / 0.095,
-        online[2].kops / online[0].kops,
-    );
-
     // §5.3–5.4: manual checkpoints of the two backlogs.
     let back = [Config::Offload, Config::Coalesce];
-    for (kind, name) in [
-        (Backlog::HighOverlap, "high-overlap"),
-        (Backlog::SequentialNoReuse, "sequential-no-reuse"),
+    for (kind, name, ids) in [
+        (Backlog::HighOverlap, "high-overlap", "sift.s53"),
+        (
+            Backlog::SequentialNoReuse,
+            "sequential-no-reuse",
+            "sift.s54",
+        ),
     ] {
+        if !ctx.wants(ids) {
+            continue;
+        }
         let spec = BacklogSpec::paper(kind, BACKLOG_SCALE);
         let runs = back
             .iter()

@@ -1,6 +1,6 @@
 //! TxISC (§V-B Fig. 3, §V-C Figs. 4–5) on `daisyplus-femu`.
 
-use super::{ranking, Fig, Sheet};
+use super::{ranking, Ctx, Fig, Sheet};
 use csd::txapps::{measure, App, AppRun, Placement, Sizes};
 use csd_device::txn::bench::{self, without_flash_timing, Bench, Measured, Point};
 use csd_device::txn::ExecMode;
@@ -36,9 +36,10 @@ fn drop_pct(a: &Measured, b: &Measured) -> f64 {
     100.0 * (1.0 - a.mb_per_s / b.mb_per_s)
 }
 
-pub fn run(seed: u64) -> anyhow::Result<Sheet> {
-    let profile = Profile::load(PROFILE)?;
-    let mut s = Sheet::new("TxISC");
+pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
+    let seed = ctx.seed;
+    let profile = ctx.profile(PROFILE)?;
+    let mut s = Sheet::new("TxISC", ctx);
     let fig3_run = |name: &str, points: &[&Measured], profile: &Profile| NewRun {
         kind: RunKind::Txisc,
         trace: None,
@@ -48,146 +49,135 @@ pub fn run(seed: u64) -> anyhow::Result<Sheet> {
         report: serde_json::json!({ "experiment": name, "flash_timing_on": points }),
     };
 
-    // Fig. 3 with flash timing on: TxISC within 0.3 % of FileISC even at 100 % writes.
-    let on = Bench::new(&profile, FILE_BYTES)?;
-    let mut worst: Option<(f64, u32)> = None;
-    let mut measured = Vec::new();
-    for qd in [1, 8, 32] {
-        let tx = point(&on, ExecMode::Tx, 100, qd, seed)?;
-        let file = point(&on, ExecMode::File, 100, qd, seed)?;
-        let keep = 100.0 * tx.mb_per_s / file.mb_per_s;
-        if worst.is_none_or(|w| keep < w.0) {
-            worst = Some((keep, qd));
+    if ctx.wants("txisc.fig3.on") || ctx.wants("txisc.s5b") {
+        // Fig. 3 with flash timing on: TxISC within 0.3 % of FileISC even at 100 % writes.
+        let on = Bench::new(&profile, FILE_BYTES)?;
+        let mut worst: Option<(f64, u32)> = None;
+        let mut measured = Vec::new();
+        for qd in [1, 8, 32] {
+            let tx = point(&on, ExecMode::Tx, 100, qd, seed)?;
+            let file = point(&on, ExecMode::File, 100, qd, seed)?;
+            let keep = 100.0 * tx.mb_per_s / file.mb_per_s;
+            if worst.is_none_or(|w| keep < w.0) {
+                worst = Some((keep, qd));
+            }
+            measured.push(tx);
+            measured.push(file);
         }
-        measured.push(tx);
-        measured.push(file);
-    }
-    let refs: Vec<&Measured> = measured.iter().collect();
-    let e = s.experiment(
-        "Fig. 3, flash timing on, 100 % writes, QD 1/8/32",
-        PROFILE,
-        None,
-        Some(fig3_run("timing on", &refs, &profile)),
-    );
-    let (keep, _) = worst.unwrap_or((f64::NAN, 0));
-    s.value(
-        Fig {
-            id: "txisc.fig3.on.keep",
-            figure: "Fig. 3",
-            what: "TxISC bandwidth / FileISC, 100 % writes, worst QD (timing on)",
-            unit: "%",
-            experiment: Some(e),
-            params: &["timing.page_program_ns", "device_cpu.metadata_entry_ns"],
-        },
-        99.7,
-        keep,
-    );
+        let refs: Vec<&Measured> = measured.iter().collect();
+        let e = s.experiment(
+            "Fig. 3, flash timing on, 100 % writes, QD 1/8/32",
+            PROFILE,
+            None,
+            Some(fig3_run("timing on", &refs, &profile)),
+        );
+        let (keep, _) = worst.unwrap_or((f64::NAN, 0));
+        s.value(
+            Fig {
+                id: "txisc.fig3.on.keep",
+                figure: "Fig. 3",
+                what: "TxISC bandwidth / FileISC, 100 % writes, worst QD (timing on)",
+                unit: "%",
+                experiment: Some(e),
+                params: &["timing.page_program_ns", "device_cpu.metadata_entry_ns"],
+            },
+            99.7,
+            keep,
+        );
 
-    // Fig. 3 with flash timing off: only the firmware's work remains.
-    let off_profile = without_flash_timing(&profile);
-    let off = Bench::new(&off_profile, FILE_BYTES)?;
-    let mut off_points = Vec::new();
-    let fw: &[&str] = &["device_cpu.request_ns", "device_cpu.metadata_entry_ns"];
-    for (w, vs_file, vs_block, id_f, id_b) in [
-        (
-            100,
-            4.3,
-            5.2,
-            "txisc.fig3.off.w100.file",
-            "txisc.fig3.off.w100.block",
-        ),
-        (
-            50,
-            2.4,
-            3.2,
-            "txisc.fig3.off.w50.file",
-            "txisc.fig3.off.w50.block",
-        ),
-    ] {
-        let tx = point(&off, ExecMode::Tx, w, 1, seed)?;
-        let file = point(&off, ExecMode::File, w, 1, seed)?;
-        let block = point(&off, ExecMode::Block, w, 1, seed)?;
-        let (df, db) = (drop_pct(&tx, &file), drop_pct(&tx, &block));
-        off_points.push((w, df, db, tx, file, block));
-        let _ = (vs_file, vs_block, id_f, id_b);
+        // Delta-map memory against the data written (random 16 KiB writes: one entry each).
+        let tx = &measured[0];
+        let written = tx.requests as f64 * profile.geometry.page_size_bytes as f64;
+        s.range(
+            Fig {
+                id: "txisc.s5b.delta-memory",
+                figure: "§V-B",
+                what: "delta-mapping memory / data written",
+                unit: "%",
+                experiment: Some(e),
+                params: &[],
+            },
+            0.001,
+            0.134,
+            100.0 * tx.delta_bytes as f64 / written,
+        );
     }
-    let refs: Vec<&Measured> = off_points.iter().flat_map(|p| [&p.3, &p.4, &p.5]).collect();
-    let e = s.experiment(
-        "Fig. 3, flash timing off, QD 1",
-        PROFILE,
-        None,
-        Some(fig3_run("timing off", &refs, &off_profile)),
-    );
-    for (w, df, db, ..) in &off_points {
-        let (pf, pb, idf, idb) = if *w == 100 {
+    if ctx.wants("txisc.fig3.off") {
+        // Fig. 3 with flash timing off: only the firmware's work remains.
+        let off_profile = without_flash_timing(&profile);
+        let off = Bench::new(&off_profile, FILE_BYTES)?;
+        let mut off_points = Vec::new();
+        let fw: &[&str] = &["device_cpu.request_ns", "device_cpu.metadata_entry_ns"];
+        // (write %, the paper's drop vs FileISC and vs BlockISC, their ids)
+        let cases = [
             (
+                100,
                 4.3,
                 5.2,
                 "txisc.fig3.off.w100.file",
                 "txisc.fig3.off.w100.block",
-            )
-        } else {
+            ),
             (
+                50,
                 2.4,
                 3.2,
                 "txisc.fig3.off.w50.file",
                 "txisc.fig3.off.w50.block",
-            )
-        };
-        let wf = format!("TxISC drop vs FileISC, {w} % writes, QD 1, timing off");
-        let wb = format!("TxISC drop vs BlockISC, {w} % writes, QD 1, timing off");
-        s.value(
-            Fig {
-                id: idf,
-                figure: "§V-B",
-                what: &wf,
-                unit: "%",
-                experiment: Some(e),
-                params: fw,
-            },
-            pf,
-            *df,
+            ),
+        ];
+        for (w, ..) in cases {
+            let tx = point(&off, ExecMode::Tx, w, 1, seed)?;
+            let file = point(&off, ExecMode::File, w, 1, seed)?;
+            let block = point(&off, ExecMode::Block, w, 1, seed)?;
+            let (df, db) = (drop_pct(&tx, &file), drop_pct(&tx, &block));
+            off_points.push((w, df, db, tx, file, block));
+        }
+        let refs: Vec<&Measured> = off_points.iter().flat_map(|p| [&p.3, &p.4, &p.5]).collect();
+        let e = s.experiment(
+            "Fig. 3, flash timing off, QD 1",
+            PROFILE,
+            None,
+            Some(fig3_run("timing off", &refs, &off_profile)),
         );
-        s.value(
-            Fig {
-                id: idb,
-                figure: "§V-B",
-                what: &wb,
-                unit: "%",
-                experiment: Some(e),
-                params: fw,
-            },
-            pb,
-            *db,
-        );
+        for ((w, df, db, ..), (_, pf, pb, idf, idb)) in off_points.iter().zip(cases) {
+            let wf = format!("TxISC drop vs FileISC, {w} % writes, QD 1, timing off");
+            let wb = format!("TxISC drop vs BlockISC, {w} % writes, QD 1, timing off");
+            s.value(
+                Fig {
+                    id: idf,
+                    figure: "§V-B",
+                    what: &wf,
+                    unit: "%",
+                    experiment: Some(e),
+                    params: fw,
+                },
+                pf,
+                *df,
+            );
+            s.value(
+                Fig {
+                    id: idb,
+                    figure: "§V-B",
+                    what: &wb,
+                    unit: "%",
+                    experiment: Some(e),
+                    params: fw,
+                },
+                pb,
+                *db,
+            );
+        }
     }
-
-    // Delta-map memory against the data written (random 16 KiB writes: one entry each).
-    let tx = &measured[0];
-    let written = tx.requests as f64 * profile.geometry.page_size_bytes as f64;
-    s.range(
-        Fig {
-            id: "txisc.s5b.delta-memory",
-            figure: "§V-B",
-            what: "delta-mapping memory / data written",
-            unit: "%",
-            experiment: Some(0.max(e - 1)),
-            params: &[],
-        },
-        0.001,
-        0.134,
-        100.0 * tx.delta_bytes as f64 / written,
-    );
-
-    // §V-C: the three applications, in the device as a transaction and host-only.
-    let engine = crate::commands::task::engine()?;
-    let sizes = Sizes::scaled(APPS_SCALE);
-    let mut runs: Vec<(App, Vec<AppRun>)> = Vec::new();
-    for app in App::ALL {
-        runs.push((app, measure(app, &sizes, &profile, &engine, seed)?));
-    }
-    let all: Vec<&AppRun> = runs.iter().flat_map(|r| r.1.iter()).collect();
-    let e = s.experiment(
+    if ctx.wants("txisc.s5c") || ctx.wants("txisc.fig5") {
+        // §V-C: the three applications, in the device as a transaction and host-only.
+        let engine = crate::commands::task::engine()?;
+        let sizes = Sizes::scaled(APPS_SCALE);
+        let mut runs: Vec<(App, Vec<AppRun>)> = Vec::new();
+        for app in App::ALL {
+            runs.push((app, measure(app, &sizes, &profile, &engine, seed)?));
+        }
+        let all: Vec<&AppRun> = runs.iter().flat_map(|r| r.1.iter()).collect();
+        let e = s.experiment(
         "§V-C: bitmap decompression, BFS, compaction",
         PROFILE,
         Some("1/16 of the paper's inputs".into()),
@@ -200,115 +190,116 @@ pub fn run(seed: u64) -> anyhow::Result<Sheet> {
             report: serde_json::json!({ "experiment": "txapps", "scale": APPS_SCALE, "runs": all }),
         }),
     );
-    let get = |app: App, p: Placement| {
-        runs.iter()
-            .find(|r| r.0 == app)
-            .and_then(|r| r.1.iter().find(|x| x.placement == p))
-    };
-    let speedup = |app| match (get(app, Placement::Tx), get(app, Placement::HostOnly)) {
-        (Some(t), Some(h)) => h.latency_ns as f64 / t.latency_ns.max(1) as f64,
-        _ => f64::NAN,
-    };
-    let io = |app, p| get(app, p).map_or(f64::NAN, |r| 100.0 * r.io_share);
-    let apps_params: &[&str] = &[
-        "device_cpu.ns_per_fuel",
-        "host.cpu_ns_per_fuel",
-        "host.syscall_ns",
-        "host.copy_bytes_per_sec",
-        "timing.page_program_ns",
-        "timing.page_read_ns",
-    ];
-    let f = |id, what| Fig {
-        id,
-        figure: "§V-C",
-        what,
-        unit: "×",
-        experiment: Some(e),
-        params: apps_params,
-    };
-    s.value(
-        f(
-            "txisc.s5c.bitmap.speedup",
-            "bitmap decompression, TxISC over host-only",
-        ),
-        1.74,
-        speedup(App::BitmapDecompress),
-    );
-    s.value(
-        f(
-            "txisc.s5c.compact.speedup",
-            "LSM compaction, TxISC over host-only",
-        ),
-        1.14,
-        speedup(App::Compact),
-    );
-    s.trend(
-        f(
-            "txisc.s5c.ranking",
-            "speedup ranking (BFS gains no more than bitmap)",
-        ),
-        "bitmap-decompress > bfs",
-        &ranking(&[
-            ("bitmap-decompress", speedup(App::BitmapDecompress)),
-            ("bfs", speedup(App::Bfs)),
-        ]),
-    );
-    let keep = match (
-        get(App::BitmapDecompress, Placement::Tx),
-        get(App::BitmapDecompress, Placement::File),
-    ) {
-        (Some(t), Some(f)) => 100.0 * f.latency_ns as f64 / t.latency_ns.max(1) as f64,
-        _ => f64::NAN,
-    };
-    s.value(
-        Fig {
-            id: "txisc.s5c.bitmap.keep",
+        let get = |app: App, p: Placement| {
+            runs.iter()
+                .find(|r| r.0 == app)
+                .and_then(|r| r.1.iter().find(|x| x.placement == p))
+        };
+        let speedup = |app| match (get(app, Placement::Tx), get(app, Placement::HostOnly)) {
+            (Some(t), Some(h)) => h.latency_ns as f64 / t.latency_ns.max(1) as f64,
+            _ => f64::NAN,
+        };
+        let io = |app, p| get(app, p).map_or(f64::NAN, |r| 100.0 * r.io_share);
+        let apps_params: &[&str] = &[
+            "device_cpu.ns_per_fuel",
+            "host.cpu_ns_per_fuel",
+            "host.syscall_ns",
+            "host.copy_bytes_per_sec",
+            "timing.page_program_ns",
+            "timing.page_read_ns",
+        ];
+        let f = |id, what| Fig {
+            id,
             figure: "§V-C",
-            what: "bitmap: TxISC throughput / FileISC",
+            what,
+            unit: "×",
+            experiment: Some(e),
+            params: apps_params,
+        };
+        s.value(
+            f(
+                "txisc.s5c.bitmap.speedup",
+                "bitmap decompression, TxISC over host-only",
+            ),
+            1.74,
+            speedup(App::BitmapDecompress),
+        );
+        s.value(
+            f(
+                "txisc.s5c.compact.speedup",
+                "LSM compaction, TxISC over host-only",
+            ),
+            1.14,
+            speedup(App::Compact),
+        );
+        s.trend(
+            f(
+                "txisc.s5c.ranking",
+                "speedup ranking (BFS gains no more than bitmap)",
+            ),
+            "bitmap-decompress > bfs",
+            &ranking(&[
+                ("bitmap-decompress", speedup(App::BitmapDecompress)),
+                ("bfs", speedup(App::Bfs)),
+            ]),
+        );
+        let keep = match (
+            get(App::BitmapDecompress, Placement::Tx),
+            get(App::BitmapDecompress, Placement::File),
+        ) {
+            (Some(t), Some(f)) => 100.0 * f.latency_ns as f64 / t.latency_ns.max(1) as f64,
+            _ => f64::NAN,
+        };
+        s.value(
+            Fig {
+                id: "txisc.s5c.bitmap.keep",
+                figure: "§V-C",
+                what: "bitmap: TxISC throughput / FileISC",
+                unit: "%",
+                experiment: Some(e),
+                params: apps_params,
+            },
+            99.6,
+            keep,
+        );
+        let fio = |id, what| Fig {
+            id,
+            figure: "Fig. 5",
+            what,
             unit: "%",
             experiment: Some(e),
             params: apps_params,
-        },
-        99.6,
-        keep,
-    );
-    let fio = |id, what| Fig {
-        id,
-        figure: "Fig. 5",
-        what,
-        unit: "%",
-        experiment: Some(e),
-        params: apps_params,
-    };
-    s.range(
-        fio("txisc.fig5.bitmap.io.tx", "bitmap I/O share, TxISC"),
-        22.0,
-        24.0,
-        io(App::BitmapDecompress, Placement::Tx),
-    );
-    s.range(
-        fio("txisc.fig5.bitmap.io.host", "bitmap I/O share, host-only"),
-        22.0,
-        24.0,
-        io(App::BitmapDecompress, Placement::HostOnly),
-    );
-    s.value(
-        fio("txisc.fig5.bfs.io.host", "BFS I/O share, host-only"),
-        95.0,
-        io(App::Bfs, Placement::HostOnly),
-    );
-    s.value(
-        fio(
-            "txisc.fig5.compact.io.host",
-            "compaction I/O share, host-only",
-        ),
-        81.0,
-        io(App::Compact, Placement::HostOnly),
-    );
-    s.value(
-        fio("txisc.fig5.compact.io.tx", "compaction I/O share, TxISC"),
-        13.0,
-        io(App::Compact, Placement::Tx),
-    );
+        };
+        s.range(
+            fio("txisc.fig5.bitmap.io.tx", "bitmap I/O share, TxISC"),
+            22.0,
+            24.0,
+            io(App::BitmapDecompress, Placement::Tx),
+        );
+        s.range(
+            fio("txisc.fig5.bitmap.io.host", "bitmap I/O share, host-only"),
+            22.0,
+            24.0,
+            io(App::BitmapDecompress, Placement::HostOnly),
+        );
+        s.value(
+            fio("txisc.fig5.bfs.io.host", "BFS I/O share, host-only"),
+            95.0,
+            io(App::Bfs, Placement::HostOnly),
+        );
+        s.value(
+            fio(
+                "txisc.fig5.compact.io.host",
+                "compaction I/O share, host-only",
+            ),
+            81.0,
+            io(App::Compact, Placement::HostOnly),
+        );
+        s.value(
+            fio("txisc.fig5.compact.io.tx", "compaction I/O share, TxISC"),
+            13.0,
+            io(App::Compact, Placement::Tx),
+        );
+    }
     Ok(s)
 }
