@@ -66,6 +66,13 @@ pub struct DirEntry {
 }
 
 impl DirEntry {
+    /// The directory block holding the entry.
+    pub fn block(&self) -> u64 {
+        self.block
+    }
+}
+
+impl DirEntry {
     /// An entry not yet placed: [`place_entries`] must run before it is looked up.
     fn new(name: &str, ino: Ino) -> DirEntry {
         DirEntry {
@@ -410,7 +417,7 @@ impl Namespace {
     }
 
     /// Blocks a directory's (placed) entries need.
-    fn dir_blocks_needed(entries: &[DirEntry]) -> u64 {
+    pub fn dir_blocks_needed(entries: &[DirEntry]) -> u64 {
         entries.last().map_or(1, |e| e.block + 1)
     }
 
@@ -426,8 +433,9 @@ impl Namespace {
     }
 
     /// Resolves `path` for `who`, level by level: at each directory, its inode block (to find
-    /// its blocks and check search permission), then its directory blocks up to the one holding
-    /// the next name; finally the target's inode block.
+    /// its blocks and check search permission), then its directory block (a one-block
+    /// directory) or its hash-index root and the leaf block holding the next name (a larger
+    /// one, as ext4's dir_index); finally the target's inode block.
     pub fn resolve(&self, path: &str, who: Cred) -> Result<Resolution, NsError> {
         // Sized for a typical depth: growing these one push at a time was a visible share of
         // a replay's lookups.
@@ -483,11 +491,23 @@ impl Namespace {
             walked += 1 + part.len();
             let found = find_entry(entries, part);
             if let Some(t) = trail.as_deref_mut() {
-                let last_block = match found {
+                let needed = Self::dir_blocks_needed(entries);
+                let leaf = match found {
                     Some(k) => entries[k].block,
-                    None => Self::dir_blocks_needed(entries) - 1,
+                    None => needed - 1,
                 };
-                for index in 0..=last_block {
+                // A one-block directory is scanned; a larger one is hashed, as ext4's
+                // dir_index (htree) does: its root block, then the one leaf the name hashes
+                // to. Scanning every block up to the name made lookups in a directory of
+                // 50 000 files read hundreds of blocks.
+                let indices: &[u64] = if needed <= 1 {
+                    &[0]
+                } else if leaf == 0 {
+                    &[0]
+                } else {
+                    &[0, leaf]
+                };
+                for &index in indices {
                     t.reads.push(MetaRead::Dir {
                         dir: ino,
                         index,

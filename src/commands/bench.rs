@@ -604,3 +604,29 @@ fn tasks(args: &TasksArgs) -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 17's bar for batched task I/O: a 64 MiB read at queue depth 32 within 20 % of
+    /// the internal read bandwidth, in virtual time (so this is not a timing test).
+    #[test]
+    fn a_batched_read_reaches_the_internal_bandwidth() {
+        let engine = super::super::task::engine().unwrap();
+        for profile in ["daisyplus-femu", "cosmos-plus"] {
+            let p = Profile::load(profile).unwrap();
+            let mut csd = csd_runtime::Csd::new(&p, DataMode::Payloads, engine.clone()).unwrap();
+            csd.import("/in", &vec![7u8; 64 << 20]).unwrap();
+            let b = batched_read(&mut csd, &engine, "/in", 32).unwrap();
+            assert_eq!(b.bytes, 64 << 20);
+            assert!(b.ratio >= 0.8, "{profile}: {b:?}");
+            // One request at a time cannot get there: the batching is what does it.
+            let one = batched_read(&mut csd, &engine, "/in", 1).unwrap();
+            assert!(
+                one.ratio < b.ratio / 2.0,
+                "{profile}: QD 1 {one:?} vs QD 32 {b:?}"
+            );
+        }
+    }
+}

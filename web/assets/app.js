@@ -273,7 +273,7 @@ function reproTable(r) {
   const judged = r.lines.filter((l) => l.verdict === "pass" || l.verdict === "fail");
   const pass = judged.filter((l) => l.verdict === "pass").length;
   const mark = { pass: "✓", fail: "✗", input: "input", "not-modelled": "not modelled" };
-  const withUnit = (l, t) => (l.unit && t !== "-" ? `${t} ${l.unit}` : t);
+  const withUnit = (l, t) => (l.unit && t !== "-" && l.check.kind !== "trend" ? `${t} ${l.unit}` : t);
   const rows = r.lines.map((l) => {
     const exp = l.experiment == null ? null : r.experiments[l.experiment];
     const link = exp && exp.run ? el("a", { href: `/runs/${exp.run}` }, exp.run) : "–";

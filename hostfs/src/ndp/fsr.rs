@@ -9,7 +9,7 @@ use super::{
     expand_paths, DesignKind, NdpCompute, NdpError, NdpOutcome, NdpRequest, OffloadDesign,
 };
 use crate::fs::{byte_ranges, FsError, HostFs};
-use crate::namespace::{InodeKind, NsError};
+use crate::namespace::{InodeKind, Namespace, NsError};
 use crate::perms::Access;
 use csd_device::{IoPath, Lpn};
 use std::collections::BTreeSet;
@@ -84,15 +84,24 @@ impl OffloadDesign for Fsr {
                 }
                 job.size = *size_bytes;
                 job.ranges = byte_ranges(extents, bs, *size_bytes);
-                // Entries examined: every inode parsed on the way, and a linear scan of each
-                // directory up to the wanted name.
+                // Entries examined: every inode parsed on the way, then in each directory a
+                // scan up to the wanted name: of the whole directory when it has one block, of
+                // the leaf block it hashes to (after a binary search of the index) when it is
+                // larger, as the namespace reads it.
                 let mut examined = r.reads.len() as u64;
                 for pair in r.ino_list.windows(2) {
                     let entries = ns.readdir(pair[0]).ok_or_else(|| {
                         FsError::Namespace(NsError::NotADirectory(job.path.clone()))
                     })?;
-                    examined +=
-                        1 + entries.iter().position(|e| e.ino == pair[1]).unwrap_or(0) as u64;
+                    let at = entries.iter().position(|e| e.ino == pair[1]).unwrap_or(0);
+                    let blocks = Namespace::dir_blocks_needed(entries);
+                    examined += if blocks <= 1 {
+                        1 + at as u64
+                    } else {
+                        let leaf = entries[at].block();
+                        let before = entries[..at].iter().filter(|e| e.block() == leaf).count();
+                        u64::from(blocks.ilog2()) + 1 + before as u64
+                    };
                 }
                 let mut at = t;
                 for m in &r.reads {

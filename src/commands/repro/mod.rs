@@ -425,7 +425,7 @@ fn print_table(r: &Report) {
     );
     for l in &r.lines {
         let unit = |t: &str| {
-            if l.unit.is_empty() || t == "-" || l.paper_value.is_none() && l.ours_value.is_none() {
+            if l.unit.is_empty() || t == "-" || l.check == Check::Trend {
                 t.to_string()
             } else {
                 format!("{t} {}", l.unit)
@@ -469,7 +469,7 @@ pub fn markdown(r: &Report) -> String {
     );
     for l in &r.lines {
         let cell = |t: &str| {
-            if l.unit.is_empty() || t == "-" {
+            if l.unit.is_empty() || t == "-" || l.check == Check::Trend {
                 t.to_string()
             } else {
                 format!("{t} {}", l.unit)
