@@ -633,6 +633,21 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
     );
     let (_, persist) = get_json(&base, "/api/runs/r2");
     let persist = persist["run"].clone();
+    // A `csd repro` run: its two experiments are stored first (r3, r4), then itself (r5).
+    let out = Command::new(CSD)
+        .args(["repro", "txisc", "--only", "txisc.fig3", "--store"])
+        .arg(&store)
+        .output()
+        .expect("run csd repro");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, repro) = get_json(&base, "/api/runs/r5");
+    let repro_lines = repro["view"]["repro"]["lines"].as_array().unwrap().clone();
+    assert_eq!(repro["run"]["kind"], "repro");
+    assert!(repro_lines.len() >= 5, "{repro}");
     let empty = scratch("browser-empty").join("store");
     let (_empty_server, empty_base) = serve(&empty);
     let (_driver, port) = chromedriver();
@@ -717,18 +732,58 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
             let t = bar.find(Locator::Css("title")).await.unwrap();
             titles.push(t.html(true).await.unwrap());
         }
-        let mut expect: Vec<String> = persist["report"]["runs"]
+        // (label, throughput): the page rounds with JavaScript's toFixed, so the numbers
+        // are compared to the report's within that rounding, not as strings.
+        let split = |t: &str| {
+            let (label, v) = t.rsplit_once(": ").expect("label: value");
+            (label.to_string(), v.parse::<f64>().expect("a number"))
+        };
+        let mut shown: Vec<(String, f64)> = titles.iter().map(|t| split(t)).collect();
+        let mut expect: Vec<(String, f64)> = persist["report"]["runs"]
             .as_array()
             .unwrap()
             .iter()
             .map(|r| {
                 let (config, i) = (r["config"].as_str().unwrap(), &r["spec"]["interval"]);
-                format!("{config} i={i}: {:.2}", r["kops"].as_f64().unwrap())
+                (format!("{config} i={i}"), r["kops"].as_f64().unwrap())
             })
             .collect();
-        titles.sort();
-        expect.sort();
-        assert_eq!(titles, expect, "one bar per configuration and interval");
+        shown.sort_by(|a, b| a.0.cmp(&b.0));
+        expect.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            shown.iter().map(|s| &s.0).collect::<Vec<_>>(),
+            expect.iter().map(|s| &s.0).collect::<Vec<_>>(),
+            "one bar per configuration and interval"
+        );
+        for (s, e) in shown.iter().zip(&expect) {
+            assert!((s.1 - e.1).abs() <= 0.006, "{s:?} vs {e:?}");
+        }
+
+        // The repro run: one table row per line, each linking to its experiment's run.
+        c.goto(&format!("{base}/runs/r5")).await.unwrap();
+        c.wait()
+            .at_most(Duration::from_secs(30))
+            .for_element(Locator::Css("table#repro tbody tr"))
+            .await
+            .expect("the repro table appears");
+        let rows = c
+            .find_all(Locator::Css("table#repro tbody tr"))
+            .await
+            .unwrap();
+        assert_eq!(rows.len(), repro_lines.len(), "one row per line");
+        let mut links = Vec::new();
+        for a in c
+            .find_all(Locator::Css("table#repro tbody tr a"))
+            .await
+            .unwrap()
+        {
+            links.push(a.attr("href").await.unwrap().unwrap_or_default());
+        }
+        assert_eq!(links.len(), repro_lines.len(), "every line links its run");
+        assert!(
+            links.iter().all(|l| l == "/runs/r3" || l == "/runs/r4"),
+            "{links:?}"
+        );
         c.close().await.unwrap();
     });
 }

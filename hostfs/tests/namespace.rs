@@ -91,8 +91,14 @@ fn dir_reads(ns: &Namespace, path: &str) -> usize {
                 _ => None,
             })
             .collect();
-        assert!(dirs.len() <= 2, "a lookup reads at most the index root and one leaf");
-        assert_eq!(dirs[0], 0, "the first block read is the directory's first (its index root)");
+        assert!(
+            dirs.len() <= 2,
+            "a lookup reads at most the index root and one leaf"
+        );
+        assert_eq!(
+            dirs[0], 0,
+            "the first block read is the directory's first (its index root)"
+        );
         *dirs.last().unwrap() as usize + 1
     })
 }

@@ -621,10 +621,11 @@ mod tests {
             let b = batched_read(&mut csd, &engine, "/in", 32).unwrap();
             assert_eq!(b.bytes, 64 << 20);
             assert!(b.ratio >= 0.8, "{profile}: {b:?}");
-            // One request at a time cannot get there: the batching is what does it.
+            // One request at a time (its 8 pages on 8 dies) cannot get there: the batching
+            // is what does it.
             let one = batched_read(&mut csd, &engine, "/in", 1).unwrap();
             assert!(
-                one.ratio < b.ratio / 2.0,
+                one.ratio < 0.75 * b.ratio,
                 "{profile}: QD 1 {one:?} vs QD 32 {b:?}"
             );
         }
