@@ -31,6 +31,12 @@ pub enum App {
     /// Grep on the grep accelerator (Grep-ACC).
     #[serde(rename = "grep-accel")]
     GrepAccel,
+    /// Grep-ARM with the paper's byte-wise matcher.
+    #[serde(rename = "grep-bytewise")]
+    GrepBytewise,
+    /// KNN with the paper's binary query (no JSON to parse).
+    #[serde(rename = "knn-bin")]
+    KnnBin,
 }
 
 impl App {
@@ -41,6 +47,8 @@ impl App {
             App::Knn => "knn",
             App::Grep => "grep",
             App::GrepAccel => "grep-accel",
+            App::GrepBytewise => "grep-bytewise",
+            App::KnnBin => "knn-bin",
         }
     }
 
@@ -53,7 +61,11 @@ impl App {
                     .to_string()
                     .into_bytes()
             }
-            App::Grep | App::GrepAccel => br#"{"pattern":"ERROR"}"#.to_vec(),
+            App::KnnBin => (0..csd_kernels::KNN_DIM)
+                .flat_map(|i| (i as f32 / 7.0).to_le_bytes())
+                .chain(10u32.to_le_bytes())
+                .collect(),
+            App::Grep | App::GrepAccel | App::GrepBytewise => br#"{"pattern":"ERROR"}"#.to_vec(),
             App::Stats32 | App::Stats64 => Vec::new(),
         }
     }
@@ -62,11 +74,11 @@ impl App {
     /// floats for KNN (random bits would be NaNs), text with matches for grep.
     pub fn content(self, bytes: usize, rng: &mut SimRng) -> Vec<u8> {
         match self {
-            App::Knn => (0..bytes.div_ceil(4))
+            App::Knn | App::KnnBin => (0..bytes.div_ceil(4))
                 .flat_map(|_| ((rng.below(2000) as f32) / 10.0 - 100.0).to_le_bytes())
                 .take(bytes)
                 .collect(),
-            App::Grep | App::GrepAccel => {
+            App::Grep | App::GrepAccel | App::GrepBytewise => {
                 let words: [&[u8]; 6] = [
                     b"INFO ",
                     b"request ",

@@ -37,10 +37,18 @@ pub struct HostInterface {
     pub link: String,
     /// Controller firmware cost of handling one NVMe command (fetch, parse, complete).
     pub nvme_command_ns: u64,
+    /// Firmware cores that handle NVMe commands: commands arriving together queue for them
+    /// (an NDP offload sends one command per file under frag-s, frag-m and FSR).
+    #[serde(default = "one_core")]
+    pub command_cores: u32,
     /// Fixed latency a command pays on the link (doorbell, descriptor fetch, completion write).
     pub pcie_command_ns: u64,
     /// Effective DMA bandwidth of the link, shared by all commands.
     pub pcie_bytes_per_sec: u64,
+}
+
+fn one_core() -> u32 {
+    1
 }
 
 /// A power-loss-protected DRAM write buffer, from a profile's optional `[write_cache]` table:
@@ -286,6 +294,7 @@ mod tests {
         let h = HostInterface {
             link: "test".into(),
             nvme_command_ns: 1_000,
+            command_cores: 1,
             pcie_command_ns: 500,
             pcie_bytes_per_sec: 4_000_000_000,
         };

@@ -47,6 +47,10 @@ impl OffloadDesign for Frag {
         let files = expand_paths(fs, req)?;
         let nvme_ns = fs.device().profile().host_interface.nvme_command_ns;
         let mut cpu = CorePool::new(fs.device().profile().device_cpu.cores);
+        // The firmware handles each file's command on its command cores: frag-m's threads
+        // send theirs together and queue there (LightFS §II-B: frag-m "cannot eliminate
+        // ... individually sending requests for each file").
+        let mut firmware = CorePool::new(fs.device().profile().host_interface.command_cores);
         let args_bytes = compute.args_bytes();
         let bs = fs.namespace().layout().block_bytes;
         let who = req.who;
@@ -65,8 +69,9 @@ impl OffloadDesign for Frag {
                 }
                 // The NVMe command.
                 1 => {
-                    job.stages.others_ns += nvme_ns as f64;
-                    Ok(Some(t.after(nvme_ns)))
+                    let done = firmware.run(t, nvme_ns);
+                    job.stages.others_ns += done.since(t) as f64;
+                    Ok(Some(done))
                 }
                 // The device fetches the layout (and arguments) from host memory.
                 2 => {

@@ -42,14 +42,16 @@ impl OffloadDesign for Fsr {
         let nvme_ns = profile.host_interface.nvme_command_ns;
         let entry_ns = profile.device_cpu.metadata_entry_ns;
         let mut cpu = CorePool::new(profile.device_cpu.cores);
+        let mut firmware = CorePool::new(profile.host_interface.command_cores);
         let args_bytes = compute.args_bytes();
         let bs = fs.namespace().layout().block_bytes;
         let who = req.who;
         let cached = &mut self.cached;
         let (files, finished) = drive(1, files, started, |job, t| match job.step {
             0 => {
-                job.stages.others_ns += nvme_ns as f64;
-                Ok(Some(t.after(nvme_ns)))
+                let done = firmware.run(t, nvme_ns);
+                job.stages.others_ns += done.since(t) as f64;
+                Ok(Some(done))
             }
             // The path string (NUL-terminated) and arguments cross PCIe.
             1 => {

@@ -250,12 +250,17 @@ fn one_file(lab: &Lab, s: &mut Sheet) -> anyhow::Result<()> {
             "lightfs.table3.stats32",
             "STATS32 compute, 16 KiB",
         ),
-        (App::Knn, 17.0, "lightfs.table3.knn", "KNN compute, 16 KiB"),
         (
-            App::Grep,
+            App::KnnBin,
+            17.0,
+            "lightfs.table3.knn",
+            "KNN compute, 16 KiB (knn-bin: binary query, in-order sum)",
+        ),
+        (
+            App::GrepBytewise,
             500.0,
             "lightfs.table3.grep-arm",
-            "Grep-ARM compute, 16 KiB",
+            "Grep-ARM compute, 16 KiB (grep-bytewise)",
         ),
         (
             App::GrepAccel,
@@ -379,13 +384,13 @@ fn hundred_files(lab: &Lab, s: &mut Sheet, pao_params: &[&str]) -> anyhow::Resul
         22.0,
         read_us(&p100, FragM),
     );
-    let knn = synthetic(App::Knn, 100, KIB16, seed);
-    let pk = lab.point(App::Knn, &knn, false)?;
+    let knn = synthetic(App::KnnBin, 100, KIB16, seed);
+    let pk = lab.point(App::KnnBin, &knn, false)?;
     let e = s.experiment(
         "knn, 100 × 16 KiB, warm",
         PROFILE,
         None,
-        Some(lab.run(App::Knn, false, &[&pk])?),
+        Some(lab.run(App::KnnBin, false, &[&pk])?),
     );
     s.value(
         Fig {
@@ -459,9 +464,9 @@ fn datasets(lab: &Lab, s: &mut Sheet, pao_params: &[&str]) -> anyhow::Result<()>
     let apps = [
         App::Stats32,
         App::Stats64,
-        App::Knn,
+        App::KnnBin,
         App::GrepAccel,
-        App::Grep,
+        App::GrepBytewise,
     ];
     let mut by_app: Vec<(App, Vec<(&str, Point)>)> = Vec::new();
     for app in apps {
@@ -526,9 +531,9 @@ fn datasets(lab: &Lab, s: &mut Sheet, pao_params: &[&str]) -> anyhow::Result<()>
     );
     for (app, paper, id) in [
         (App::Stats64, 5.35, "lightfs.s4e.app.stats64"),
-        (App::Knn, 5.13, "lightfs.s4e.app.knn"),
+        (App::KnnBin, 5.13, "lightfs.s4e.app.knn"),
         (App::GrepAccel, 1.73, "lightfs.s4e.app.grep-acc"),
-        (App::Grep, 1.81, "lightfs.s4e.app.grep-arm"),
+        (App::GrepBytewise, 1.81, "lightfs.s4e.app.grep-arm"),
     ] {
         let Some(ai) = by_app.iter().position(|(a, _)| *a == app) else {
             continue;

@@ -60,12 +60,37 @@ pub fn l2_squared(vector: &[u8], query: &[f32]) -> f32 {
     ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
 }
 
+/// Squared L2 distance summed in order, one dimension after the other: the textbook loop
+/// LightFS's KNN runs (its Table III time), where [`l2_squared`] keeps eight accumulators.
+pub fn l2_squared_in_order(vector: &[u8], query: &[f32]) -> f32 {
+    let mut sum = 0f32;
+    for (v, q) in vector.chunks_exact(4).zip(query) {
+        let d = f32::from_le_bytes([v[0], v[1], v[2], v[3]]) - q;
+        sum += d * d;
+    }
+    sum
+}
+
 /// The `k` vectors of `data` closest to `query`, nearest first (ties: lower index first).
 /// `data` holds consecutive vectors; a trailing partial vector is ignored.
 pub fn knn(data: &[u8], query: &[f32], k: usize) -> Vec<Neighbor> {
+    knn_with(data, query, k, l2_squared)
+}
+
+/// [`knn`] with the distances summed in order ([`l2_squared_in_order`]).
+pub fn knn_in_order(data: &[u8], query: &[f32], k: usize) -> Vec<Neighbor> {
+    knn_with(data, query, k, l2_squared_in_order)
+}
+
+fn knn_with(
+    data: &[u8],
+    query: &[f32],
+    k: usize,
+    distance: fn(&[u8], &[f32]) -> f32,
+) -> Vec<Neighbor> {
     let mut best: Vec<(f32, u64)> = Vec::with_capacity(k + 1);
     for (index, v) in data.chunks_exact(KNN_DIM * 4).enumerate() {
-        let d = l2_squared(v, query);
+        let d = distance(v, query);
         // `total_cmp` orders NaN too (after every number), so corrupt vectors cannot make the
         // result depend on comparison quirks.
         if best.len() == k
@@ -96,6 +121,31 @@ pub fn grep(haystack: &[u8], needle: &[u8], max_offsets: usize) -> (u64, Vec<u64
             offsets.push(at as u64);
         }
         count += 1;
+    }
+    (count, offsets)
+}
+
+/// The same count as [`grep`] with the textbook byte-wise matcher the LightFS paper's
+/// Grep-ARM runs on the device CPU: at every position, compare the pattern byte by byte.
+/// Kept beside the memchr version so the model can be checked against the paper's
+/// algorithm (LightFS Table III) while tasks keep the fast one.
+pub fn grep_bytewise(haystack: &[u8], needle: &[u8], max_offsets: usize) -> (u64, Vec<u64>) {
+    let mut count = 0u64;
+    let mut offsets = Vec::new();
+    if needle.is_empty() || needle.len() > haystack.len() {
+        return (0, offsets);
+    }
+    for at in 0..=haystack.len() - needle.len() {
+        let mut j = 0;
+        while j < needle.len() && haystack[at + j] == needle[j] {
+            j += 1;
+        }
+        if j == needle.len() {
+            if offsets.len() < max_offsets {
+                offsets.push(at as u64);
+            }
+            count += 1;
+        }
     }
     (count, offsets)
 }

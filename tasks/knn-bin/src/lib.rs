@@ -1,0 +1,42 @@
+//! The `k` vectors nearest to a query across every registered file of 128-dim f32 vectors,
+//! with the query passed as LightFS's KNN takes it: 128 little-endian f32 (512 bytes), then
+//! an optional little-endian u32 `k` (default 10), and the distance summed dimension by
+//! dimension as the paper's loop does. `knn` is the fast variant: a JSON query and eight
+//! accumulators.
+use csd_sdk::{bail, serde_json, task, Context, Result};
+
+#[task]
+fn run(ctx: Context) -> Result<()> {
+    let args = ctx.args();
+    let dim = csd_kernels::KNN_DIM;
+    if args.len() != dim * 4 && args.len() != dim * 4 + 4 {
+        bail!(
+            "query is {} bytes; expected {} (128 f32) or {} (and a u32 k)",
+            args.len(),
+            dim * 4,
+            dim * 4 + 4
+        );
+    }
+    let query: Vec<f32> = args[..dim * 4]
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    let k = match args.get(dim * 4..) {
+        Some(b) if b.len() == 4 => u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize,
+        _ => 10,
+    };
+    let mut all = Vec::new();
+    for file in ctx.files() {
+        let data = file.read_to_end()?;
+        for n in csd_kernels::knn_in_order(&data, &query, k) {
+            all.push((n.distance, file.handle(), n.index));
+        }
+    }
+    all.sort_by(|a, b| a.0.total_cmp(&b.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+    all.truncate(k);
+    let neighbors: Vec<_> = all
+        .iter()
+        .map(|&(d, f, i)| serde_json::json!({ "file": f, "index": i, "distance": d }))
+        .collect();
+    csd_sdk::ret_json(&serde_json::json!({ "neighbors": neighbors }))
+}
