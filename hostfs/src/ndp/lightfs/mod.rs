@@ -514,8 +514,19 @@ impl OffloadDesign for LightFs {
                     // and updates the metadata. A file with nothing left to write back is
                     // synchronised now; others wait for the periodic updater's `sync`.
                     if !fs.page_cache().is_dirty(ino) {
+                        // The index is updated in memory, in the closing thread; its
+                        // `.ndpmeta` blocks reach the flash behind it, as writeback does
+                        // (§III-B: the periodic sync does not block). The device still
+                        // books those programs, so later I/O to the same dies waits.
+                        let closed_at = fs.clock();
+                        let entries = fs
+                            .namespace()
+                            .readdir(u.dir)
+                            .map_or(1, |e| e.len() as u64);
                         st.update_file(fs, ino)?;
                         st.monitor(fs)?;
+                        let cpu = entries * fs.costs().index_lookup_ns;
+                        fs.set_clock(closed_at.after(cpu));
                     }
                 }
             }
