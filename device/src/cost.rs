@@ -87,6 +87,11 @@ pub struct HostCosts {
     /// Bandwidth of one host core copying between the page cache and a user buffer.
     #[serde(default = "default_copy_bytes_per_sec")]
     pub copy_bytes_per_sec: u64,
+    /// Kernel work per 4 KiB page a buffered `read`/`write` touches, beyond the copy: finding
+    /// or allocating the page-cache page, locking it, marking it dirty or up to date, the
+    /// file system's block mapping (ext4's delayed allocation). 0 where not modelled.
+    #[serde(default)]
+    pub page_cache_page_ns: u64,
 }
 
 /// A profile that does not say: about a microsecond for entry, VFS and file-system work of

@@ -462,6 +462,7 @@ impl Csd {
             state.host_io = Some(HostIo {
                 syscall_ns: h.syscall_ns,
                 copy_bytes_per_sec: h.copy_bytes_per_sec,
+                page_cache_page_ns: h.page_cache_page_ns,
             });
         }
         let (result, mut state) = invoke(task, state);
