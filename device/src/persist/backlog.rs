@@ -35,6 +35,11 @@ pub struct BacklogSpec {
     pub active_blocks: u64,
     pub writes_per_thread: u64,
     pub writes_per_fsync: u64,
+    /// Dirty blocks background journaling lets build up before it commits them: half of
+    /// Table 4's 2 GiB journal ring. A hot set never reaches it (its overwrites are absorbed
+    /// until the catch-up before the checkpoint); a no-reuse stream is journaled once per
+    /// block, and the model never holds more than this much dirty data.
+    pub journal_batch_blocks: u64,
 }
 
 impl BacklogSpec {
@@ -53,6 +58,7 @@ impl BacklogSpec {
             },
             writes_per_thread: writes,
             writes_per_fsync: 256,
+            journal_batch_blocks: blocks(1073741824.0),
         }
     }
 }
@@ -67,6 +73,17 @@ pub struct BacklogReport {
     pub checkpoint: CheckpointStats,
     /// The manual checkpoint's duration in virtual time, milliseconds.
     pub checkpoint_ms: f64,
+}
+
+/// Background journal transactions until every dirty block and staged transaction is
+/// journaled.
+fn journal_all(sift: &mut Sift<MemBlocks>) -> Result<(), PersistError> {
+    loop {
+        sift.journal_begin();
+        if sift.journal_finish()?.is_none() {
+            return Ok(());
+        }
+    }
 }
 
 /// Builds the backlog and runs the manual checkpoint on `profile`'s device and executor.
@@ -121,14 +138,18 @@ pub fn run(
             }
             sift.fsync(t)?;
             fsyncs += 1;
-            sift.journal_begin();
-            sift.journal_finish()?;
+            if sift.unjournaled_blocks() >= spec.journal_batch_blocks {
+                journal_all(&mut sift)?;
+            }
         }
         written += per_fsync.min(spec.writes_per_thread - written);
     }
-    // The staged transactions of the last round are journaled too, then the checkpoint.
-    sift.journal_begin();
-    sift.journal_finish()?;
+    // Background journaling falls behind while the backlog builds (that is what makes it a
+    // backlog): it catches up before the manual checkpoint, journaling each file's latest
+    // dirty state once (overwrites absorbed) and referencing every staged transaction. So
+    // the raw replay set is every staged write plus the distinct blocks journaled: SIFT
+    // §5.3's 5.26 M at full size under high overlap, §5.4's 10.49 M without reuse.
+    journal_all(&mut sift)?;
     let (checkpoint, io, pending) = sift.checkpoint_begin(usize::MAX)?;
     sift.checkpoint_end(pending);
     // The device holds the backlog: both rings' used blocks are on flash.
@@ -192,8 +213,13 @@ mod tests {
         let (block_red, inode_red) = (c.block_reduction_pct(), c.inode_reduction_pct());
         println!("high-overlap: {c:?}\n  blocks -{block_red:.2} %, inodes -{inode_red:.3} %");
         assert!(block_red >= 98.0, "{block_red}");
-        assert!(inode_red >= 99.9, "{inode_red}");
+        assert!(inode_red >= 99.5, "{inode_red}");
         assert_eq!(c.surviving_inodes, 4, "one final inode per file");
+        // Journaling absorbs the hot set's overwrites: the raw set is the staged writes plus
+        // one journaled copy of each distinct block, not two copies of every write.
+        let sp = spec(Backlog::HighOverlap);
+        let writes = sp.writes_per_thread * u64::from(sp.threads);
+        assert!(c.raw_blocks <= writes + u64::from(sp.threads) * sp.active_blocks, "{c:?}");
         let seq = run(
             &p,
             Backlog::SequentialNoReuse,
@@ -207,7 +233,7 @@ mod tests {
         println!("sequential no-reuse: {s:?}\n  blocks -{block_red:.2} %");
         // Staged and journaled copies of every block: about half survives.
         assert!((45.0..=55.0).contains(&block_red), "{block_red}");
-        assert!(s.surviving_inodes == 4 && s.raw_inodes >= 4000);
+        assert!(s.surviving_inodes == 4 && s.raw_inodes >= 2000, "{s:?}");
         assert!(
             s.write_requests < s.surviving_blocks / 16,
             "windows merge sequential writes"

@@ -461,6 +461,11 @@ impl<B: Blocks> Sift<B> {
         self.staging.free()
     }
 
+    /// Dirty blocks no background journal transaction has claimed yet, over all files.
+    pub fn unjournaled_blocks(&self) -> u64 {
+        self.files.iter().map(|f| f.unjournaled.len() as u64).sum()
+    }
+
     pub fn journal_free(&self) -> u64 {
         self.journal.free()
     }

@@ -424,21 +424,14 @@ fn print_table(r: &Report) {
         "paper", "figure", "what", "paper", "ours", "ratio", "verdict"
     );
     for l in &r.lines {
-        let unit = |t: &str| {
-            if l.unit.is_empty() || t == "-" || l.check == Check::Trend {
-                t.to_string()
-            } else {
-                format!("{t} {}", l.unit)
-            }
-        };
         println!(
             "{:<9} {:<12} {:<58} {:>14} {:>14} {:>7}  {}",
             l.paper,
             l.figure,
             l.what,
-            unit(&l.paper_text),
-            unit(&l.ours_text),
-            l.ratio.map_or("-".into(), |x| format!("{x:.2}")),
+            with_unit(l, &l.paper_text),
+            with_unit(l, &l.ours_text),
+            ratio(l),
             l.verdict.mark()
         );
     }
@@ -462,27 +455,33 @@ fn print_table(r: &Report) {
     }
 }
 
+/// A value as printed: with its unit, unless it is a trend or absent.
+fn with_unit(l: &Line, text: &str) -> String {
+    if l.unit.is_empty() || text == "-" || l.check == Check::Trend {
+        text.to_string()
+    } else {
+        format!("{text} {}", l.unit)
+    }
+}
+
+fn ratio(l: &Line) -> String {
+    l.ratio.map_or("-".into(), |x| format!("{x:.2}"))
+}
+
 /// The README's table.
 pub fn markdown(r: &Report) -> String {
     let mut out = String::from(
         "| paper | figure | what | paper | ours | ratio | |\n|---|---|---|---|---|---|---|\n",
     );
     for l in &r.lines {
-        let cell = |t: &str| {
-            if l.unit.is_empty() || t == "-" || l.check == Check::Trend {
-                t.to_string()
-            } else {
-                format!("{t} {}", l.unit)
-            }
-        };
         out.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} | {} |\n",
             l.paper,
             l.figure,
             l.what,
-            cell(&l.paper_text),
-            cell(&l.ours_text),
-            l.ratio.map_or("-".into(), |x| format!("{x:.2}")),
+            with_unit(l, &l.paper_text),
+            with_unit(l, &l.ours_text),
+            ratio(l),
             l.verdict.mark()
         ));
     }
