@@ -219,7 +219,10 @@ mod tests {
         // one journaled copy of each distinct block, not two copies of every write.
         let sp = spec(Backlog::HighOverlap);
         let writes = sp.writes_per_thread * u64::from(sp.threads);
-        assert!(c.raw_blocks <= writes + u64::from(sp.threads) * sp.active_blocks, "{c:?}");
+        assert!(
+            c.raw_blocks <= writes + u64::from(sp.threads) * sp.active_blocks,
+            "{c:?}"
+        );
         let seq = run(
             &p,
             Backlog::SequentialNoReuse,

@@ -34,7 +34,13 @@ fn run(ctx: Context) -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
     let mut runs = files
         .iter()
-        .map(|f| Ok(vec![0u8; usize::try_from(f.size()).map_err(|_| csd_sdk::Error::msg("run too large"))?]))
+        .map(|f| {
+            Ok(vec![
+                0u8;
+                usize::try_from(f.size())
+                    .map_err(|_| csd_sdk::Error::msg("run too large"))?
+            ])
+        })
         .collect::<Result<Vec<_>>>()?;
     let mut requests: Vec<_> = files
         .iter()

@@ -519,10 +519,7 @@ impl OffloadDesign for LightFs {
                         // (§III-B: the periodic sync does not block). The device still
                         // books those programs, so later I/O to the same dies waits.
                         let closed_at = fs.clock();
-                        let entries = fs
-                            .namespace()
-                            .readdir(u.dir)
-                            .map_or(1, |e| e.len() as u64);
+                        let entries = fs.namespace().readdir(u.dir).map_or(1, |e| e.len() as u64);
                         st.update_file(fs, ino)?;
                         st.monitor(fs)?;
                         let cpu = entries * fs.costs().index_lookup_ns;
