@@ -116,8 +116,8 @@ pub(crate) struct TaskState {
     /// Requests in flight by token; at most [`MAX_INFLIGHT`].
     pub inflight: BTreeMap<u64, Inflight>,
     pub next_token: u64,
-    /// Host-side cost of one read/write call when the task runs on the host (a syscall plus
-    /// the page-cache copy); `None` in the device.
+    /// Host-side cost of one read/write call when the task runs on the host (a syscall, the
+    /// page-cache copy and its per-page work); `None` in the device.
     pub host_io: Option<HostIo>,
 }
 
@@ -299,10 +299,8 @@ impl TaskState {
                 .iter()
                 .min_by_key(|(_, r)| r.done)
                 .map(|(&t, _)| t);
-            match earliest {
-                Some(token) => {
-                    let _ = self.wait(token);
-                }
+            match earliest.and_then(|t| self.inflight.remove(&t)) {
+                Some(r) => self.settle(r),
                 None => break,
             }
         }
@@ -325,6 +323,13 @@ impl TaskState {
                 call: "io_wait",
                 reason: format!("no request {token} in flight ({} are)", self.inflight.len()),
             })?;
+        self.settle(r);
+        Ok(())
+    }
+
+    /// Charges the wait for a request taken out of the queue: the clock moves to its
+    /// completion if that is later, the stall going to `read_file` or `write`.
+    fn settle(&mut self, r: Inflight) {
         let stall = r.done.since(self.clock.min(r.done));
         if r.write {
             self.breakdown.write_ns += stall;
@@ -332,16 +337,14 @@ impl TaskState {
             self.breakdown.read_file_ns += stall;
         }
         self.clock = self.clock.max(r.done);
-        Ok(())
     }
 
     /// Waits for every request in flight, earliest first (the task ends, or asks to).
     pub(crate) fn wait_all(&mut self) {
-        let mut order: Vec<(VirtualTime, u64)> =
-            self.inflight.iter().map(|(&t, r)| (r.done, t)).collect();
-        order.sort_unstable();
-        for (_, token) in order {
-            let _ = self.wait(token);
+        let mut order: Vec<Inflight> = std::mem::take(&mut self.inflight).into_values().collect();
+        order.sort_unstable_by_key(|r| r.done);
+        for r in order {
+            self.settle(r);
         }
     }
 

@@ -7,7 +7,7 @@ fn run(ctx: Context) -> Result<()> {
     for file in ctx.files() {
         let mut hasher = crc32fast::Hasher::new();
         let mut bytes = 0u64;
-        file.for_each_chunk(1 << 20, |_, chunk| {
+        file.for_each_chunk(512 << 10, |_, chunk| {
             hasher.update(chunk);
             bytes += chunk.len() as u64;
         });
