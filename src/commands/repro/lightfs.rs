@@ -145,14 +145,7 @@ fn one_file(lab: &Lab, s: &mut Sheet) -> anyhow::Result<()> {
         (Fsr, "lightfs.fig3a.warm.fsr", "PAO, 1 file, warm, FSR"),
     ] {
         s.value(
-            Fig {
-                id,
-                figure: "Fig. 3(a)",
-                what,
-                unit: "%",
-                experiment: Some(e),
-                params: pao_params,
-            },
+            Fig::new(id, "Fig. 3(a)", what, "%", Some(e), pao_params),
             55.3,
             pao(&warm1, k),
         );
@@ -178,14 +171,7 @@ fn one_file(lab: &Lab, s: &mut Sheet) -> anyhow::Result<()> {
         ),
     ] {
         s.value(
-            Fig {
-                id,
-                figure: "Fig. 3(a)",
-                what,
-                unit: "%",
-                experiment: Some(e),
-                params: pao_params,
-            },
+            Fig::new(id, "Fig. 3(a)", what, "%", Some(e), pao_params),
             paper,
             pao(&cold1, k),
         );
@@ -198,30 +184,30 @@ fn one_file(lab: &Lab, s: &mut Sheet) -> anyhow::Result<()> {
             .map_or(f64::NAN, |d| us(d.summary.breakdown.retrieve_layout_ns))
     };
     s.input(
-        Fig {
-            id: "lightfs.table5.warm",
-            figure: "Table V",
-            what: "filefrag on ext4, warm",
-            unit: "µs",
-            experiment: Some(warm_e),
-            params: &["host.fiemap_ns"],
-        },
+        Fig::new(
+            "lightfs.table5.warm",
+            "Table V",
+            "filefrag on ext4, warm",
+            "µs",
+            Some(warm_e),
+            &["host.fiemap_ns"],
+        ),
         50.0,
         retrieve(&warm1),
     );
     s.value(
-        Fig {
-            id: "lightfs.table5.cold",
-            figure: "Table V",
-            what: "filefrag on ext4, cold",
-            unit: "µs",
-            experiment: Some(e),
-            params: &[
+        Fig::new(
+            "lightfs.table5.cold",
+            "Table V",
+            "filefrag on ext4, cold",
+            "µs",
+            Some(e),
+            &[
                 "host.fiemap_ns",
                 "timing.page_read_ns",
                 "host_interface.nvme_command_ns",
             ],
-        },
+        ),
         848.0,
         retrieve(&cold1),
     );
@@ -232,14 +218,14 @@ fn one_file(lab: &Lab, s: &mut Sheet) -> anyhow::Result<()> {
             .map_or(f64::NAN, |d| us(d.summary.breakdown.compute_ns))
     };
     s.input(
-        Fig {
-            id: "lightfs.table3.stats64",
-            figure: "Table III",
-            what: "STATS64 compute, 16 KiB (the calibration point)",
-            unit: "µs",
-            experiment: Some(warm_e),
-            params: &["device_cpu.ns_per_fuel"],
-        },
+        Fig::new(
+            "lightfs.table3.stats64",
+            "Table III",
+            "STATS64 compute, 16 KiB (the calibration point)",
+            "µs",
+            Some(warm_e),
+            &["device_cpu.ns_per_fuel"],
+        ),
         25.0,
         compute_us(&warm1),
     );
@@ -277,14 +263,14 @@ fn one_file(lab: &Lab, s: &mut Sheet) -> anyhow::Result<()> {
             None,
             Some(lab.run(app, false, &[&p])?),
         );
-        let f = Fig {
+        let f = Fig::new(
             id,
-            figure: "Table III",
+            "Table III",
             what,
-            unit: "µs",
-            experiment: Some(e),
-            params: &["device_cpu.ns_per_fuel", "accelerators.grep.ns_per_unit"],
-        };
+            "µs",
+            Some(e),
+            &["device_cpu.ns_per_fuel", "accelerators.grep.ns_per_unit"],
+        );
         if app == App::GrepAccel {
             s.input(f, paper, compute_us(&p));
         } else {
@@ -328,27 +314,20 @@ fn hundred_files(lab: &Lab, s: &mut Sheet, pao_params: &[&str]) -> anyhow::Resul
         ),
     ] {
         s.value(
-            Fig {
-                id,
-                figure: "Fig. 3(b)",
-                what,
-                unit: "%",
-                experiment: Some(e),
-                params: pao_params,
-            },
+            Fig::new(id, "Fig. 3(b)", what, "%", Some(e), pao_params),
             paper,
             pao(&p100, k),
         );
     }
     s.trend(
-        Fig {
-            id: "lightfs.fig3b.ranking",
-            figure: "Fig. 3(b)",
-            what: "PAO ranking, 100 files",
-            unit: "",
-            experiment: Some(e),
-            params: pao_params,
-        },
+        Fig::new(
+            "lightfs.fig3b.ranking",
+            "Fig. 3(b)",
+            "PAO ranking, 100 files",
+            "",
+            Some(e),
+            pao_params,
+        ),
         "frag-m > fsr > frag-s",
         &ranking(&[
             ("frag-s", pao(&p100, FragS)),
@@ -361,26 +340,26 @@ fn hundred_files(lab: &Lab, s: &mut Sheet, pao_params: &[&str]) -> anyhow::Resul
             .map_or(f64::NAN, |d| us(d.summary.breakdown.read_file_ns))
     };
     s.value(
-        Fig {
-            id: "lightfs.s4c.read.lightfs",
-            figure: "§IV-C",
-            what: "flash read per file, LightFS",
-            unit: "µs",
-            experiment: Some(e),
-            params: &["timing.page_read_ns", "timing.channel_bytes_per_sec"],
-        },
+        Fig::new(
+            "lightfs.s4c.read.lightfs",
+            "§IV-C",
+            "flash read per file, LightFS",
+            "µs",
+            Some(e),
+            &["timing.page_read_ns", "timing.channel_bytes_per_sec"],
+        ),
         17.0,
         read_us(&p100, LightFs),
     );
     s.value(
-        Fig {
-            id: "lightfs.s4c.read.frag-m",
-            figure: "§IV-C",
-            what: "flash read per file, frag-m",
-            unit: "µs",
-            experiment: Some(e),
-            params: &["timing.page_read_ns", "timing.channel_bytes_per_sec"],
-        },
+        Fig::new(
+            "lightfs.s4c.read.frag-m",
+            "§IV-C",
+            "flash read per file, frag-m",
+            "µs",
+            Some(e),
+            &["timing.page_read_ns", "timing.channel_bytes_per_sec"],
+        ),
         22.0,
         read_us(&p100, FragM),
     );
@@ -393,26 +372,26 @@ fn hundred_files(lab: &Lab, s: &mut Sheet, pao_params: &[&str]) -> anyhow::Resul
         Some(lab.run(App::KnnBin, false, &[&pk])?),
     );
     s.value(
-        Fig {
-            id: "lightfs.s4c.knn.pao.frag-m",
-            figure: "§IV-C",
-            what: "PAO of KNN, 100 files, frag-m",
-            unit: "%",
-            experiment: Some(e),
-            params: pao_params,
-        },
+        Fig::new(
+            "lightfs.s4c.knn.pao.frag-m",
+            "§IV-C",
+            "PAO of KNN, 100 files, frag-m",
+            "%",
+            Some(e),
+            pao_params,
+        ),
         52.5,
         pao(&pk, FragM),
     );
     s.value(
-        Fig {
-            id: "lightfs.s4c.knn.speedup.frag-m",
-            figure: "§IV-C",
-            what: "LightFS speedup over frag-m, KNN, 100 files",
-            unit: "×",
-            experiment: Some(e),
-            params: pao_params,
-        },
+        Fig::new(
+            "lightfs.s4c.knn.speedup.frag-m",
+            "§IV-C",
+            "LightFS speedup over frag-m, KNN, 100 files",
+            "×",
+            Some(e),
+            pao_params,
+        ),
         1.75,
         speedup(&pk, FragM),
     );
@@ -443,14 +422,14 @@ fn hundred_files(lab: &Lab, s: &mut Sheet, pao_params: &[&str]) -> anyhow::Resul
         .collect();
     let as_ref: Vec<(&str, f64)> = labelled.iter().map(|(n, v)| (n.as_str(), *v)).collect();
     s.trend(
-        Fig {
-            id: "lightfs.fig8.trend",
-            figure: "Fig. 8",
-            what: "LightFS speedup over frag-s by file count",
-            unit: "",
-            experiment: Some(e),
-            params: pao_params,
-        },
+        Fig::new(
+            "lightfs.fig8.trend",
+            "Fig. 8",
+            "LightFS speedup over frag-s by file count",
+            "",
+            Some(e),
+            pao_params,
+        ),
         "100 files > 10 files > 1 files",
         &ranking(&as_ref),
     );
@@ -506,26 +485,26 @@ fn datasets(lab: &Lab, s: &mut Sheet, pao_params: &[&str]) -> anyhow::Result<()>
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     let first = e_of.first().copied();
     s.value(
-        Fig {
-            id: "lightfs.s4e.mean",
-            figure: "§IV-E",
-            what: "LightFS speedup, mean over apps, datasets, designs",
-            unit: "×",
-            experiment: first,
-            params: pao_params,
-        },
+        Fig::new(
+            "lightfs.s4e.mean",
+            "§IV-E",
+            "LightFS speedup, mean over apps, datasets, designs",
+            "×",
+            first,
+            pao_params,
+        ),
         3.66,
         mean(&all),
     );
     s.value(
-        Fig {
-            id: "lightfs.s4e.max",
-            figure: "§IV-E",
-            what: "LightFS speedup, maximum",
-            unit: "×",
-            experiment: first,
-            params: pao_params,
-        },
+        Fig::new(
+            "lightfs.s4e.max",
+            "§IV-E",
+            "LightFS speedup, maximum",
+            "×",
+            first,
+            pao_params,
+        ),
         11.07,
         all.iter().copied().fold(f64::NAN, f64::max),
     );
@@ -548,14 +527,7 @@ fn datasets(lab: &Lab, s: &mut Sheet, pao_params: &[&str]) -> anyhow::Result<()>
             app.task()
         );
         s.value(
-            Fig {
-                id,
-                figure: "§IV-E",
-                what: &what,
-                unit: "×",
-                experiment: Some(e_of[ai]),
-                params: pao_params,
-            },
+            Fig::new(id, "§IV-E", &what, "×", Some(e_of[ai]), pao_params),
             paper,
             mean(&v),
         );
@@ -578,14 +550,7 @@ fn datasets(lab: &Lab, s: &mut Sheet, pao_params: &[&str]) -> anyhow::Result<()>
             .collect();
         let what = format!("LightFS speedup over {k} on {dataset} (mean over apps)");
         s.value(
-            Fig {
-                id,
-                figure: "§IV-E",
-                what: &what,
-                unit: "×",
-                experiment: first,
-                params: pao_params,
-            },
+            Fig::new(id, "§IV-E", &what, "×", first, pao_params),
             paper,
             mean(&v),
         );

@@ -149,6 +149,26 @@ pub struct Fig<'a> {
     pub params: &'a [&'a str],
 }
 
+impl<'a> Fig<'a> {
+    pub fn new(
+        id: &'a str,
+        figure: &'a str,
+        what: &'a str,
+        unit: &'a str,
+        experiment: Option<usize>,
+        params: &'a [&'a str],
+    ) -> Fig<'a> {
+        Fig {
+            id,
+            figure,
+            what,
+            unit,
+            experiment,
+            params,
+        }
+    }
+}
+
 impl Sheet {
     fn new(paper: &'static str, ctx: &Ctx) -> Sheet {
         Sheet {
@@ -342,17 +362,7 @@ fn sheet_for(paper: PaperArg, ctx: &Ctx) -> anyhow::Result<Sheet> {
 fn not_modelled_sheet(paper: &'static str, ctx: &Ctx, figs: &[(&str, &str, &str)]) -> Sheet {
     let mut s = Sheet::new(paper, ctx);
     for (id, figure, what) in figs {
-        s.not_modelled(
-            Fig {
-                id,
-                figure,
-                what,
-                unit: "",
-                experiment: None,
-                params: &[],
-            },
-            "-",
-        );
+        s.not_modelled(Fig::new(id, figure, what, "", None, &[]), "-");
     }
     s
 }

@@ -59,14 +59,7 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
             "persist.device_workers",
             "persist.coalesce_record_ns",
         ];
-        let f = |id, what, unit| Fig {
-            id,
-            figure: "§5.2",
-            what,
-            unit,
-            experiment: Some(e),
-            params: persist_params,
-        };
+        let f = |id, what, unit| Fig::new(id, "§5.2", what, unit, Some(e), persist_params);
         let names = ["vanilla", "offload", "coalesce"];
         for (i, (kops, p50, p9999, cpu)) in [
             (0.095, 208.0, 24.1, 49.96),
@@ -98,14 +91,7 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
             ] {
                 let id = format!("sift.s52.{key}.{n}");
                 let what = format!("{what}, {n}");
-                let fig = Fig {
-                    id: &id,
-                    figure: "§5.2",
-                    what: &what,
-                    unit,
-                    experiment: Some(e),
-                    params: persist_params,
-                };
+                let fig = Fig::new(&id, "§5.2", &what, unit, Some(e), persist_params);
                 s.value(fig, paper, ours);
             }
         }
@@ -167,14 +153,7 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
             "persist.coalesce_record_ns",
             "timing.page_program_ns",
         ];
-        let f = |id, figure, what, unit| Fig {
-            id,
-            figure,
-            what,
-            unit,
-            experiment: Some(e),
-            params,
-        };
+        let f = |id, figure, what, unit| Fig::new(id, figure, what, unit, Some(e), params);
         if kind == Backlog::HighOverlap {
             let c = &co.checkpoint;
             let removed = |raw: u64, kept: u64| 100.0 * (1.0 - kept as f64 / raw.max(1) as f64);

@@ -73,14 +73,14 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
         );
         let (keep, _) = worst.unwrap_or((f64::NAN, 0));
         s.value(
-            Fig {
-                id: "txisc.fig3.on.keep",
-                figure: "Fig. 3",
-                what: "TxISC bandwidth / FileISC, 100 % writes, worst QD (timing on)",
-                unit: "%",
-                experiment: Some(e),
-                params: &["timing.page_program_ns", "device_cpu.metadata_entry_ns"],
-            },
+            Fig::new(
+                "txisc.fig3.on.keep",
+                "Fig. 3",
+                "TxISC bandwidth / FileISC, 100 % writes, worst QD (timing on)",
+                "%",
+                Some(e),
+                &["timing.page_program_ns", "device_cpu.metadata_entry_ns"],
+            ),
             99.7,
             keep,
         );
@@ -89,14 +89,14 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
         let tx = &measured[0];
         let written = tx.requests as f64 * profile.geometry.page_size_bytes as f64;
         s.range(
-            Fig {
-                id: "txisc.s5b.delta-memory",
-                figure: "§V-B",
-                what: "delta-mapping memory / data written",
-                unit: "%",
-                experiment: Some(e),
-                params: &[],
-            },
+            Fig::new(
+                "txisc.s5b.delta-memory",
+                "§V-B",
+                "delta-mapping memory / data written",
+                "%",
+                Some(e),
+                &[],
+            ),
             0.001,
             0.134,
             100.0 * tx.delta_bytes as f64 / written,
@@ -142,30 +142,8 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
         for ((w, df, db, ..), (_, pf, pb, idf, idb)) in off_points.iter().zip(cases) {
             let wf = format!("TxISC drop vs FileISC, {w} % writes, QD 1, timing off");
             let wb = format!("TxISC drop vs BlockISC, {w} % writes, QD 1, timing off");
-            s.value(
-                Fig {
-                    id: idf,
-                    figure: "§V-B",
-                    what: &wf,
-                    unit: "%",
-                    experiment: Some(e),
-                    params: fw,
-                },
-                pf,
-                *df,
-            );
-            s.value(
-                Fig {
-                    id: idb,
-                    figure: "§V-B",
-                    what: &wb,
-                    unit: "%",
-                    experiment: Some(e),
-                    params: fw,
-                },
-                pb,
-                *db,
-            );
+            s.value(Fig::new(idf, "§V-B", &wf, "%", Some(e), fw), pf, *df);
+            s.value(Fig::new(idb, "§V-B", &wb, "%", Some(e), fw), pb, *db);
         }
     }
     if ctx.wants("txisc.s5c") || ctx.wants("txisc.fig5") {
@@ -208,14 +186,7 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
             "timing.page_program_ns",
             "timing.page_read_ns",
         ];
-        let f = |id, what| Fig {
-            id,
-            figure: "§V-C",
-            what,
-            unit: "×",
-            experiment: Some(e),
-            params: apps_params,
-        };
+        let f = |id, what| Fig::new(id, "§V-C", what, "×", Some(e), apps_params);
         s.value(
             f(
                 "txisc.s5c.bitmap.speedup",
@@ -251,25 +222,18 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
             _ => f64::NAN,
         };
         s.value(
-            Fig {
-                id: "txisc.s5c.bitmap.keep",
-                figure: "§V-C",
-                what: "bitmap: TxISC throughput / FileISC",
-                unit: "%",
-                experiment: Some(e),
-                params: apps_params,
-            },
+            Fig::new(
+                "txisc.s5c.bitmap.keep",
+                "§V-C",
+                "bitmap: TxISC throughput / FileISC",
+                "%",
+                Some(e),
+                apps_params,
+            ),
             99.6,
             keep,
         );
-        let fio = |id, what| Fig {
-            id,
-            figure: "Fig. 5",
-            what,
-            unit: "%",
-            experiment: Some(e),
-            params: apps_params,
-        };
+        let fio = |id, what| Fig::new(id, "Fig. 5", what, "%", Some(e), apps_params);
         s.range(
             fio("txisc.fig5.bitmap.io.tx", "bitmap I/O share, TxISC"),
             22.0,
