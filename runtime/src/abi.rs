@@ -9,8 +9,9 @@
 //!
 //! Time: between host calls the task computes; each host call first converts the fuel burnt
 //! since the previous one into device-CPU time (`compute`), then charges its own I/O on the
-//! device's internal path (`read_file`, `write`), so a task's virtual clock is the sequential
-//! sum of its stages.
+//! device's internal path (`read_file`, `write`). A submitted request (`file_read_submit`,
+//! `file_write_submit`) is charged only for the part of it the task waits for, so a task's
+//! virtual clock is still the sum of its stages while its requests overlap its compute.
 
 use crate::error::TaskError;
 use crate::invoke::{Breakdown, ExecMode, Mode, Storage, TaskLimits};
