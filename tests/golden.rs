@@ -1,0 +1,95 @@
+//! Golden reports: the JSON every report-producing command prints for a fixed, small input,
+//! kept with insta. A refactor that is meant to change no number must leave every one of
+//! these byte-identical; a model change updates them deliberately, in the same commit.
+
+use std::process::Command;
+
+fn data_home() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("csd-golden-data-{}", std::process::id()))
+}
+
+/// Runs `csd args…` and returns its stdout, with the repository's path (which differs
+/// between machines) replaced by `$REPO`.
+fn report(args: &[&str]) -> String {
+    let o = Command::new(env!("CARGO_BIN_EXE_csd"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env("XDG_DATA_HOME", data_home())
+        .output()
+        .expect("csd runs");
+    assert!(
+        o.status.success(),
+        "csd {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out = String::from_utf8(o.stdout).expect("reports are UTF-8");
+    // Every golden report is JSON: a table's rounding would hide a changed digit.
+    serde_json::from_str::<serde_json::Value>(&out).expect("a --json report parses");
+    out.replace(env!("CARGO_MANIFEST_DIR"), "$REPO")
+}
+
+#[test]
+fn ndp_reports_are_unchanged() {
+    insta::assert_snapshot!("ndp_warm", report(&["ndp", "--json", "--no-store"]));
+    insta::assert_snapshot!(
+        "ndp_cold_knn",
+        report(&["ndp", "--cold", "--app", "knn", "--files", "10", "--json", "--no-store"])
+    );
+}
+
+#[test]
+fn txisc_reports_are_unchanged() {
+    insta::assert_snapshot!("txapps", report(&["txapps", "--scale", "0.01", "--json"]));
+    // --no-cpu: the real-time CPU measurement is the one figure no run repeats.
+    insta::assert_snapshot!(
+        "txbench",
+        report(&[
+            "txbench", "--no-cpu", "--requests", "500", "--qd", "1,32", "--json"
+        ])
+    );
+}
+
+#[test]
+fn persist_reports_are_unchanged() {
+    insta::assert_snapshot!(
+        "persist_backlog",
+        report(&["persist", "backlog", "--scale", "0.01", "--json", "--no-store"])
+    );
+    insta::assert_snapshot!(
+        "persist_online",
+        report(&[
+            "persist", "online", "--interval", "64", "--scale", "0.01", "--window-s", "0.3",
+            "--json", "--no-store",
+        ])
+    );
+}
+
+#[test]
+fn device_reports_are_unchanged() {
+    insta::assert_snapshot!(
+        "device_randwrite_gc",
+        report(&[
+            "device", "run", "--rw", "randwrite", "--size", "256m", "--io", "64m", "--prefill",
+            "--json",
+        ])
+    );
+    insta::assert_snapshot!(
+        "device_randrw",
+        report(&[
+            "device", "run", "--rw", "randrw", "--bs", "4k", "--qd", "4", "--size", "32m",
+            "--io", "16m", "--seed", "9", "--json",
+        ])
+    );
+}
+
+#[test]
+fn replay_reports_are_unchanged() {
+    for sample in ["untar", "ndp-mixed", "sqlite", "grep"] {
+        let path = format!("{}/traces/samples/{sample}.trace", env!("CARGO_MANIFEST_DIR"));
+        insta::assert_snapshot!(
+            format!("replay_{sample}"),
+            report(&["replay", &path, "--json", "--no-store"])
+        );
+    }
+}
