@@ -149,7 +149,10 @@ fn main() -> ExitCode {
         Some(Command::Run(args)) => task::run(args),
         Some(Command::Ndp(args)) => ndp::run(args),
         Some(Command::Trace(cmd)) => trace::run(cmd),
-        Some(Command::Replay(args)) => replay::run(args),
+        Some(Command::Replay(args)) => match args.serve {
+            Some(addr) => serve::replay_and_serve(args, addr),
+            None => replay::run(args),
+        },
         Some(Command::Serve(args)) => serve::run(args),
         Some(Command::Runs(cmd)) => runs::run(cmd),
         Some(Command::Tasks { json }) => task::list(*json),

@@ -34,7 +34,16 @@ fn ndp_reports_are_unchanged() {
     insta::assert_snapshot!("ndp_warm", report(&["ndp", "--json", "--no-store"]));
     insta::assert_snapshot!(
         "ndp_cold_knn",
-        report(&["ndp", "--cold", "--app", "knn", "--files", "10", "--json", "--no-store"])
+        report(&[
+            "ndp",
+            "--cold",
+            "--app",
+            "knn",
+            "--files",
+            "10",
+            "--json",
+            "--no-store"
+        ])
     );
 }
 
@@ -45,7 +54,13 @@ fn txisc_reports_are_unchanged() {
     insta::assert_snapshot!(
         "txbench",
         report(&[
-            "txbench", "--no-cpu", "--requests", "500", "--qd", "1,32", "--json"
+            "txbench",
+            "--no-cpu",
+            "--requests",
+            "500",
+            "--qd",
+            "1,32",
+            "--json"
         ])
     );
 }
@@ -54,13 +69,28 @@ fn txisc_reports_are_unchanged() {
 fn persist_reports_are_unchanged() {
     insta::assert_snapshot!(
         "persist_backlog",
-        report(&["persist", "backlog", "--scale", "0.01", "--json", "--no-store"])
+        report(&[
+            "persist",
+            "backlog",
+            "--scale",
+            "0.01",
+            "--json",
+            "--no-store"
+        ])
     );
     insta::assert_snapshot!(
         "persist_online",
         report(&[
-            "persist", "online", "--interval", "64", "--scale", "0.01", "--window-s", "0.3",
-            "--json", "--no-store",
+            "persist",
+            "online",
+            "--interval",
+            "64",
+            "--scale",
+            "0.01",
+            "--window-s",
+            "0.3",
+            "--json",
+            "--no-store",
         ])
     );
 }
@@ -70,15 +100,23 @@ fn device_reports_are_unchanged() {
     insta::assert_snapshot!(
         "device_randwrite_gc",
         report(&[
-            "device", "run", "--rw", "randwrite", "--size", "256m", "--io", "64m", "--prefill",
+            "device",
+            "run",
+            "--rw",
+            "randwrite",
+            "--size",
+            "256m",
+            "--io",
+            "64m",
+            "--prefill",
             "--json",
         ])
     );
     insta::assert_snapshot!(
         "device_randrw",
         report(&[
-            "device", "run", "--rw", "randrw", "--bs", "4k", "--qd", "4", "--size", "32m",
-            "--io", "16m", "--seed", "9", "--json",
+            "device", "run", "--rw", "randrw", "--bs", "4k", "--qd", "4", "--size", "32m", "--io",
+            "16m", "--seed", "9", "--json",
         ])
     );
 }
@@ -86,7 +124,10 @@ fn device_reports_are_unchanged() {
 #[test]
 fn replay_reports_are_unchanged() {
     for sample in ["untar", "ndp-mixed", "sqlite", "grep"] {
-        let path = format!("{}/traces/samples/{sample}.trace", env!("CARGO_MANIFEST_DIR"));
+        let path = format!(
+            "{}/traces/samples/{sample}.trace",
+            env!("CARGO_MANIFEST_DIR")
+        );
         insta::assert_snapshot!(
             format!("replay_{sample}"),
             report(&["replay", &path, "--json", "--no-store"])

@@ -500,9 +500,7 @@ impl Namespace {
                 // dir_index (htree) does: its root block, then the one leaf the name hashes
                 // to. Scanning every block up to the name made lookups in a directory of
                 // 50 000 files read hundreds of blocks.
-                let indices: &[u64] = if needed <= 1 {
-                    &[0]
-                } else if leaf == 0 {
+                let indices: &[u64] = if needed <= 1 || leaf == 0 {
                     &[0]
                 } else {
                     &[0, leaf]

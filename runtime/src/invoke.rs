@@ -444,27 +444,32 @@ impl Csd {
             .memory_bytes
             .unwrap_or(self.profile.device_cpu.dram_bytes)
             .min(self.engine.config().max_memory_bytes);
-        let mut state = TaskState::new(
-            Backing::Device(Box::new(storage)),
-            ctx.exec,
-            tx,
-            io_path,
-            files,
-            ctx,
-            cap_bytes,
-            &cpu,
-            &self.profile.accelerators,
-            start_at,
-            breakdown,
-        );
-        if ctx.on_host {
+        let host_io = ctx.on_host.then(|| {
             let h = &self.profile.host;
-            state.host_io = Some(HostIo {
+            HostIo {
                 syscall_ns: h.syscall_ns,
                 copy_bytes_per_sec: h.copy_bytes_per_sec,
                 page_cache_page_ns: h.page_cache_page_ns,
-            });
-        }
+            }
+        });
+        let state = TaskState::new(
+            Access {
+                backing: Backing::Device(Box::new(storage)),
+                exec: ctx.exec,
+                tx,
+                io_path,
+                files,
+            },
+            Processor {
+                cpu,
+                accelerators: self.profile.accelerators.clone(),
+                cap_bytes,
+                host_io,
+            },
+            ctx,
+            start_at,
+            breakdown,
+        );
         let (result, mut state) = invoke(task, state);
         let Backing::Device(mut storage) =
             std::mem::replace(&mut state.backing, Backing::Staged(Default::default()))
@@ -582,15 +587,20 @@ impl TaskEngine {
         let (result, state) = invoke(
             task,
             TaskState::new(
-                Backing::Staged(inputs.into_iter().collect()),
-                ExecMode::File,
-                None,
-                IoPath::Internal,
-                files,
+                Access {
+                    backing: Backing::Staged(inputs.into_iter().collect()),
+                    exec: ExecMode::File,
+                    tx: None,
+                    io_path: IoPath::Internal,
+                    files,
+                },
+                Processor {
+                    cpu: cpu.clone(),
+                    accelerators: accelerators.clone(),
+                    cap_bytes,
+                    host_io: None,
+                },
                 ctx,
-                cap_bytes,
-                cpu,
-                accelerators,
                 VirtualTime::ZERO,
                 Breakdown::default(),
             ),
@@ -613,37 +623,30 @@ impl TaskEngine {
 }
 
 impl TaskState {
-    #[allow(clippy::too_many_arguments)]
     fn new(
-        backing: Backing,
-        exec: ExecMode,
-        tx: Option<csd_device::TaskId>,
-        io_path: IoPath,
-        files: Vec<OpenFile>,
+        access: Access,
+        processor: Processor,
         ctx: &IscContext,
-        cap_bytes: u64,
-        cpu: &DeviceCpu,
-        accelerators: &Accelerators,
         clock: VirtualTime,
         breakdown: Breakdown,
     ) -> TaskState {
         TaskState {
-            backing,
-            exec,
-            tx,
-            io_path,
-            files,
+            backing: access.backing,
+            exec: access.exec,
+            tx: access.tx,
+            io_path: access.io_path,
+            files: access.files,
             args: ctx.args.clone(),
             ret: Vec::new(),
             logs: Vec::new(),
             limits: ctx.limits.clone(),
             limiter: MemoryCap {
-                cap_bytes,
+                cap_bytes: processor.cap_bytes,
                 refused: None,
             },
             memory: None,
-            cpu: cpu.clone(),
-            accelerators: accelerators.clone(),
+            cpu: processor.cpu,
+            accelerators: processor.accelerators,
             clock,
             fuel_charged: 0,
             host_fuel: 0,
@@ -653,9 +656,29 @@ impl TaskState {
             bytes_written: 0,
             inflight: Default::default(),
             next_token: 0,
-            host_io: None,
+            host_io: processor.host_io,
         }
     }
+}
+
+/// What a task's calls reach: its files' bytes, how its writes commit, and the path its
+/// I/O takes.
+struct Access {
+    backing: Backing,
+    exec: ExecMode,
+    /// The transaction the invocation runs as (`ExecMode::Tx` on the device).
+    tx: Option<csd_device::TaskId>,
+    io_path: IoPath,
+    files: Vec<OpenFile>,
+}
+
+/// The processor a task runs on: its cost model and accelerators, the memory it may grow
+/// to, and, on the host, what each I/O call costs it.
+struct Processor {
+    cpu: DeviceCpu,
+    accelerators: Accelerators,
+    cap_bytes: u64,
+    host_io: Option<HostIo>,
 }
 
 /// Instantiates and runs `task` over `state`, then charges its fuel. Returns the outcome

@@ -3,6 +3,7 @@
 //! These are the only numbers in csdlab that depend on the machine; they live here, never in
 //! tests. Each run prints the measured figure beside its target as a ratio.
 
+use super::memory::proc_status_bytes;
 use crate::units::{fmt_bytes, thousands};
 use anyhow::{bail, Context};
 use csd_device::rng::SimRng;
@@ -297,23 +298,6 @@ fn rss_child(args: &RssArgs) -> anyhow::Result<RssReport> {
         rss_peak_bytes: proc_status_bytes("VmHWM")?,
         l2p_heap_bytes: dev.ftl().l2p().heap_bytes() as u64,
     })
-}
-
-/// A `kB` field of /proc/self/status, in bytes.
-pub fn proc_status_bytes(field: &str) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string("/proc/self/status")
-        .context("reading /proc/self/status (the memory benchmark needs Linux)")?;
-    let line = status
-        .lines()
-        .find(|l| l.starts_with(field) && l[field.len()..].starts_with(':'))
-        .with_context(|| format!("no {field} in /proc/self/status"))?;
-    let kb: u64 = line[field.len() + 1..]
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .with_context(|| format!("parsing {line:?}"))?;
-    Ok(kb * 1024)
 }
 
 /// Targets from issue 4: Wasm within 1.5x of native per kernel; an invocation within 20 µs.

@@ -4,7 +4,7 @@
 use anyhow::{bail, Context};
 use csd_device::Profile;
 use csd_hostfs::ndp::{DesignKind, NdpCompute};
-use csd_traces::replay::{replay, Pace, ReplayOptions};
+use csd_traces::replay::{replay, OpRunners, Pace, ReplayOptions};
 use csd_traces::Strictness;
 use serde::{Deserialize, Serialize};
 use std::io::{BufReader, Read, Write};
@@ -153,8 +153,10 @@ fn child(args: &ReplayChildArgs) -> anyhow::Result<ChildReport> {
         },
         &profile,
         args.design,
-        &mut factory,
-        None,
+        OpRunners {
+            compute: &mut factory,
+            isc: None,
+        },
         &opts,
         |_| {},
     )?;
@@ -166,7 +168,7 @@ fn child(args: &ReplayChildArgs) -> anyhow::Result<ChildReport> {
         events: r.events,
         wall_ns,
         ops: r.ops,
-        rss_peak_bytes: super::bench::proc_status_bytes("VmHWM")?,
+        rss_peak_bytes: super::memory::proc_status_bytes("VmHWM")?,
     })
 }
 

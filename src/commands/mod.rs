@@ -3,6 +3,7 @@ pub mod bench_coalesce;
 pub mod bench_replay;
 pub mod crashcheck;
 pub mod device;
+pub mod memory;
 pub mod ndp;
 pub mod persist;
 pub mod profiles;

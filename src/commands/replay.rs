@@ -5,7 +5,9 @@ use csd::ndp::TaskCompute;
 use csd_device::Profile;
 use csd_hostfs::ndp::DesignKind;
 use csd_hostfs::ndp::NdpCompute;
-use csd_traces::replay::{replay_scanned, Pace, Prescan, Progress, ReplayOptions, ReplayReport};
+use csd_traces::replay::{
+    replay_scanned, OpRunners, Pace, Prescan, Progress, ReplayOptions, ReplayReport,
+};
 use csd_traces::store::{NewRun, RunKind, RunStore, TraceRef};
 use csd_traces::Strictness;
 use serde::Serialize;
@@ -179,8 +181,10 @@ pub fn replay_all(
             &mut *open,
             profile,
             kind,
-            &mut factory,
-            Some(&mut isc),
+            OpRunners {
+                compute: &mut factory,
+                isc: Some(&mut isc),
+            },
             opts,
             |p| progress(i, kind, p),
         )
@@ -221,10 +225,9 @@ pub fn options(mode: Pace, seed: u64, lenient: bool) -> ReplayOptions {
     }
 }
 
+/// Replays and prints (`--serve` is dispatched to [`super::serve::replay_and_serve`] before
+/// this, so the dashboard depends on the replay command and not the other way round).
 pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
-    if let Some(addr) = args.serve {
-        return super::serve::replay_and_serve(args, addr);
-    }
     // A built-in profile, a file, or one kept in the run store.
     let profile = match Profile::load(&args.profile) {
         Err(csd_device::ProfileError::Unknown { .. }) if !args.store.no_store => {

@@ -732,30 +732,34 @@ impl Replayer<'_, '_> {
     }
 }
 
+/// What runs a trace's offloaded ops: a computation per `ndp` task and arguments, and the
+/// task runtime for `isc` ops (without one, they are skipped and counted as such).
+pub struct OpRunners<'a> {
+    pub compute: &'a mut ComputeFactory<'a>,
+    pub isc: Option<&'a mut dyn IscRunner>,
+}
+
 /// Replays a trace under one design. `open` gives a fresh reader of the trace for each pass.
 pub fn replay<R: BufRead + Send>(
     mut open: impl FnMut() -> std::io::Result<R>,
     profile: &Profile,
     design: DesignKind,
-    compute: &mut ComputeFactory<'_>,
-    isc: Option<&mut dyn IscRunner>,
+    runners: OpRunners<'_>,
     opts: &ReplayOptions,
     progress: impl FnMut(Progress),
 ) -> Result<ReplayReport, ReplayError> {
     let scan = Prescan::run(open().map_err(TraceError::Io)?, opts.strictness)?;
-    replay_scanned(&scan, open, profile, design, compute, isc, opts, progress)
+    replay_scanned(&scan, open, profile, design, runners, opts, progress)
 }
 
 /// [`replay`] after the trace's [`Prescan`]: replaying one trace under several designs scans
 /// it once.
-#[allow(clippy::too_many_arguments)]
 pub fn replay_scanned<R: BufRead + Send>(
     scan: &Prescan,
     mut open: impl FnMut() -> std::io::Result<R>,
     profile: &Profile,
     design: DesignKind,
-    compute: &mut ComputeFactory<'_>,
-    isc: Option<&mut dyn IscRunner>,
+    runners: OpRunners<'_>,
     opts: &ReplayOptions,
     mut progress: impl FnMut(Progress),
 ) -> Result<ReplayReport, ReplayError> {
@@ -813,9 +817,9 @@ pub fn replay_scanned<R: BufRead + Send>(
     let mut r = Replayer {
         fs,
         design: d,
-        compute,
+        compute: runners.compute,
         computes: BTreeMap::new(),
-        isc_runner: isc,
+        isc_runner: runners.isc,
         isc: IscTotals::default(),
         stand_in: None,
         fds: HashMap::new(),

@@ -19,7 +19,7 @@ mod common;
 use common::Sum;
 use csd_hostfs::ndp::{DesignKind, NdpCompute};
 use csd_traces::import::{convert, Source};
-use csd_traces::replay::{replay, Pace, ReplayOptions};
+use csd_traces::replay::{replay, OpRunners, Pace, ReplayOptions};
 use csd_traces::Strictness;
 use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant};
@@ -304,8 +304,10 @@ fn fuzz_trace_reader_then_replay() {
                 || Ok(input),
                 &profile,
                 design,
-                &mut factory,
-                None,
+                OpRunners {
+                    compute: &mut factory,
+                    isc: None,
+                },
                 &opts,
                 |_| {},
             ) {

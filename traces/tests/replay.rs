@@ -5,7 +5,7 @@ mod common;
 
 use common::Sum;
 use csd_hostfs::ndp::{DesignKind, NdpCompute};
-use csd_traces::replay::{replay, Pace, ReplayOptions, ReplayReport};
+use csd_traces::replay::{replay, OpRunners, Pace, ReplayOptions, ReplayReport};
 use csd_traces::Strictness;
 
 fn run(trace: &str, design: DesignKind, pace: Pace) -> ReplayReport {
@@ -21,8 +21,10 @@ fn run(trace: &str, design: DesignKind, pace: Pace) -> ReplayReport {
         || Ok(trace.as_bytes()),
         &profile,
         design,
-        &mut factory,
-        None,
+        OpRunners {
+            compute: &mut factory,
+            isc: None,
+        },
         &opts,
         |_| {},
     )

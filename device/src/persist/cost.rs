@@ -10,6 +10,17 @@ use super::service::{CheckpointStats, Config};
 use crate::device::IoPath;
 use serde::{Deserialize, Serialize};
 
+// Placement is a cost concern: the service decides what is written, never on whose CPU.
+impl Config {
+    /// Where the longer background path runs (SIFT Table 3).
+    pub fn placement(self) -> Placement {
+        match self {
+            Config::Vanilla => Placement::Host,
+            Config::Offload | Config::Coalesce => Placement::Device,
+        }
+    }
+}
+
 /// CPU costs of SIFT's persistence path on the host and on the device.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -23,7 +23,6 @@
 //! area.
 
 use super::coalesce::{reduction, InodeDedup, InodeKey, RangeTree, Source};
-use super::cost::Placement;
 use super::layout::{
     encode_commit, encode_gap, is_commit, is_gap, JournalDesc, Namespace, StagingDesc, Superblock,
 };
@@ -214,16 +213,6 @@ pub enum Config {
     Vanilla,
     Offload,
     Coalesce,
-}
-
-impl Config {
-    /// Where the longer background path runs (SIFT Table 3).
-    pub fn placement(self) -> Placement {
-        match self {
-            Config::Vanilla => Placement::Host,
-            Config::Offload | Config::Coalesce => Placement::Device,
-        }
-    }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

@@ -57,7 +57,7 @@ impl Lab {
             "profile": self.profile.name,
             "app": app,
             "cold": cold,
-            "points": points.iter().map(|p| serde_json::to_value(p)).collect::<Result<Vec<_>, _>>()?,
+            "points": points.iter().map(serde_json::to_value).collect::<Result<Vec<_>, _>>()?,
         });
         Ok(NewRun {
             kind: RunKind::Ndp,

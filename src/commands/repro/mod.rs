@@ -430,8 +430,8 @@ pub fn run(args: &ReproArgs) -> anyhow::Result<()> {
 
 fn print_table(r: &Report) {
     println!(
-        "{:<9} {:<12} {:<58} {:>14} {:>14} {:>7}  {}",
-        "paper", "figure", "what", "paper", "ours", "ratio", "verdict"
+        "{:<9} {:<12} {:<58} {:>14} {:>14} {:>7}  verdict",
+        "paper", "figure", "what", "paper", "ours", "ratio"
     );
     for l in &r.lines {
         let [paper, figure, what, theirs, ours, ratio, mark] = cells(l);
