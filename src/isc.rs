@@ -4,7 +4,7 @@
 
 use anyhow::Context;
 use csd_device::{Device, Lpn, Profile, VirtualTime};
-use csd_runtime::{Csd, Extent, FileLayout, IscContext, Mode, Storage, Task, TaskEngine, Volume};
+use csd_runtime::{Csd, Extent, FileLayout, IscContext, Storage, Task, TaskEngine, Volume};
 use csd_traces::isc::{IscOutcome, IscRunner, LentFile};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -43,8 +43,7 @@ impl TaskRunner {
     fn context(files: &[LentFile], args: &str) -> anyhow::Result<IscContext> {
         let mut ctx = IscContext::new().args(args.as_bytes().to_vec());
         for f in files {
-            let mode: Mode = f.mode.parse().map_err(anyhow::Error::msg)?;
-            ctx = ctx.file(f.path.clone(), mode);
+            ctx = ctx.file(f.path.clone(), f.mode);
         }
         Ok(ctx)
     }

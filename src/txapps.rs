@@ -7,7 +7,7 @@
 use anyhow::Context;
 use csd_device::rng::SimRng;
 use csd_device::{DataMode, Profile};
-use csd_runtime::{Breakdown, Csd, ExecMode, IscContext, Mode, TaskEngine};
+use csd_runtime::{Breakdown, Csd, ExecMode, FileMode, IscContext, TaskEngine};
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -200,10 +200,10 @@ pub fn measure(
         }
         let mut ctx = IscContext::new();
         for (path, _) in &w.inputs {
-            ctx = ctx.file(path, Mode::Read);
+            ctx = ctx.file(path, FileMode::Read);
         }
         for path in &w.outputs {
-            ctx = ctx.file(path, Mode::Write);
+            ctx = ctx.file(path, FileMode::Write);
         }
         ctx = ctx.args(w.args.to_string().into_bytes());
         ctx = match placement {

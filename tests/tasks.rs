@@ -3,7 +3,7 @@
 
 use csd_device::{DataMode, Profile};
 use csd_runtime::{
-    Csd, EngineConfig, IscContext, Mode, Task, TaskEngine, TaskError, TaskLimits, TaskReport,
+    Csd, EngineConfig, FileMode, IscContext, Task, TaskEngine, TaskError, TaskLimits, TaskReport,
 };
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -39,13 +39,18 @@ fn device(profile: &str) -> Csd {
 }
 
 /// Imports `files` as /in/0, /in/1, ... and runs `name` over them (plus `extra` files).
-fn run_on(name: &str, files: &[Vec<u8>], args: Value, extra: &[(&str, Mode)]) -> (Csd, TaskReport) {
+fn run_on(
+    name: &str,
+    files: &[Vec<u8>],
+    args: Value,
+    extra: &[(&str, FileMode)],
+) -> (Csd, TaskReport) {
     let mut csd = device("daisyplus-femu");
     let mut ctx = IscContext::new();
     for (i, f) in files.iter().enumerate() {
         let path = format!("/in/{i}");
         csd.import(&path, f).unwrap();
-        ctx = ctx.file(path, Mode::Read);
+        ctx = ctx.file(path, FileMode::Read);
     }
     for (path, mode) in extra {
         ctx = ctx.file(*path, *mode);
@@ -129,7 +134,7 @@ fn the_grep_accelerator_finds_matches_across_its_streaming_chunks() {
         .run(
             &task("grep-accel"),
             &IscContext::new()
-                .file("/in/big", Mode::Read)
+                .file("/in/big", FileMode::Read)
                 .args(args.to_string().into_bytes()),
         )
         .unwrap();
@@ -173,7 +178,7 @@ proptest! {
         let mut ctx = IscContext::new();
         for (i, f) in files.iter().enumerate() {
             csd.import(&format!("/in/{i}"), f).unwrap();
-            ctx = ctx.file(format!("/in/{i}"), Mode::Read);
+            ctx = ctx.file(format!("/in/{i}"), FileMode::Read);
         }
         let acc = csd.run(&task("grep-accel"), &ctx.args(args.to_string().into_bytes())).unwrap();
         prop_assert_eq!(acc.ret_json().unwrap(), cpu.ret_json().unwrap());
@@ -247,7 +252,7 @@ proptest! {
         }
         let input: Vec<u8> = encoded.iter().flat_map(|w| w.to_le_bytes()).collect();
         let expect: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-        let (mut csd, r) = run_on("bitmap-decompress", &[input], json!({}), &[("/out/bits", Mode::Write)]);
+        let (mut csd, r) = run_on("bitmap-decompress", &[input], json!({}), &[("/out/bits", FileMode::Write)]);
         prop_assert_eq!(&r.ret_json().unwrap()["bytes_out"], &json!(expect.len()));
         prop_assert_eq!(csd.export("/out/bits").unwrap(), expect);
         prop_assert!(r.breakdown.write_ns > 0);
@@ -275,7 +280,7 @@ proptest! {
                 if dist[v as usize] == u32::MAX { dist[v as usize] = dist[u as usize] + 1; queue.push_back(v); }
             }
         }
-        let (mut csd, r) = run_on("bfs", &[bytes], json!({ "source": source }), &[("/out/dist", Mode::Write)]);
+        let (mut csd, r) = run_on("bfs", &[bytes], json!({ "source": source }), &[("/out/dist", FileMode::Write)]);
         let out = csd.export("/out/dist").unwrap();
         let got: Vec<u32> = out.chunks_exact(4).map(|w| u32::from_le_bytes(w.try_into().unwrap())).collect();
         prop_assert_eq!(got, dist.clone());
@@ -306,7 +311,10 @@ fn stats64_over_16_kib_costs_table_iii_time_on_cosmos_plus() {
         .collect();
     csd.import("/f", &data).unwrap();
     let r = csd
-        .run(&task("stats64"), &IscContext::new().file("/f", Mode::Read))
+        .run(
+            &task("stats64"),
+            &IscContext::new().file("/f", FileMode::Read),
+        )
         .unwrap();
     let us = r.breakdown.compute_ns as f64 / 1e3;
     assert!(
@@ -329,7 +337,7 @@ fn hostile(action: &str, limits: TaskLimits) -> TaskError {
     let ok = csd
         .run(
             &task("checksum"),
-            &IscContext::new().file("/keep", Mode::Read),
+            &IscContext::new().file("/keep", FileMode::Read),
         )
         .unwrap();
     assert_eq!(
@@ -407,7 +415,7 @@ fn bad_arguments_are_reported_by_the_task() {
     let mut csd = device("daisyplus-femu");
     csd.import("/f", b"x").unwrap();
     let ctx = IscContext::new()
-        .file("/f", Mode::Read)
+        .file("/f", FileMode::Read)
         .args(b"{\"pattern\": 7}".to_vec());
     let e = csd.run(&task("grep"), &ctx).unwrap_err().to_string();
     assert!(
@@ -425,8 +433,8 @@ fn a_failed_transaction_is_rolled_back_and_a_file_isc_task_is_not() {
         let mut csd = device("daisyplus-femu");
         csd.import("/out", b"precious data").unwrap();
         let ctx = IscContext::new()
-            .file("/out", Mode::ReadWrite)
-            .file("/new", Mode::Write)
+            .file("/out", FileMode::ReadWrite)
+            .file("/new", FileMode::Write)
             .exec(exec)
             .args(json!({ "do": "write-then-fail" }).to_string().into_bytes());
         let e = csd.run(&task("hostile"), &ctx).unwrap_err().to_string();
@@ -452,7 +460,7 @@ fn a_failed_transaction_is_rolled_back_and_a_file_isc_task_is_not() {
         let ok = csd
             .run(
                 &task("checksum"),
-                &IscContext::new().file("/out", Mode::Read),
+                &IscContext::new().file("/out", FileMode::Read),
             )
             .unwrap();
         assert_eq!(
@@ -500,7 +508,7 @@ proptest! {
         let per_file = (max_output / 32).max(1) * 32;
         let outputs = (expect.len() * 32).div_ceil(per_file).max(1);
         let names: Vec<String> = (0..outputs).map(|i| format!("/out/{i}")).collect();
-        let outs: Vec<(&str, Mode)> = names.iter().map(|n| (n.as_str(), Mode::Write)).collect();
+        let outs: Vec<(&str, FileMode)> = names.iter().map(|n| (n.as_str(), FileMode::Write)).collect();
         let (mut csd, r) = run_on(
             "compact",
             &files,
@@ -533,9 +541,9 @@ fn a_failed_compaction_writes_no_output_as_a_transaction() {
         csd.import("/b", &runs[1]).unwrap();
         csd.import("/out0", b"old output").unwrap();
         let ctx = IscContext::new()
-            .file("/a", Mode::Read)
-            .file("/b", Mode::Read)
-            .file("/out0", Mode::Write)
+            .file("/a", FileMode::Read)
+            .file("/b", FileMode::Read)
+            .file("/out0", FileMode::Write)
             .exec(exec)
             .args(
                 json!({ "inputs": 2, "max_output_bytes": 64 })

@@ -14,7 +14,8 @@
 //! virtual clock is still the sum of its stages while its requests overlap its compute.
 
 use crate::error::TaskError;
-use crate::invoke::{Breakdown, ExecMode, Mode, Storage, TaskLimits};
+use crate::invoke::{Breakdown, ExecMode, Storage, TaskLimits};
+use csd_device::FileMode;
 use csd_device::{
     Accelerator, Accelerators, DeviceCpu, Extent, FileId, IoPath, TaskId, TxError, VirtualTime,
 };
@@ -75,7 +76,7 @@ pub(crate) struct Inflight {
 
 pub(crate) struct OpenFile {
     pub path: String,
-    pub mode: Mode,
+    pub mode: FileMode,
     pub id: FileId,
 }
 

@@ -7,7 +7,8 @@ use crate::error::TaskError;
 use crate::volume::Volume;
 pub use csd_device::txn::ExecMode;
 use csd_device::{
-    Accelerators, DataMode, Device, DeviceCpu, FileId, IoPath, Lpn, Profile, TxError, VirtualTime,
+    Accelerators, DataMode, Device, DeviceCpu, FileId, FileMode, IoPath, Lpn, Profile, TxError,
+    VirtualTime,
 };
 use serde::Serialize;
 use std::sync::Arc;
@@ -17,44 +18,6 @@ use wasmtime::{Store, Trap};
 pub const EXPORT_IN_MEMORY_MAX: u64 = 1 << 30;
 /// Bytes [`Csd::export_to`] reads per step.
 const EXPORT_CHUNK: u64 = 1 << 20;
-
-/// How a task may use a registered file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum Mode {
-    Read,
-    Write,
-    ReadWrite,
-}
-
-impl Mode {
-    pub fn readable(self) -> bool {
-        matches!(self, Mode::Read | Mode::ReadWrite)
-    }
-
-    pub fn writable(self) -> bool {
-        matches!(self, Mode::Write | Mode::ReadWrite)
-    }
-
-    pub fn describe(self) -> &'static str {
-        match self {
-            Mode::Read => "read-only",
-            Mode::Write => "write-only",
-            Mode::ReadWrite => "read-write",
-        }
-    }
-}
-
-impl std::str::FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Mode, String> {
-        match s {
-            "r" => Ok(Mode::Read),
-            "w" => Ok(Mode::Write),
-            "rw" => Ok(Mode::ReadWrite),
-            _ => Err(format!("unknown file mode '{s}' (expected r, w or rw)")),
-        }
-    }
-}
 
 /// What a transaction that loses a conflict does (TxISC §III-A: "the task that arrives later
 /// can optionally retry or abort").
@@ -147,15 +110,15 @@ impl TaskReport {
 /// An offload request being put together: files with their modes, arguments, limits.
 ///
 /// ```no_run
-/// # use csd_runtime::{IscContext, Mode};
+/// # use csd_runtime::{IscContext, FileMode};
 /// let ctx = IscContext::new()
-///     .file("/logs/app.log", Mode::Read)
-///     .file("/out/matches", Mode::Write)
+///     .file("/logs/app.log", FileMode::Read)
+///     .file("/out/matches", FileMode::Write)
 ///     .args(br#"{"pattern":"ERROR"}"#.to_vec());
 /// ```
 #[derive(Clone, Debug, Default)]
 pub struct IscContext {
-    files: Vec<(String, Mode)>,
+    files: Vec<(String, FileMode)>,
     args: Vec<u8>,
     limits: TaskLimits,
     exec: ExecMode,
@@ -169,7 +132,7 @@ impl IscContext {
     }
 
     /// Registers a file; the task sees it as handle `n` for the `n`-th registration.
-    pub fn file(mut self, path: impl Into<String>, mode: Mode) -> Self {
+    pub fn file(mut self, path: impl Into<String>, mode: FileMode) -> Self {
         self.files.push((path.into(), mode));
         self
     }
@@ -539,7 +502,7 @@ impl Csd {
 }
 
 /// Each registered file's size before the invocation (`None`: it did not exist).
-fn snapshot_sizes(volume: &Volume, files: &[(String, Mode)]) -> Vec<(String, Option<u64>)> {
+fn snapshot_sizes(volume: &Volume, files: &[(String, FileMode)]) -> Vec<(String, Option<u64>)> {
     files
         .iter()
         .map(|(path, _)| (path.clone(), volume.layout(path).ok().map(|l| l.size_bytes)))
@@ -575,7 +538,7 @@ impl TaskEngine {
             .enumerate()
             .map(|(i, (path, _))| OpenFile {
                 path: path.clone(),
-                mode: Mode::Read,
+                mode: FileMode::Read,
                 id: FileId(i as u64),
             })
             .collect();
@@ -715,7 +678,7 @@ fn invoke(task: &Task, state: TaskState) -> (Result<(), TaskError>, TaskState) {
 /// transaction with a snapshot of each.
 fn register(
     storage: &mut Storage,
-    files: &[(String, Mode)],
+    files: &[(String, FileMode)],
     exec: ExecMode,
 ) -> Result<(Vec<OpenFile>, Option<csd_device::TaskId>), TaskError> {
     let volume = &mut storage.volume;

@@ -2,7 +2,9 @@
 //! must still succeed on intact data — the device keeps serving.
 
 use csd_device::{DataMode, Profile};
-use csd_runtime::{Csd, EngineConfig, IscContext, Mode, Task, TaskEngine, TaskError, TaskLimits};
+use csd_runtime::{
+    Csd, EngineConfig, FileMode, IscContext, Task, TaskEngine, TaskError, TaskLimits,
+};
 use std::sync::{Arc, OnceLock};
 
 fn engine() -> Arc<TaskEngine> {
@@ -44,7 +46,7 @@ fn setup() -> (Csd, Task) {
 }
 
 fn read_ctx() -> IscContext {
-    IscContext::new().file("/data/in.txt", Mode::Read)
+    IscContext::new().file("/data/in.txt", FileMode::Read)
 }
 
 fn still_serving(csd: &mut Csd, copy: &Task) {
@@ -340,11 +342,14 @@ fn a_failing_task_reports_its_code_and_message() {
 fn unknown_and_malformed_paths_are_refused_before_running() {
     let (mut csd, copy) = setup();
     let e = csd
-        .run(&copy, &IscContext::new().file("/nope", Mode::Read))
+        .run(&copy, &IscContext::new().file("/nope", FileMode::Read))
         .unwrap_err();
     assert_eq!(e.to_string(), "no such file '/nope' on the device");
     let e = csd
-        .run(&copy, &IscContext::new().file("relative/path", Mode::Write))
+        .run(
+            &copy,
+            &IscContext::new().file("relative/path", FileMode::Write),
+        )
         .unwrap_err();
     assert!(e.to_string().contains("not a valid device path"), "{e}");
     still_serving(&mut csd, &copy);

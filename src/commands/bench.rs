@@ -355,11 +355,11 @@ pub fn batched_read(
     path: &str,
     depth: u32,
 ) -> anyhow::Result<BatchedRead> {
-    use csd_runtime::{IscContext, Mode};
+    use csd_runtime::{FileMode, IscContext};
     let chunk: u64 = 128 << 10;
     let task = engine.load("readall", csd::builtin::task("readall").expect("built-in"))?;
     let ctx = IscContext::new()
-        .file(path, Mode::Read)
+        .file(path, FileMode::Read)
         .args(format!(r#"{{"chunk":{chunk},"depth":{depth}}}"#).into_bytes());
     let report = csd.run(&task, &ctx)?;
     let bytes = report.ret_json()?["bytes"].as_u64().unwrap_or(0);
@@ -398,7 +398,7 @@ fn best_of<T>(repeat: u32, mut f: impl FnMut() -> anyhow::Result<T>) -> anyhow::
 }
 
 fn tasks(args: &TasksArgs) -> anyhow::Result<()> {
-    use csd_runtime::{Csd, IscContext, Mode};
+    use csd_runtime::{Csd, FileMode, IscContext};
     let engine = super::task::engine()?;
     let profile = Profile::load("cosmos-plus")?;
     let mut csd = Csd::new(&profile, DataMode::Payloads, engine.clone())?;
@@ -434,7 +434,7 @@ fn tasks(args: &TasksArgs) -> anyhow::Result<()> {
             "/bench/input"
         };
         let ctx = IscContext::new()
-            .file(input, Mode::Read)
+            .file(input, FileMode::Read)
             .args(task_args.into_bytes());
         let (wasm_ns, report) = best_of(args.repeat, || Ok(csd.run(&task, &ctx)?))?;
         // Native end to end: the same kernel code compiled for the host, fed by the same

@@ -5,7 +5,7 @@ use anyhow::{bail, Context as _};
 use csd::builtin::BUILTIN_TASKS;
 use csd_device::{DataMode, Profile};
 use csd_runtime::{
-    Csd, EngineConfig, ExecMode, IscContext, Mode, TaskEngine, TaskLimits, TaskReport,
+    Csd, EngineConfig, ExecMode, FileMode, IscContext, TaskEngine, TaskLimits, TaskReport,
 };
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -129,8 +129,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
                 std::fs::read(&host).with_context(|| format!("reading {}", host.display()))?;
             csd.import(&device, &data)
                 .with_context(|| format!("importing {} as {device}", host.display()))?;
-            ctx = ctx.file(device.clone(), Mode::Read);
-            registered.push((device, Mode::Read));
+            ctx = ctx.file(device.clone(), FileMode::Read);
+            registered.push((device, FileMode::Read));
         }
         if registered.is_empty() {
             bail!("{} holds no files to import", dir.display());
@@ -140,7 +140,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         let (path, mode) = spec
             .rsplit_once(':')
             .with_context(|| format!("--file {spec}: expected PATH:MODE, e.g. /out/result:w"))?;
-        let mode: Mode = mode
+        let mode: FileMode = mode
             .parse()
             .map_err(|e: String| anyhow::anyhow!("--file {spec}: {e}"))?;
         ctx = ctx.file(path, mode);

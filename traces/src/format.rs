@@ -6,6 +6,7 @@
 //! are kept (in [`Event::extra`]) without a second parse, and an unknown `op` can be told
 //! apart from a malformed line.
 
+use csd_device::FileMode;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -156,8 +157,7 @@ impl OpenFlags {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IscFile {
     pub path: String,
-    /// `r`, `w` or `rw`.
-    pub mode: String,
+    pub mode: FileMode,
 }
 
 /// What happened. File-descriptor operations carry the path the fd refers to (the reader
@@ -788,11 +788,14 @@ fn parse_event_general(line: &str) -> Result<Parsed, String> {
                     .into_iter()
                     .map(|x| {
                         let path = x.get("path").and_then(Value::as_str);
-                        let mode = x.get("mode").and_then(Value::as_str);
+                        let mode = x
+                            .get("mode")
+                            .and_then(Value::as_str)
+                            .and_then(|m| m.parse::<FileMode>().ok());
                         match (path, mode) {
-                            (Some(p), Some(m @ ("r" | "w" | "rw"))) if !p.is_empty() => Ok(IscFile {
+                            (Some(p), Some(mode)) if !p.is_empty() => Ok(IscFile {
                                 path: p.to_string(),
-                                mode: m.to_string(),
+                                mode,
                             }),
                             _ => Err(format!(
                                 "each of \"files\" must be {{\"path\":…,\"mode\":\"r\"|\"w\"|\"rw\"}}, got {x}"

@@ -12,8 +12,7 @@ use serde::Serialize;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LentFile {
     pub path: String,
-    /// `r`, `w` or `rw`.
-    pub mode: String,
+    pub mode: csd_device::FileMode,
     /// The file's inode number: its identity to the device's transactions.
     pub id: u64,
     pub size_bytes: u64,

@@ -625,7 +625,7 @@ impl Replayer<'_, '_> {
         let mut lent = Vec::with_capacity(files.len());
         let mut inos = Vec::with_capacity(files.len());
         for f in files {
-            if f.mode.contains('w') && self.fs.namespace().find(&f.path, WHO).is_err() {
+            if f.mode.writable() && self.fs.namespace().find(&f.path, WHO).is_err() {
                 if let Some(p) = parent(&f.path) {
                     mkdir_p(&mut self.fs, p)?;
                 }
@@ -637,7 +637,7 @@ impl Replayer<'_, '_> {
             inos.push(r.ino);
             lent.push(LentFile {
                 path: f.path.clone(),
-                mode: f.mode.clone(),
+                mode: f.mode,
                 id: u64::from(r.ino.0),
                 size_bytes,
                 extents: runs.iter().map(|r| (r.first, r.blocks)).collect(),

@@ -148,11 +148,11 @@ fn every_op_round_trips() {
                 files: vec![
                     IscFile {
                         path: p("/l"),
-                        mode: p("r"),
+                        mode: csd_device::FileMode::Read,
                     },
                     IscFile {
                         path: p("/o"),
-                        mode: p("w"),
+                        mode: csd_device::FileMode::Write,
                     },
                 ],
                 args: p(""),
