@@ -3,8 +3,8 @@
 //! device, the files' layouts and the unused reservation go back.
 
 use anyhow::Context;
-use csd_device::{Device, Lpn, Profile, VirtualTime};
-use csd_runtime::{Csd, Extent, FileLayout, IscContext, Storage, Task, TaskEngine, Volume};
+use csd_device::{Device, Extent, Profile, VirtualTime};
+use csd_runtime::{Csd, FileLayout, IscContext, Storage, Task, TaskEngine, Volume};
 use csd_traces::isc::{IscOutcome, IscRunner, LentFile};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -49,19 +49,6 @@ impl TaskRunner {
     }
 }
 
-fn extents(runs: &[(u64, u64)]) -> Vec<Extent> {
-    runs.iter()
-        .map(|&(first, pages)| Extent {
-            first: Lpn(first),
-            pages,
-        })
-        .collect()
-}
-
-fn runs(extents: &[Extent]) -> Vec<(u64, u64)> {
-    extents.iter().map(|e| (e.first.0, e.pages)).collect()
-}
-
 impl IscRunner for TaskRunner {
     fn run(
         &mut self,
@@ -70,17 +57,17 @@ impl IscRunner for TaskRunner {
         task: &str,
         args: &str,
         files: Vec<LentFile>,
-        pool: Vec<(u64, u64)>,
+        pool: Vec<Extent>,
     ) -> (Device, IscOutcome) {
         let layouts = files.iter().map(|f| {
             let layout = FileLayout {
                 id: f.id,
-                extents: extents(&f.extents),
+                extents: f.extents.clone(),
                 size_bytes: f.size_bytes,
             };
             (f.path.clone(), layout)
         });
-        let volume = Volume::lent(device.page_size(), layouts, extents(&pool));
+        let volume = Volume::lent(device.page_size(), layouts, pool);
         let mut csd = Csd::lend(
             &self.profile,
             Storage { device, volume },
@@ -98,7 +85,7 @@ impl IscRunner for TaskRunner {
         let after = files
             .iter()
             .map(|f| match volume.layout(&f.path) {
-                Ok(l) => (l.size_bytes, runs(&l.extents)),
+                Ok(l) => (l.size_bytes, l.extents.clone()),
                 Err(_) => (f.size_bytes, f.extents.clone()),
             })
             .collect();
@@ -106,7 +93,7 @@ impl IscRunner for TaskRunner {
             done,
             error: ran.err().map(|e| format!("{e:#}")),
             files: after,
-            pool_left: runs(&volume.free_extents()),
+            pool_left: volume.free_extents(),
         };
         (device, outcome)
     }

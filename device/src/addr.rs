@@ -41,6 +41,28 @@ impl fmt::Display for VirtualTime {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct Lpn(pub u64);
 
+/// A run of consecutive logical pages: where part of a file lives. A host file system's
+/// block run, a volume's extent and a TxISC snapshot's extent are all this one type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Extent {
+    pub first: Lpn,
+    pub pages: u64,
+}
+
+impl Extent {
+    pub fn new(first: u64, pages: u64) -> Extent {
+        Extent {
+            first: Lpn(first),
+            pages,
+        }
+    }
+
+    /// The page after the run's last (saturating: an extent never wraps the address space).
+    pub fn end(&self) -> u64 {
+        self.first.0.saturating_add(self.pages)
+    }
+}
+
 /// Physical page number: a flat index over every page of every block of every die.
 ///
 /// Layout (most significant first): die, block-in-die, page-in-block. Keeping a die's pages

@@ -44,7 +44,7 @@ pub mod synth;
 pub mod timing;
 pub mod txn;
 
-pub use addr::{BlockId, ChannelId, DieId, Lpn, PageAddr, Ppn, VirtualTime};
+pub use addr::{BlockId, ChannelId, DieId, Extent, Lpn, PageAddr, Ppn, VirtualTime};
 pub use cost::{Accelerator, Accelerators, DeviceCpu, HostCosts};
 pub use device::{Completion, DataMode, Device, DeviceCounters, IoCounters, IoPath};
 pub use error::DeviceError;
@@ -53,4 +53,4 @@ pub use ftl::{Ftl, FtlCounters, GcWork};
 pub use geometry::Geometry;
 pub use profile::{FtlPolicy, Profile, ProfileError};
 pub use timing::transfer_ns;
-pub use txn::{Extent, FileId, RecoveryReport, TaskId, TxError, TxnStats};
+pub use txn::{FileId, RecoveryReport, TaskId, TxError, TxnStats};

@@ -7,34 +7,24 @@
 //! whole, and only then splits the request over the largest runs (fragmentation, which is what
 //! makes `filefrag` return many extents on an aged file system).
 
+/// A run of consecutive blocks: a file system block is one device page, so a block run is
+/// the device's [`Extent`].
+pub use csd_device::Extent;
 use std::collections::BTreeMap;
-
-/// A run of consecutive blocks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct BlockRun {
-    pub first: u64,
-    pub blocks: u64,
-}
-
-impl BlockRun {
-    pub fn end(&self) -> u64 {
-        self.first + self.blocks
-    }
-}
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum AllocError {
     #[error("no space: {wanted} blocks wanted, {free} free")]
     NoSpace { wanted: u64, free: u64 },
-    #[error("freeing blocks {}..{} that are not allocated (double free or out of range)", run.first, run.end())]
-    NotAllocated { run: BlockRun },
+    #[error("freeing blocks {}..{} that are not allocated (double free or out of range)", run.first.0, run.end())]
+    NotAllocated { run: Extent },
 }
 
 #[derive(Clone, Debug)]
 pub struct ExtentAllocator {
     /// Free runs, keyed by first block; never adjacent (they are merged) and never overlapping.
     free: BTreeMap<u64, u64>,
-    range: BlockRun,
+    range: Extent,
     free_blocks: u64,
 }
 
@@ -47,7 +37,7 @@ impl ExtentAllocator {
         }
         ExtentAllocator {
             free,
-            range: BlockRun { first, blocks },
+            range: Extent::new(first, blocks),
             free_blocks: blocks,
         }
     }
@@ -57,18 +47,14 @@ impl ExtentAllocator {
     }
 
     /// Free runs in block order.
-    pub fn free_runs(&self) -> impl Iterator<Item = BlockRun> + '_ {
+    pub fn free_runs(&self) -> impl Iterator<Item = Extent> + '_ {
         self.free
             .iter()
-            .map(|(&first, &blocks)| BlockRun { first, blocks })
+            .map(|(&first, &blocks)| Extent::new(first, blocks))
     }
 
     /// Allocates `blocks` blocks, as few runs as possible, near `goal` if given.
-    pub fn allocate(
-        &mut self,
-        blocks: u64,
-        goal: Option<u64>,
-    ) -> Result<Vec<BlockRun>, AllocError> {
+    pub fn allocate(&mut self, blocks: u64, goal: Option<u64>) -> Result<Vec<Extent>, AllocError> {
         if blocks > self.free_blocks {
             return Err(AllocError::NoSpace {
                 wanted: blocks,
@@ -81,7 +67,7 @@ impl ExtentAllocator {
         let whole = goal
             .and_then(|g| self.free.get(&g).filter(|&&len| len >= blocks).map(|_| g))
             .or_else(|| {
-                let g = goal.unwrap_or(self.range.first);
+                let g = goal.unwrap_or(self.range.first.0);
                 self.free
                     .range(g..)
                     .find(|(_, &len)| len >= blocks)
@@ -115,38 +101,35 @@ impl ExtentAllocator {
     }
 
     /// Takes `n` blocks from the front of the free run starting at `start`.
-    fn take(&mut self, start: u64, n: u64) -> BlockRun {
+    fn take(&mut self, start: u64, n: u64) -> Extent {
         let len = self.free.remove(&start).expect("a free run starts here");
         debug_assert!(n <= len);
         if n < len {
             self.free.insert(start + n, len - n);
         }
         self.free_blocks -= n;
-        BlockRun {
-            first: start,
-            blocks: n,
-        }
+        Extent::new(start, n)
     }
 
     /// Returns a run to free space, merging it with free neighbours.
-    pub fn free(&mut self, run: BlockRun) -> Result<(), AllocError> {
-        if run.blocks == 0 {
+    pub fn free(&mut self, run: Extent) -> Result<(), AllocError> {
+        if run.pages == 0 {
             return Ok(());
         }
-        let in_range = run.first >= self.range.first && run.end() <= self.range.end();
+        let in_range = run.first.0 >= self.range.first.0 && run.end() <= self.range.end();
         let prev = self
             .free
-            .range(..=run.first)
+            .range(..=run.first.0)
             .next_back()
             .map(|(&s, &l)| (s, l));
-        let next = self.free.range(run.first..).next().map(|(&s, &l)| (s, l));
-        let overlaps_prev = prev.is_some_and(|(s, l)| s + l > run.first);
+        let next = self.free.range(run.first.0..).next().map(|(&s, &l)| (s, l));
+        let overlaps_prev = prev.is_some_and(|(s, l)| s + l > run.first.0);
         let overlaps_next = next.is_some_and(|(s, _)| s < run.end());
         if !in_range || overlaps_prev || overlaps_next {
             return Err(AllocError::NotAllocated { run });
         }
-        let (mut start, mut len) = (run.first, run.blocks);
-        if let Some((s, l)) = prev.filter(|(s, l)| s + l == run.first) {
+        let (mut start, mut len) = (run.first.0, run.pages);
+        if let Some((s, l)) = prev.filter(|(s, l)| s + l == run.first.0) {
             self.free.remove(&s);
             start = s;
             len += l;
@@ -156,7 +139,7 @@ impl ExtentAllocator {
             len += l;
         }
         self.free.insert(start, len);
-        self.free_blocks += run.blocks;
+        self.free_blocks += run.pages;
         Ok(())
     }
 }
@@ -169,52 +152,22 @@ mod tests {
     fn a_tidy_volume_gives_one_run_and_goals_extend_in_place() {
         let mut a = ExtentAllocator::new(100, 1000);
         let f = a.allocate(10, None).unwrap();
-        assert_eq!(
-            f,
-            vec![BlockRun {
-                first: 100,
-                blocks: 10
-            }]
-        );
+        assert_eq!(f, vec![Extent::new(100, 10)]);
         let g = a.allocate(5, None).unwrap();
-        assert_eq!(g[0].first, 110);
+        assert_eq!(g[0].first.0, 110);
         // Appending to f with a goal right after it cannot extend in place (g is there) ...
         let more = a.allocate(3, Some(f[0].end())).unwrap();
-        assert_eq!(
-            more,
-            vec![BlockRun {
-                first: 115,
-                blocks: 3
-            }]
-        );
+        assert_eq!(more, vec![Extent::new(115, 3)]);
         // ... but after g is freed, the goal block is free and the file grows contiguously.
         a.free(g[0]).unwrap();
-        assert_eq!(
-            a.allocate(2, Some(110)).unwrap(),
-            vec![BlockRun {
-                first: 110,
-                blocks: 2
-            }]
-        );
-        assert_eq!(
-            a.free(BlockRun {
-                first: 110,
-                blocks: 1
-            }),
-            Ok(())
-        );
+        assert_eq!(a.allocate(2, Some(110)).unwrap(), vec![Extent::new(110, 2)]);
+        assert_eq!(a.free(Extent::new(110, 1)), Ok(()));
         assert!(matches!(
-            a.free(BlockRun {
-                first: 110,
-                blocks: 1
-            }),
+            a.free(Extent::new(110, 1)),
             Err(AllocError::NotAllocated { .. })
         ));
         assert!(matches!(
-            a.free(BlockRun {
-                first: 5000,
-                blocks: 1
-            }),
+            a.free(Extent::new(5000, 1)),
             Err(AllocError::NotAllocated { .. })
         ));
         assert_eq!(

@@ -13,7 +13,7 @@
 //! allocation), and dirty pages reach the device later and out of order, so a reader that
 //! bypasses the host — an NDP request — can see a file half old, half new (LightFS §II-D).
 
-use crate::alloc::{BlockRun, ExtentAllocator};
+use crate::alloc::{Extent, ExtentAllocator};
 use crate::namespace::{Ino, InodeKind, MetaLayout, Namespace, NewKind, NsError, Resolution};
 use crate::pagecache::{PageCache, WritebackPolicy};
 use crate::perms::{Access, Cred, Perms};
@@ -232,7 +232,7 @@ impl HostFs {
     fn dir_blocks(&self, ino: Ino) -> Vec<u64> {
         match &self.ns.inode(ino).map(|i| &i.kind) {
             Some(InodeKind::Dir { blocks, .. }) => {
-                blocks.iter().flat_map(|r| r.first..r.end()).collect()
+                blocks.iter().flat_map(|r| r.first.0..r.end()).collect()
             }
             _ => Vec::new(),
         }
@@ -350,7 +350,7 @@ impl HostFs {
 
     /// Writes `data` into `runs` through the device and waits, then records the file's layout
     /// and writes its inode.
-    fn place(&mut self, ino: Ino, runs: Vec<BlockRun>, data: &[u8]) -> Result<(), FsError> {
+    fn place(&mut self, ino: Ino, runs: Vec<Extent>, data: &[u8]) -> Result<(), FsError> {
         let bs = self.ns.layout().block_bytes;
         let keep = self.device.ftl().keeps_payloads();
         let ranges = byte_ranges(&runs, bs, data.len() as u64);
@@ -389,11 +389,7 @@ impl HostFs {
     }
 
     /// `filefrag`: the extents of a file the caller may read, and what finding them cost.
-    pub fn fiemap(
-        &mut self,
-        path: &str,
-        who: Cred,
-    ) -> Result<(Vec<BlockRun>, LookupCost), FsError> {
+    pub fn fiemap(&mut self, path: &str, who: Cred) -> Result<(Vec<Extent>, LookupCost), FsError> {
         let (_, extents, cost) = self.file_extents(path, who)?;
         Ok((extents, cost))
     }
@@ -403,7 +399,7 @@ impl HostFs {
         &mut self,
         path: &str,
         who: Cred,
-    ) -> Result<(u64, Vec<BlockRun>, LookupCost), FsError> {
+    ) -> Result<(u64, Vec<Extent>, LookupCost), FsError> {
         let (r, mut cost) = self.lookup(path, who)?;
         let inode = self.ns.inode(r.ino).expect("resolved");
         let InodeKind::File {
@@ -496,7 +492,7 @@ impl HostFs {
             .ok_or_else(|| FsError::IsADirectory(path.to_string()))?;
         let old = old.to_vec();
         let need = (data.len() as u64).div_ceil(bs);
-        let moved = old.iter().map(|r| r.blocks).sum::<u64>() != need;
+        let moved = old.iter().map(|r| r.pages).sum::<u64>() != need;
         let runs = if moved {
             for r in &old {
                 self.alloc.free(*r).map_err(NsError::from)?;
@@ -512,7 +508,7 @@ impl HostFs {
 
 /// Namespace changes: each writes the metadata blocks it touches through the device.
 impl HostFs {
-    fn free_runs(&mut self, runs: &[BlockRun]) -> Result<(), FsError> {
+    fn free_runs(&mut self, runs: &[Extent]) -> Result<(), FsError> {
         for r in runs {
             self.alloc.free(*r).map_err(NsError::from)?;
         }
@@ -580,20 +576,14 @@ impl HostFs {
         for run in extents {
             if seen >= keep_blocks {
                 freed.push(*run);
-            } else if seen + run.blocks > keep_blocks {
+            } else if seen + run.pages > keep_blocks {
                 let k = keep_blocks - seen;
-                kept.push(BlockRun {
-                    first: run.first,
-                    blocks: k,
-                });
-                freed.push(BlockRun {
-                    first: run.first + k,
-                    blocks: run.blocks - k,
-                });
+                kept.push(Extent::new(run.first.0, k));
+                freed.push(Extent::new(run.first.0 + k, run.pages - k));
             } else {
                 kept.push(*run);
             }
-            seen += run.blocks;
+            seen += run.pages;
         }
         self.free_runs(&freed)?;
         self.cache.forget_from(r.ino, keep_blocks);
@@ -654,14 +644,14 @@ impl HostFs {
     /// The size and extents of the file `fd` refers to; an error if it was removed since.
     /// (csdlab drops a file's inode at `unlink` even while it is open, where POSIX would keep
     /// it until the last close: I/O through such an fd fails clearly instead.)
-    fn live_layout(&self, fd: Fd) -> Result<(Ino, u64, Vec<BlockRun>), FsError> {
+    fn live_layout(&self, fd: Fd) -> Result<(Ino, u64, Vec<Extent>), FsError> {
         let ino = self.open_file(fd)?.ino;
         let (size, extents) = self.file_layout(ino).ok_or(FsError::Stale(fd.0))?;
         Ok((ino, size, extents.to_vec()))
     }
 
     /// A file's size (bytes written so far, dirty or not) and allocated extents.
-    pub fn file_layout(&self, ino: Ino) -> Option<(u64, &[BlockRun])> {
+    pub fn file_layout(&self, ino: Ino) -> Option<(u64, &[Extent])> {
         match &self.ns.inode(ino)?.kind {
             InodeKind::File {
                 size_bytes,
@@ -676,10 +666,10 @@ impl HostFs {
         let (_, extents) = self.file_layout(ino)?;
         let mut skip = index;
         for r in extents {
-            if skip < r.blocks {
-                return Some(r.first + skip);
+            if skip < r.pages {
+                return Some(r.first.0 + skip);
             }
-            skip -= r.blocks;
+            skip -= r.pages;
         }
         None
     }
@@ -792,7 +782,7 @@ impl HostFs {
         let Some((size, extents)) = self.file_layout(ino) else {
             return Ok(false);
         };
-        let have: u64 = extents.iter().map(|r| r.blocks).sum();
+        let have: u64 = extents.iter().map(|r| r.pages).sum();
         if last < have {
             return Ok(false);
         }
@@ -804,7 +794,7 @@ impl HostFs {
             .map_err(NsError::from)?
         {
             match extents.last_mut() {
-                Some(l) if l.end() == r.first => l.blocks += r.blocks,
+                Some(l) if l.end() == r.first.0 => l.pages += r.pages,
                 _ => extents.push(r),
             }
         }
@@ -928,15 +918,15 @@ impl HostFs {
 
 /// The device byte ranges holding file bytes `offset..offset + len` of a file laid out in
 /// `runs` (which must cover them).
-pub fn file_ranges(runs: &[BlockRun], block_bytes: u64, offset: u64, len: u64) -> Vec<(u64, u64)> {
+pub fn file_ranges(runs: &[Extent], block_bytes: u64, offset: u64, len: u64) -> Vec<(u64, u64)> {
     let mut out = Vec::new();
     let (mut at, end) = (offset, offset + len);
     let mut run_start = 0u64;
     for r in runs {
-        let run_end = run_start + r.blocks * block_bytes;
+        let run_end = run_start + r.pages * block_bytes;
         if at < end && at < run_end {
             let to = end.min(run_end);
-            out.push((r.first * block_bytes + (at - run_start), to - at));
+            out.push((r.first.0 * block_bytes + (at - run_start), to - at));
             at = to;
         }
         run_start = run_end;
@@ -945,7 +935,7 @@ pub fn file_ranges(runs: &[BlockRun], block_bytes: u64, offset: u64, len: u64) -
 }
 
 /// The device byte ranges holding the first `len` bytes of a file laid out in `runs`.
-pub fn byte_ranges(runs: &[BlockRun], block_bytes: u64, len: u64) -> Vec<(u64, u64)> {
+pub fn byte_ranges(runs: &[Extent], block_bytes: u64, len: u64) -> Vec<(u64, u64)> {
     file_ranges(runs, block_bytes, 0, len)
 }
 
@@ -955,13 +945,13 @@ pub fn byte_ranges(runs: &[BlockRun], block_bytes: u64, len: u64) -> Vec<(u64, u
 /// of the reservation and the files' new layouts.
 impl HostFs {
     /// Reserves up to `blocks` free blocks for device-side growth of files.
-    pub fn reserve_blocks(&mut self, blocks: u64) -> Result<Vec<BlockRun>, FsError> {
+    pub fn reserve_blocks(&mut self, blocks: u64) -> Result<Vec<Extent>, FsError> {
         let blocks = blocks.min(self.alloc.free_blocks());
         Ok(self.alloc.allocate(blocks, None).map_err(NsError::from)?)
     }
 
     /// Returns blocks of a reservation the task did not use.
-    pub fn release_blocks(&mut self, runs: &[BlockRun]) -> Result<(), FsError> {
+    pub fn release_blocks(&mut self, runs: &[Extent]) -> Result<(), FsError> {
         self.free_runs(runs)
     }
 
@@ -971,7 +961,7 @@ impl HostFs {
         &mut self,
         ino: Ino,
         size_bytes: u64,
-        extents: Vec<BlockRun>,
+        extents: Vec<Extent>,
     ) -> Result<(), FsError> {
         self.ns.set_file_layout(ino, size_bytes, extents)?;
         self.write_meta([self.ns.layout().inode_block(ino)])

@@ -8,7 +8,7 @@
 //! not). Keeping the two apart is what lets `frag-s`, `fsr` and `lightfs` pay for the same
 //! lookup in their own way: on the host, inside the device, or not at all.
 
-use crate::alloc::{AllocError, BlockRun, ExtentAllocator};
+use crate::alloc::{AllocError, Extent, ExtentAllocator};
 use crate::perms::{Access, Cred, Perms};
 
 /// An inode number.
@@ -121,11 +121,11 @@ fn find_entry(entries: &[DirEntry], name: &str) -> Option<usize> {
 pub enum InodeKind {
     File {
         size_bytes: u64,
-        extents: Vec<BlockRun>,
+        extents: Vec<Extent>,
     },
     Dir {
         entries: Vec<DirEntry>,
-        blocks: Vec<BlockRun>,
+        blocks: Vec<Extent>,
     },
 }
 
@@ -208,7 +208,7 @@ pub struct Removed {
     pub ino: Ino,
     pub parent: Ino,
     /// Data blocks (a file) or directory blocks (a directory) to give back to the allocator.
-    pub blocks: Vec<BlockRun>,
+    pub blocks: Vec<Extent>,
 }
 
 /// What a rename changed.
@@ -218,7 +218,7 @@ pub struct Renamed {
     pub old_parent: Ino,
     pub new_parent: Ino,
     /// Directory blocks the new parent had to grow by.
-    pub grown: Vec<BlockRun>,
+    pub grown: Vec<Extent>,
     /// A file the rename replaced.
     pub replaced: Option<Removed>,
 }
@@ -422,12 +422,12 @@ impl Namespace {
     }
 
     /// The device block holding block `index` of a run list.
-    fn nth_block(runs: &[BlockRun], mut index: u64) -> u64 {
+    fn nth_block(runs: &[Extent], mut index: u64) -> u64 {
         for r in runs {
-            if index < r.blocks {
-                return r.first + index;
+            if index < r.pages {
+                return r.first.0 + index;
             }
-            index -= r.blocks;
+            index -= r.pages;
         }
         unreachable!("directory blocks cover every entry")
     }
@@ -602,7 +602,7 @@ impl Namespace {
         let InodeKind::Dir { blocks, .. } = &self.inodes[&parent].kind else {
             unreachable!()
         };
-        let have: u64 = blocks.iter().map(|r| r.blocks).sum();
+        let have: u64 = blocks.iter().map(|r| r.pages).sum();
         let goal = blocks.last().map(|r| r.end());
         let extra = if needed > have {
             alloc.allocate(needed - have, goal)?
@@ -637,7 +637,7 @@ impl Namespace {
         place_entries(self.layout.block_bytes, entries, last);
         for r in extra {
             match blocks.last_mut() {
-                Some(last) if last.end() == r.first => last.blocks += r.blocks,
+                Some(last) if last.end() == r.first.0 => last.pages += r.pages,
                 _ => blocks.push(r),
             }
         }
@@ -773,7 +773,7 @@ impl Namespace {
         let InodeKind::Dir { blocks, .. } = &self.inodes[&new_parent].kind else {
             unreachable!("checked to be a directory")
         };
-        let have: u64 = blocks.iter().map(|r| r.blocks).sum();
+        let have: u64 = blocks.iter().map(|r| r.pages).sum();
         let goal = blocks.last().map(|r| r.end());
         let grown = if needed > have {
             alloc.allocate(needed - have, goal)?
@@ -793,7 +793,7 @@ impl Namespace {
         *entries = grown_entries;
         for r in &grown {
             match blocks.last_mut() {
-                Some(last) if last.end() == r.first => last.blocks += r.blocks,
+                Some(last) if last.end() == r.first.0 => last.pages += r.pages,
                 _ => blocks.push(*r),
             }
         }
@@ -812,7 +812,7 @@ impl Namespace {
         &mut self,
         ino: Ino,
         size_bytes: u64,
-        extents: Vec<BlockRun>,
+        extents: Vec<Extent>,
     ) -> Result<(), NsError> {
         match self.inodes.get_mut(&ino).map(|i| &mut i.kind) {
             Some(InodeKind::File {

@@ -1,6 +1,6 @@
 //! The extent allocator against a block bitmap, under random allocate/free sequences.
 
-use csd_hostfs::alloc::{AllocError, BlockRun, ExtentAllocator};
+use csd_hostfs::alloc::{AllocError, Extent, ExtentAllocator};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
@@ -19,16 +19,16 @@ proptest! {
         const BLOCKS: u64 = 500;
         let mut a = ExtentAllocator::new(FIRST, BLOCKS);
         let mut used = vec![false; BLOCKS as usize];
-        let mut files: Vec<Vec<BlockRun>> = Vec::new();
+        let mut files: Vec<Vec<Extent>> = Vec::new();
         for op in ops {
             match op {
                 Op::Alloc(n, goal) => {
                     let free_before = a.free_blocks();
                     match a.allocate(n, goal.map(|g| g + FIRST)) {
                         Ok(runs) => {
-                            prop_assert_eq!(runs.iter().map(|r| r.blocks).sum::<u64>(), n);
+                            prop_assert_eq!(runs.iter().map(|r| r.pages).sum::<u64>(), n);
                             for r in &runs {
-                                for b in r.first..r.end() {
+                                for b in r.first.0..r.end() {
                                     let i = (b - FIRST) as usize;
                                     prop_assert!(!used[i], "block {} handed out twice", b);
                                     used[i] = true;
@@ -48,7 +48,7 @@ proptest! {
                     let runs = files.swap_remove(i % files.len());
                     for r in runs {
                         a.free(r).unwrap();
-                        for b in r.first..r.end() {
+                        for b in r.first.0..r.end() {
                             used[(b - FIRST) as usize] = false;
                         }
                         prop_assert!(a.free(r).is_err(), "double free accepted");
@@ -57,13 +57,13 @@ proptest! {
                 Op::Free(_) => {}
             }
             // Free runs are exactly the unused blocks, merged (never adjacent).
-            let free: Vec<BlockRun> = a.free_runs().collect();
+            let free: Vec<Extent> = a.free_runs().collect();
             prop_assert_eq!(a.free_blocks(), used.iter().filter(|u| !**u).count() as u64);
             for w in free.windows(2) {
-                prop_assert!(w[0].end() < w[1].first, "adjacent free runs not merged");
+                prop_assert!(w[0].end() < w[1].first.0, "adjacent free runs not merged");
             }
             for r in &free {
-                for b in r.first..r.end() {
+                for b in r.first.0..r.end() {
                     prop_assert!(!used[(b - FIRST) as usize]);
                 }
             }
@@ -74,7 +74,7 @@ proptest! {
                 a.free(r).unwrap();
             }
         }
-        prop_assert_eq!(a.free_runs().collect::<Vec<_>>(), vec![BlockRun { first: FIRST, blocks: BLOCKS }]);
+        prop_assert_eq!(a.free_runs().collect::<Vec<_>>(), vec![Extent::new(FIRST, BLOCKS)]);
     }
 
     #[test]
@@ -85,7 +85,7 @@ proptest! {
             let runs = a.allocate(*s, None).unwrap();
             if i % 2 == 0 { held.extend(runs); } else { for r in runs { a.free(r).unwrap(); } }
         }
-        let fits_whole = a.free_runs().any(|r| r.blocks >= n);
+        let fits_whole = a.free_runs().any(|r| r.pages >= n);
         let runs = a.allocate(n, None).unwrap();
         prop_assert_eq!(runs.len() == 1, fits_whole);
     }

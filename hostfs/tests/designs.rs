@@ -4,7 +4,7 @@
 //! The computation here is a plain byte sum so these tests need no Wasm engine; the `csd`
 //! crate's tests run the same designs with the real tasks.
 
-use csd_device::{DataMode, Device, Lpn, Profile};
+use csd_device::{DataMode, Device, Profile};
 use csd_hostfs::fs::{HostFs, OpenOptions};
 use csd_hostfs::namespace::InodeKind;
 use csd_hostfs::ndp::lightfs::LightFs;
@@ -137,8 +137,8 @@ proptest! {
                         let Layout::Extents(x) = &e.layout else { panic!("small files fit") };
                         prop_assert_eq!(x.len(), extents.len());
                         for (a, b) in x.iter().zip(&extents) {
-                            prop_assert_eq!(u64::from(a.first_block), b.first);
-                            prop_assert_eq!(u64::from(a.blocks), b.blocks);
+                            prop_assert_eq!(u64::from(a.first_block), b.first.0);
+                            prop_assert_eq!(u64::from(a.blocks), b.pages);
                         }
                     }
                     InodeKind::Dir { .. } => {
@@ -149,7 +149,7 @@ proptest! {
                         let Layout::Extents(x) = &e.layout else { panic!("indexes are small") };
                         prop_assert_eq!(
                             x.iter().map(|a| (u64::from(a.first_block), u64::from(a.blocks))).collect::<Vec<_>>(),
-                            sub_extents.iter().map(|r| (r.first, r.blocks)).collect::<Vec<_>>()
+                            sub_extents.iter().map(|r| (r.first.0, r.pages)).collect::<Vec<_>>()
                         );
                         prop_assert_eq!(e.length, fs.read_file(&sub, ME).unwrap().len() as u64);
                     }
@@ -280,11 +280,11 @@ fn a_corrupt_ndpmeta_is_reported_not_trusted() {
     let mut page = vec![0u8; ps];
     let t = fs.clock();
     fs.device_mut()
-        .read(csd_device::IoPath::Host, t, Lpn(block), 1, Some(&mut page))
+        .read(csd_device::IoPath::Host, t, block, 1, Some(&mut page))
         .unwrap();
     page[200] ^= 0x40;
     fs.device_mut()
-        .write(csd_device::IoPath::Host, t, Lpn(block), 1, Some(&page))
+        .write(csd_device::IoPath::Host, t, block, 1, Some(&page))
         .unwrap();
     d.drop_caches(&mut fs);
     let e = d.offload(&mut fs, &request(ME), &mut ByteSum).unwrap_err();

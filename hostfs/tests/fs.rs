@@ -30,7 +30,7 @@ fn files_read_back_what_was_imported() {
     // 100 000 bytes in 16 KiB blocks: 7 blocks, one contiguous extent on a fresh volume.
     let (extents, _) = fs.fiemap("/d/f", ME).unwrap();
     assert_eq!(extents.len(), 1);
-    assert_eq!(extents[0].blocks, 7);
+    assert_eq!(extents[0].pages, 7);
 }
 
 #[test]
@@ -162,7 +162,7 @@ fn appends_are_allocated_at_writeback_and_the_flusher_honours_expiry() {
     fs.advance_to(t.after(40_000_000_000));
     assert_eq!(fs.run_flusher().unwrap(), 3, "three 16 KiB blocks expired");
     let (extents, _) = fs.fiemap("/new", ME).unwrap();
-    assert_eq!(extents.iter().map(|r| r.blocks).sum::<u64>(), 3);
+    assert_eq!(extents.iter().map(|r| r.pages).sum::<u64>(), 3);
     assert_eq!(fs.read_file("/new", ME).unwrap(), vec![9u8; 40_000]);
     let ro = fs.open("/new", OpenOptions::READ, ME).unwrap();
     assert!(matches!(fs.write(ro, 0, b"x"), Err(FsError::FdMode { .. })));
@@ -207,7 +207,7 @@ fn unlink_rmdir_rename_and_truncate_change_the_namespace_and_free_space() {
             .unwrap()
             .0
             .iter()
-            .map(|r| r.blocks)
+            .map(|r| r.pages)
             .sum::<u64>(),
         2
     );

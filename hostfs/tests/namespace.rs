@@ -116,7 +116,7 @@ fn big_directories_spill_into_more_blocks_and_lookups_read_one_leaf() {
     let InodeKind::Dir { blocks, .. } = &ns.inode(Ino::ROOT).unwrap().kind else {
         panic!()
     };
-    assert_eq!(blocks.iter().map(|r| r.blocks).sum::<u64>(), 5);
+    assert_eq!(blocks.iter().map(|r| r.pages).sum::<u64>(), 5);
 }
 
 #[test]

@@ -11,12 +11,7 @@
 use csd_device::Lpn;
 use std::collections::BTreeMap;
 
-/// A run of consecutive logical pages holding part of a file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Extent {
-    pub first: Lpn,
-    pub pages: u64,
-}
+pub use csd_device::Extent;
 
 /// Where a file lives on the device.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]

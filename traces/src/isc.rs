@@ -5,7 +5,7 @@
 //! pages back, lends the device, the files' layouts and a reservation of free blocks to grow
 //! them into, and takes back the device, the new layouts and what is left of the reservation.
 
-use csd_device::{Device, VirtualTime};
+use csd_device::{Device, Extent, VirtualTime};
 use serde::Serialize;
 
 /// One file an `isc` op lends to its task.
@@ -16,8 +16,8 @@ pub struct LentFile {
     /// The file's inode number: its identity to the device's transactions.
     pub id: u64,
     pub size_bytes: u64,
-    /// `(first page, pages)` runs, in file order.
-    pub extents: Vec<(u64, u64)>,
+    /// Where the file lives, in file order.
+    pub extents: Vec<Extent>,
 }
 
 /// What one task transaction did.
@@ -29,9 +29,9 @@ pub struct IscOutcome {
     /// wrote is visible then).
     pub error: Option<String>,
     /// Every lent file's size and extents afterwards, in the order lent.
-    pub files: Vec<(u64, Vec<(u64, u64)>)>,
+    pub files: Vec<(u64, Vec<Extent>)>,
     /// The reservation's runs no file took.
-    pub pool_left: Vec<(u64, u64)>,
+    pub pool_left: Vec<Extent>,
 }
 
 /// Runs the task of an `isc` op on a lent device.
@@ -45,7 +45,7 @@ pub trait IscRunner {
         task: &str,
         args: &str,
         files: Vec<LentFile>,
-        pool: Vec<(u64, u64)>,
+        pool: Vec<Extent>,
     ) -> (Device, IscOutcome);
 }
 

@@ -17,7 +17,6 @@ use crate::format::{Event, IscFile, Op};
 use crate::isc::{IscRunner, IscTotals, LentFile};
 use crate::reader::{Strictness, TraceError, TraceReader};
 use csd_device::{DeviceCounters, IoPath, Profile, VirtualTime};
-use csd_hostfs::alloc::BlockRun;
 use csd_hostfs::fs::{Fd, FsError, HostFs, OpenOptions};
 use csd_hostfs::namespace::{parent_dir as parent, Ino, NsError};
 use csd_hostfs::ndp::{DesignKind, NdpCompute, NdpRequest, OffloadDesign, Stages};
@@ -640,7 +639,7 @@ impl Replayer<'_, '_> {
                 mode: f.mode,
                 id: u64::from(r.ino.0),
                 size_bytes,
-                extents: runs.iter().map(|r| (r.first, r.blocks)).collect(),
+                extents: runs,
             });
         }
         let mut device = match self.stand_in.take() {
@@ -648,7 +647,7 @@ impl Replayer<'_, '_> {
             None => csd_device::Device::stand_in(self.fs.device().profile())?,
         };
         // Room to grow: as much again as the files hold, and a little for new outputs.
-        let pages: u64 = lent.iter().flat_map(|f| &f.extents).map(|e| e.1).sum();
+        let pages: u64 = lent.iter().flat_map(|f| &f.extents).map(|e| e.pages).sum();
         let pool = match self.fs.reserve_blocks(pages + ISC_SPARE_PAGES) {
             Ok(pool) => pool,
             Err(e) => {
@@ -658,23 +657,13 @@ impl Replayer<'_, '_> {
         };
         self.fs.swap_device(&mut device);
         let runner = self.isc_runner.as_deref_mut().expect("checked above");
-        let (back, out) = runner.run(
-            device,
-            self.fs.clock(),
-            task,
-            args,
-            lent,
-            pool.iter().map(|r| (r.first, r.blocks)).collect(),
-        );
+        let (back, out) = runner.run(device, self.fs.clock(), task, args, lent, pool);
         let mut device = back;
         self.fs.swap_device(&mut device);
         self.stand_in = Some(device);
-        let run = |&(first, blocks): &(u64, u64)| BlockRun { first, blocks };
-        let left: Vec<BlockRun> = out.pool_left.iter().map(run).collect();
-        self.fs.release_blocks(&left)?;
-        for (ino, (size, extents)) in inos.iter().zip(&out.files) {
-            self.fs
-                .adopt_layout(*ino, *size, extents.iter().map(run).collect())?;
+        self.fs.release_blocks(&out.pool_left)?;
+        for (ino, (size, extents)) in inos.iter().zip(out.files) {
+            self.fs.adopt_layout(*ino, size, extents)?;
         }
         self.fs.advance_to(out.done);
         self.isc.requests += 1;

@@ -24,9 +24,10 @@ mod flags;
 pub mod snapshot;
 
 pub use snapshot::{
-    CommittedRange, DeltaEntry, DeltaPage, DeltaTree, Extent, SnapshotDescriptor, MAX_DELTA_PAGES,
+    CommittedRange, DeltaEntry, DeltaPage, DeltaTree, SnapshotDescriptor, MAX_DELTA_PAGES,
 };
 
+pub use crate::addr::Extent;
 use crate::addr::{DieId, Lpn, Ppn, VirtualTime};
 use crate::device::{Completion, Device};
 use crate::durable::{recover, DeltaRecord, DurableImage, PersistStep, RecoveryError};

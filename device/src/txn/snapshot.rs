@@ -3,18 +3,11 @@
 //! registration) and the delta mappings of changed pages, keyed by file offset.
 
 use super::TaskId;
-use crate::addr::{Lpn, Ppn};
+use crate::addr::{Extent, Lpn, Ppn};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A delta mapping may cover at most this many consecutive file pages (TxISC §V-B).
 pub const MAX_DELTA_PAGES: usize = 128;
-
-/// A run of consecutive logical pages of a file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Extent {
-    pub first: Lpn,
-    pub pages: u64,
-}
 
 /// One changed page: its new copy and when it was written (the transaction clock).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

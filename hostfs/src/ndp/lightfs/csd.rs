@@ -13,7 +13,7 @@
 
 use super::super::NdpError;
 use super::index::runs_of;
-use crate::alloc::BlockRun;
+use crate::alloc::Extent;
 use crate::ndpmeta::{EntryKind, Layout, NdpMeta};
 use csd_device::{BlockId, Device, IoPath, Lpn, Ppn, VirtualTime};
 use std::collections::{BTreeMap, BTreeSet};
@@ -36,7 +36,7 @@ pub struct DevEntry {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
     /// Logical extents (the file is not locked).
-    Extents(Vec<BlockRun>),
+    Extents(Vec<Extent>),
     /// The shadow address table of a locked file: its consistent version's physical pages.
     Shadow(Vec<Option<Ppn>>),
     /// The index gave up on this file (too many extents): the host sends the layout.
@@ -58,13 +58,13 @@ struct ShadowTable {
     pinned: Vec<BlockId>,
     /// Logical blocks the host said it will write, once the periodic updater has run.
     expected: Option<BTreeSet<u64>>,
-    new_layout: Option<(u64, Vec<BlockRun>)>,
+    new_layout: Option<(u64, Vec<Extent>)>,
 }
 
 #[derive(Debug)]
 pub struct LightFsCsd {
     /// The root `.ndpmeta`'s location, handed over at initialisation.
-    root: (u64, Vec<BlockRun>),
+    root: (u64, Vec<Extent>),
     root_ino: u64,
     /// Directory ino → its cached entries. The root's stays (pinned) until a restart.
     cache: BTreeMap<u64, Vec<DevEntry>>,
@@ -88,7 +88,7 @@ pub struct Done {
 impl LightFsCsd {
     pub fn new(
         root_ino: u64,
-        root: (u64, Vec<BlockRun>),
+        root: (u64, Vec<Extent>),
         entry_ns: u64,
         block_bytes: u64,
     ) -> LightFsCsd {
@@ -129,7 +129,7 @@ impl LightFsCsd {
         at: VirtualTime,
         dir: u64,
         length: u64,
-        extents: &[BlockRun],
+        extents: &[Extent],
     ) -> Result<VirtualTime, NdpError> {
         let ranges = crate::fs::byte_ranges(extents, self.block_bytes, length);
         let mut bytes = vec![0u8; length as usize];
@@ -168,7 +168,7 @@ impl LightFsCsd {
         device: &mut Device,
         at: VirtualTime,
         dir: u64,
-        index: Option<(u64, Vec<BlockRun>)>,
+        index: Option<(u64, Vec<Extent>)>,
         done: &mut Done,
     ) -> Result<VirtualTime, NdpError> {
         if self.cache.contains_key(&dir) {
@@ -281,7 +281,7 @@ impl LightFsCsd {
             let blocks = length.div_ceil(self.block_bytes);
             for lba in runs
                 .iter()
-                .flat_map(|r| r.first..r.end())
+                .flat_map(|r| r.first.0..r.end())
                 .take(blocks as usize)
             {
                 pages.push(device.ftl().lookup(Lpn(lba))?);
@@ -312,13 +312,7 @@ impl LightFsCsd {
 
     /// The periodic updater's message (Fig. 7 ⑥): file `ino`'s new length and extents, and
     /// the logical blocks still to be written.
-    pub fn expect(
-        &mut self,
-        ino: u64,
-        length: u64,
-        extents: Vec<BlockRun>,
-        pending: BTreeSet<u64>,
-    ) {
+    pub fn expect(&mut self, ino: u64, length: u64, extents: Vec<Extent>, pending: BTreeSet<u64>) {
         if let Some(s) = self.locked.get_mut(&ino) {
             s.expected = Some(pending);
             s.new_layout = Some((length, extents));
@@ -332,7 +326,7 @@ impl LightFsCsd {
         &mut self,
         device: &mut Device,
         written: impl IntoIterator<Item = u64>,
-    ) -> Result<Vec<(u64, u64, Vec<BlockRun>)>, NdpError> {
+    ) -> Result<Vec<(u64, u64, Vec<Extent>)>, NdpError> {
         let written: Vec<u64> = written.into_iter().collect();
         for s in self.locked.values_mut() {
             if let Some(exp) = &mut s.expected {
@@ -361,7 +355,7 @@ impl LightFsCsd {
     }
 
     /// The update trigger's cache write: the entry for `ino`, wherever it is cached.
-    pub fn update_entry(&mut self, ino: u64, length: u64, extents: &[BlockRun]) {
+    pub fn update_entry(&mut self, ino: u64, length: u64, extents: &[Extent]) {
         for entries in self.cache.values_mut() {
             if let Some(e) = entries.iter_mut().find(|e| e.ino == ino) {
                 e.length = length;
@@ -380,7 +374,7 @@ impl LightFsCsd {
     }
 
     /// The root's `.ndpmeta` moved.
-    pub fn set_root(&mut self, length: u64, extents: Vec<BlockRun>) {
+    pub fn set_root(&mut self, length: u64, extents: Vec<Extent>) {
         self.root = (length, extents);
     }
 }

@@ -2,7 +2,7 @@
 //! entry for a subdirectory holds the extents of that subdirectory's own `.ndpmeta`.
 
 use super::super::{NdpError, NDPMETA_NAME};
-use crate::alloc::BlockRun;
+use crate::alloc::Extent;
 use crate::fs::HostFs;
 use crate::namespace::{Ino, InodeKind};
 use crate::ndpmeta::{BlockExtent, EntryKind, Layout, NdpEntry, NdpMeta, MAX_EXTENTS};
@@ -15,20 +15,20 @@ pub struct DirIndex {
     pub path: String,
     pub meta_ino: Ino,
     pub meta: NdpMeta,
-    pub extents: Vec<BlockRun>,
+    pub extents: Vec<Extent>,
     pub bytes: u64,
     /// The encoded file as written.
     pub encoded: Vec<u8>,
 }
 
 /// A file's or `.ndpmeta`'s extents as Table I stores them, or "too fragmented".
-pub fn layout_of(extents: &[BlockRun]) -> Layout {
+pub fn layout_of(extents: &[Extent]) -> Layout {
     if extents.len() > MAX_EXTENTS {
         return Layout::TooFragmented;
     }
     let fits = extents
         .iter()
-        .all(|r| r.first <= u64::from(u32::MAX) && r.blocks <= u64::from(u32::MAX));
+        .all(|r| r.first.0 <= u64::from(u32::MAX) && r.pages <= u64::from(u32::MAX));
     if !fits {
         return Layout::TooFragmented;
     }
@@ -36,20 +36,17 @@ pub fn layout_of(extents: &[BlockRun]) -> Layout {
         extents
             .iter()
             .map(|r| BlockExtent {
-                first_block: r.first as u32,
-                blocks: r.blocks as u32,
+                first_block: r.first.0 as u32,
+                blocks: r.pages as u32,
             })
             .collect(),
     )
 }
 
-pub fn runs_of(extents: &[BlockExtent]) -> Vec<BlockRun> {
+pub fn runs_of(extents: &[BlockExtent]) -> Vec<Extent> {
     extents
         .iter()
-        .map(|e| BlockRun {
-            first: u64::from(e.first_block),
-            blocks: u64::from(e.blocks),
-        })
+        .map(|e| Extent::new(u64::from(e.first_block), u64::from(e.blocks)))
         .collect()
 }
 
@@ -59,7 +56,7 @@ pub fn entry_for(
     fs: &HostFs,
     name: &str,
     ino: Ino,
-    sub: impl Fn(Ino) -> Option<(Vec<BlockRun>, u64)>,
+    sub: impl Fn(Ino) -> Option<(Vec<Extent>, u64)>,
 ) -> Option<NdpEntry> {
     let inode = fs.namespace().inode(ino)?;
     let (kind, length, layout) = match &inode.kind {
@@ -89,7 +86,7 @@ pub fn write_index(
     dir: Ino,
     path: &str,
     who: Cred,
-    sub: impl Fn(Ino) -> Option<(Vec<BlockRun>, u64)>,
+    sub: impl Fn(Ino) -> Option<(Vec<Extent>, u64)>,
 ) -> Result<(DirIndex, bool), NdpError> {
     let ns = fs.namespace();
     let dir_perms = ns.inode(dir).map(|i| i.perms).unwrap_or(Perms {

@@ -18,7 +18,7 @@ use super::{
     DesignKind, FileOutcome, Footprint, NdpCompute, NdpError, NdpOutcome, NdpRequest,
     OffloadDesign, Stages, NDPMETA_NAME,
 };
-use crate::alloc::BlockRun;
+use crate::alloc::Extent;
 use crate::fs::{byte_ranges, Fd, FsError, HostFs, OpenOptions};
 use crate::namespace::{parent_dir, Ino};
 use crate::ndpmeta::{EntryKind, Layout, NdpMeta};
@@ -591,7 +591,7 @@ impl OffloadDesign for LightFs {
         // gave up on.
         let mut lists = Vec::new();
         let mut names: BTreeMap<u64, String> = BTreeMap::new();
-        let mut host_layouts: BTreeMap<u64, Vec<BlockRun>> = BTreeMap::new();
+        let mut host_layouts: BTreeMap<u64, Vec<Extent>> = BTreeMap::new();
         for p in &req.paths {
             let r = st.resolve(fs, p, req.who)?;
             for (path, e) in &r.files {
