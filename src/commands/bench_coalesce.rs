@@ -2,7 +2,7 @@
 //! set (5.26 M one-block interval updates from 4 threads writing 4 KiB blocks uniformly in a
 //! 64 MiB hotset each), at 1/4, 1/2 and the full size, to show N log N growth.
 
-use csd_device::persist::{RangeTree, Source};
+use csd_device::persist::{RangeTree, ReplaySource};
 use csd_device::rng::SimRng;
 use serde::Serialize;
 use std::time::Instant;
@@ -58,7 +58,7 @@ pub fn run(args: &CoalesceArgs) -> anyhow::Result<()> {
             let t0 = Instant::now();
             let mut tree = RangeTree::new();
             for &(block, src) in &input {
-                tree.insert(block, 1, Source::Journal, src);
+                tree.insert(block, 1, ReplaySource::Journal, src);
             }
             let ms = t0.elapsed().as_secs_f64() * 1e3;
             best = best.min(ms);

@@ -1,7 +1,7 @@
 //! `csd trace`: record programs, convert foreign traces, check traces.
 
 use anyhow::{bail, Context};
-use csd_traces::import::{convert, Source};
+use csd_traces::import::{convert, ImportFormat};
 use csd_traces::{Header, Strictness, TraceReader, TraceWriter};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -31,7 +31,7 @@ pub enum TraceCmd {
     Import {
         /// The input's format.
         #[arg(long)]
-        from: Source,
+        from: ImportFormat,
         /// The foreign trace.
         input: PathBuf,
         /// Where to write the csd trace (default: standard output).
@@ -75,7 +75,7 @@ pub fn run(cmd: &TraceCmd) -> anyhow::Result<()> {
 
 /// Converts `input` into a csd trace at `out` (or stdout).
 fn write_converted(
-    source: Source,
+    source: ImportFormat,
     input: &Path,
     out: Option<&Path>,
     header: Header,
@@ -113,7 +113,7 @@ fn write_converted(
     }
 }
 
-fn import(from: Source, input: &Path, out: Option<&Path>) -> anyhow::Result<()> {
+fn import(from: ImportFormat, input: &Path, out: Option<&Path>) -> anyhow::Result<()> {
     let mut header = Header::new(from.name());
     header
         .extra
@@ -153,7 +153,7 @@ fn record(out: &Path, keep: Option<&Path>, command: &[String]) -> anyhow::Result
     header
         .extra
         .insert("command".into(), command.join(" ").into());
-    let converted = write_converted(Source::Strace, &raw, Some(out), header);
+    let converted = write_converted(ImportFormat::Strace, &raw, Some(out), header);
     if keep.is_none() {
         let _ = std::fs::remove_file(&raw);
     }

@@ -18,7 +18,7 @@ mod common;
 
 use common::Sum;
 use csd_hostfs::ndp::{DesignKind, NdpCompute};
-use csd_traces::import::{convert, Source};
+use csd_traces::import::{convert, ImportFormat};
 use csd_traces::replay::{replay, OpRunners, Pace, ReplayOptions};
 use csd_traces::Strictness;
 use std::panic::AssertUnwindSafe;
@@ -178,24 +178,24 @@ fn strace_line(rng: &mut Rng) -> String {
     )
 }
 
-fn block_line(rng: &mut Rng, source: Source) -> String {
-    if source == Source::FioIolog3 && rng.below(6) == 0 {
+fn block_line(rng: &mut Rng, source: ImportFormat) -> String {
+    if source == ImportFormat::FioIolog3 && rng.below(6) == 0 {
         return "fio version 3 iolog".into();
     }
     let n: Vec<&str> = (0..4).map(|_| rng.pick(NUMBERS)).collect();
     match source {
-        Source::FioIolog3 => format!("{} /dev/x read {} {}", n[0], n[1], n[2]),
-        Source::Msr => format!("{},h,0,Write,{},{},{}", n[0], n[1], n[2], n[3]),
+        ImportFormat::FioIolog3 => format!("{} /dev/x read {} {}", n[0], n[1], n[2]),
+        ImportFormat::Msr => format!("{},h,0,Write,{},{},{}", n[0], n[1], n[2], n[3]),
         _ => format!("{} 0 {} {} 1", n[0], n[1], n[2]),
     }
 }
 
-fn importer(source: Source) {
+fn importer(source: ImportFormat) {
     let n = fuzz(
         source.name(),
         |rng| {
             text(rng, |rng| match source {
-                Source::Strace => strace_line(rng),
+                ImportFormat::Strace => strace_line(rng),
                 s => block_line(rng, s),
             })
         },
@@ -211,22 +211,22 @@ fn importer(source: Source) {
 
 #[test]
 fn fuzz_strace_importer() {
-    importer(Source::Strace);
+    importer(ImportFormat::Strace);
 }
 
 #[test]
 fn fuzz_fio_importer() {
-    importer(Source::FioIolog3);
+    importer(ImportFormat::FioIolog3);
 }
 
 #[test]
 fn fuzz_msr_importer() {
-    importer(Source::Msr);
+    importer(ImportFormat::Msr);
 }
 
 #[test]
 fn fuzz_disksim_importer() {
-    importer(Source::Disksim);
+    importer(ImportFormat::Disksim);
 }
 
 /// One event line of a csd trace, from pools of hostile values.

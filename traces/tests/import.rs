@@ -1,10 +1,10 @@
 //! Importers: a real strace capture, unfinished/resumed pairs, block formats, and garbage.
 
-use csd_traces::import::{convert, ConvertError, Source};
+use csd_traces::import::{convert, ConvertError, ImportFormat};
 use csd_traces::{Event, Header, Op, Strictness, TraceReader, TraceWriter};
 use proptest::prelude::*;
 
-fn events(source: Source, text: &str) -> Result<Vec<Event>, ConvertError> {
+fn events(source: ImportFormat, text: &str) -> Result<Vec<Event>, ConvertError> {
     let mut out = Vec::new();
     convert(source, text.as_bytes(), |e| {
         out.push(e);
@@ -18,7 +18,7 @@ fn a_real_strace_capture_converts_and_reads_back() {
     // `strace -f -ttt -T -y -s0 -o shell.strace sh -c 'mkdir d; echo hi > d/a;
     //  cat d/a > /dev/null; mv d/a d/b; sync d/b; ls d; rm d/b; rmdir d'` in /tmp/st.
     let text = include_str!("fixtures/shell.strace");
-    let evs = events(Source::Strace, text).unwrap();
+    let evs = events(ImportFormat::Strace, text).unwrap();
     let ops: Vec<&Op> = evs.iter().map(|e| &e.op).collect();
     let has = |want: &Op| ops.contains(&want);
     assert!(
@@ -86,7 +86,7 @@ fn unfinished_and_resumed_halves_are_joined() {
 [pid 102] 1000.000600 unlinkat(AT_FDCWD</w>, \"sub\", AT_REMOVEDIR) = 0 <0.000001>
 100 1000.000700 +++ exited with 0 +++
 ";
-    let evs = events(Source::Strace, text).unwrap();
+    let evs = events(ImportFormat::Strace, text).unwrap();
     assert_eq!(evs.len(), 4, "{evs:?}");
     assert_eq!(
         evs[0].op,
@@ -120,7 +120,7 @@ fn unfinished_and_resumed_halves_are_joined() {
 #[test]
 fn block_traces_become_device_reads_and_writes() {
     let fio = "fio version 3 iolog\n2 /dev/nvme0n1 add\n872 /dev/nvme0n1 open\n878 /dev/nvme0n1 write 0 16384\n1878 /dev/nvme0n1 read 4096 4096\n2000 /dev/nvme0n1 close\n";
-    let evs = events(Source::FioIolog3, fio).unwrap();
+    let evs = events(ImportFormat::FioIolog3, fio).unwrap();
     assert_eq!(evs.len(), 2);
     assert_eq!(evs[0].op, Op::Bwrite { off: 0, len: 16384 });
     assert_eq!(
@@ -129,7 +129,7 @@ fn block_traces_become_device_reads_and_writes() {
         "µs since the first line"
     );
     let msr = "128166372003061629,hm,0,Read,3154665472,4096,1331\n128166372016382155,hm,0,Write,3154669568,8192,9055\n";
-    let evs = events(Source::Msr, msr).unwrap();
+    let evs = events(ImportFormat::Msr, msr).unwrap();
     assert_eq!(
         evs[0].op,
         Op::Bread {
@@ -140,7 +140,7 @@ fn block_traces_become_device_reads_and_writes() {
     assert_eq!(evs[1].t, (128166372016382155 - 128166372003061629) * 100);
     assert_eq!(evs[1].dur, Some(905_500));
     let disksim = "0.000000 0 1000 8 1\n1.500000 0 2000 16 0\n";
-    let evs = events(Source::Disksim, disksim).unwrap();
+    let evs = events(ImportFormat::Disksim, disksim).unwrap();
     assert_eq!(
         evs[0].op,
         Op::Bread {
@@ -162,43 +162,47 @@ fn block_traces_become_device_reads_and_writes() {
 fn bad_foreign_lines_name_format_and_line() {
     for (src, text, want) in [
         (
-            Source::FioIolog3,
+            ImportFormat::FioIolog3,
             "fio version 2 iolog\n",
             "fio-iolog3 line 1: expected the header",
         ),
         (
-            Source::FioIolog3,
+            ImportFormat::FioIolog3,
             "fio version 3 iolog\n1 f read 0\n",
             "fio-iolog3 line 2: read needs an offset and a length",
         ),
         (
-            Source::FioIolog3,
+            ImportFormat::FioIolog3,
             "fio version 3 iolog\n1 f read -4 5\n",
             "offset '-4' is not a non-negative integer",
         ),
         (
-            Source::Msr,
+            ImportFormat::Msr,
             "1,h,0,Read,0,4096\n",
             "msr line 1: expected 7 comma-separated fields",
         ),
         (
-            Source::Msr,
+            ImportFormat::Msr,
             "1,h,0,Erase,0,4096,1\n",
             "Type 'Erase' is neither Read nor Write",
         ),
         (
-            Source::Msr,
+            ImportFormat::Msr,
             "5,h,0,Read,0,4096,1\n4,h,0,Read,0,4096,1\n",
             "msr line 2: timestamp 4 runs backwards",
         ),
-        (Source::Disksim, "0.0 0 x 8 1\n", "disksim line 1: lba 'x'"),
         (
-            Source::Strace,
+            ImportFormat::Disksim,
+            "0.0 0 x 8 1\n",
+            "disksim line 1: lba 'x'",
+        ),
+        (
+            ImportFormat::Strace,
             "garbage here\n",
             "strace line 1: expected an absolute timestamp",
         ),
         (
-            Source::Strace,
+            ImportFormat::Strace,
             "1 2.5 read(3</a>, \"\", 4)\n",
             "strace line 1: expected 'syscall(args) = result'",
         ),
@@ -214,7 +218,7 @@ proptest! {
     #[test]
     fn importers_never_panic_on_random_bytes(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
         let text = String::from_utf8_lossy(&bytes);
-        for src in Source::ALL {
+        for src in ImportFormat::ALL {
             let _ = events(src, &text);
         }
         let _ = TraceReader::new(&bytes[..], Strictness::Lenient).map(|r| r.count());
@@ -230,7 +234,7 @@ proptest! {
             "[0-9]{1,20},[a-z]{0,3},[0-9]{1,3},(Read|Write|x),[0-9-]{1,21},[0-9]{1,21},[0-9]{1,21}",
         ], 0..20)) {
         let text = lines.join("\n");
-        for src in Source::ALL {
+        for src in ImportFormat::ALL {
             let _ = events(src, &text);
         }
     }

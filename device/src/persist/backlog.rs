@@ -8,7 +8,7 @@
 //! built outside virtual time: only the manual checkpoint is measured, as in the paper).
 
 use super::cost::Executor;
-use super::layout::Namespace;
+use super::layout::SiftLayout;
 use super::service::{CheckpointStats, Config, MemBlocks, Sift};
 use super::timed::{device_for, CheckpointJob, CpuUse, PersistError};
 use crate::device::IoPath;
@@ -100,7 +100,7 @@ pub fn run(
     // Staging holds every fsync of the backlog; the journal every round's blocks, with the
     // descriptor room for them and their references.
     let staged_blocks = u64::from(spec.threads) * rounds * (per_fsync + 3) + 1;
-    let ns = Namespace {
+    let ns = SiftLayout {
         block_bytes: spec.block_bytes,
         files: spec.threads,
         file_blocks: spec.active_blocks,

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 /// Where a version of a block can be read during replay.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub enum Source {
+pub enum ReplaySource {
     /// A foreground staging transaction's body in the staging ring.
     Staging,
     /// A background journal transaction's body in the journal area.
@@ -26,7 +26,7 @@ pub enum Source {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Fragment {
     pub end: u64,
-    pub source: Source,
+    pub source: ReplaySource,
     pub src_block: u64,
 }
 
@@ -81,7 +81,7 @@ impl RangeTree {
     ///
     /// The common case — a block rewritten where a fragment already starts — costs three
     /// tree searches: the left neighbour, the slot reused in place, the right neighbour.
-    pub fn insert(&mut self, start: u64, len: u64, source: Source, src_block: u64) {
+    pub fn insert(&mut self, start: u64, len: u64, source: ReplaySource, src_block: u64) {
         if len == 0 {
             return;
         }
@@ -286,7 +286,9 @@ mod tests {
     use proptest::prelude::*;
 
     /// The brute force: the last writer of every block, and where it put it.
-    fn last_writer(intervals: &[(u64, u64, Source, u64)]) -> BTreeMap<u64, (Source, u64)> {
+    fn last_writer(
+        intervals: &[(u64, u64, ReplaySource, u64)],
+    ) -> BTreeMap<u64, (ReplaySource, u64)> {
         let mut m = BTreeMap::new();
         for &(start, len, source, src) in intervals {
             for i in 0..len {
@@ -296,11 +298,11 @@ mod tests {
         m
     }
 
-    fn interval() -> impl Strategy<Value = (u64, u64, Source, u64)> {
+    fn interval() -> impl Strategy<Value = (u64, u64, ReplaySource, u64)> {
         (
             0u64..200,
             1u64..40,
-            prop_oneof![Just(Source::Staging), Just(Source::Journal)],
+            prop_oneof![Just(ReplaySource::Staging), Just(ReplaySource::Journal)],
             0u64..10_000,
         )
     }

@@ -7,7 +7,7 @@
 //! The namespace is tiny (three 8-block files, 40- and 48-block rings, 1 KiB blocks) so a few
 //! hundred operations wrap the rings and checkpoint many times.
 
-use super::layout::Namespace;
+use super::layout::SiftLayout;
 use super::service::{Blocks, Config, LogEntry, MemBlocks, OrderFault, Sift};
 use crate::crash::{
     judge, last_steps, states, tear, CrashModel, CrashReport, CrashState, Found, Violation,
@@ -17,8 +17,8 @@ use std::collections::BTreeMap;
 
 pub(crate) const BB: u64 = 1024;
 
-pub(crate) fn ns() -> Namespace {
-    Namespace {
+pub(crate) fn ns() -> SiftLayout {
+    SiftLayout {
         block_bytes: BB,
         files: 3,
         file_blocks: 8,

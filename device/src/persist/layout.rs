@@ -9,7 +9,7 @@ use serde::Serialize;
 
 /// Sizes of the three regions, in blocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct Namespace {
+pub struct SiftLayout {
     pub block_bytes: u64,
     pub files: u32,
     pub file_blocks: u64,
@@ -17,7 +17,7 @@ pub struct Namespace {
     pub journal_blocks: u64,
 }
 
-impl Namespace {
+impl SiftLayout {
     pub const SUPERBLOCK: u64 = 0;
 
     pub fn inode_block(&self, file: u32) -> u64 {

@@ -7,7 +7,7 @@
 //! - [`ring`]: `StagingRing`, the persistent circular staging area.
 //! - [`coalesce`]: `RangeTree` (late-write-wins over a ready-prefix batch) and `InodeDedup`.
 //! - [`window`]: the windowed replay pipeline that turns survivors into merged I/O.
-//! - [`layout`]: the namespace's regions and the on-disk records (descriptors, commits, gap
+//! - [`layout`]: `SiftLayout`, the persistence area's regions and the on-disk records (descriptors, commits, gap
 //!   markers, superblock), each checksummed and sequence-numbered.
 //! - [`service`]: `Sift`, the split persistence path (staging, journaling, ordered
 //!   checkpointing, reclaim) and its recovery, over any `Blocks` store.
@@ -40,7 +40,7 @@ pub mod window;
 #[cfg(test)]
 mod tests;
 
-pub use coalesce::{CoalesceStats, Fragment, InodeDedup, InodeKey, RangeTree, Source};
+pub use coalesce::{CoalesceStats, Fragment, InodeDedup, InodeKey, RangeTree, ReplaySource};
 pub use cost::{Executor, PersistCosts, Placement};
 pub use protocol::{Readiness, StagedUpdate};
 pub use ring::{RingError, RingExtent, StagingRing};

@@ -23,7 +23,7 @@
 //!   end. One checkpoint runs at a time.
 
 use super::cost::{Executor, PersistCosts, Placement};
-use super::layout::Namespace;
+use super::layout::SiftLayout;
 use super::ring::RingError;
 use super::service::{CheckpointStats, Config, MemBlocks, PendingReclaim, Sift, SiftError};
 use super::timed::{device_for, Chain, CheckpointJob, CpuUse, Op, PersistError, Step};
@@ -77,8 +77,8 @@ impl OnlineSpec {
         }
     }
 
-    fn namespace(&self) -> Namespace {
-        Namespace {
+    fn namespace(&self) -> SiftLayout {
+        SiftLayout {
             block_bytes: self.block_bytes,
             files: 1 + self.bg_threads,
             file_blocks: self.file_blocks,
@@ -228,7 +228,7 @@ struct Sim {
     /// The host's side of every configuration (application threads, the snapshot copy).
     host: Executor,
     spec: OnlineSpec,
-    ns: Namespace,
+    ns: SiftLayout,
     sift: Sift<MemBlocks>,
     apps: Vec<App>,
     journaler: Journaler,
@@ -258,7 +258,7 @@ impl Sim {
         costs: &PersistCosts,
         config: Config,
         spec: OnlineSpec,
-        ns: Namespace,
+        ns: SiftLayout,
         seed: u64,
     ) -> Sim {
         let placement = config.placement();

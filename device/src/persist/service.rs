@@ -22,9 +22,9 @@
 //! sequence numbers and body CRC), and replays them in the same order into the file-system
 //! area.
 
-use super::coalesce::{reduction, InodeDedup, InodeKey, RangeTree, Source};
+use super::coalesce::{reduction, InodeDedup, InodeKey, RangeTree, ReplaySource};
 use super::layout::{
-    encode_commit, encode_gap, is_commit, is_gap, JournalDesc, Namespace, StagingDesc, Superblock,
+    encode_commit, encode_gap, is_commit, is_gap, JournalDesc, SiftLayout, StagingDesc, Superblock,
 };
 use super::protocol::{state, Applied, Readiness, StagedUpdate};
 use super::ring::{RingError, RingExtent, StagingRing};
@@ -40,7 +40,7 @@ struct Ring {
 }
 
 impl Ring {
-    fn staging(ns: &Namespace) -> Ring {
+    fn staging(ns: &SiftLayout) -> Ring {
         Ring {
             blocks: ns.staging_blocks,
             first: ns.staging_block(0),
@@ -48,7 +48,7 @@ impl Ring {
         }
     }
 
-    fn journal(ns: &Namespace) -> Ring {
+    fn journal(ns: &SiftLayout) -> Ring {
         Ring {
             blocks: ns.journal_blocks,
             first: ns.journal_block(0),
@@ -348,7 +348,7 @@ struct Handoff {
 
 /// SIFT's persistence path over `B`. See the module docs.
 pub struct Sift<B: Blocks> {
-    pub ns: Namespace,
+    pub ns: SiftLayout,
     pub blocks: B,
     pub config: Config,
     staging: StagingRing,
@@ -371,19 +371,19 @@ pub struct Sift<B: Blocks> {
 
 impl<B: Blocks> Sift<B> {
     /// A fresh namespace: empty rings, zeroed files.
-    pub fn format(ns: Namespace, mut blocks: B, config: Config) -> Sift<B> {
+    pub fn format(ns: SiftLayout, mut blocks: B, config: Config) -> Sift<B> {
         let sb = Superblock {
             staging_tail: 0,
             staging_tail_seq: 1,
             journal_tail: 0,
             journal_tail_seq: 1,
         };
-        blocks.write(Namespace::SUPERBLOCK, &sb.encode(ns.block_bytes));
+        blocks.write(SiftLayout::SUPERBLOCK, &sb.encode(ns.block_bytes));
         blocks.flush();
         Self::with(ns, blocks, config, sb)
     }
 
-    fn with(ns: Namespace, blocks: B, config: Config, sb: Superblock) -> Sift<B> {
+    fn with(ns: SiftLayout, blocks: B, config: Config, sb: Superblock) -> Sift<B> {
         let bb = ns.block_bytes as usize;
         let mut staging = StagingRing::new(ns.staging_blocks);
         let mut journal = StagingRing::new(ns.journal_blocks);
@@ -707,7 +707,7 @@ impl<B: Blocks> Sift<B> {
         let mut io = CheckpointIo {
             validate: Vec::new(),
             replay: Replay::Raw(Vec::new()),
-            superblock: Namespace::SUPERBLOCK,
+            superblock: SiftLayout::SUPERBLOCK,
         };
         let mut pending = PendingReclaim {
             batch: Vec::new(),
@@ -719,7 +719,7 @@ impl<B: Blocks> Sift<B> {
             return Ok((stats, io, pending));
         }
         // The raw replay set in order: (FS block, source area, source ring position).
-        let mut raw: Vec<(u64, Source, u64, bool)> = Vec::new();
+        let mut raw: Vec<(u64, ReplaySource, u64, bool)> = Vec::new();
         let mut eligible: Vec<StagedUpdate<state::ReplayEligible>> = Vec::new();
         let mut journals = Vec::with_capacity(batch.len());
         for j in batch {
@@ -731,7 +731,7 @@ impl<B: Blocks> Sift<B> {
                     .push((self.ns.staging_block(start), desc.ring_blocks()));
                 raw.push((
                     self.ns.inode_block(desc.file),
-                    Source::Staging,
+                    ReplaySource::Staging,
                     start + 1,
                     true,
                 ));
@@ -739,7 +739,7 @@ impl<B: Blocks> Sift<B> {
                     let src = start + 2 + i as u64;
                     raw.push((
                         self.ns.data_block(desc.file, b),
-                        Source::Staging,
+                        ReplaySource::Staging,
                         src,
                         false,
                     ));
@@ -748,11 +748,11 @@ impl<B: Blocks> Sift<B> {
             }
             let mut pos = j.extent.start + 1;
             for &f in &j.desc.inodes {
-                raw.push((self.ns.inode_block(f), Source::Journal, pos, true));
+                raw.push((self.ns.inode_block(f), ReplaySource::Journal, pos, true));
                 pos += 1;
             }
             for &(f, b) in &j.desc.blocks {
-                raw.push((self.ns.data_block(f, b), Source::Journal, pos, false));
+                raw.push((self.ns.data_block(f, b), ReplaySource::Journal, pos, false));
                 pos += 1;
             }
             journals.push((j.desc.seq, j.extent));
@@ -761,9 +761,9 @@ impl<B: Blocks> Sift<B> {
         stats.raw_records = raw.len() as u64;
         stats.raw_inodes = raw.iter().filter(|r| r.3).count() as u64;
         stats.raw_blocks = stats.raw_records - stats.raw_inodes;
-        let area = |s: Source| match s {
-            Source::Staging => 0,
-            Source::Journal => 1,
+        let area = |s: ReplaySource| match s {
+            ReplaySource::Staging => 0,
+            ReplaySource::Journal => 1,
         };
         let reclaim_first = self.fault == Some(OrderFault::ReclaimBeforeReplay);
         let last_staged = eligible.last().map(|s| (s.seq, s.extent()));
@@ -832,9 +832,9 @@ impl<B: Blocks> Sift<B> {
                 }
                 for (k, (a, pos)) in inodes.survivors() {
                     let src = if a == 0 {
-                        Source::Staging
+                        ReplaySource::Staging
                     } else {
-                        Source::Journal
+                        ReplaySource::Journal
                     };
                     let from = self.source_block(src, pos);
                     let data = self.blocks.read(from);
@@ -877,10 +877,10 @@ impl<B: Blocks> Sift<B> {
             .collect();
     }
 
-    fn source_block(&self, src: Source, pos: u64) -> u64 {
+    fn source_block(&self, src: ReplaySource, pos: u64) -> u64 {
         match src {
-            Source::Staging => self.ns.staging_block(pos),
-            Source::Journal => self.ns.journal_block(pos),
+            ReplaySource::Staging => self.ns.staging_block(pos),
+            ReplaySource::Journal => self.ns.journal_block(pos),
         }
     }
 
@@ -924,7 +924,7 @@ impl<B: Blocks> Sift<B> {
             sb.staging_tail_seq = seq + 1;
         }
         self.blocks
-            .write(Namespace::SUPERBLOCK, &sb.encode(self.ns.block_bytes));
+            .write(SiftLayout::SUPERBLOCK, &sb.encode(self.ns.block_bytes));
         self.blocks.flush();
         self.sb = sb;
         self.journal.reclaim_through(&last_extent);
@@ -935,8 +935,8 @@ impl<B: Blocks> Sift<B> {
 
     /// After a crash: replays what the journal and staging rings hold into the file-system
     /// area, in order, and starts with empty rings.
-    pub fn recover(ns: Namespace, mut blocks: B, config: Config) -> Result<Sift<B>, SiftError> {
-        let sb = Superblock::decode(&blocks.read(Namespace::SUPERBLOCK))
+    pub fn recover(ns: SiftLayout, mut blocks: B, config: Config) -> Result<Sift<B>, SiftError> {
+        let sb = Superblock::decode(&blocks.read(SiftLayout::SUPERBLOCK))
             .ok_or(SiftError::NoSuperblock)?;
         // Committed journal transactions from the journal tail, then the valid staging
         // transactions (descriptor *and* commit: dual readiness) from the staging tail.
@@ -995,7 +995,7 @@ impl<B: Blocks> Sift<B> {
             journal_tail: journal_end.0,
             journal_tail_seq: journal_end.1,
         };
-        blocks.write(Namespace::SUPERBLOCK, &sb.encode(ns.block_bytes));
+        blocks.write(SiftLayout::SUPERBLOCK, &sb.encode(ns.block_bytes));
         blocks.flush();
         Ok(Self::with(ns, blocks, config, sb))
     }

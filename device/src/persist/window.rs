@@ -4,7 +4,7 @@
 //! sorted by destination, are merged too. Replay semantics do not change — only the number
 //! and shape of requests.
 
-use super::coalesce::{Fragment, Source};
+use super::coalesce::{Fragment, ReplaySource};
 use serde::Serialize;
 
 /// One replay request: `blocks` consecutive blocks at `at` in `area`.
@@ -23,11 +23,11 @@ pub enum Area {
     Journal,
 }
 
-impl From<Source> for Area {
-    fn from(s: Source) -> Area {
+impl From<ReplaySource> for Area {
+    fn from(s: ReplaySource) -> Area {
         match s {
-            Source::Staging => Area::Staging,
-            Source::Journal => Area::Journal,
+            ReplaySource::Staging => Area::Staging,
+            ReplaySource::Journal => Area::Journal,
         }
     }
 }
@@ -125,7 +125,7 @@ mod tests {
         // Destination order differs from source order; sources are contiguous.
         let frag = |end, src_block| Fragment {
             end,
-            source: Source::Journal,
+            source: ReplaySource::Journal,
             src_block,
         };
         let survivors = vec![

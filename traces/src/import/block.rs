@@ -1,7 +1,7 @@
 //! Block traces: fio iolog v3, MSR Cambridge CSV and DiskSim ASCII. They carry device byte
 //! offsets, so they become `bread`/`bwrite` events that replay straight onto the device.
 
-use super::{ImportError, Source};
+use super::{ImportError, ImportFormat};
 use crate::format::{Event, Op};
 use std::collections::BTreeMap;
 
@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 const SECTOR: u64 = 512;
 
 pub struct BlockConverter {
-    source: Source,
+    source: ImportFormat,
     /// The first timestamp (events are relative to it), in the source's unit.
     origin: Option<u64>,
     header_seen: bool,
@@ -18,7 +18,7 @@ pub struct BlockConverter {
 }
 
 impl BlockConverter {
-    pub fn new(source: Source) -> BlockConverter {
+    pub fn new(source: ImportFormat) -> BlockConverter {
         BlockConverter {
             source,
             origin: None,
@@ -54,16 +54,18 @@ impl BlockConverter {
             return Ok(None);
         }
         match self.source {
-            Source::FioIolog3 => self.fio(line, text),
-            Source::Msr => self.msr(line, text),
-            Source::Disksim => self.disksim(line, text),
-            Source::Strace => Err(self.err(line, "strace text goes through the strace converter")),
+            ImportFormat::FioIolog3 => self.fio(line, text),
+            ImportFormat::Msr => self.msr(line, text),
+            ImportFormat::Disksim => self.disksim(line, text),
+            ImportFormat::Strace => {
+                Err(self.err(line, "strace text goes through the strace converter"))
+            }
         }
     }
 
     /// Checks the end of the input: a fio log must at least have had its header.
     pub fn finish(&self, lines: u64) -> Result<(), ImportError> {
-        if self.source == Source::FioIolog3 && !self.header_seen {
+        if self.source == ImportFormat::FioIolog3 && !self.header_seen {
             return Err(self.err(
                 lines.max(1),
                 "no 'fio version 3 iolog' header: the input is empty or holds only comments",

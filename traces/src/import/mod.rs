@@ -19,41 +19,41 @@ pub struct ImportError {
 
 /// The formats `csd trace import --from` understands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Source {
+pub enum ImportFormat {
     Strace,
     FioIolog3,
     Msr,
     Disksim,
 }
 
-impl Source {
-    pub const ALL: [Source; 4] = [
-        Source::Strace,
-        Source::FioIolog3,
-        Source::Msr,
-        Source::Disksim,
+impl ImportFormat {
+    pub const ALL: [ImportFormat; 4] = [
+        ImportFormat::Strace,
+        ImportFormat::FioIolog3,
+        ImportFormat::Msr,
+        ImportFormat::Disksim,
     ];
 
     pub fn name(self) -> &'static str {
         match self {
-            Source::Strace => "strace",
-            Source::FioIolog3 => "fio-iolog3",
-            Source::Msr => "msr",
-            Source::Disksim => "disksim",
+            ImportFormat::Strace => "strace",
+            ImportFormat::FioIolog3 => "fio-iolog3",
+            ImportFormat::Msr => "msr",
+            ImportFormat::Disksim => "disksim",
         }
     }
 }
 
-impl std::fmt::Display for Source {
+impl std::fmt::Display for ImportFormat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
 }
 
-impl std::str::FromStr for Source {
+impl std::str::FromStr for ImportFormat {
     type Err = String;
-    fn from_str(s: &str) -> Result<Source, String> {
-        Source::ALL
+    fn from_str(s: &str) -> Result<ImportFormat, String> {
+        ImportFormat::ALL
             .into_iter()
             .find(|f| f.name() == s)
             .ok_or_else(|| {
@@ -76,7 +76,7 @@ pub struct ImportStats {
 
 /// Converts `input` line by line (constant memory) and hands each event to `sink`.
 pub fn convert(
-    source: Source,
+    source: ImportFormat,
     mut input: impl std::io::BufRead,
     mut sink: impl FnMut(Event) -> std::io::Result<()>,
 ) -> Result<ImportStats, ConvertError> {
@@ -113,7 +113,7 @@ pub fn convert(
         let text = String::from_utf8_lossy(&raw);
         let text = text.trim_end_matches(['\n', '\r']);
         let ev = match source {
-            Source::Strace => strace.line(stats.lines, text).map_err(quoted)?,
+            ImportFormat::Strace => strace.line(stats.lines, text).map_err(quoted)?,
             _ => block.line(stats.lines, text).map_err(quoted)?,
         };
         match ev {

@@ -34,7 +34,7 @@ pub struct DevEntry {
 
 /// Where to read one file from.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Source {
+pub enum FileData {
     /// Logical extents (the file is not locked).
     Extents(Vec<Extent>),
     /// The shadow address table of a locked file: its consistent version's physical pages.
@@ -48,7 +48,7 @@ pub enum Source {
 pub struct Target {
     pub ino: u64,
     pub length: u64,
-    pub source: Source,
+    pub source: FileData,
 }
 
 /// A locked file's consistent version.
@@ -242,9 +242,9 @@ impl LightFsCsd {
             .into_iter()
             .map(|e| {
                 let source = match (self.locked.get(&e.ino), &e.layout) {
-                    (Some(shadow), _) => Source::Shadow(shadow.pages.clone()),
-                    (None, Layout::Extents(x)) => Source::Extents(runs_of(x)),
-                    (None, Layout::TooFragmented) => Source::FromHost,
+                    (Some(shadow), _) => FileData::Shadow(shadow.pages.clone()),
+                    (None, Layout::Extents(x)) => FileData::Extents(runs_of(x)),
+                    (None, Layout::TooFragmented) => FileData::FromHost,
                 };
                 Target {
                     ino: e.ino,
@@ -273,7 +273,7 @@ impl LightFsCsd {
         let (targets, mut done) = self.dispatch(device, at, ino_list)?;
         let mut pages = Vec::new();
         if let Some(Target {
-            source: Source::Extents(runs),
+            source: FileData::Extents(runs),
             length,
             ..
         }) = targets.into_iter().find(|t| t.ino == ino)

@@ -11,7 +11,7 @@
 pub mod csd;
 pub mod index;
 
-use self::csd::{DevEntry, LightFsCsd, Source, Target};
+use self::csd::{DevEntry, FileData, LightFsCsd, Target};
 use self::index::{build_tree, write_index, DirIndex};
 use super::cpu::CorePool;
 use super::{
@@ -632,7 +632,7 @@ impl OffloadDesign for LightFs {
         for target in &targets {
             let mut data;
             let c = match &target.source {
-                Source::Shadow(pages) => {
+                FileData::Shadow(pages) => {
                     let ppns: Vec<_> = pages.iter().flatten().copied().collect();
                     data = vec![0u8; ppns.len() * bs as usize];
                     let c = fs.device_mut().read_physical_pages(
@@ -652,9 +652,9 @@ impl OffloadDesign for LightFs {
                     data = full;
                     c
                 }
-                Source::Extents(_) | Source::FromHost => {
+                FileData::Extents(_) | FileData::FromHost => {
                     let runs = match &target.source {
-                        Source::Extents(r) => r.clone(),
+                        FileData::Extents(r) => r.clone(),
                         _ => host_layouts.get(&target.ino).cloned().unwrap_or_default(),
                     };
                     let ranges = byte_ranges(&runs, bs, target.length);
