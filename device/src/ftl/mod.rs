@@ -111,6 +111,20 @@ pub struct Ftl {
     p2l_journal: BTreeMap<u32, (u64, u32)>,
     /// Every persistent step in order, when a crash checker asked for it.
     log: Option<Vec<PersistStep>>,
+    /// Valid bits set: mapped LPNs plus live delta pages, kept so the leak check is O(1).
+    valid_pages: u64,
+    /// What mutations changed since the last check (debug builds check after every one).
+    #[cfg(debug_assertions)]
+    touched: Touched,
+}
+
+/// Blocks and LPNs a mutation changed: the checks that follow it look at these, not at the
+/// whole device, so debug builds can afford them after every write.
+#[cfg(debug_assertions)]
+#[derive(Clone, Debug, Default)]
+struct Touched {
+    blocks: Vec<u32>,
+    lpns: Vec<u32>,
 }
 
 /// How many live pages ahead GC prefetches L2P slots: enough to keep ~a dozen misses in flight.
@@ -146,6 +160,9 @@ impl Ftl {
             live_delta_count: 0,
             p2l_journal: BTreeMap::new(),
             log: None,
+            valid_pages: 0,
+            #[cfg(debug_assertions)]
+            touched: Touched::default(),
         }
     }
 
@@ -227,7 +244,50 @@ impl Ftl {
 
     #[inline]
     fn set_valid(&mut self, ppn: u32, on: bool) {
+        if get_bit(&self.valid, ppn) != on {
+            if on {
+                self.valid_pages += 1;
+            } else {
+                self.valid_pages -= 1;
+            }
+        }
         set_bit(&mut self.valid, ppn, on);
+        #[cfg(debug_assertions)]
+        self.touched.blocks.push(ppn / self.geo.pages_per_block);
+    }
+
+    /// Notes that `lpn`'s mapping may have changed (debug builds check it after the mutation).
+    #[inline]
+    fn touch_lpn(&mut self, _lpn: u32) {
+        #[cfg(debug_assertions)]
+        self.touched.lpns.push(_lpn);
+    }
+
+    /// Checks what the last mutation touched: the mappings of its LPNs, the pages and counts
+    /// of its blocks, and that no valid page leaked. Debug builds only; a failure is a bug in
+    /// the FTL, never bad input, so it panics with the broken invariant.
+    #[inline]
+    fn check_touched(&mut self) {
+        #[cfg(debug_assertions)]
+        {
+            let mut t = std::mem::take(&mut self.touched);
+            t.lpns.sort_unstable();
+            t.lpns.dedup();
+            t.blocks.sort_unstable();
+            t.blocks.dedup();
+            let checked = t
+                .lpns
+                .iter()
+                .try_for_each(|&l| self.check_lpn_mapping(Lpn(u64::from(l))))
+                .and_then(|()| t.blocks.iter().try_for_each(|&b| self.check_block_pages(b)))
+                .and_then(|()| self.check_valid_total());
+            if let Err(e) = checked {
+                panic!("FTL invariant broken: {e}");
+            }
+            t.lpns.clear();
+            t.blocks.clear();
+            self.touched = t;
+        }
     }
 
     /// Marks the old copy of an LPN stale.
@@ -271,6 +331,7 @@ impl Ftl {
         let seq = self.next_seq();
         self.oob_lpn[ppn as usize] = lpn;
         self.oob_seq[ppn as usize] = seq;
+        self.touch_lpn(lpn);
         set_bit(&mut self.oob_delta, ppn, delta);
         self.set_valid(ppn, true);
         self.log_step(PersistStep::Program {
@@ -311,7 +372,9 @@ impl Ftl {
         if !self.trims.is_empty() && self.trims.remove(&lpn32).is_some() {
             self.log_step(PersistStep::TrimDrop { lpn: lpn32 });
         }
-        self.finish_write(die, ppn, data)
+        let out = self.finish_write(die, ppn, data);
+        self.check_touched();
+        out
     }
 
     /// Programs a page for a TxISC delta mapping: out of place like any write, but the L2P is
@@ -331,7 +394,9 @@ impl Ftl {
         set_bit(&mut self.live_deltas, ppn.0, true);
         self.live_delta_count += 1;
         self.blocks.pin(ppn.0 / self.geo.pages_per_block);
-        self.finish_write(die, ppn, data)
+        let out = self.finish_write(die, ppn, data);
+        self.check_touched();
+        out
     }
 
     /// Makes a delta page the live copy of its LPN (commit, or a snapshot's release for host
@@ -353,6 +418,8 @@ impl Ftl {
             ppn: ppn.0,
             seq,
         });
+        self.touch_lpn(lpn32);
+        self.check_touched();
         Ok(())
     }
 
@@ -373,6 +440,7 @@ impl Ftl {
     pub fn drop_delta(&mut self, ppn: Ppn) -> Result<(), DeviceError> {
         self.take_delta(ppn)?;
         self.invalidate(ppn);
+        self.check_touched();
         Ok(())
     }
 
@@ -548,6 +616,8 @@ impl Ftl {
             seq,
         });
         self.counters.pages_trimmed += 1;
+        self.touch_lpn(lpn.0 as u32);
+        self.check_touched();
         Ok(true)
     }
 
@@ -564,6 +634,9 @@ impl Ftl {
             return Err(DeviceError::NotPinned { block: block.0 });
         }
         self.blocks.unpin(block.0);
+        #[cfg(debug_assertions)]
+        self.touched.blocks.push(block.0);
+        self.check_touched();
         Ok(())
     }
 
@@ -640,6 +713,7 @@ impl Ftl {
         let ppb = self.geo.pages_per_block;
         let mut l2p = L2p::new(self.logical_pages);
         self.valid.fill(0);
+        self.valid_pages = 0;
         self.live_deltas.fill(0);
         self.live_delta_count = 0;
         for (&lpn, &ppn) in mapping {
@@ -675,6 +749,13 @@ impl Ftl {
             }
         }
         self.blocks = table;
+        #[cfg(debug_assertions)]
+        {
+            self.touched = Touched::default();
+            if let Err(e) = self.check_invariants() {
+                panic!("FTL invariant broken after restore: {e}");
+            }
+        }
         Ok(())
     }
 
@@ -686,67 +767,96 @@ impl Ftl {
     ///   valid pages lie below the block's write pointer.
     /// - the GC buckets hold exactly the closed, unpinned blocks, filed by valid count.
     pub fn check_invariants(&self) -> Result<(), String> {
-        for (lpn, ppn) in self.l2p.iter() {
-            if get_bit(&self.live_deltas, ppn.0) {
-                return Err(format!("{lpn} maps to {ppn}, a page still held by a delta"));
-            }
-            if !self.is_valid(ppn.0) {
-                return Err(format!("{lpn} maps to invalid {ppn}"));
-            }
-            if u64::from(self.oob_lpn[ppn.0 as usize]) != lpn.0 {
-                return Err(format!(
-                    "{lpn} -> {ppn} but OOB says lpn {}",
-                    self.oob_lpn[ppn.0 as usize]
-                ));
-            }
+        for (lpn, _) in self.l2p.iter() {
+            self.check_lpn_mapping(lpn)?;
         }
-        let ppb = self.geo.pages_per_block;
         let mut valid_total = 0u64;
-        for (b, meta) in self.blocks.blocks.iter().enumerate() {
-            let first = b as u32 * ppb;
-            let mut valid = 0;
-            for ppn in first..first + ppb {
-                if self.is_valid(ppn) {
-                    valid += 1;
-                    if ppn - first >= meta.written {
-                        return Err(format!("block {b}: valid page above write pointer"));
-                    }
-                    let lpn = Lpn(u64::from(self.oob_lpn[ppn as usize]));
-                    let is_delta = get_bit(&self.live_deltas, ppn);
-                    if !is_delta && self.l2p.get(lpn) != Some(Ppn(ppn)) {
-                        return Err(format!("valid ppn {ppn} not mapped by its {lpn}"));
-                    }
-                    if is_delta && meta.pins == 0 {
-                        return Err(format!("delta page {ppn} sits in unpinned block {b}"));
-                    }
-                }
-                if get_bit(&self.live_deltas, ppn) && !self.is_valid(ppn) {
-                    return Err(format!("delta page {ppn} is not valid"));
-                }
-            }
-            if valid != meta.valid {
-                return Err(format!(
-                    "block {b}: valid count {} != {valid} bits",
-                    meta.valid
-                ));
-            }
-            if meta.state == BlockState::Free && (meta.written != 0 || valid != 0) {
-                return Err(format!("free block {b} holds data"));
-            }
-            valid_total += u64::from(valid);
+        for b in 0..self.blocks.blocks.len() as u32 {
+            self.check_block_pages(b)?;
+            valid_total += u64::from(self.blocks.blocks[b as usize].valid);
         }
-        if valid_total != self.l2p.len() + self.live_delta_count {
+        if valid_total != self.valid_pages {
             return Err(format!(
-                "{valid_total} valid pages but {} mapped LPNs and {} delta pages (a leak)",
+                "blocks count {valid_total} valid pages, the bitmap {}",
+                self.valid_pages
+            ));
+        }
+        self.check_valid_total()?;
+        self.blocks.check()
+    }
+
+    /// A mapped LPN points at a valid page, not held by a delta, whose OOB names the LPN.
+    fn check_lpn_mapping(&self, lpn: Lpn) -> Result<(), String> {
+        let Some(ppn) = self.l2p.get(lpn) else {
+            return Ok(());
+        };
+        if get_bit(&self.live_deltas, ppn.0) {
+            return Err(format!("{lpn} maps to {ppn}, a page still held by a delta"));
+        }
+        if !self.is_valid(ppn.0) {
+            return Err(format!("{lpn} maps to invalid {ppn}"));
+        }
+        if u64::from(self.oob_lpn[ppn.0 as usize]) != lpn.0 {
+            return Err(format!(
+                "{lpn} -> {ppn} but OOB says lpn {}",
+                self.oob_lpn[ppn.0 as usize]
+            ));
+        }
+        Ok(())
+    }
+
+    /// Block `b`'s valid count equals its valid bits; valid pages lie below its write pointer
+    /// and are mapped by their OOB LPN (or held by a delta, in a pinned block); a free block
+    /// holds nothing.
+    fn check_block_pages(&self, b: u32) -> Result<(), String> {
+        let ppb = self.geo.pages_per_block;
+        let meta = &self.blocks.blocks[b as usize];
+        let first = b * ppb;
+        let mut valid = 0;
+        for ppn in first..first + ppb {
+            let is_delta = get_bit(&self.live_deltas, ppn);
+            if self.is_valid(ppn) {
+                valid += 1;
+                if ppn - first >= meta.written {
+                    return Err(format!("block {b}: valid page above write pointer"));
+                }
+                let lpn = Lpn(u64::from(self.oob_lpn[ppn as usize]));
+                if !is_delta && self.l2p.get(lpn) != Some(Ppn(ppn)) {
+                    return Err(format!("valid ppn {ppn} not mapped by its {lpn}"));
+                }
+                if is_delta && meta.pins == 0 {
+                    return Err(format!("delta page {ppn} sits in unpinned block {b}"));
+                }
+            } else if is_delta {
+                return Err(format!("delta page {ppn} is not valid"));
+            }
+        }
+        if valid != meta.valid {
+            return Err(format!(
+                "block {b}: valid count {} != {valid} bits",
+                meta.valid
+            ));
+        }
+        if meta.state == BlockState::Free && (meta.written != 0 || valid != 0) {
+            return Err(format!("free block {b} holds data"));
+        }
+        Ok(())
+    }
+
+    /// Every valid page is a mapped LPN's or a live delta's: none leaked.
+    fn check_valid_total(&self) -> Result<(), String> {
+        if self.valid_pages != self.l2p.len() + self.live_delta_count {
+            return Err(format!(
+                "{} valid pages but {} mapped LPNs and {} delta pages (a leak)",
+                self.valid_pages,
                 self.l2p.len(),
                 self.live_delta_count
             ));
         }
-        self.blocks.check()
+        Ok(())
     }
 }
 
-#[inline]
 fn get_bit(bits: &[u64], i: u32) -> bool {
     bits[(i / 64) as usize] & (1 << (i % 64)) != 0
 }
@@ -765,4 +875,60 @@ fn set_bit(bits: &mut [u64], i: u32, on: bool) {
 fn tag_of(data: Option<&[u8]>) -> u64 {
     data.and_then(|d| d.get(..8))
         .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny() -> Ftl {
+        let geo = Geometry {
+            channels: 2,
+            dies_per_channel: 1,
+            planes_per_die: 1,
+            blocks_per_plane: 8,
+            pages_per_block: 4,
+            page_size_bytes: 4096,
+            over_provisioning: 0.25,
+        };
+        let policy = FtlPolicy {
+            gc_low_watermark_blocks: 2,
+            gc_high_watermark_blocks: 3,
+        };
+        Ftl::new(&geo, &policy, false)
+    }
+
+    #[test]
+    fn overwrites_and_gc_keep_every_invariant() {
+        let mut ftl = tiny();
+        for i in 0..400u64 {
+            ftl.write(Lpn(i * 7 % ftl.logical_pages()), None).unwrap();
+        }
+        ftl.trim(Lpn(3)).unwrap();
+        assert!(ftl.counters().gc_victims > 0, "the run must exercise GC");
+        ftl.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn the_full_check_names_a_corrupted_p2l() {
+        let mut ftl = tiny();
+        let ppn = ftl.write(Lpn(5), None).unwrap().ppn;
+        ftl.oob_lpn[ppn.0 as usize] = 6;
+        let e = ftl.check_invariants().unwrap_err();
+        assert!(e.contains("OOB says lpn 6"), "{e}");
+    }
+
+    /// Debug builds check what each mutation touched: a corrupted OOB in the block the next
+    /// write lands in is caught at that write, not at the end of a run.
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(expected = "FTL invariant broken")]
+    fn debug_builds_catch_a_broken_invariant_at_the_next_write() {
+        let mut ftl = tiny();
+        let ppn = ftl.write(Lpn(5), None).unwrap().ppn;
+        ftl.oob_lpn[ppn.0 as usize] = 6;
+        // Two dies, written in turn: the third write lands in the corrupted block.
+        ftl.write(Lpn(1), None).unwrap();
+        ftl.write(Lpn(2), None).unwrap();
+    }
 }
