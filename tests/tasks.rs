@@ -455,7 +455,7 @@ fn a_failed_transaction_is_rolled_back_and_a_file_isc_task_is_not() {
             }
             _ => assert_eq!(after, b"partial output", "FileISC keeps the partial write"),
         }
-        csd.device().ftl().check_invariants().unwrap();
+        csd.device().check_invariants().unwrap();
         // The device keeps serving, transactionally.
         let ok = csd
             .run(

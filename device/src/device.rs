@@ -190,6 +190,13 @@ impl Device {
         &self.ftl
     }
 
+    /// Every invariant of the FTL and the transaction layer: O(device), for tests. (Debug
+    /// builds already check what each mutation touched.)
+    pub fn check_invariants(&self) -> Result<(), String> {
+        self.ftl.check_invariants()?;
+        self.txn.check()
+    }
+
     pub fn counters(&self) -> DeviceCounters {
         let ftl = self.ftl.counters();
         DeviceCounters {

@@ -107,7 +107,7 @@ proptest! {
                 }
                 Op::Unpin(_) => {}
             }
-            if let Err(e) = dev.ftl().check_invariants() {
+            if let Err(e) = dev.check_invariants() {
                 prop_assert!(false, "invariant broken after {:?}: {}", op, e);
             }
             for &(block, erases) in &pinned {
@@ -169,7 +169,7 @@ fn pinned_blocks_fill_the_device_and_the_error_says_so() {
     dev.read(IoPath::Internal, t, Lpn(0), 1, Some(&mut buf))
         .unwrap();
     assert!(buf == content(0, round) || buf == content(0, round - 1));
-    dev.ftl().check_invariants().unwrap();
+    dev.check_invariants().unwrap();
 }
 
 #[test]

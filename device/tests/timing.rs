@@ -150,7 +150,7 @@ fn gc_under_sustained_random_overwrite_amplifies_writes() {
     assert!(r.counters.waf > 1.5, "waf {}", r.counters.waf);
     // Foreground GC shows up in the tail, not in the median.
     assert!(r.latency.p99_ns > 2 * r.latency.p50_ns, "{:?}", r.latency);
-    dev.ftl().check_invariants().unwrap();
+    dev.check_invariants().unwrap();
 }
 
 #[test]

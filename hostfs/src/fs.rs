@@ -519,6 +519,7 @@ impl HostFs {
         let r = self.ns.remove(path, dir, who)?;
         self.free_runs(&r.blocks)?;
         self.cache.forget(r.ino);
+        self.debug_check_cache(r.ino);
         let layout = *self.ns.layout();
         let mut blocks = vec![layout.inode_block(r.ino), layout.inode_block(r.parent)];
         blocks.extend(self.dir_blocks(r.parent));
@@ -589,7 +590,58 @@ impl HostFs {
         self.cache.forget_from(r.ino, keep_blocks);
         self.ns.set_file_layout(r.ino, len, kept)?;
         self.write_meta([self.ns.layout().inode_block(r.ino)])?;
+        self.debug_check_cache(r.ino);
         Ok(())
+    }
+
+    /// One file's dirty pages: each lies inside the file's size, holds a whole block (when
+    /// payloads are kept) and was dirtied no later than now. A file that is gone has none.
+    fn check_cache_of(&self, ino: Ino) -> Result<(), String> {
+        let bs = self.ns.layout().block_bytes;
+        let blocks = match self.file_layout(ino) {
+            Some((size, _)) => size.div_ceil(bs),
+            None => 0,
+        };
+        for index in self.cache.dirty_blocks(ino) {
+            if index >= blocks {
+                return Err(format!(
+                    "dirty block {index} of {ino:?} lies past its {blocks} blocks"
+                ));
+            }
+            let page = self.cache.get(ino, index).expect("listed as dirty");
+            if page.data.as_ref().is_some_and(|d| d.len() as u64 != bs) {
+                return Err(format!("dirty block {index} of {ino:?} is not {bs} bytes"));
+            }
+            if page.dirtied > self.clock {
+                return Err(format!(
+                    "dirty block {index} of {ino:?} was dirtied in the future"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// [`HostFs::check_cache_of`] after each write, truncation and removal, in debug builds.
+    #[inline]
+    fn debug_check_cache(&self, _ino: Ino) {
+        #[cfg(debug_assertions)]
+        if let Err(e) = self.check_cache_of(_ino) {
+            panic!("page cache invariant broken: {e}");
+        }
+    }
+
+    /// Every dirty page belongs to a live file and passes [`HostFs::check_cache_of`]; and
+    /// the device's own invariants hold. O(dirty pages + device), for tests.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut inos: Vec<Ino> = self.cache.iter().map(|(ino, _, _)| ino).collect();
+        inos.dedup();
+        for ino in inos {
+            if self.file_layout(ino).is_none() {
+                return Err(format!("dirty pages of {ino:?}, which is not a file"));
+            }
+            self.check_cache_of(ino)?;
+        }
+        self.device.check_invariants()
     }
 }
 
@@ -739,6 +791,7 @@ impl HostFs {
         if end > size {
             self.ns.set_file_layout(ino, end, extents)?;
         }
+        self.debug_check_cache(ino);
         Ok(())
     }
 

@@ -96,6 +96,11 @@ impl PageCache {
         self.dirty.len()
     }
 
+    /// Every dirty page as `(file, block index, page)`, in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (Ino, u64, &DirtyPage)> + '_ {
+        self.dirty.iter().map(|(&(ino, i), p)| (ino, i, p))
+    }
+
     pub fn is_empty(&self) -> bool {
         self.dirty.is_empty()
     }

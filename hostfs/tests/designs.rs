@@ -112,6 +112,7 @@ proptest! {
         }
         let mut design = LightFs::default();
         design.init(&mut fs, "/t", ME).unwrap();
+        prop_assert_eq!(fs.check_invariants(), Ok(()));
         let mut dirs = vec!["/t".to_string()];
         dirs.extend(items.iter().filter(|i| i.1.is_none()).map(|i| i.0.clone()));
         for dir in dirs {

@@ -876,6 +876,12 @@ pub fn replay_scanned<R: BufRead + Send>(
             ..r.ndp.clone()
         }
     });
+    // Debug builds (every test) end each replay with the whole system's invariants; each
+    // mutation already checked what it touched.
+    #[cfg(debug_assertions)]
+    if let Err(e) = r.fs.check_invariants() {
+        panic!("invariant broken after replaying under {design}: {e}");
+    }
     let secs = duration.0 as f64 / 1e9;
     Ok(ReplayReport {
         design,

@@ -163,6 +163,50 @@ impl RangeTree {
                 self.map.get_mut(&key).expect("just placed").end = right.end;
             }
         }
+        #[cfg(debug_assertions)]
+        if let Err(e) = self.check_around(start, end) {
+            panic!("range tree invariant broken by insert {start}..{end}: {e}");
+        }
+    }
+
+    /// The fragments from the one before `start` to the first at or after `end`: each is
+    /// non-empty and ends at or before the next begins. What one insert can change.
+    fn check_around(&self, start: u64, end: u64) -> Result<(), String> {
+        let from = self
+            .map
+            .range(..start)
+            .next_back()
+            .map_or(start, |(&s, _)| s);
+        let to = self.map.range(end..).next().map_or(end, |(&s, _)| s);
+        Self::check_run(self.map.range(from..=to))
+    }
+
+    fn check_run<'a>(run: impl Iterator<Item = (&'a u64, &'a Fragment)>) -> Result<(), String> {
+        let mut prev_end = None;
+        for (&s, f) in run {
+            if f.end <= s {
+                return Err(format!("empty fragment at {s} (ends at {})", f.end));
+            }
+            if prev_end.is_some_and(|e| e > s) {
+                return Err(format!("fragment at {s} overlaps the one before"));
+            }
+            prev_end = Some(f.end);
+        }
+        Ok(())
+    }
+
+    /// Every invariant: fragments non-empty, ordered and disjoint, and the surviving-block
+    /// count equal to what they cover. O(fragments), for tests.
+    pub fn check(&self) -> Result<(), String> {
+        Self::check_run(self.map.iter())?;
+        let covered: u64 = self.map.iter().map(|(&s, f)| f.end - s).sum();
+        if covered != self.surviving_blocks {
+            return Err(format!(
+                "fragments cover {covered} blocks, the count says {}",
+                self.surviving_blocks
+            ));
+        }
+        Ok(())
     }
 
     /// The surviving fragments in logical order, as `(start, fragment)`.
@@ -346,6 +390,7 @@ mod tests {
             prop_assert_eq!(st.surviving_blocks, got.len() as u64);
             prop_assert_eq!(st.raw_blocks, intervals.iter().map(|i| i.1).sum::<u64>());
             prop_assert_eq!(st.raw_intervals, intervals.len() as u64);
+            prop_assert_eq!(tree.check(), Ok(()));
         }
 
         #[test]

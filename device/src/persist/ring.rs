@@ -57,6 +57,43 @@ impl StagingRing {
         self.head = pos % self.capacity;
         self.tail = self.head;
         self.gap_at = None;
+        self.debug_check();
+    }
+
+    /// Head and tail lie in the ring; the sentinel block is never used; while a gap marker is
+    /// set, the head has wrapped below the tail.
+    pub fn check(&self) -> Result<(), String> {
+        if self.capacity < 2 || self.head >= self.capacity || self.tail >= self.capacity {
+            return Err(format!(
+                "head {} / tail {} outside a {}-block ring",
+                self.head, self.tail, self.capacity
+            ));
+        }
+        if self.used() > self.capacity - 1 {
+            return Err(format!(
+                "{} blocks used: the sentinel is taken",
+                self.used()
+            ));
+        }
+        if let Some(g) = self.gap_at {
+            // The head wrapped below the tail (the gap counts as used, so they never meet).
+            if g >= self.capacity || self.head >= self.tail {
+                return Err(format!(
+                    "gap at {g} with tail {} and head {} in a {}-block ring",
+                    self.tail, self.head, self.capacity
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// [`StagingRing::check`] after every mutation, in debug builds.
+    #[inline]
+    fn debug_check(&self) {
+        #[cfg(debug_assertions)]
+        if let Err(e) = self.check() {
+            panic!("staging ring invariant broken: {e}");
+        }
     }
 
     pub fn capacity(&self) -> u64 {
@@ -115,6 +152,7 @@ impl StagingRing {
             self.head
         };
         self.head = (start + len) % self.capacity;
+        self.debug_check();
         Ok(RingExtent { start, len, gap })
     }
 
@@ -131,6 +169,7 @@ impl StagingRing {
                     let upto_gap = g - self.tail;
                     if left < upto_gap {
                         self.tail += left;
+                        self.debug_check();
                         return released;
                     }
                     left -= upto_gap;
@@ -149,6 +188,11 @@ impl StagingRing {
             self.tail = (self.tail + left) % self.capacity;
             left = 0;
         }
+        // A tail that wrapped to the head or below it has passed the gap (from inside it).
+        if self.tail <= self.head {
+            self.gap_at = None;
+        }
+        self.debug_check();
         released
     }
 
@@ -280,6 +324,7 @@ mod tests {
                 prop_assert!(ring.used() < capacity, "the sentinel stays free");
                 prop_assert_eq!(ring.is_empty(), reference.order.is_empty());
                 prop_assert_eq!(ring.head(), reference.head);
+                prop_assert_eq!(ring.check(), Ok(()));
             }
         }
     }

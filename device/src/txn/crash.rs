@@ -253,9 +253,8 @@ pub(crate) fn workload(seed: u64, ops: usize, fault: Option<TxFault>) -> Result<
             ));
         }
         checks += 1;
-        dev.ftl
-            .check_invariants()
-            .map_err(|e| fail(&names, format!("FTL invariant: {e}")))?;
+        dev.check_invariants()
+            .map_err(|e| fail(&names, format!("device invariant: {e}")))?;
         dev.ftl.log_step(PersistStep::Mark(op as u64));
         // Every durable change this op made is in the log: the image the log builds is the
         // device's durable state.

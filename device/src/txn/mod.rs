@@ -183,6 +183,19 @@ pub enum TxFault {
 }
 
 impl Txn {
+    /// Every snapshot's invariants, and every user of a snapshot a running task.
+    pub fn check(&self) -> Result<(), String> {
+        for (file, s) in &self.snapshots {
+            s.check().map_err(|e| format!("{file:?}: {e}"))?;
+            if let Some(t) = s.users.iter().find(|t| !self.tasks.contains_key(t)) {
+                return Err(format!(
+                    "{file:?} is registered to {t:?}, which is not running"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn tick(&mut self) -> u64 {
         self.clock += 1;
         self.clock

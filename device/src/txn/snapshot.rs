@@ -87,6 +87,12 @@ impl DeltaTree {
     /// Records that `writer` wrote file page `page` to `ppn` at `ts`; returns the page it
     /// replaces (the writer's previous copy), which becomes garbage.
     pub fn put(&mut self, writer: TaskId, page: u64, ppn: Ppn, ts: u64) -> Option<Ppn> {
+        let replaced = self.put_unchecked(writer, page, ppn, ts);
+        self.debug_check(writer, page);
+        replaced
+    }
+
+    fn put_unchecked(&mut self, writer: TaskId, page: u64, ppn: Ppn, ts: u64) -> Option<Ppn> {
         let m = self.writers.entry(writer).or_default();
         if let Some((&start, e)) = m.range_mut(..=page).next_back() {
             let len = e.pages.len() as u64;
@@ -130,7 +136,64 @@ impl DeltaTree {
         if m.is_empty() {
             self.writers.remove(&writer);
         }
+        self.debug_check(writer, page);
         Some(removed)
+    }
+
+    /// What one change at `writer`'s `page` can break, in debug builds: the entries next to
+    /// it and the entry count.
+    #[inline]
+    fn debug_check(&self, _writer: TaskId, _page: u64) {
+        #[cfg(debug_assertions)]
+        {
+            let around = self.writers.get(&_writer).map_or(Ok(()), |m| {
+                let from = m.range(.._page).next_back().map_or(_page, |(&s, _)| s);
+                Self::check_entries(m.range(from..=_page.saturating_add(1)))
+            });
+            if let Err(e) = around.and_then(|()| self.check_count()) {
+                panic!("delta tree invariant broken at {_writer:?} page {_page}: {e}");
+            }
+        }
+    }
+
+    /// One writer's entries: each holds 1..=MAX_DELTA_PAGES pages and ends before the next
+    /// begins.
+    fn check_entries<'a>(
+        entries: impl Iterator<Item = (&'a u64, &'a DeltaEntry)>,
+    ) -> Result<(), String> {
+        let mut prev_end = None;
+        for (&s, e) in entries {
+            let n = e.pages.len();
+            if n == 0 || n > MAX_DELTA_PAGES {
+                return Err(format!("entry at page {s} holds {n} pages"));
+            }
+            if prev_end.is_some_and(|end| end > s) {
+                return Err(format!("entry at page {s} overlaps the one before"));
+            }
+            prev_end = Some(s + n as u64);
+        }
+        Ok(())
+    }
+
+    /// The entry count matches the writers' maps, and no writer is kept without entries.
+    fn check_count(&self) -> Result<(), String> {
+        let counted: usize = self.writers.values().map(BTreeMap::len).sum();
+        if counted != self.entries || self.writers.values().any(BTreeMap::is_empty) {
+            return Err(format!(
+                "{counted} entries in {} writers' maps, the count says {}",
+                self.writers.len(),
+                self.entries
+            ));
+        }
+        Ok(())
+    }
+
+    /// Every invariant of every writer's entries. O(entries), for tests.
+    pub fn check(&self) -> Result<(), String> {
+        for m in self.writers.values() {
+            Self::check_entries(m.iter())?;
+        }
+        self.check_count()
     }
 
     /// Removes and returns every entry of `writer`, as `(first file page, entry)`.
@@ -141,6 +204,10 @@ impl DeltaTree {
             .map(|m| m.into_iter().collect())
             .unwrap_or_default();
         self.entries -= taken.len();
+        #[cfg(debug_assertions)]
+        if let Err(e) = self.check_count() {
+            panic!("delta tree invariant broken taking {writer:?}'s entries: {e}");
+        }
         taken
     }
 
@@ -215,7 +282,27 @@ impl SnapshotDescriptor {
                 _ => self.extents.push(*e),
             }
         }
+        #[cfg(debug_assertions)]
+        if let Err(e) = self.check() {
+            panic!("snapshot descriptor invariant broken: {e}");
+        }
         added
+    }
+
+    /// The page count is the extents' sum, and contiguous extents are merged. With
+    /// [`DeltaTree::check`] of its deltas, every invariant of the snapshot.
+    pub fn check(&self) -> Result<(), String> {
+        let sum: u64 = self.extents.iter().map(|e| e.pages).sum();
+        if sum != self.pages {
+            return Err(format!(
+                "extents hold {sum} pages, the count says {}",
+                self.pages
+            ));
+        }
+        if let Some(w) = self.extents.windows(2).find(|w| w[0].end() == w[1].first.0) {
+            return Err(format!("extents {:?} and {:?} are not merged", w[0], w[1]));
+        }
+        self.deltas.check()
     }
 
     pub fn pages(&self) -> u64 {

@@ -105,7 +105,7 @@ fn power_cycle_rolls_back_running_tasks_and_keeps_serving() {
         dev.read(IoPath::Host, VirtualTime::ZERO, Lpn(0), 1, Some(&mut buf))
             .unwrap();
         assert_eq!(buf, page_with(u64::MAX));
-        dev.ftl.check_invariants().unwrap();
+        dev.check_invariants().unwrap();
     }
 }
 
@@ -161,7 +161,7 @@ fn overlapping_writers_exactly_one_commits() {
             }
         }
         assert_eq!(committed, 1, "order {order:?}");
-        dev.ftl.check_invariants().unwrap();
+        dev.check_invariants().unwrap();
         assert_eq!(dev.ftl.live_delta_pages(), 0);
     }
     assert_eq!(orders, 18);
@@ -225,7 +225,7 @@ fn host_writes_inside_a_snapshot_are_invisible_to_the_task_and_conflict_at_commi
         "the aborted task left nothing; the host delta was applied"
     );
     assert_eq!(dev.txn_stats().snapshots, 0);
-    dev.ftl.check_invariants().unwrap();
+    dev.check_invariants().unwrap();
 
     // A host trim inside a snapshot is a host write of zeros.
     let task = dev.tx_begin();
@@ -244,7 +244,7 @@ fn host_writes_inside_a_snapshot_are_invisible_to_the_task_and_conflict_at_commi
         buf.iter().all(|&b| b == 0),
         "and keeps seeing it after the snapshot ends"
     );
-    dev.ftl.check_invariants().unwrap();
+    dev.check_invariants().unwrap();
 }
 
 #[test]
