@@ -632,8 +632,20 @@ fn guest_string(
     Ok(s)
 }
 
+/// The `csd_v1` ABI: every host function a task may import, in groups.
 pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
     let mut l = Linker::new(engine);
+    link_inputs(&mut l)?;
+    link_blocking_io(&mut l)?;
+    link_queued_io(&mut l)?;
+    link_outputs(&mut l)?;
+    link_grep_accelerator(&mut l)?;
+    link_stats_accelerator(&mut l)?;
+    Ok(l)
+}
+
+/// The task's arguments and the files registered for it.
+fn link_inputs(l: &mut Linker<TaskState>) -> wasmtime::Result<()> {
     l.func_wrap(
         MODULE,
         "args_len",
@@ -674,6 +686,11 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
             Ok(s.file_size(path).map_err(fail)? as i64)
         },
     )?;
+    Ok(())
+}
+
+/// Reads and writes that return when the device has served them.
+fn link_blocking_io(l: &mut Linker<TaskState>) -> wasmtime::Result<()> {
     l.func_wrap(
         MODULE,
         "file_read",
@@ -725,6 +742,11 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
             Ok(r.len() as i32)
         },
     )?;
+    Ok(())
+}
+
+/// Requests kept in flight: submit now, pay the wait later (up to [`MAX_INFLIGHT`]).
+fn link_queued_io(l: &mut Linker<TaskState>) -> wasmtime::Result<()> {
     l.func_wrap(
         MODULE,
         "file_read_submit",
@@ -800,6 +822,11 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
             Ok(())
         },
     )?;
+    Ok(())
+}
+
+/// What the task hands back: its result, its log lines, and how it failed.
+fn link_outputs(l: &mut Linker<TaskState>) -> wasmtime::Result<()> {
     l.func_wrap(
         MODULE,
         "ret_write",
@@ -852,6 +879,11 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
             Ok(())
         },
     )?;
+    Ok(())
+}
+
+/// The grep accelerator, fed from the device's own reads (LightFS's Grep-ACC).
+fn link_grep_accelerator(l: &mut Linker<TaskState>) -> wasmtime::Result<()> {
     l.func_wrap(
         MODULE,
         "accel_grep",
@@ -911,6 +943,11 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
             Ok(count)
         },
     )?;
+    Ok(())
+}
+
+/// The statistics accelerator: the sum of a file's words, fed from the device's own reads.
+fn link_stats_accelerator(l: &mut Linker<TaskState>) -> wasmtime::Result<()> {
     l.func_wrap(
         MODULE,
         "accel_stats",
@@ -951,5 +988,5 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<TaskState>> {
             Ok(sum as i64)
         },
     )?;
-    Ok(l)
+    Ok(())
 }
