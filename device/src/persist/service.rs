@@ -330,6 +330,76 @@ struct FileState {
     inode: Vec<u8>,
 }
 
+/// One block a checkpoint or a recovery replays: its home in the file-system area and
+/// where its newest copy waits (a ring and the position in it).
+#[derive(Clone, Copy, Debug)]
+struct RawRecord {
+    dst: u64,
+    source: ReplaySource,
+    pos: u64,
+    /// An inode block (deduplicated by key when coalescing), not file data.
+    inode: bool,
+}
+
+impl RawRecord {
+    fn source_block(&self, ns: &SiftLayout) -> u64 {
+        match self.source {
+            ReplaySource::Staging => ns.staging_block(self.pos),
+            ReplaySource::Journal => ns.journal_block(self.pos),
+        }
+    }
+}
+
+/// The records of a staging transaction at ring position `at`: its inode block after the
+/// descriptor, then its data blocks.
+fn staged_records<'a>(
+    ns: &'a SiftLayout,
+    at: u64,
+    d: &'a StagingDesc,
+) -> impl Iterator<Item = RawRecord> + 'a {
+    let inode = RawRecord {
+        dst: ns.inode_block(d.file),
+        source: ReplaySource::Staging,
+        pos: at + 1,
+        inode: true,
+    };
+    let data = d.blocks.iter().enumerate().map(move |(i, &b)| RawRecord {
+        dst: ns.data_block(d.file, b),
+        source: ReplaySource::Staging,
+        pos: at + 2 + i as u64,
+        inode: false,
+    });
+    std::iter::once(inode).chain(data)
+}
+
+/// The records of a journal transaction at ring position `at`: its inode blocks, then its
+/// data blocks, in the order its descriptor lists them.
+fn journal_records<'a>(
+    ns: &'a SiftLayout,
+    at: u64,
+    d: &'a JournalDesc,
+) -> impl Iterator<Item = RawRecord> + 'a {
+    let inodes = d.inodes.iter().map(|&f| (ns.inode_block(f), true));
+    let data = d.blocks.iter().map(|&(f, b)| (ns.data_block(f, b), false));
+    inodes
+        .chain(data)
+        .zip(at + 1..)
+        .map(|((dst, inode), pos)| RawRecord {
+            dst,
+            source: ReplaySource::Journal,
+            pos,
+            inode,
+        })
+}
+
+/// A checkpoint's batch once gathered: the raw replay set in order, the staged updates it
+/// makes eligible for reclaim, and the journal transactions by sequence number and extent.
+struct Gathered {
+    raw: Vec<RawRecord>,
+    eligible: Vec<StagedUpdate<state::ReplayEligible>>,
+    journals: Vec<(u64, RingExtent)>,
+}
+
 #[derive(Debug)]
 struct Journaled {
     desc: JournalDesc,
@@ -718,10 +788,41 @@ impl<B: Blocks> Sift<B> {
         if batch.is_empty() {
             return Ok((stats, io, pending));
         }
-        // The raw replay set in order: (FS block, source area, source ring position).
-        let mut raw: Vec<(u64, ReplaySource, u64, bool)> = Vec::new();
-        let mut eligible: Vec<StagedUpdate<state::ReplayEligible>> = Vec::new();
-        let mut journals = Vec::with_capacity(batch.len());
+        let gathered = self.gather(batch, &mut stats, &mut io)?;
+        let reclaim_first = self.fault == Some(OrderFault::ReclaimBeforeReplay);
+        let last_staged = gathered.eligible.last().map(|s| (s.seq, s.extent()));
+        if reclaim_first {
+            self.reclaim(&gathered.journals, last_staged);
+        }
+        io.replay = match self.config {
+            Config::Vanilla | Config::Offload => self.replay_raw(&gathered.raw, &mut stats),
+            Config::Coalesce => self.replay_coalesced(&gathered.raw, &mut stats),
+        };
+        // The replay is durable before the superblock may drop what it replayed.
+        self.blocks.flush();
+        stats.reclaimed_txns = gathered.eligible.len() as u64;
+        self.last_checkpoint = stats;
+        pending.batch = gathered.journals;
+        pending.last_staged = last_staged;
+        pending.eligible = gathered.eligible;
+        pending.done = reclaim_first;
+        Ok((stats, io, pending))
+    }
+
+    /// A checkpoint's first step: revalidates every staged update the batch references
+    /// (*wait-not-skip*) and lists the raw replay set in order, counting it in `stats` and
+    /// the validation reads in `io`.
+    fn gather(
+        &mut self,
+        batch: Vec<Journaled>,
+        stats: &mut CheckpointStats,
+        io: &mut CheckpointIo,
+    ) -> Result<Gathered, SiftError> {
+        let mut g = Gathered {
+            raw: Vec::new(),
+            eligible: Vec::new(),
+            journals: Vec::with_capacity(batch.len()),
+        };
         for j in batch {
             for s in j.staged {
                 stats.staged_txns += 1;
@@ -729,133 +830,92 @@ impl<B: Blocks> Sift<B> {
                 let start = s.extent().start;
                 io.validate
                     .push((self.ns.staging_block(start), desc.ring_blocks()));
-                raw.push((
-                    self.ns.inode_block(desc.file),
-                    ReplaySource::Staging,
-                    start + 1,
-                    true,
-                ));
-                for (i, &b) in desc.blocks.iter().enumerate() {
-                    let src = start + 2 + i as u64;
-                    raw.push((
-                        self.ns.data_block(desc.file, b),
-                        ReplaySource::Staging,
-                        src,
-                        false,
-                    ));
-                }
-                eligible.push(s);
+                g.raw.extend(staged_records(&self.ns, start, &desc));
+                g.eligible.push(s);
             }
-            let mut pos = j.extent.start + 1;
-            for &f in &j.desc.inodes {
-                raw.push((self.ns.inode_block(f), ReplaySource::Journal, pos, true));
-                pos += 1;
-            }
-            for &(f, b) in &j.desc.blocks {
-                raw.push((self.ns.data_block(f, b), ReplaySource::Journal, pos, false));
-                pos += 1;
-            }
-            journals.push((j.desc.seq, j.extent));
+            g.raw
+                .extend(journal_records(&self.ns, j.extent.start, &j.desc));
+            g.journals.push((j.desc.seq, j.extent));
         }
-        let batch = journals;
-        stats.raw_records = raw.len() as u64;
-        stats.raw_inodes = raw.iter().filter(|r| r.3).count() as u64;
+        stats.raw_records = g.raw.len() as u64;
+        stats.raw_inodes = g.raw.iter().filter(|r| r.inode).count() as u64;
         stats.raw_blocks = stats.raw_records - stats.raw_inodes;
-        let area = |s: ReplaySource| match s {
-            ReplaySource::Staging => 0,
-            ReplaySource::Journal => 1,
-        };
-        let reclaim_first = self.fault == Some(OrderFault::ReclaimBeforeReplay);
-        let last_staged = eligible.last().map(|s| (s.seq, s.extent()));
-        if reclaim_first {
-            self.reclaim(&batch, last_staged);
+        Ok(g)
+    }
+
+    /// Replays every raw record in order, one read and one write each (SIFT's vanilla and
+    /// offload configurations).
+    fn replay_raw(&mut self, raw: &[RawRecord], stats: &mut CheckpointStats) -> Replay {
+        let mut records = Vec::with_capacity(raw.len());
+        for r in raw {
+            let from = self.source_block(r.source, r.pos);
+            let data = self.blocks.read(from);
+            self.blocks.write(r.dst, &data);
+            records.push((from, r.dst));
         }
-        match self.config {
-            Config::Vanilla | Config::Offload => {
-                let mut records = Vec::with_capacity(raw.len());
-                for &(dst, src, pos, _) in &raw {
-                    let from = self.source_block(src, pos);
-                    let data = self.blocks.read(from);
-                    self.blocks.write(dst, &data);
-                    records.push((from, dst));
-                }
-                io.replay = Replay::Raw(records);
-                stats.surviving_blocks = stats.raw_blocks;
-                stats.surviving_inodes = stats.raw_inodes;
-                stats.surviving_records = stats.raw_records;
-                stats.read_requests = stats.raw_records;
-                stats.write_requests = stats.raw_records;
-            }
-            Config::Coalesce => {
-                let mut tree = RangeTree::new();
-                let mut inodes: InodeDedup<(u8, u64)> = InodeDedup::default();
-                for &(dst, src, pos, is_inode) in &raw {
-                    if is_inode {
-                        inodes.insert(
-                            InodeKey {
-                                block: dst,
-                                slot: 0,
-                            },
-                            (area(src), pos),
-                        );
-                    } else {
-                        tree.insert(dst, 1, src, pos);
-                    }
-                }
-                let t = tree.stats();
-                stats.surviving_blocks = t.surviving_blocks;
-                stats.surviving_inodes = inodes.surviving() as u64;
-                stats.surviving_records = t.surviving_fragments + stats.surviving_inodes;
-                let plan = window::plan(tree.iter(), (64 << 20) / self.ns.block_bytes);
-                stats.read_requests = plan.read_requests() + stats.surviving_inodes;
-                stats.write_requests = plan.write_requests() + stats.surviving_inodes;
-                let at = |r: &window::Request| match r.area {
-                    window::Area::FileSystem => (r.at, r.blocks),
-                    window::Area::Staging => (self.ns.staging_block(r.at), r.blocks),
-                    window::Area::Journal => (self.ns.journal_block(r.at), r.blocks),
+        stats.surviving_blocks = stats.raw_blocks;
+        stats.surviving_inodes = stats.raw_inodes;
+        stats.surviving_records = stats.raw_records;
+        stats.read_requests = stats.raw_records;
+        stats.write_requests = stats.raw_records;
+        Replay::Raw(records)
+    }
+
+    /// Replays only the last version of each block and inode, merged into windows of large
+    /// requests (SIFT's coalescing checkpointer: the range tree, inode dedup, the window
+    /// plan).
+    fn replay_coalesced(&mut self, raw: &[RawRecord], stats: &mut CheckpointStats) -> Replay {
+        let mut tree = RangeTree::new();
+        let mut inodes: InodeDedup<(ReplaySource, u64)> = InodeDedup::default();
+        for r in raw {
+            if r.inode {
+                let key = InodeKey {
+                    block: r.dst,
+                    slot: 0,
                 };
-                let mut units: Vec<ReplayUnit> = plan
-                    .windows
-                    .iter()
-                    .map(|w| ReplayUnit {
-                        reads: w.reads.iter().map(at).collect(),
-                        writes: w.writes.iter().map(at).collect(),
-                    })
-                    .collect();
-                for (dst, f) in tree.iter() {
-                    for i in 0..f.end - dst {
-                        let data = self
-                            .blocks
-                            .read(self.source_block(f.source, f.src_block + i));
-                        self.blocks.write(dst + i, &data);
-                    }
-                }
-                for (k, (a, pos)) in inodes.survivors() {
-                    let src = if a == 0 {
-                        ReplaySource::Staging
-                    } else {
-                        ReplaySource::Journal
-                    };
-                    let from = self.source_block(src, pos);
-                    let data = self.blocks.read(from);
-                    self.blocks.write(k.block, &data);
-                    units.push(ReplayUnit {
-                        reads: vec![(from, 1)],
-                        writes: vec![(k.block, 1)],
-                    });
-                }
-                io.replay = Replay::Windows(units);
+                inodes.insert(key, (r.source, r.pos));
+            } else {
+                tree.insert(r.dst, 1, r.source, r.pos);
             }
         }
-        // The replay is durable before the superblock may drop what it replayed.
-        self.blocks.flush();
-        stats.reclaimed_txns = eligible.len() as u64;
-        self.last_checkpoint = stats;
-        pending.batch = batch;
-        pending.last_staged = last_staged;
-        pending.eligible = eligible;
-        pending.done = reclaim_first;
-        Ok((stats, io, pending))
+        let t = tree.stats();
+        stats.surviving_blocks = t.surviving_blocks;
+        stats.surviving_inodes = inodes.surviving() as u64;
+        stats.surviving_records = t.surviving_fragments + stats.surviving_inodes;
+        let plan = window::plan(tree.iter(), (64 << 20) / self.ns.block_bytes);
+        stats.read_requests = plan.read_requests() + stats.surviving_inodes;
+        stats.write_requests = plan.write_requests() + stats.surviving_inodes;
+        let at = |r: &window::Request| match r.area {
+            window::Area::FileSystem => (r.at, r.blocks),
+            window::Area::Staging => (self.ns.staging_block(r.at), r.blocks),
+            window::Area::Journal => (self.ns.journal_block(r.at), r.blocks),
+        };
+        let mut units: Vec<ReplayUnit> = plan
+            .windows
+            .iter()
+            .map(|w| ReplayUnit {
+                reads: w.reads.iter().map(at).collect(),
+                writes: w.writes.iter().map(at).collect(),
+            })
+            .collect();
+        for (dst, f) in tree.iter() {
+            for i in 0..f.end - dst {
+                let data = self
+                    .blocks
+                    .read(self.source_block(f.source, f.src_block + i));
+                self.blocks.write(dst + i, &data);
+            }
+        }
+        for (k, (source, pos)) in inodes.survivors() {
+            let from = self.source_block(source, pos);
+            let data = self.blocks.read(from);
+            self.blocks.write(k.block, &data);
+            units.push(ReplayUnit {
+                reads: vec![(from, 1)],
+                writes: vec![(k.block, 1)],
+            });
+        }
+        Replay::Windows(units)
     }
 
     /// The second half of a checkpoint, once its replay is durable: advances the ring tails
@@ -878,10 +938,13 @@ impl<B: Blocks> Sift<B> {
     }
 
     fn source_block(&self, src: ReplaySource, pos: u64) -> u64 {
-        match src {
-            ReplaySource::Staging => self.ns.staging_block(pos),
-            ReplaySource::Journal => self.ns.journal_block(pos),
+        RawRecord {
+            dst: 0,
+            source: src,
+            pos,
+            inode: false,
         }
+        .source_block(&self.ns)
     }
 
     /// *wait-not-skip*: re-reads a referenced staging transaction until its descriptor and
@@ -951,12 +1014,10 @@ impl<B: Blocks> Sift<B> {
         // Replay: each journal transaction's staged state, then its own blocks; then the
         // staging transactions no committed journal transaction references.
         let mut replayed_through = 0;
-        let apply_staged = |blocks: &mut B, at: u64, d: &StagingDesc| {
-            let inode = blocks.read(ns.staging_block(at + 1));
-            blocks.write(ns.inode_block(d.file), &inode);
-            for (i, &b) in d.blocks.iter().enumerate() {
-                let data = blocks.read(ns.staging_block(at + 2 + i as u64));
-                blocks.write(ns.data_block(d.file, b), &data);
+        let apply = |blocks: &mut B, records: &mut dyn Iterator<Item = RawRecord>| {
+            for r in records {
+                let data = blocks.read(r.source_block(&ns));
+                blocks.write(r.dst, &data);
             }
         };
         for (at, j) in &journals {
@@ -969,23 +1030,13 @@ impl<B: Blocks> Sift<B> {
                             journal: j.seq,
                             staged: s,
                         })?;
-                apply_staged(&mut blocks, *spos, sd);
+                apply(&mut blocks, &mut staged_records(&ns, *spos, sd));
                 replayed_through = replayed_through.max(s);
             }
-            let mut p = at + 1;
-            for &f in &j.inodes {
-                let data = blocks.read(ns.journal_block(p));
-                blocks.write(ns.inode_block(f), &data);
-                p += 1;
-            }
-            for &(f, b) in &j.blocks {
-                let data = blocks.read(ns.journal_block(p));
-                blocks.write(ns.data_block(f, b), &data);
-                p += 1;
-            }
+            apply(&mut blocks, &mut journal_records(&ns, *at, j));
         }
         for (spos, sd) in staged.iter().filter(|(_, d)| d.seq > replayed_through) {
-            apply_staged(&mut blocks, *spos, sd);
+            apply(&mut blocks, &mut staged_records(&ns, *spos, sd));
         }
         // Everything is in the file-system area now: start with empty rings past the end.
         blocks.flush();
