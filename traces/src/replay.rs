@@ -752,77 +752,8 @@ pub fn replay_scanned<R: BufRead + Send>(
     opts: &ReplayOptions,
     mut progress: impl FnMut(Progress),
 ) -> Result<ReplayReport, ReplayError> {
-    let device = csd_device::Device::new(profile, csd_device::DataMode::TimingOnly)?;
-    let mut fs =
-        HostFs::format(device, DIR_PERMS).map_err(|e| ReplayError::Setup(e.to_string()))?;
-    fs.seed_writeback(opts.seed);
-    // Files the trace reads without writing are made first; what they need must fit.
-    let needed: u64 = scan.files.values().fold(0, |a, f| a.saturating_add(f.size));
-    if needed > fs.device().capacity_bytes() {
-        return Err(ReplayError::Setup(format!(
-            "the trace reads {needed} bytes of files it never writes (they must exist before it \
-             starts), more than the {}-byte device of profile '{}' holds",
-            fs.device().capacity_bytes(),
-            profile.name
-        )));
-    }
-    let setup = |fs: &mut HostFs| -> Result<(), FsError> {
-        // Only the deepest directories: making one makes its ancestors, and a set of every
-        // ancestor of a deep path would otherwise cost its depth squared.
-        let mut dirs = scan.dirs.iter().peekable();
-        while let Some(d) = dirs.next() {
-            let has_child = dirs.peek().is_some_and(|next| {
-                next.strip_prefix(d.as_str())
-                    .is_some_and(|rest| rest.starts_with('/'))
-            });
-            if !has_child {
-                mkdir_p(fs, d)?;
-            }
-        }
-        for (f, needed) in &scan.files {
-            if let Some(p) = parent(f) {
-                mkdir_p(fs, p)?;
-            }
-            let read: Vec<(u64, u64)> = needed.read.iter().map(|(&s, &e)| (s, e)).collect();
-            match fs.import_zeros(f, needed.size, &read, FILE_PERMS, WHO) {
-                // Opened without O_DIRECTORY but created as a directory's parent: a directory.
-                Err(FsError::Namespace(NsError::Exists(_) | NsError::NotADirectory(_))) => {}
-                r => {
-                    r?;
-                }
-            }
-        }
-        Ok(())
-    };
-    setup(&mut fs).map_err(|e| ReplayError::Setup(e.to_string()))?;
-    let mut d = design.build();
-    d.init(&mut fs, "/", WHO)
-        .map_err(|e| ReplayError::Setup(e.to_string()))?;
-    d.drop_caches(&mut fs);
-    // The trace starts on an idle device with fresh counters.
-    fs.device_mut().reset_measurements();
-    fs.set_clock(VirtualTime::ZERO);
-
-    let mut r = Replayer {
-        fs,
-        design: d,
-        compute: runners.compute,
-        computes: BTreeMap::new(),
-        isc_runner: runners.isc,
-        isc: IscTotals::default(),
-        stand_in: None,
-        fds: HashMap::new(),
-        clocks: HashMap::new(),
-        hist: BTreeMap::new(),
-        skipped: BTreeMap::new(),
-        first_errors: BTreeMap::new(),
-        ops: 0,
-        ndp: NdpTotals::default(),
-        ndp_stage_sum: Stages::default(),
-        pace: opts.pace,
-        last_start: VirtualTime::ZERO,
-        zeros: Vec::new(),
-    };
+    let (fs, d) = prepare(scan, profile, design, opts.seed)?;
+    let mut r = Replayer::new(fs, d, runners, opts.pace);
     let reader = TraceReader::new(open().map_err(TraceError::Io)?, opts.strictness)?;
     let mut events = 0u64;
     let skipped = reader.for_each_parsed(|ev| -> Result<(), TraceError> {
@@ -843,57 +774,160 @@ pub fn replay_scanned<R: BufRead + Send>(
     for (op, n) in skipped {
         *r.skipped.entry(format!("unknown op {op}")).or_default() += n;
     }
-    let duration = r
-        .clocks
-        .values()
-        .copied()
-        .max()
-        .unwrap_or(VirtualTime::ZERO);
-    let latency = r
-        .hist
-        .iter()
-        .map(|(op, (h, failed))| {
-            (
-                op.to_string(),
-                OpLatency {
-                    count: h.len(),
-                    failed: *failed,
-                    mean_ns: if h.is_empty() { 0.0 } else { h.mean() },
-                    p50_ns: h.value_at_quantile(0.5),
-                    p99_ns: h.value_at_quantile(0.99),
-                    p999_ns: h.value_at_quantile(0.999),
-                    p9999_ns: h.value_at_quantile(0.9999),
-                    max_ns: h.max(),
-                },
-            )
-        })
-        .collect();
-    let ndp = (r.ndp.requests > 0).then(|| {
-        let breakdown = r.ndp_stage_sum.scale(1.0 / r.ndp.files.max(1) as f64);
-        NdpTotals {
-            pao: breakdown.pao(),
-            breakdown,
-            ..r.ndp.clone()
-        }
-    });
     // Debug builds (every test) end each replay with the whole system's invariants; each
     // mutation already checked what it touched.
     #[cfg(debug_assertions)]
     if let Err(e) = r.fs.check_invariants() {
         panic!("invariant broken after replaying under {design}: {e}");
     }
-    let secs = duration.0 as f64 / 1e9;
-    Ok(ReplayReport {
-        design,
-        events,
-        ops: r.ops,
-        skipped: r.skipped,
-        duration_ns: duration.0,
-        ops_per_sec: if secs > 0.0 { r.ops as f64 / secs } else { 0.0 },
-        latency,
-        first_errors: r.first_errors,
-        ndp,
-        isc: (r.isc.requests > 0).then_some(r.isc),
-        device: r.fs.device().counters(),
-    })
+    Ok(r.report(design, events))
+}
+
+/// The system a trace starts on: a formatted host file system over a fresh device of
+/// `profile`, holding the files and directories the trace uses without creating them,
+/// `design` initialised on it, caches cold, counters and clock at zero.
+fn prepare(
+    scan: &Prescan,
+    profile: &Profile,
+    design: DesignKind,
+    seed: u64,
+) -> Result<(HostFs, Box<dyn OffloadDesign>), ReplayError> {
+    let setup = |e: &dyn std::fmt::Display| ReplayError::Setup(e.to_string());
+    let device = csd_device::Device::new(profile, csd_device::DataMode::TimingOnly)?;
+    let mut fs = HostFs::format(device, DIR_PERMS).map_err(|e| setup(&e))?;
+    fs.seed_writeback(seed);
+    // Files the trace reads without writing are made first; what they need must fit.
+    let needed: u64 = scan.files.values().fold(0, |a, f| a.saturating_add(f.size));
+    if needed > fs.device().capacity_bytes() {
+        return Err(ReplayError::Setup(format!(
+            "the trace reads {needed} bytes of files it never writes (they must exist before it \
+             starts), more than the {}-byte device of profile '{}' holds",
+            fs.device().capacity_bytes(),
+            profile.name
+        )));
+    }
+    make_initial_files(&mut fs, scan).map_err(|e| setup(&e))?;
+    let mut d = design.build();
+    d.init(&mut fs, "/", WHO).map_err(|e| setup(&e))?;
+    d.drop_caches(&mut fs);
+    // The trace starts on an idle device with fresh counters.
+    fs.device_mut().reset_measurements();
+    fs.set_clock(VirtualTime::ZERO);
+    Ok((fs, d))
+}
+
+/// Makes the directories and files the trace needs to exist before it starts, the files
+/// zero-filled where the trace reads them.
+fn make_initial_files(fs: &mut HostFs, scan: &Prescan) -> Result<(), FsError> {
+    // Only the deepest directories: making one makes its ancestors, and a set of every
+    // ancestor of a deep path would otherwise cost its depth squared.
+    let mut dirs = scan.dirs.iter().peekable();
+    while let Some(d) = dirs.next() {
+        let has_child = dirs.peek().is_some_and(|next| {
+            next.strip_prefix(d.as_str())
+                .is_some_and(|rest| rest.starts_with('/'))
+        });
+        if !has_child {
+            mkdir_p(fs, d)?;
+        }
+    }
+    for (f, needed) in &scan.files {
+        if let Some(p) = parent(f) {
+            mkdir_p(fs, p)?;
+        }
+        let read: Vec<(u64, u64)> = needed.read.iter().map(|(&s, &e)| (s, e)).collect();
+        match fs.import_zeros(f, needed.size, &read, FILE_PERMS, WHO) {
+            // Opened without O_DIRECTORY but created as a directory's parent: a directory.
+            Err(FsError::Namespace(NsError::Exists(_) | NsError::NotADirectory(_))) => {}
+            r => {
+                r?;
+            }
+        }
+    }
+    Ok(())
+}
+
+impl<'a> Replayer<'a, 'a> {
+    fn new(
+        fs: HostFs,
+        design: Box<dyn OffloadDesign>,
+        runners: OpRunners<'a>,
+        pace: Pace,
+    ) -> Replayer<'a, 'a> {
+        Replayer {
+            fs,
+            design,
+            compute: runners.compute,
+            computes: BTreeMap::new(),
+            isc_runner: runners.isc,
+            isc: IscTotals::default(),
+            stand_in: None,
+            fds: HashMap::new(),
+            clocks: HashMap::new(),
+            hist: BTreeMap::new(),
+            skipped: BTreeMap::new(),
+            first_errors: BTreeMap::new(),
+            ops: 0,
+            ndp: NdpTotals::default(),
+            ndp_stage_sum: Stages::default(),
+            pace,
+            last_start: VirtualTime::ZERO,
+            zeros: Vec::new(),
+        }
+    }
+
+    /// The report of a finished replay of `events` events under `design`.
+    fn report(self, design: DesignKind, events: u64) -> ReplayReport {
+        let duration = self
+            .clocks
+            .values()
+            .copied()
+            .max()
+            .unwrap_or(VirtualTime::ZERO);
+        let latency = self
+            .hist
+            .iter()
+            .map(|(op, (h, failed))| {
+                (
+                    op.to_string(),
+                    OpLatency {
+                        count: h.len(),
+                        failed: *failed,
+                        mean_ns: if h.is_empty() { 0.0 } else { h.mean() },
+                        p50_ns: h.value_at_quantile(0.5),
+                        p99_ns: h.value_at_quantile(0.99),
+                        p999_ns: h.value_at_quantile(0.999),
+                        p9999_ns: h.value_at_quantile(0.9999),
+                        max_ns: h.max(),
+                    },
+                )
+            })
+            .collect();
+        let ndp = (self.ndp.requests > 0).then(|| {
+            let breakdown = self.ndp_stage_sum.scale(1.0 / self.ndp.files.max(1) as f64);
+            NdpTotals {
+                pao: breakdown.pao(),
+                breakdown,
+                ..self.ndp.clone()
+            }
+        });
+        let secs = duration.0 as f64 / 1e9;
+        ReplayReport {
+            design,
+            events,
+            ops: self.ops,
+            skipped: self.skipped,
+            duration_ns: duration.0,
+            ops_per_sec: if secs > 0.0 {
+                self.ops as f64 / secs
+            } else {
+                0.0
+            },
+            latency,
+            first_errors: self.first_errors,
+            ndp,
+            isc: (self.isc.requests > 0).then_some(self.isc),
+            device: self.fs.device().counters(),
+        }
+    }
 }
