@@ -575,6 +575,10 @@ impl OffloadDesign for LightFs {
         })
     }
 
+    /// One request for every file it names (LightFS §III-C): the host resolves paths to ino
+    /// lists, one NVMe command carries them, the device finds every layout in its
+    /// `.ndpmeta` cache and reads all files at once, then computes them in the order their
+    /// reads complete.
     fn offload(
         &mut self,
         fs: &mut HostFs,
@@ -584,144 +588,44 @@ impl OffloadDesign for LightFs {
         let st = self.state()?;
         st.monitor(fs)?;
         let started = fs.clock();
-        let profile = fs.device().profile().clone();
-        let bs = fs.namespace().layout().block_bytes;
-
-        // LightFS-Host: permissions, path → ino lists, filefrag only for files the index
-        // gave up on.
-        let mut lists = Vec::new();
-        let mut names: BTreeMap<u64, String> = BTreeMap::new();
-        let mut host_layouts: BTreeMap<u64, Vec<Extent>> = BTreeMap::new();
-        for p in &req.paths {
-            let r = st.resolve(fs, p, req.who)?;
-            for (path, e) in &r.files {
-                names.insert(e.ino, path.clone());
-                if e.too_fragmented {
-                    let (_, extents, _) = fs
-                        .file_extents(path, req.who)
-                        .map_err(|e| super::pipeline::refuse(e, req.who))?;
-                    host_layouts.insert(e.ino, extents);
-                }
-            }
-            lists.push(r.ino_list);
-        }
+        let plan = st.plan_on_host(fs, req)?;
         let host_done = fs.clock();
-        let commanded = host_done.after(profile.host_interface.nvme_command_ns);
-        let request_bytes = lists.iter().map(|l| 8 * l.len() as u64 + 8).sum::<u64>()
-            + host_layouts
-                .values()
-                .map(|x| super::layout_bytes(x.len()))
-                .sum::<u64>()
-            + compute.args_bytes();
-        let received = fs.device_mut().host_transfer(commanded, request_bytes).done;
-
+        let commanded = host_done.after(fs.device().profile().host_interface.nvme_command_ns);
+        let received = fs
+            .device_mut()
+            .host_transfer(commanded, plan.request_bytes(compute.args_bytes()))
+            .done;
         // LightFS-CSD: batch layout retrieval, then every read at once.
         let mut targets: Vec<Target> = Vec::new();
         let mut t = received;
-        for list in &lists {
+        for list in &plan.lists {
             let (found, done) = st.csd.dispatch(fs.device_mut(), t, list)?;
             t = done.at;
-            targets.extend(found.into_iter().filter(|f| names.contains_key(&f.ino)));
+            targets.extend(
+                found
+                    .into_iter()
+                    .filter(|f| plan.names.contains_key(&f.ino)),
+            );
         }
         if targets.is_empty() {
             return Err(NdpError::NoFiles(req.paths.join(", ")));
         }
         let retrieved = t;
-        let keep = fs.device().ftl().keeps_payloads();
-        let mut reads = Vec::with_capacity(targets.len());
-        for target in &targets {
-            let mut data;
-            let c = match &target.source {
-                FileData::Shadow(pages) => {
-                    let ppns: Vec<_> = pages.iter().flatten().copied().collect();
-                    data = vec![0u8; ppns.len() * bs as usize];
-                    let c = fs.device_mut().read_physical_pages(
-                        retrieved,
-                        &ppns,
-                        keep.then_some(&mut data[..]),
-                    )?;
-                    // Unmapped pages of the snapshot read as zeros, in their place.
-                    let mut full = Vec::with_capacity(pages.len() * bs as usize);
-                    let mut next = data.chunks(bs as usize);
-                    for p in pages {
-                        match p {
-                            Some(_) => full.extend_from_slice(next.next().expect("one per page")),
-                            None => full.resize(full.len() + bs as usize, 0),
-                        }
-                    }
-                    data = full;
-                    c
-                }
-                FileData::Extents(_) | FileData::FromHost => {
-                    let runs = match &target.source {
-                        FileData::Extents(r) => r.clone(),
-                        _ => host_layouts.get(&target.ino).cloned().unwrap_or_default(),
-                    };
-                    let ranges = byte_ranges(&runs, bs, target.length);
-                    data = vec![0u8; ranges.iter().map(|r| r.1).sum::<u64>() as usize];
-                    fs.device_mut().read_ranges(
-                        IoPath::Internal,
-                        retrieved,
-                        &ranges,
-                        keep.then_some(&mut data[..]),
-                    )?
-                }
-            };
-            data.resize(target.length as usize, 0);
-            reads.push((c.done, data));
-        }
-
-        // Compute in the order the reads complete, on the device cores; each result goes
-        // back by DMA as soon as it is ready (the DMA engine overlaps the next computation),
-        // and one NVMe completion ends the request.
-        let mut cpu = CorePool::new(profile.device_cpu.cores);
-        let mut order: Vec<usize> = (0..targets.len()).collect();
-        order.sort_by_key(|&i| (reads[i].0, i));
-        let mut files: Vec<Option<FileOutcome>> = vec![None; targets.len()];
-        let mut finished = retrieved;
-        for i in order {
-            let path = names[&targets[i].ino].clone();
-            let (read_done, data) = (reads[i].0, std::mem::take(&mut reads[i].1));
-            let out = compute
-                .compute(&path, data)
-                .map_err(|message| NdpError::Compute {
-                    path: path.clone(),
-                    message,
-                })?;
-            let done = cpu.run(read_done, out.compute_ns);
-            let returned = fs
-                .device_mut()
-                .host_transfer(done, out.ret.len() as u64)
-                .done;
-            finished = finished.max(returned);
-            files[i] = Some(FileOutcome {
-                path,
-                ret: out.ret,
-                stages: Stages {
-                    read_file_ns: read_done.since(retrieved) as f64,
-                    compute_ns: done.since(read_done) as f64,
-                    dma_ns: returned.since(done) as f64,
-                    ..Stages::default()
-                },
-            });
-        }
+        let mut reads = targets
+            .iter()
+            .map(|target| read_target(fs, target, &plan.host_layouts, retrieved))
+            .collect::<Result<Vec<_>, NdpError>>()?;
+        let (mut files, finished) =
+            compute_in_read_order(fs, &targets, &plan.names, &mut reads, retrieved, compute)?;
+        // What the request shared (the host's resolution, the command, the layout lookups)
+        // is split evenly over its files.
         let n = targets.len() as f64;
-        let shared = Stages {
-            retrieve_layout_ns: (host_done.since(started) + retrieved.since(received)) as f64 / n,
-            dma_ns: received.since(commanded) as f64 / n,
-            others_ns: commanded.since(host_done) as f64 / n,
-            ..Stages::default()
-        };
-        let files = files
-            .into_iter()
-            .map(|f| {
-                let mut f = f.expect("every target computed");
-                f.stages.retrieve_layout_ns = shared.retrieve_layout_ns;
-                f.stages.dma_ns += shared.dma_ns;
-                f.stages.others_ns = shared.others_ns;
-                f
-            })
-            .collect();
+        for f in &mut files {
+            f.stages.retrieve_layout_ns =
+                (host_done.since(started) + retrieved.since(received)) as f64 / n;
+            f.stages.dma_ns += received.since(commanded) as f64 / n;
+            f.stages.others_ns = commanded.since(host_done) as f64 / n;
+        }
         fs.advance_to(finished);
         Ok(NdpOutcome {
             design: DesignKind::LightFs,
@@ -730,4 +634,152 @@ impl OffloadDesign for LightFs {
             finished,
         })
     }
+}
+
+/// What LightFS-Host sends for a request: an ino list per path, the files' names, and the
+/// layouts of the files the index gave up on (found with `filefrag`).
+struct HostPlan {
+    lists: Vec<Vec<u64>>,
+    names: BTreeMap<u64, String>,
+    host_layouts: BTreeMap<u64, Vec<Extent>>,
+}
+
+impl HostPlan {
+    /// Bytes the request carries to the device: the ino lists, the host's layouts and the
+    /// computation's arguments.
+    fn request_bytes(&self, args_bytes: u64) -> u64 {
+        let lists: u64 = self.lists.iter().map(|l| 8 * l.len() as u64 + 8).sum();
+        let layouts: u64 = self
+            .host_layouts
+            .values()
+            .map(|x| super::layout_bytes(x.len()))
+            .sum();
+        lists + layouts + args_bytes
+    }
+}
+
+impl State {
+    /// LightFS-Host: permissions, path → ino lists, `filefrag` only for files the index
+    /// gave up on.
+    fn plan_on_host(&mut self, fs: &mut HostFs, req: &NdpRequest) -> Result<HostPlan, NdpError> {
+        let mut plan = HostPlan {
+            lists: Vec::new(),
+            names: BTreeMap::new(),
+            host_layouts: BTreeMap::new(),
+        };
+        for p in &req.paths {
+            let r = self.resolve(fs, p, req.who)?;
+            for (path, e) in &r.files {
+                plan.names.insert(e.ino, path.clone());
+                if e.too_fragmented {
+                    let (_, extents, _) = fs
+                        .file_extents(path, req.who)
+                        .map_err(|e| super::pipeline::refuse(e, req.who))?;
+                    plan.host_layouts.insert(e.ino, extents);
+                }
+            }
+            plan.lists.push(r.ino_list);
+        }
+        Ok(plan)
+    }
+}
+
+/// Reads one target file on the device's internal path from `at`: through its shadow pages
+/// when it is locked, else through its extents (or the host's layout). Returns when the read
+/// completes and the file's bytes (zeros in timing-only mode).
+fn read_target(
+    fs: &mut HostFs,
+    target: &Target,
+    host_layouts: &BTreeMap<u64, Vec<Extent>>,
+    at: VirtualTime,
+) -> Result<(VirtualTime, Vec<u8>), NdpError> {
+    let bs = fs.namespace().layout().block_bytes;
+    let keep = fs.device().ftl().keeps_payloads();
+    let mut data;
+    let c = match &target.source {
+        FileData::Shadow(pages) => {
+            let ppns: Vec<_> = pages.iter().flatten().copied().collect();
+            data = vec![0u8; ppns.len() * bs as usize];
+            let c =
+                fs.device_mut()
+                    .read_physical_pages(at, &ppns, keep.then_some(&mut data[..]))?;
+            // Unmapped pages of the snapshot read as zeros, in their place.
+            let mut full = Vec::with_capacity(pages.len() * bs as usize);
+            let mut next = data.chunks(bs as usize);
+            for p in pages {
+                match p {
+                    Some(_) => full.extend_from_slice(next.next().expect("one per page")),
+                    None => full.resize(full.len() + bs as usize, 0),
+                }
+            }
+            data = full;
+            c
+        }
+        FileData::Extents(_) | FileData::FromHost => {
+            let runs = match &target.source {
+                FileData::Extents(r) => r.clone(),
+                _ => host_layouts.get(&target.ino).cloned().unwrap_or_default(),
+            };
+            let ranges = byte_ranges(&runs, bs, target.length);
+            data = vec![0u8; ranges.iter().map(|r| r.1).sum::<u64>() as usize];
+            fs.device_mut().read_ranges(
+                IoPath::Internal,
+                at,
+                &ranges,
+                keep.then_some(&mut data[..]),
+            )?
+        }
+    };
+    data.resize(target.length as usize, 0);
+    Ok((c.done, data))
+}
+
+/// Computes the files in the order their reads complete, on the device cores; each result
+/// goes back by DMA as soon as it is ready (the DMA engine overlaps the next computation),
+/// and one NVMe completion ends the request. Returns each file's outcome, in target order,
+/// and when the last result was back.
+fn compute_in_read_order(
+    fs: &mut HostFs,
+    targets: &[Target],
+    names: &BTreeMap<u64, String>,
+    reads: &mut [(VirtualTime, Vec<u8>)],
+    retrieved: VirtualTime,
+    compute: &mut dyn NdpCompute,
+) -> Result<(Vec<FileOutcome>, VirtualTime), NdpError> {
+    let mut cpu = CorePool::new(fs.device().profile().device_cpu.cores);
+    let mut order: Vec<usize> = (0..targets.len()).collect();
+    order.sort_by_key(|&i| (reads[i].0, i));
+    let mut files: Vec<Option<FileOutcome>> = vec![None; targets.len()];
+    let mut finished = retrieved;
+    for i in order {
+        let path = names[&targets[i].ino].clone();
+        let (read_done, data) = (reads[i].0, std::mem::take(&mut reads[i].1));
+        let out = compute
+            .compute(&path, data)
+            .map_err(|message| NdpError::Compute {
+                path: path.clone(),
+                message,
+            })?;
+        let done = cpu.run(read_done, out.compute_ns);
+        let returned = fs
+            .device_mut()
+            .host_transfer(done, out.ret.len() as u64)
+            .done;
+        finished = finished.max(returned);
+        files[i] = Some(FileOutcome {
+            path,
+            ret: out.ret,
+            stages: Stages {
+                read_file_ns: read_done.since(retrieved) as f64,
+                compute_ns: done.since(read_done) as f64,
+                dma_ns: returned.since(done) as f64,
+                ..Stages::default()
+            },
+        });
+    }
+    let files = files
+        .into_iter()
+        .map(|f| f.expect("every target computed"))
+        .collect();
+    Ok((files, finished))
 }
