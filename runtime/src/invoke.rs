@@ -371,50 +371,14 @@ impl Csd {
         };
         let started = self.clock;
         let mut breakdown = Breakdown::default();
-        let (cpu, io_path, start_at) = if ctx.on_host {
-            let Some(ns_per_fuel) = self.profile.host.cpu_ns_per_fuel else {
-                self.storage = Some(storage);
-                return Err(TaskError::BadArgument {
-                    call: "on_host",
-                    reason: format!(
-                        "profile '{}' does not characterise its host CPU (host.cpu_ns_per_fuel)",
-                        self.profile.name
-                    ),
-                });
+        let (processor, io_path, start_at) =
+            match self.placement(&mut storage, ctx, started, &mut breakdown) {
+                Ok(p) => p,
+                Err(e) => {
+                    self.storage = Some(storage);
+                    return Err(e);
+                }
             };
-            let cpu = DeviceCpu {
-                model: "host CPU".into(),
-                ns_per_fuel,
-                ..self.profile.device_cpu.clone()
-            };
-            (cpu, IoPath::Host, started)
-        } else {
-            let commanded = started.after(self.profile.host_interface.nvme_command_ns);
-            breakdown.others_ns = commanded.since(started);
-            let args_in = storage
-                .device
-                .host_transfer(commanded, ctx.args.len() as u64);
-            breakdown.dma_ns = args_in.dma_ns;
-            (
-                self.profile.device_cpu.clone(),
-                IoPath::Internal,
-                args_in.done,
-            )
-        };
-
-        let cap_bytes = ctx
-            .limits
-            .memory_bytes
-            .unwrap_or(self.profile.device_cpu.dram_bytes)
-            .min(self.engine.config().max_memory_bytes);
-        let host_io = ctx.on_host.then(|| {
-            let h = &self.profile.host;
-            HostIo {
-                syscall_ns: h.syscall_ns,
-                copy_bytes_per_sec: h.copy_bytes_per_sec,
-                page_cache_page_ns: h.page_cache_page_ns,
-            }
-        });
         let state = TaskState::new(
             Access {
                 backing: Backing::Device(Box::new(storage)),
@@ -423,12 +387,7 @@ impl Csd {
                 io_path,
                 files,
             },
-            Processor {
-                cpu,
-                accelerators: self.profile.accelerators.clone(),
-                cap_bytes,
-                host_io,
-            },
+            processor,
             ctx,
             start_at,
             breakdown,
@@ -439,31 +398,7 @@ impl Csd {
         else {
             unreachable!("a device-backed invocation keeps its backing");
         };
-        // The transaction ends: commit on success, roll back on any failure.
-        let result = match (tx, result) {
-            (Some(id), Ok(())) => match storage.device.tx_commit(id, state.clock) {
-                Ok(c) => {
-                    state.breakdown.others_ns += c.latency_ns();
-                    state.clock = c.done;
-                    Ok(())
-                }
-                Err(e) => Err(tx_error(e)),
-            },
-            (Some(id), Err(e)) => match storage.device.tx_abort(id, state.clock) {
-                Ok(c) => {
-                    state.breakdown.others_ns += c.latency_ns();
-                    state.clock = c.done;
-                    Err(e)
-                }
-                // Reported with the task's own failure; the storage goes back either way.
-                Err(abort) => Err(TaskError::Tx(TxError::AbortFailed {
-                    task: id,
-                    cause: e.to_string(),
-                    abort: Box::new(abort),
-                })),
-            },
-            (None, result) => result,
-        };
+        let result = end_transaction(&mut storage, tx, result, &mut state);
         if result.is_err() && tx.is_some() {
             rollback_volume(&mut storage.volume, &before);
         }
@@ -498,6 +433,99 @@ impl Csd {
             exec: ctx.exec,
             attempts: 1,
         })
+    }
+
+    /// Where an invocation runs and when its code starts: on the host CPU at once (if the
+    /// profile characterises it), or in the device after the NVMe command and the arguments'
+    /// DMA, which are charged to `breakdown`.
+    fn placement(
+        &self,
+        storage: &mut Storage,
+        ctx: &IscContext,
+        started: VirtualTime,
+        breakdown: &mut Breakdown,
+    ) -> Result<(Processor, IoPath, VirtualTime), TaskError> {
+        let cap_bytes = ctx
+            .limits
+            .memory_bytes
+            .unwrap_or(self.profile.device_cpu.dram_bytes)
+            .min(self.engine.config().max_memory_bytes);
+        let accelerators = self.profile.accelerators.clone();
+        if ctx.on_host {
+            let Some(ns_per_fuel) = self.profile.host.cpu_ns_per_fuel else {
+                return Err(TaskError::BadArgument {
+                    call: "on_host",
+                    reason: format!(
+                        "profile '{}' does not characterise its host CPU (host.cpu_ns_per_fuel)",
+                        self.profile.name
+                    ),
+                });
+            };
+            let h = &self.profile.host;
+            let processor = Processor {
+                cpu: DeviceCpu {
+                    model: "host CPU".into(),
+                    ns_per_fuel,
+                    ..self.profile.device_cpu.clone()
+                },
+                accelerators,
+                cap_bytes,
+                host_io: Some(HostIo {
+                    syscall_ns: h.syscall_ns,
+                    copy_bytes_per_sec: h.copy_bytes_per_sec,
+                    page_cache_page_ns: h.page_cache_page_ns,
+                }),
+            };
+            return Ok((processor, IoPath::Host, started));
+        }
+        let commanded = started.after(self.profile.host_interface.nvme_command_ns);
+        breakdown.others_ns = commanded.since(started);
+        let args_in = storage
+            .device
+            .host_transfer(commanded, ctx.args.len() as u64);
+        breakdown.dma_ns = args_in.dma_ns;
+        let processor = Processor {
+            cpu: self.profile.device_cpu.clone(),
+            accelerators,
+            cap_bytes,
+            host_io: None,
+        };
+        Ok((processor, IoPath::Internal, args_in.done))
+    }
+}
+
+/// Ends an invocation's transaction, if it ran as one: commit on success, roll back on any
+/// failure. What the firmware spends on it is charged to `others`, and the task's clock
+/// moves to its end.
+fn end_transaction(
+    storage: &mut Storage,
+    tx: Option<csd_device::TaskId>,
+    result: Result<(), TaskError>,
+    state: &mut TaskState,
+) -> Result<(), TaskError> {
+    match (tx, result) {
+        (Some(id), Ok(())) => match storage.device.tx_commit(id, state.clock) {
+            Ok(c) => {
+                state.breakdown.others_ns += c.latency_ns();
+                state.clock = c.done;
+                Ok(())
+            }
+            Err(e) => Err(tx_error(e)),
+        },
+        (Some(id), Err(e)) => match storage.device.tx_abort(id, state.clock) {
+            Ok(c) => {
+                state.breakdown.others_ns += c.latency_ns();
+                state.clock = c.done;
+                Err(e)
+            }
+            // Reported with the task's own failure; the storage goes back either way.
+            Err(abort) => Err(TaskError::Tx(TxError::AbortFailed {
+                task: id,
+                cause: e.to_string(),
+                abort: Box::new(abort),
+            })),
+        },
+        (None, result) => result,
     }
 }
 
