@@ -155,6 +155,14 @@ pub struct TxnStats {
     pub conflicts: u64,
 }
 
+/// What a commit applied: the delta pages now live (their records are dropped once their
+/// P2L is durable) and the die of the last one.
+#[derive(Debug, Default)]
+struct AppliedDeltas {
+    pages: Vec<u32>,
+    last_die: Option<DieId>,
+}
+
 /// The transaction layer's state inside a [`Device`].
 #[derive(Clone, Debug, Default)]
 pub struct Txn {
@@ -571,6 +579,43 @@ impl Device {
     /// the L2P with their P2L persisted. A conflict aborts the task and is returned.
     pub fn tx_commit(&mut self, task: TaskId, at: VirtualTime) -> Result<Completion, TxError> {
         let entry = self.txn.task(task)?.clone();
+        let (examined, conflict) = self.find_conflict(task, &entry);
+        if let Some(e) = conflict {
+            self.txn.stats.conflicts += 1;
+            self.tx_abort(task, at)?;
+            return Err(e);
+        }
+        let t0 = self.firmware(at, examined);
+        let ts = self.txn.tick();
+        let broken = self.txn.fault == Some(TxFault::MappingsBeforeCommit);
+        // The task's delta pages are on flash already: each was before its record (put_delta).
+        if !broken {
+            self.ftl.log_step(PersistStep::TaskCommit { task, ts });
+        }
+        let applied = self.apply_deltas(task, &entry, ts)?;
+        // The delta records go once the P2L that replaces them is on flash.
+        self.ftl.barrier();
+        for &ppn in &applied.pages {
+            self.ftl.log_step(PersistStep::DeltaDrop { ppn });
+        }
+        if broken {
+            self.ftl.log_step(PersistStep::TaskCommit { task, ts });
+        }
+        // Applying costs one entry per page; the commit completes then: the task table and
+        // the deltas are capacitor-backed, so the P2L is programmed in the background.
+        let done = self.firmware(t0, applied.pages.len() as u64);
+        if let Some(first) = applied.last_die {
+            self.program_p2l(first, applied.pages.len() as u64, done);
+        }
+        self.finish_task(task)?;
+        self.txn.stats.committed += 1;
+        Ok(internal_completion(at, t0, done))
+    }
+
+    /// First committer wins (TxISC §III-C): the first page of `task`'s deltas that a host
+    /// write or another task's commit changed after `task` started, and how many entries the
+    /// firmware examined to find out.
+    fn find_conflict(&self, task: TaskId, entry: &TaskEntry) -> (u64, Option<TxError>) {
         let mut examined = 0;
         let mut conflict = None;
         for &file in &entry.files {
@@ -600,21 +645,18 @@ impl Device {
                 }
             }
         }
-        if let Some(e) = conflict {
-            self.txn.stats.conflicts += 1;
-            self.tx_abort(task, at)?;
-            return Err(e);
-        }
-        let t0 = self.firmware(at, examined);
-        let ts = self.txn.tick();
-        let broken = self.txn.fault == Some(TxFault::MappingsBeforeCommit);
-        // The task's delta pages are on flash already: each was before its record (put_delta).
-        if !broken {
-            self.ftl.log_step(PersistStep::TaskCommit { task, ts });
-        }
-        let mut to_drop = Vec::new();
-        let mut applied = 0u64;
-        let mut last_die = None;
+        (examined, conflict)
+    }
+
+    /// Makes every delta page of `task` the live copy of its LPN (superseding older host
+    /// deltas of the same pages) and records the committed ranges at `ts`.
+    fn apply_deltas(
+        &mut self,
+        task: TaskId,
+        entry: &TaskEntry,
+        ts: u64,
+    ) -> Result<AppliedDeltas, TxError> {
+        let mut applied = AppliedDeltas::default();
         for &file in &entry.files {
             let taken = self
                 .txn
@@ -641,9 +683,8 @@ impl Device {
                         self.ftl.drop_delta(old.ppn)?;
                     }
                     self.ftl.apply_delta(p.ppn)?;
-                    to_drop.push(p.ppn.0);
-                    last_die = Some(self.profile.geometry.die_of(p.ppn));
-                    applied += 1;
+                    applied.pages.push(p.ppn.0);
+                    applied.last_die = Some(self.profile.geometry.die_of(p.ppn));
                 }
             }
             self.txn
@@ -653,31 +694,19 @@ impl Device {
                 .committed
                 .extend(ranges);
         }
-        // The delta records go once the P2L that replaces them is on flash.
-        self.ftl.barrier();
-        for ppn in to_drop {
-            self.ftl.log_step(PersistStep::DeltaDrop { ppn });
+        Ok(applied)
+    }
+
+    /// Programs the P2L of `applied` pages in the background from `at`: one flash page per
+    /// 2048 8-byte entries, striped over the dies from `first`, the one that held the last
+    /// delta page. It only delays later I/O on those dies.
+    fn program_p2l(&mut self, first: DieId, applied: u64, at: VirtualTime) {
+        let dies = self.profile.geometry.dies();
+        for i in 0..applied.div_ceil(2048) {
+            let die = DieId((first.0 + i as u32) % dies);
+            let channel = self.channel_of[die.0 as usize];
+            self.clocks.program_page(die, channel, at);
         }
-        if broken {
-            self.ftl.log_step(PersistStep::TaskCommit { task, ts });
-        }
-        // Applying costs one entry per page; the commit completes then: the task table and
-        // the deltas are capacitor-backed, so the P2L (one flash page per 2048 8-byte
-        // entries, striped over the dies from the one that held the last delta page) is
-        // programmed in the background, where it only delays later I/O on those dies. The
-        // delta records are dropped once it is durable (the persist log's order).
-        let done = self.firmware(t0, applied);
-        if let Some(first) = last_die {
-            let dies = self.profile.geometry.dies();
-            for i in 0..applied.div_ceil(2048) {
-                let die = DieId((first.0 + i as u32) % dies);
-                let channel = self.channel_of[die.0 as usize];
-                self.clocks.program_page(die, channel, done);
-            }
-        }
-        self.finish_task(task)?;
-        self.txn.stats.committed += 1;
-        Ok(internal_completion(at, t0, done))
     }
 
     /// Aborts `task`: its delta pages become garbage, nothing it wrote is ever visible.
