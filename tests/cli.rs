@@ -1065,3 +1065,56 @@ fn crashcheck_explores_both_mechanisms_and_catches_a_broken_order() {
         assert!(text.contains("op ") && text.contains("→"), "{text}");
     }
 }
+
+/// `csd runs rerun` rebuilds a replay run from its stored spec and reproduces the report byte
+/// for byte; it refuses a run whose trace changed, and one that keeps no spec, with exit 1.
+#[test]
+fn runs_rerun_reproduces_a_replay_and_refuses_what_it_cannot() {
+    let dir = scratch("rerun");
+    let store = dir.join("store");
+    let store = store.to_str().unwrap();
+    let cache = scratch("rerun-cache");
+    // A trace that is neither stored nor a bundled sample: the rerun reads the file again.
+    let trace = dir.join("t.trace");
+    let mut text = std::fs::read_to_string(format!(
+        "{}/traces/samples/grep.trace",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    text.push_str(
+        "{\"t\":58475000,\"pid\":9602,\"op\":\"mkdir\",\"path\":\"/zz\",\"ret\":0,\"dur\":3000}\n",
+    );
+    std::fs::write(&trace, &text).unwrap();
+    let t = trace.to_str().unwrap();
+    let saved = csd_cached(&["replay", t, "--seed", "5", "--store", store], &cache);
+    assert!(saved.status.success(), "{}", stderr(&saved));
+    let again = csd_cached(&["runs", "rerun", "r1", "--store", store, "--json"], &cache);
+    assert!(again.status.success(), "{}", stderr(&again));
+    let v: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(v["identical"], true, "{v}");
+    assert!(v["report_bytes"].as_u64().unwrap() > 1000);
+
+    // The trace changed under the run: refused, naming it.
+    text.push_str(
+        "{\"t\":58476000,\"pid\":9602,\"op\":\"mkdir\",\"path\":\"/zy\",\"ret\":0,\"dur\":3000}\n",
+    );
+    std::fs::write(&trace, &text).unwrap();
+    let changed = csd_cached(&["runs", "rerun", "r1", "--store", store], &cache);
+    assert_eq!(changed.status.code(), Some(1));
+    assert!(
+        stderr(&changed).contains("gone or changed"),
+        "{}",
+        stderr(&changed)
+    );
+
+    // A kind of run that keeps no spec yet: refused with the reason.
+    let ndp = csd_cached(&["ndp", "--files", "2", "--store", store], &cache);
+    assert!(ndp.status.success(), "{}", stderr(&ndp));
+    let no_spec = csd_cached(&["runs", "rerun", "r2", "--store", store], &cache);
+    assert_eq!(no_spec.status.code(), Some(1));
+    assert!(
+        stderr(&no_spec).contains("keeps no system spec"),
+        "{}",
+        stderr(&no_spec)
+    );
+}

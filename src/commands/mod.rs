@@ -9,6 +9,7 @@ pub mod persist;
 pub mod profiles;
 pub mod replay;
 pub mod repro;
+pub mod rerun;
 pub mod runs;
 pub mod serve;
 pub mod task;

@@ -215,6 +215,7 @@ pub fn run(args: &NdpArgs) -> anyhow::Result<()> {
         print_tables(&report);
     }
     args.store.save_and_say(csd_traces::store::NewRun {
+        spec: None,
         kind: csd_traces::store::RunKind::Ndp,
         trace: None,
         profile: profile.name.clone(),

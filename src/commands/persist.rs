@@ -92,6 +92,7 @@ impl RunArgs {
             println!("{}", serde_json::to_string_pretty(&report)?);
         }
         Ok(NewRun {
+            spec: None,
             kind: RunKind::Persist,
             trace: None,
             profile: profile.to_string(),

@@ -8,6 +8,7 @@ use csd_hostfs::ndp::NdpCompute;
 use csd_traces::replay::{
     replay_scanned, OpRunners, Pace, Prescan, Progress, ReplayOptions, ReplayReport,
 };
+use csd_traces::spec::{SystemKind, SystemSpec};
 use csd_traces::store::{NewRun, RunKind, RunStore, TraceRef};
 use csd_traces::Strictness;
 use serde::Serialize;
@@ -198,7 +199,18 @@ pub fn replay_all(
         seed: opts.seed,
         designs,
     };
+    let spec = SystemSpec::new(
+        profile.clone(),
+        opts.seed,
+        SystemKind::Replay {
+            trace: trace.clone(),
+            designs: kinds.to_vec(),
+            pace: opts.pace,
+            strictness: opts.strictness,
+        },
+    );
     let run = NewRun {
+        spec: Some(spec),
         kind: RunKind::Replay,
         trace: Some(trace.clone()),
         profile: profile.name.clone(),

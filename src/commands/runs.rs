@@ -112,6 +112,19 @@ pub enum RunsCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Rebuild a run's system from its stored spec, run it again and check that the
+    /// report is byte-identical to the stored one (exit 1 if it is not).
+    ///
+    /// Replay runs keep their spec: the whole profile, the seed, the designs, the pacing and
+    /// the trace's content id. The trace is found in the run store, among the bundled
+    /// samples, or at the path it was replayed from, and refused if its content changed.
+    Rerun {
+        id: String,
+        #[command(flatten)]
+        store: StoreArgs,
+        #[arg(long)]
+        json: bool,
+    },
     /// Delete a run.
     Rm {
         id: String,
@@ -192,6 +205,7 @@ pub fn run(cmd: &RunsCmd) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        RunsCmd::Rerun { id, store, json } => super::rerun::run(id, store, *json),
         RunsCmd::Rm { id, store } => {
             open(store)?
                 .remove(id)

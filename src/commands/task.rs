@@ -183,6 +183,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         report: &report,
     };
     let stored = csd_traces::store::NewRun {
+        spec: None,
         kind: csd_traces::store::RunKind::Task,
         trace: None,
         profile: profile.name.clone(),

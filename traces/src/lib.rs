@@ -15,6 +15,7 @@ pub mod isc;
 pub mod reader;
 pub mod replay;
 pub mod repro;
+pub mod spec;
 pub mod store;
 mod writer;
 

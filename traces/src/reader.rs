@@ -16,7 +16,8 @@ pub enum TraceError {
 }
 
 /// What to do with an op this csdlab does not know.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Strictness {
     /// An unknown op is an error.
     Strict,

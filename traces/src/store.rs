@@ -12,6 +12,7 @@
 //! cannot be saved is never lost: [`spool`] writes it to a file beside the store, and the next
 //! process that opens the store imports it.
 
+use crate::spec::SystemSpec;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -69,6 +70,10 @@ pub struct StoredRun {
     pub stored_at: u64,
     /// The report exactly as `--json` prints it.
     pub report: Value,
+    /// The system that produced it, for `csd runs rerun` (runs of older csd versions, and
+    /// kinds not yet described by a spec, have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<SystemSpec>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,6 +91,8 @@ pub struct NewRun {
     pub designs: Vec<String>,
     pub seed: u64,
     pub report: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<SystemSpec>,
 }
 
 /// A stored trace's description.
@@ -302,6 +309,7 @@ impl RunStore {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
             report: run.report,
+            spec: run.spec,
         };
         // The run and the counter change together or not at all.
         let id = (&self.runs, &self.meta)

@@ -11,6 +11,7 @@ fn scratch(name: &str) -> std::path::PathBuf {
 
 fn run(duration: u64, pao: f64) -> NewRun {
     NewRun {
+        spec: None,
         kind: RunKind::Replay,
         trace: None,
         profile: "cosmos-plus".into(),
@@ -86,4 +87,43 @@ fn traces_are_stored_by_content() {
     assert_eq!(s.trace(&t.id).unwrap().1, b"hello");
     assert_eq!(s.trace("again.trace").unwrap().1, b"hello");
     assert!(matches!(s.trace("nope"), Err(StoreError::NoTrace(_))));
+}
+
+/// A stored report reads back exactly as it was printed: every f64 to its last digit (a
+/// rerun compares reports byte for byte), and a run's system spec with it.
+#[test]
+fn reports_and_specs_round_trip_exactly() {
+    use csd_traces::replay::Pace;
+    use csd_traces::spec::{SystemKind, SystemSpec};
+    use csd_traces::store::TraceRef;
+    let dir = scratch("exact");
+    let s = RunStore::open(&dir).unwrap();
+    // Values whose shortest decimal form a fast float parser misreads in the last bit.
+    let values = [
+        990.242287531702,
+        488792.9545454546,
+        367.04183478110525,
+        0.1 + 0.2,
+    ];
+    let mut r = run(1000, 0.5);
+    r.report = json!({ "values": values });
+    let spec = SystemSpec::new(
+        csd_device::Profile::load("cosmos-plus").unwrap(),
+        7,
+        SystemKind::Replay {
+            trace: TraceRef {
+                id: "sha256:0011223344556677".into(),
+                name: "t".into(),
+            },
+            designs: vec![csd_hostfs::ndp::DesignKind::LightFs],
+            pace: Pace::Timed,
+            strictness: csd_traces::Strictness::Lenient,
+        },
+    );
+    r.spec = Some(spec.clone());
+    let printed = serde_json::to_string(&r.report).unwrap();
+    let id = s.save(r).unwrap().id;
+    let back = s.get(&id).unwrap();
+    assert_eq!(serde_json::to_string(&back.report).unwrap(), printed);
+    assert_eq!(back.spec, Some(spec));
 }

@@ -201,7 +201,9 @@ pub enum NdpError {
 }
 
 /// The designs, by name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
 pub enum DesignKind {
     #[serde(rename = "frag-s")]
     FragS,

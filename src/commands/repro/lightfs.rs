@@ -60,6 +60,7 @@ impl Lab {
             "points": points.iter().map(serde_json::to_value).collect::<Result<Vec<_>, _>>()?,
         });
         Ok(NewRun {
+            spec: None,
             kind: RunKind::Ndp,
             trace: None,
             profile: self.profile.name.clone(),

@@ -419,6 +419,7 @@ pub fn run(args: &ReproArgs) -> anyhow::Result<()> {
         }
     }
     args.store.save_and_say(NewRun {
+        spec: None,
         kind: RunKind::Repro,
         trace: None,
         profile: "various".into(),

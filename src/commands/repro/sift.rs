@@ -19,6 +19,7 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
     let profile = ctx.profile(PROFILE)?;
     let mut s = Sheet::new("SIFT", ctx);
     let persist_run = |workload: &str, runs: serde_json::Value, configs: &[Config]| NewRun {
+        spec: None,
         kind: RunKind::Persist,
         trace: None,
         profile: profile.name.clone(),

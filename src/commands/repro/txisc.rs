@@ -41,6 +41,7 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
     let profile = ctx.profile(PROFILE)?;
     let mut s = Sheet::new("TxISC", ctx);
     let fig3_run = |name: &str, points: &[&Measured], profile: &Profile| NewRun {
+        spec: None,
         kind: RunKind::Txisc,
         trace: None,
         profile: profile.name.clone(),
@@ -159,7 +160,7 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
         "§V-C: bitmap decompression, BFS, compaction",
         PROFILE,
         Some("1/16 of the paper's inputs".into()),
-        Some(NewRun {
+        Some(NewRun { spec: None,
             kind: RunKind::Txisc,
             trace: None,
             profile: profile.name.clone(),

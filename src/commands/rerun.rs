@@ -1,0 +1,162 @@
+//! `csd runs rerun`: rebuild a stored run's system from its spec and check that it
+//! reproduces the stored report byte for byte.
+
+use super::replay::{replay_all, Opener, SAMPLES};
+use super::runs::StoreArgs;
+use anyhow::{bail, Context};
+use csd_traces::replay::ReplayOptions;
+use csd_traces::spec::{SystemKind, SystemSpec};
+use csd_traces::store::{trace_id, StoredRun, TraceRef};
+use serde::Serialize;
+use serde_json::Value;
+
+/// What a rerun found.
+#[derive(Serialize)]
+struct Outcome {
+    run: String,
+    identical: bool,
+    report_bytes: usize,
+    /// The first differing places, as JSON paths with the stored and the new value.
+    differences: Vec<(String, Value, Value)>,
+}
+
+pub fn run(id: &str, store: &StoreArgs, json: bool) -> anyhow::Result<()> {
+    // The store is held only while reading: the rerun itself may take long.
+    let (stored, trace_bytes) = {
+        let s = super::runs::open(store)?;
+        let stored = s.get(id)?;
+        let spec = spec_of(&stored)?;
+        let bytes = match &spec.system {
+            SystemKind::Replay { trace, .. } => s.trace(&trace.id).ok().map(|(_, b)| b),
+        };
+        (stored, bytes)
+    };
+    let spec = spec_of(&stored)?;
+    let report = match &spec.system {
+        SystemKind::Replay {
+            trace,
+            designs,
+            pace,
+            strictness,
+        } => {
+            let mut open = opener(trace, trace_bytes)?;
+            let opts = ReplayOptions {
+                pace: *pace,
+                seed: spec.seed,
+                strictness: *strictness,
+            };
+            let (_, run) = replay_all(
+                &mut open,
+                trace,
+                &spec.profile,
+                designs,
+                &opts,
+                |_, _, _| {},
+            )
+            .with_context(|| format!("re-running {id}"))?;
+            run.report
+        }
+    };
+    let (old, new) = (
+        serde_json::to_string(&stored.report)?,
+        serde_json::to_string(&report)?,
+    );
+    let mut differences = Vec::new();
+    differ("", &stored.report, &report, &mut differences);
+    let outcome = Outcome {
+        run: id.to_string(),
+        identical: old == new,
+        report_bytes: old.len(),
+        differences,
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&outcome)?);
+    } else if outcome.identical {
+        println!(
+            "{id} reproduced: the report is byte-identical ({} bytes)",
+            outcome.report_bytes
+        );
+    } else {
+        println!("{id} did not reproduce; first differences (stored → now):");
+        for (path, a, b) in &outcome.differences {
+            println!("  {path}: {a} → {b}");
+        }
+    }
+    if !outcome.identical {
+        bail!("run {id} did not reproduce its stored report");
+    }
+    Ok(())
+}
+
+fn spec_of(run: &StoredRun) -> anyhow::Result<SystemSpec> {
+    let Some(spec) = run.spec.clone() else {
+        bail!(
+            "run {} keeps no system spec, so it cannot be rebuilt: it was stored by an older \
+             csd, or by a command whose runs do not keep one yet (replay runs do)",
+            run.id
+        );
+    };
+    spec.check_version()
+        .map_err(|e| anyhow::anyhow!("run {}: {e}", run.id))?;
+    Ok(spec)
+}
+
+/// The trace a replay run used: from the run store, a bundled sample, or the file it was
+/// replayed from, whichever still has its content id.
+fn opener(trace: &TraceRef, stored: Option<Vec<u8>>) -> anyhow::Result<Opener> {
+    let bytes = match stored {
+        Some(b) => b,
+        None => match SAMPLES
+            .iter()
+            .find(|(_, text)| trace_id(text.as_bytes()) == trace.id)
+        {
+            Some((_, text)) => text.as_bytes().to_vec(),
+            None => {
+                let from_file = std::fs::read(&trace.name).ok();
+                match from_file.filter(|b| trace_id(b) == trace.id) {
+                    Some(b) => b,
+                    None => bail!(
+                        "the trace {} ({}) is not in the run store, not a bundled sample, and \
+                         the file of that name is gone or changed; `csd trace add` keeps a \
+                         trace for reruns",
+                        trace.name,
+                        trace.id
+                    ),
+                }
+            }
+        },
+    };
+    let bytes = std::sync::Arc::new(bytes);
+    Ok(Box::new(move || {
+        Ok(Box::new(std::io::Cursor::new(bytes.as_ref().clone()))
+            as Box<dyn std::io::BufRead + Send>)
+    }))
+}
+
+/// At most this many differences are listed.
+const MAX_DIFFERENCES: usize = 10;
+
+/// Collects where `a` and `b` differ, as JSON paths.
+fn differ(path: &str, a: &Value, b: &Value, out: &mut Vec<(String, Value, Value)>) {
+    if out.len() >= MAX_DIFFERENCES || a == b {
+        return;
+    }
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for k in keys {
+                let (va, vb) = (
+                    x.get(k).unwrap_or(&Value::Null),
+                    y.get(k).unwrap_or(&Value::Null),
+                );
+                differ(&format!("{path}.{k}"), va, vb, out);
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (va, vb)) in x.iter().zip(y).enumerate() {
+                differ(&format!("{path}[{i}]"), va, vb, out);
+            }
+        }
+        _ => out.push((path.to_string(), a.clone(), b.clone())),
+    }
+}
