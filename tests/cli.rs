@@ -1107,10 +1107,29 @@ fn runs_rerun_reproduces_a_replay_and_refuses_what_it_cannot() {
         stderr(&changed)
     );
 
-    // A kind of run that keeps no spec yet: refused with the reason.
-    let ndp = csd_cached(&["ndp", "--files", "2", "--store", store], &cache);
+    // csd ndp on synthetic files keeps its spec too.
+    let ndp = csd_cached(
+        &[
+            "ndp", "--files", "3", "--app", "knn", "--cold", "--store", store,
+        ],
+        &cache,
+    );
     assert!(ndp.status.success(), "{}", stderr(&ndp));
-    let no_spec = csd_cached(&["runs", "rerun", "r2", "--store", store], &cache);
+    let again = csd_cached(&["runs", "rerun", "r2", "--store", store], &cache);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert!(
+        stdout(&again).contains("byte-identical"),
+        "{}",
+        stdout(&again)
+    );
+
+    // A kind of run that keeps no spec yet: refused with the reason.
+    let persist = csd_cached(
+        &["persist", "backlog", "--scale", "0.01", "--store", store],
+        &cache,
+    );
+    assert!(persist.status.success(), "{}", stderr(&persist));
+    let no_spec = csd_cached(&["runs", "rerun", "r3", "--store", store], &cache);
     assert_eq!(no_spec.status.code(), Some(1));
     assert!(
         stderr(&no_spec).contains("keeps no system spec"),

@@ -5,6 +5,7 @@ use anyhow::{bail, Context};
 use csd::ndp::{measure, synthetic, App, DataSet, DesignResult, TaskCompute};
 use csd_device::Profile;
 use csd_hostfs::ndp::DesignKind;
+use csd_traces::spec::{SystemKind, SystemSpec};
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -164,15 +165,6 @@ pub fn run(args: &NdpArgs) -> anyhow::Result<()> {
     if args.files == 0 {
         bail!("--files must be at least 1");
     }
-    let engine = super::task::engine()?;
-    let wasm = csd::builtin::task(args.app.task()).expect("every app is a built-in task");
-    let mut compute = TaskCompute::new(engine, args.app.task(), wasm, args.app.args(), &profile)?;
-    let mut report = Report {
-        profile: &profile.name,
-        app: args.app,
-        cold: args.cold,
-        points: Vec::new(),
-    };
     let plan: Vec<(Option<DataSet>, usize, u64)> = match &args.import {
         Some(dir) => {
             let data = import_dir(dir)?;
@@ -187,6 +179,56 @@ pub fn run(args: &NdpArgs) -> anyhow::Result<()> {
             .map(|(n, s)| (None, n, s))
             .collect(),
     };
+    // Synthetic files are rebuilt from the seed; imported ones are not kept, so such a run
+    // keeps no spec to rebuild it from.
+    let spec = args.import.is_none().then(|| {
+        SystemSpec::new(
+            profile.clone(),
+            args.seed,
+            SystemKind::Ndp {
+                app: args.app.task().to_string(),
+                designs: kinds.clone(),
+                points: plan.iter().map(|&(_, n, s)| (n, s)).collect(),
+                cold: args.cold,
+            },
+        )
+    });
+    let report = measure_plan(&profile, args.app, &kinds, plan, args.cold, args.seed)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_tables(&report);
+    }
+    args.store.save_and_say(csd_traces::store::NewRun {
+        spec,
+        kind: csd_traces::store::RunKind::Ndp,
+        trace: None,
+        profile: profile.name.clone(),
+        designs: kinds.iter().map(|k| k.to_string()).collect(),
+        seed: args.seed,
+        report: serde_json::to_value(&report)?,
+    })
+}
+
+/// Measures every design at every (files, size) point of `plan`, on the given files or on
+/// synthetic ones made from `seed`: what `csd ndp` runs and `csd runs rerun` repeats.
+pub fn measure_plan<'a>(
+    profile: &'a Profile,
+    app: App,
+    kinds: &[DesignKind],
+    plan: Vec<(Option<DataSet>, usize, u64)>,
+    cold: bool,
+    seed: u64,
+) -> anyhow::Result<Report<'a>> {
+    let engine = super::task::engine()?;
+    let wasm = csd::builtin::task(app.task()).expect("every app is a built-in task");
+    let mut compute = TaskCompute::new(engine, app.task(), wasm, app.args(), profile)?;
+    let mut report = Report {
+        profile: &profile.name,
+        app,
+        cold,
+        points: Vec::new(),
+    };
     // One step per design and point; indicatif draws nothing when stderr is not a terminal.
     let bar = indicatif::ProgressBar::new(plan.len() as u64 * kinds.len() as u64);
     bar.set_style(
@@ -196,33 +238,20 @@ pub fn run(args: &NdpArgs) -> anyhow::Result<()> {
         .expect("static template"),
     );
     for (data, files, size) in plan {
-        let data = data.unwrap_or_else(|| synthetic(args.app, files, size as usize, args.seed));
+        let data = data.unwrap_or_else(|| synthetic(app, files, size as usize, seed));
         let mut results = Vec::new();
-        for &kind in &kinds {
+        for &kind in kinds {
             bar.set_message(format!(
                 "{kind} · {files} × {}",
                 crate::units::fmt_bytes(size)
             ));
-            results.push(measure(&profile, &data, kind, &mut compute, args.cold)?);
+            results.push(measure(profile, &data, kind, &mut compute, cold)?);
             bar.inc(1);
         }
         report.points.push(Point::new(files, size, results));
     }
     bar.finish_and_clear();
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print_tables(&report);
-    }
-    args.store.save_and_say(csd_traces::store::NewRun {
-        spec: None,
-        kind: csd_traces::store::RunKind::Ndp,
-        trace: None,
-        profile: profile.name.clone(),
-        designs: kinds.iter().map(|k| k.to_string()).collect(),
-        seed: args.seed,
-        report: serde_json::to_value(&report)?,
-    })
+    Ok(report)
 }
 
 fn us(ns: f64) -> String {

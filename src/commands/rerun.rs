@@ -28,6 +28,7 @@ pub fn run(id: &str, store: &StoreArgs, json: bool) -> anyhow::Result<()> {
         let spec = spec_of(&stored)?;
         let bytes = match &spec.system {
             SystemKind::Replay { trace, .. } => s.trace(&trace.id).ok().map(|(_, b)| b),
+            SystemKind::Ndp { .. } => None,
         };
         (stored, bytes)
     };
@@ -55,6 +56,20 @@ pub fn run(id: &str, store: &StoreArgs, json: bool) -> anyhow::Result<()> {
             )
             .with_context(|| format!("re-running {id}"))?;
             run.report
+        }
+        SystemKind::Ndp {
+            app,
+            designs,
+            points,
+            cold,
+        } => {
+            let app = <csd::ndp::App as clap::ValueEnum>::from_str(app, false)
+                .map_err(|e| anyhow::anyhow!("run {id} names application '{app}': {e}"))?;
+            let plan = points.iter().map(|&(n, s)| (None, n, s)).collect();
+            let report =
+                super::ndp::measure_plan(&spec.profile, app, designs, plan, *cold, spec.seed)
+                    .with_context(|| format!("re-running {id}"))?;
+            serde_json::to_value(&report)?
         }
     };
     let (old, new) = (
@@ -92,7 +107,8 @@ fn spec_of(run: &StoredRun) -> anyhow::Result<SystemSpec> {
     let Some(spec) = run.spec.clone() else {
         bail!(
             "run {} keeps no system spec, so it cannot be rebuilt: it was stored by an older \
-             csd, or by a command whose runs do not keep one yet (replay runs do)",
+             csd, or by a command whose runs do not keep one yet (replay runs and csd ndp \
+             runs on synthetic files do)",
             run.id
         );
     };

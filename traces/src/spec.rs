@@ -39,6 +39,15 @@ pub enum SystemKind {
         pace: Pace,
         strictness: Strictness,
     },
+    /// One NDP request over a directory of synthetic files (made from the seed), per
+    /// design and per (files, size) point (`csd ndp`).
+    Ndp {
+        /// The built-in application's task name.
+        app: String,
+        designs: Vec<DesignKind>,
+        points: Vec<(usize, u64)>,
+        cold: bool,
+    },
 }
 
 impl SystemSpec {
