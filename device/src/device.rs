@@ -11,7 +11,7 @@ use crate::ftl::{Ftl, FtlCounters, WriteOutcome};
 use crate::geometry::Geometry;
 use crate::profile::Profile;
 use crate::timing::BusyClocks;
-use crate::txn::Txn;
+use crate::txn::state::Txn;
 use serde::Serialize;
 
 /// Whether pages hold real bytes.

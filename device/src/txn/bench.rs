@@ -3,7 +3,8 @@
 //! FileISC or BlockISC. Everything here is virtual time; the CLI (`csd txbench`) adds the
 //! wall-clock measurement of the firmware code with flash timing off.
 
-use super::{ExecMode, FileId, TxError};
+use super::error::TxError;
+use super::ids::{ExecMode, FileId};
 use crate::addr::Extent;
 use crate::addr::{Lpn, VirtualTime};
 use crate::device::{DataMode, Device, IoPath};

@@ -6,7 +6,7 @@
 //! page: a task that grows a file by terabytes in one write (a hole before a far offset)
 //! costs the host an entry, not a terabyte's worth of bits.
 
-use super::FileId;
+use super::ids::FileId;
 use std::collections::BTreeMap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -20,8 +20,16 @@
 
 pub mod bench;
 pub mod crash;
+mod error;
 mod flags;
+mod ids;
 pub mod snapshot;
+pub mod state;
+
+pub use error::TxError;
+pub use ids::{ExecMode, FileId, TaskId};
+use state::TaskEntry;
+pub use state::{TxFault, Txn, TxnStats};
 
 pub use snapshot::{
     CommittedRange, DeltaEntry, DeltaPage, DeltaTree, SnapshotDescriptor, MAX_DELTA_PAGES,
@@ -30,130 +38,10 @@ pub use snapshot::{
 pub use crate::addr::Extent;
 use crate::addr::{DieId, Lpn, Ppn, VirtualTime};
 use crate::device::{Completion, Device};
-use crate::durable::{recover, DeltaRecord, DurableImage, PersistStep, RecoveryError};
+use crate::durable::{recover, DeltaRecord, DurableImage, PersistStep};
 use crate::error::DeviceError;
-use flags::FlagMap;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// A task in the global task table. `TaskId::HOST` marks the host's delta mappings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub struct TaskId(pub u32);
-
-impl TaskId {
-    pub const HOST: TaskId = TaskId(0);
-}
-
-impl std::fmt::Display for TaskId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if *self == TaskId::HOST {
-            write!(f, "the host")
-        } else {
-            write!(f, "task {}", self.0)
-        }
-    }
-}
-
-/// A file as the host names it to the device (the inode number, for TxISC's kernel daemon).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub struct FileId(pub u64);
-
-impl std::fmt::Display for FileId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "file {}", self.0)
-    }
-}
-
-/// How an invocation reaches its files (TxISC §V-A's three architectures).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ExecMode {
-    /// TxISC: the invocation is a transaction over snapshots of its files; it commits
-    /// atomically when `run` returns 0 and is rolled back otherwise.
-    #[default]
-    Tx,
-    /// FileISC: the same file API, writes go straight to the L2P (a failed task leaves its
-    /// partial writes behind).
-    File,
-    /// BlockISC: offsets are raw device byte addresses (LBA × page size) for every handle;
-    /// the host passes the LBAs a task needs in its arguments.
-    Block,
-}
-
-impl ExecMode {
-    pub const ALL: [ExecMode; 3] = [ExecMode::Tx, ExecMode::File, ExecMode::Block];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ExecMode::Tx => "tx",
-            ExecMode::File => "file",
-            ExecMode::Block => "block",
-        }
-    }
-}
-
-impl std::str::FromStr for ExecMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<ExecMode, String> {
-        ExecMode::ALL
-            .into_iter()
-            .find(|m| m.name() == s)
-            .ok_or_else(|| format!("unknown execution mode '{s}' (expected tx, file or block)"))
-    }
-}
-
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum TxError {
-    #[error("{task} conflicts with {with} on page {page} of {file}")]
-    Conflict {
-        task: TaskId,
-        with: TaskId,
-        file: FileId,
-        page: u64,
-    },
-    #[error("{0} is not running")]
-    NotRunning(TaskId),
-    #[error("{task} did not register {file}")]
-    NotRegistered { task: TaskId, file: FileId },
-    #[error("logical page {lpn} of {file} already belongs to {other}'s snapshot")]
-    SharedLpn {
-        lpn: u64,
-        file: FileId,
-        other: FileId,
-    },
-    #[error("page {page} lies beyond the {pages} pages registered for {file}")]
-    BeyondExtents { file: FileId, page: u64, pages: u64 },
-    #[error(transparent)]
-    Device(#[from] DeviceError),
-    #[error("recovery failed: {0}")]
-    Recovery(#[from] RecoveryError),
-    #[error("{task} failed ({cause}) and could not be rolled back: {abort}")]
-    AbortFailed {
-        task: TaskId,
-        cause: String,
-        abort: Box<TxError>,
-    },
-}
-
-#[derive(Clone, Debug)]
-struct TaskEntry {
-    start_ts: u64,
-    files: BTreeSet<FileId>,
-}
-
-/// Delta-mapping memory and counts, for reports.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct TxnStats {
-    pub running_tasks: u64,
-    pub snapshots: u64,
-    pub delta_entries: u64,
-    pub delta_pages: u64,
-    /// Bytes the delta mappings occupy in this model's memory (entry, tree slot, pages).
-    pub delta_bytes: u64,
-    pub committed: u64,
-    pub aborted: u64,
-    pub conflicts: u64,
-}
 
 /// What a commit applied: the delta pages now live (their records are dropped once their
 /// P2L is durable) and the die of the last one.
@@ -161,78 +49,6 @@ pub struct TxnStats {
 struct AppliedDeltas {
     pages: Vec<u32>,
     last_die: Option<DieId>,
-}
-
-/// The transaction layer's state inside a [`Device`].
-#[derive(Clone, Debug, Default)]
-pub struct Txn {
-    snapshots: BTreeMap<FileId, SnapshotDescriptor>,
-    /// LPN → (file, file page) for every LPN a live snapshot covers: TxISC's L2P flag bit.
-    flagged: FlagMap,
-    tasks: BTreeMap<TaskId, TaskEntry>,
-    next_task: u32,
-    clock: u64,
-    /// The firmware core's busy-until time.
-    firmware_busy: VirtualTime,
-    stats: TxnStats,
-    /// A deliberately wrong order (crash checking only); `None` is TxISC's protocol.
-    pub(crate) fault: Option<TxFault>,
-}
-
-/// A deliberately wrong commit order, for showing that a crash checker catches it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TxFault {
-    /// Persist the mappings before the commit timestamp.
-    MappingsBeforeCommit,
-    /// Record a delta mapping without waiting for its page to be programmed (the record is
-    /// capacitor-backed, the page is not yet on flash).
-    RecordBeforePage,
-}
-
-impl Txn {
-    /// Every snapshot's invariants, and every user of a snapshot a running task.
-    pub fn check(&self) -> Result<(), String> {
-        for (file, s) in &self.snapshots {
-            s.check().map_err(|e| format!("{file:?}: {e}"))?;
-            if let Some(t) = s.users.iter().find(|t| !self.tasks.contains_key(t)) {
-                return Err(format!(
-                    "{file:?} is registered to {t:?}, which is not running"
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    fn tick(&mut self) -> u64 {
-        self.clock += 1;
-        self.clock
-    }
-
-    fn task(&self, task: TaskId) -> Result<&TaskEntry, TxError> {
-        self.tasks.get(&task).ok_or(TxError::NotRunning(task))
-    }
-
-    fn snapshot(&self, task: TaskId, file: FileId) -> Result<&SnapshotDescriptor, TxError> {
-        if !self.task(task)?.files.contains(&file) {
-            return Err(TxError::NotRegistered { task, file });
-        }
-        Ok(&self.snapshots[&file])
-    }
-
-    /// Is `lpn` covered by a live snapshot? Costs nothing when no snapshot exists.
-    #[inline]
-    pub(crate) fn flagged(&self, lpn: Lpn) -> Option<(FileId, u64)> {
-        if self.flagged.is_empty() {
-            return None;
-        }
-        self.flagged.get(lpn.0)
-    }
-
-    /// The host's newest copy of a flagged LPN, if the host wrote it during the snapshot.
-    pub(crate) fn host_page(&self, file: FileId, page: u64) -> Option<Ppn> {
-        self.snapshots[&file].deltas.page_of(TaskId::HOST, page)
-    }
 }
 
 /// Entries a balanced tree of `n` examines for one lookup.

@@ -2,7 +2,7 @@
 //! working on it. It holds the file's extents (file page → LPN, as the host resolved them at
 //! registration) and the delta mappings of changed pages, keyed by file offset.
 
-use super::TaskId;
+use super::ids::TaskId;
 use crate::addr::{Extent, Lpn, Ppn};
 use std::collections::{BTreeMap, BTreeSet};
 
