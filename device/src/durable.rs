@@ -11,7 +11,7 @@
 //! crash point of a workload from one run. [`recover`] is the recovery the device itself runs
 //! ([`crate::Device::power_cycle`]).
 
-use crate::txn::TaskId;
+use crate::txn::ids::TaskId;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

@@ -14,7 +14,10 @@
 //! virtual clock is still the sum of its stages while its requests overlap its compute.
 
 use crate::error::TaskError;
-use crate::invoke::{Breakdown, ExecMode, Storage, TaskLimits};
+use crate::limits::TaskLimits;
+use crate::report::Breakdown;
+use crate::volume::Storage;
+use csd_device::txn::ExecMode;
 use csd_device::FileMode;
 use csd_device::{
     Accelerator, Accelerators, DeviceCpu, Extent, FileId, IoPath, TaskId, TxError, VirtualTime,

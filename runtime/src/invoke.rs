@@ -4,13 +4,15 @@
 use crate::abi::{device_extents, tx_error, Backing, HostIo, MemoryCap, OpenFile, TaskState};
 use crate::engine::{Task, TaskEngine};
 use crate::error::TaskError;
+pub use crate::limits::{ConflictPolicy, TaskLimits};
+pub use crate::report::{Breakdown, TaskReport};
+pub use crate::volume::Storage;
 use crate::volume::Volume;
 pub use csd_device::txn::ExecMode;
 use csd_device::{
     Accelerators, DataMode, Device, DeviceCpu, FileId, FileMode, IoPath, Lpn, Profile, TxError,
     VirtualTime,
 };
-use serde::Serialize;
 use std::sync::Arc;
 use wasmtime::{Store, Trap};
 
@@ -18,94 +20,6 @@ use wasmtime::{Store, Trap};
 pub const EXPORT_IN_MEMORY_MAX: u64 = 1 << 30;
 /// Bytes [`Csd::export_to`] reads per step.
 const EXPORT_CHUNK: u64 = 1 << 20;
-
-/// What a transaction that loses a conflict does (TxISC §III-A: "the task that arrives later
-/// can optionally retry or abort").
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub enum ConflictPolicy {
-    #[default]
-    Abort,
-    /// Run the task again from a fresh snapshot, up to `attempts` runs in all.
-    Retry { attempts: u32 },
-}
-
-/// Per-invocation limits. A task that exceeds one is stopped with a [`TaskError`].
-#[derive(Clone, Debug, Serialize)]
-pub struct TaskLimits {
-    /// Compute budget in fuel (about one unit per Wasm instruction).
-    pub fuel: u64,
-    /// Linear-memory cap; `None` uses the profile's device DRAM.
-    pub memory_bytes: Option<u64>,
-    /// Largest return value a task may produce.
-    pub max_return_bytes: u64,
-    /// Real time one invocation may take before it is stopped: a backstop for whatever
-    /// fuel does not bound. Generous, since hitting it makes a run depend on the machine.
-    pub wall_clock_ms: u64,
-}
-
-impl Default for TaskLimits {
-    fn default() -> Self {
-        TaskLimits {
-            fuel: 20_000_000_000,
-            memory_bytes: None,
-            max_return_bytes: 16 << 20,
-            wall_clock_ms: 120_000,
-        }
-    }
-}
-
-/// Where one invocation's latency went (LightFS Fig. 3 vocabulary). The stages are
-/// sequential, so they add up to the invocation's latency.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Breakdown {
-    /// Flash reads of the task's input, on the device's internal path.
-    pub read_file_ns: u64,
-    /// Device-CPU time (fuel × ns_per_fuel) plus accelerator time.
-    pub compute_ns: u64,
-    /// Flash writes of the task's output.
-    pub write_ns: u64,
-    /// Arguments to the device and results back, over PCIe.
-    pub dma_ns: u64,
-    /// NVMe command handling for the offload request.
-    pub others_ns: u64,
-}
-
-impl Breakdown {
-    pub fn total_ns(&self) -> u64 {
-        self.read_file_ns + self.compute_ns + self.write_ns + self.dma_ns + self.others_ns
-    }
-}
-
-/// What a successful invocation produced.
-#[derive(Clone, Debug, Serialize)]
-pub struct TaskReport {
-    pub task: String,
-    /// The bytes the task returned with `ret_write`.
-    #[serde(skip)]
-    pub ret: Vec<u8>,
-    /// Fuel the task consumed.
-    pub fuel: u64,
-    pub breakdown: Breakdown,
-    pub started: VirtualTime,
-    pub finished: VirtualTime,
-    pub logs: Vec<String>,
-    pub bytes_read: u64,
-    pub bytes_written: u64,
-    pub exec: ExecMode,
-    /// Runs it took (more than 1 only when a conflict was retried).
-    pub attempts: u32,
-}
-
-impl TaskReport {
-    pub fn latency_ns(&self) -> u64 {
-        self.finished.since(self.started)
-    }
-
-    /// The return bytes parsed as JSON (what `ret_json` in the SDK writes).
-    pub fn ret_json(&self) -> Result<serde_json::Value, serde_json::Error> {
-        serde_json::from_slice(&self.ret)
-    }
-}
 
 /// An offload request being put together: files with their modes, arguments, limits.
 ///
@@ -166,12 +80,6 @@ impl IscContext {
         self.exec = ExecMode::File;
         self
     }
-}
-
-/// The device together with its files, as the runtime owns them between invocations.
-pub struct Storage {
-    pub device: Device,
-    pub volume: Volume,
 }
 
 /// A computational storage drive: the simulated device, its files, and a task engine.

@@ -223,6 +223,12 @@ impl Volume {
     }
 }
 
+/// The device together with its files, as the runtime owns them between invocations.
+pub struct Storage {
+    pub device: csd_device::Device,
+    pub volume: Volume,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

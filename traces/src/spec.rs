@@ -9,11 +9,17 @@
 //! trace whose content no longer matches.
 
 use crate::replay::Pace;
-use crate::store::TraceRef;
 use crate::Strictness;
 use csd_device::Profile;
 use csd_hostfs::ndp::DesignKind;
 use serde::{Deserialize, Serialize};
+
+/// A trace by content id (`sha256:` + hex) and the name it was replayed under.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceRef {
+    pub id: String,
+    pub name: String,
+}
 
 /// The version of [`SystemSpec`]'s layout. A stored spec of another version is refused
 /// with a message, never misread.

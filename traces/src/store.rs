@@ -13,6 +13,7 @@
 //! process that opens the store imports it.
 
 use crate::spec::SystemSpec;
+pub use crate::spec::TraceRef;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -74,12 +75,6 @@ pub struct StoredRun {
     /// kinds not yet described by a spec, have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<SystemSpec>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TraceRef {
-    pub id: String,
-    pub name: String,
 }
 
 /// A run before it has an id.

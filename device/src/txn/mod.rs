@@ -22,7 +22,7 @@ pub mod bench;
 pub mod crash;
 mod error;
 mod flags;
-mod ids;
+pub(crate) mod ids;
 pub mod snapshot;
 pub mod state;
 
