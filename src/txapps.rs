@@ -75,6 +75,7 @@ pub struct Workload {
 }
 
 /// Builds `app`'s synthetic input, seeded.
+// Long: one arm per application's seeded input.
 pub fn workload(app: App, sizes: &Sizes, seed: u64) -> Workload {
     let mut rng = SimRng::new(seed);
     match app {

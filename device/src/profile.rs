@@ -179,6 +179,7 @@ impl Profile {
 
     /// Checks cross-field consistency. Returns `(dotted field, reason)` on failure; also used
     /// by code that edits a profile in memory (tests, sweeps) before building a device.
+    // Long: one check per field, each with its own reason.
     pub fn validate(&self) -> Result<(), (String, String)> {
         let g = &self.geometry;
         g.check().map_err(|(f, r)| (format!("geometry.{f}"), r))?;

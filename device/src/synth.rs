@@ -212,6 +212,8 @@ impl SynthJob {
     }
 
     /// Runs the job on `dev`. `progress(done, total)` is called now and then.
+    // Long: the closed loop's submit/complete/refill cycle is the driver's hot path, kept in
+    // one place.
     pub fn run(
         &self,
         dev: &mut Device,

@@ -556,6 +556,8 @@ impl Namespace {
 
     /// [`Namespace::create`] in `parent`, which the caller resolved from `path`'s parent (so
     /// the path is not walked again).
+    // Long: POSIX create's checks (permission, existence, name) then the inode and entry
+    // writes, in the order ext4 makes them.
     pub fn create_in(
         &mut self,
         parent: Ino,
@@ -715,6 +717,8 @@ impl Namespace {
     }
 
     /// `rename`: moves `from` to `to`, replacing a file at `to` (not a directory).
+    // Long: POSIX rename's cases (same directory, replace a file, move a directory) each with
+    // its checks.
     pub fn rename(
         &mut self,
         from: &str,

@@ -220,6 +220,8 @@ impl NdpMeta {
     }
 
     /// Decodes and verifies a `.ndpmeta`; nothing is returned from a file that fails a check.
+    // Long: the header and each slot's fields are checked in the on-disk order of LightFS Table
+    // I, each with its own error.
     pub fn decode(bytes: &[u8]) -> Result<NdpMeta, NdpMetaError> {
         if bytes.len() < SLOT_BYTES || !bytes.len().is_multiple_of(SLOT_BYTES) {
             return Err(NdpMetaError::BadLength(bytes.len()));

@@ -397,6 +397,8 @@ fn best_of<T>(repeat: u32, mut f: impl FnMut() -> anyhow::Result<T>) -> anyhow::
     Ok((best, last.expect("at least one run")))
 }
 
+// Long: the input, then one native and one Wasm measurement per kernel side by side, so the
+// comparison stays like for like.
 fn tasks(args: &TasksArgs) -> anyhow::Result<()> {
     use csd_runtime::{Csd, FileMode, IscContext};
     let engine = super::task::engine()?;

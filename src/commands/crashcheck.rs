@@ -92,6 +92,7 @@ type SeedCheck = Box<dyn Fn(u64) -> CrashReport>;
 const MAX_SEEDS: u64 = 10_000;
 const MAX_OPS: usize = 100_000;
 
+// Long: both crash checkers, seed by seed, with one progress bar and one report.
 pub fn run(args: &CrashcheckArgs) -> anyhow::Result<()> {
     if args.seeds == 0 || args.seeds > MAX_SEEDS {
         bail!("--seeds {}: give 1 to {MAX_SEEDS}", args.seeds);

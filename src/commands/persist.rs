@@ -167,6 +167,7 @@ fn name(c: Config) -> String {
     format!("{c:?}").to_lowercase()
 }
 
+// Long: runs the sweep, prints its table and saves it in one pass over the points.
 fn online_sweep(args: &OnlineArgs) -> anyhow::Result<()> {
     let scale = check_scale(args.full, args.scale)?;
     if let Some(bad) = args.interval.iter().find(|&&i| i == 0) {
@@ -272,6 +273,7 @@ fn online_sweep(args: &OnlineArgs) -> anyhow::Result<()> {
     args.run.store.save_and_say(stored)
 }
 
+// Long: runs the backlogs, prints their table and saves them in one pass.
 fn backlog(args: &BacklogArgs) -> anyhow::Result<()> {
     let scale = check_scale(args.full, args.scale)?;
     let profile = Profile::load(&args.run.profile)?;

@@ -33,7 +33,41 @@ pub fn run(id: &str, store: &StoreArgs, json: bool) -> anyhow::Result<()> {
         (stored, bytes)
     };
     let spec = spec_of(&stored)?;
-    let report = match &spec.system {
+    let report = reproduce(id, &spec, trace_bytes)?;
+    let (old, new) = (
+        serde_json::to_string(&stored.report)?,
+        serde_json::to_string(&report)?,
+    );
+    let mut differences = Vec::new();
+    differ("", &stored.report, &report, &mut differences);
+    let outcome = Outcome {
+        run: id.to_string(),
+        identical: old == new,
+        report_bytes: old.len(),
+        differences,
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&outcome)?);
+    } else if outcome.identical {
+        println!(
+            "{id} reproduced: the report is byte-identical ({} bytes)",
+            outcome.report_bytes
+        );
+    } else {
+        println!("{id} did not reproduce; first differences (stored → now):");
+        for (path, a, b) in &outcome.differences {
+            println!("  {path}: {a} → {b}");
+        }
+    }
+    if !outcome.identical {
+        bail!("run {id} did not reproduce its stored report");
+    }
+    Ok(())
+}
+
+/// Runs the system `spec` describes again and returns its report as `--json` prints it.
+fn reproduce(id: &str, spec: &SystemSpec, trace_bytes: Option<Vec<u8>>) -> anyhow::Result<Value> {
+    Ok(match &spec.system {
         SystemKind::Replay {
             trace,
             designs,
@@ -71,36 +105,7 @@ pub fn run(id: &str, store: &StoreArgs, json: bool) -> anyhow::Result<()> {
                     .with_context(|| format!("re-running {id}"))?;
             serde_json::to_value(&report)?
         }
-    };
-    let (old, new) = (
-        serde_json::to_string(&stored.report)?,
-        serde_json::to_string(&report)?,
-    );
-    let mut differences = Vec::new();
-    differ("", &stored.report, &report, &mut differences);
-    let outcome = Outcome {
-        run: id.to_string(),
-        identical: old == new,
-        report_bytes: old.len(),
-        differences,
-    };
-    if json {
-        println!("{}", serde_json::to_string_pretty(&outcome)?);
-    } else if outcome.identical {
-        println!(
-            "{id} reproduced: the report is byte-identical ({} bytes)",
-            outcome.report_bytes
-        );
-    } else {
-        println!("{id} did not reproduce; first differences (stored → now):");
-        for (path, a, b) in &outcome.differences {
-            println!("  {path}: {a} → {b}");
-        }
-    }
-    if !outcome.identical {
-        bail!("run {id} did not reproduce its stored report");
-    }
-    Ok(())
+    })
 }
 
 fn spec_of(run: &StoredRun) -> anyhow::Result<SystemSpec> {

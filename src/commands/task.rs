@@ -104,6 +104,8 @@ struct RunReport<'a> {
     report: &'a TaskReport,
 }
 
+// Long: the steps of `csd run` in order (resolve, import, register, run, export, print, save),
+// each short.
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let profile = Profile::load(&args.profile)?;
     args.store.check()?;

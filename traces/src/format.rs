@@ -549,6 +549,7 @@ impl<'a> Fast<'a> {
     }
 }
 
+// Long: one arm per op on the fast path; the general parser checks the same fields.
 fn parse_fast(line: &str) -> Option<Event> {
     let f = Fast::scan(line)?;
     let path = || f.path.filter(|p| !p.is_empty()).map(str::to_string);
@@ -673,6 +674,7 @@ pub(crate) fn parse_event(line: &str) -> Result<Parsed, String> {
     }
 }
 
+// Long: one arm per op, each naming the fields it requires.
 fn parse_event_general(line: &str) -> Result<Parsed, String> {
     let v: Value = serde_json::from_str(line).map_err(|e| format!("not valid JSON: {e}"))?;
     let Value::Object(m) = v else {

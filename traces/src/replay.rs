@@ -153,6 +153,8 @@ impl Prescan {
     }
 
     /// Reads the whole trace once.
+    // Long: one arm per op that creates, reads or removes a file: together they decide which
+    // files must exist before the trace starts.
     pub fn run(reader: impl BufRead + Send, strictness: Strictness) -> Result<Prescan, TraceError> {
         let mut s = Prescan::default();
         // Offsets of fds without explicit offsets, to size sequential reads.
@@ -450,6 +452,7 @@ impl Replayer<'_, '_> {
         Ok(self.fds.get_mut(&(pid, fd)).expect("inserted"))
     }
 
+    // Long: one arm per trace op, each a call into the host file system or the design.
     fn apply(&mut self, ev: &Event, start: VirtualTime) -> Result<bool, OpError> {
         let fs_done = |r: Result<(), FsError>| r.map(|_| true).map_err(OpError::from);
         match &ev.op {

@@ -485,6 +485,7 @@ pub fn persist_label(run: &Value) -> String {
 
 /// The numbers worth comparing in a report, per design: replay, `csd ndp` and `csd persist`
 /// reports.
+// Long: one block per report kind's headline numbers.
 fn headline(report: &Value) -> Vec<(String, Vec<(String, f64)>)> {
     let mut out = Vec::new();
     let num = number_at;

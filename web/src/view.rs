@@ -225,6 +225,7 @@ fn ndp_points(report: &Value) -> &[Value] {
 }
 
 impl RunView {
+    // Long: one branch per report kind the dashboard draws.
     pub fn of(run: &StoredRun) -> RunView {
         let mut v = RunView::default();
         if run.kind == csd_traces::store::RunKind::Repro {

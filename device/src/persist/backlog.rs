@@ -87,6 +87,7 @@ fn journal_all(sift: &mut Sift<MemBlocks>) -> Result<(), PersistError> {
 }
 
 /// Builds the backlog and runs the manual checkpoint on `profile`'s device and executor.
+// Long: builds the backlog, then runs the manual checkpoint's phases in order.
 pub fn run(
     profile: &Profile,
     kind: Backlog,

@@ -81,6 +81,8 @@ impl RangeTree {
     ///
     /// The common case — a block rewritten where a fragment already starts — costs three
     /// tree searches: the left neighbour, the slot reused in place, the right neighbour.
+    // Long: the interval update's cases (trim the left, drop the covered, keep a residue, merge
+    // both sides) must see each other's state.
     pub fn insert(&mut self, start: u64, len: u64, source: ReplaySource, src_block: u64) {
         if len == 0 {
             return;

@@ -52,6 +52,7 @@ pub(crate) struct Run {
 }
 
 /// Runs `ops` random operations on a fresh namespace under `config`.
+// Long: one match arm per random operation of the workload.
 pub(crate) fn workload(seed: u64, ops: usize, config: Config, fault: Option<OrderFault>) -> Run {
     let n = ns();
     let mut sift = Sift::format(

@@ -654,6 +654,8 @@ impl<B: Blocks> Sift<B> {
 
     /// Writes and commits the claimed background journal transaction; returns its ring
     /// extent (`None`: nothing was claimed).
+    // Long: the journal transaction's steps (descriptor, body, commit, the snapshot handoff)
+    // must happen in this order for the crash checker.
     pub fn journal_finish(&mut self) -> Result<Option<RingExtent>, SiftError> {
         let Some(h) = self.handoff.take() else {
             return Ok(None);

@@ -107,6 +107,7 @@ fn tag_of(buf: &[u8]) -> u64 {
 /// reads, writes, commits and aborts, with GC throughout. Checks isolation as it goes, and
 /// after every operation that the persist log holds exactly the device's durable state. A
 /// failed check is returned as the violation it is, with the operations that led to it.
+// Long: one match arm per random operation, each checking isolation where it happens.
 pub(crate) fn workload(seed: u64, ops: usize, fault: Option<TxFault>) -> Result<Run, Violation> {
     let mut dev = Device::new(&tiny(), DataMode::Payloads).expect("tiny device");
     dev.txn.fault = fault;

@@ -258,6 +258,8 @@ impl Device {
     /// partly covered pages read-modify-written from the task's view. Refused with
     /// [`TxError::Conflict`], changing nothing, if another running task changed one of the
     /// pages.
+    // Long: the conflict check must finish before any page is written, so the two passes share
+    // their state.
     pub fn tx_write(
         &mut self,
         task: TaskId,

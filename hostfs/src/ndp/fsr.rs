@@ -30,6 +30,8 @@ impl OffloadDesign for Fsr {
         self.cached.clear();
     }
 
+    // Long: FSR's request in order (path over PCIe, the device's path walk with its cache, the
+    // read, the compute), each charged where it happens.
     fn offload(
         &mut self,
         fs: &mut HostFs,

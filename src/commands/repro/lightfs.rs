@@ -115,6 +115,8 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
 }
 
 /// Fig. 3(a), Table V and Table III: one 16 KiB file.
+// Long: one statement per figure line, in the paper's order, so the sheet reads against the
+// paper.
 fn one_file(lab: &Lab, s: &mut Sheet) -> anyhow::Result<()> {
     use DesignKind::*;
     let seed = lab.seed;
@@ -282,6 +284,8 @@ fn one_file(lab: &Lab, s: &mut Sheet) -> anyhow::Result<()> {
 }
 
 /// Fig. 3(b), §IV-C and Fig. 8: 100 files, and the sweep up to them.
+// Long: one statement per figure line, in the paper's order, so the sheet reads against the
+// paper.
 fn hundred_files(lab: &Lab, s: &mut Sheet, pao_params: &[&str]) -> anyhow::Result<()> {
     use DesignKind::*;
     let seed = lab.seed;
@@ -438,6 +442,7 @@ fn hundred_files(lab: &Lab, s: &mut Sheet, pao_params: &[&str]) -> anyhow::Resul
 }
 
 /// §IV-E: every application over Table IV's datasets.
+// Long: one statement per figure line (per app, per dataset), in the paper's order.
 fn datasets(lab: &Lab, s: &mut Sheet, pao_params: &[&str]) -> anyhow::Result<()> {
     use DesignKind::*;
     let seed = lab.seed;

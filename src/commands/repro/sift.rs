@@ -14,6 +14,8 @@ const ONLINE_WINDOW_NS: u64 = 15_000_000_000;
 /// The backlogs at 1/10 of the paper's 20 GiB.
 const BACKLOG_SCALE: f64 = 0.1;
 
+// Long: one statement per figure line, in the thesis' order, so the sheet reads against it; the
+// experiments run in their own functions.
 pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
     let seed = ctx.seed;
     let profile = ctx.profile(PROFILE)?;

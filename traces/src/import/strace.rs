@@ -257,6 +257,8 @@ fn parse_outcome(s: &str) -> Option<Outcome> {
 }
 
 impl StraceConverter {
+    // Long: strace's line shapes (unfinished, resumed, signals, exits) in one place, in the
+    // order they must be tried.
     pub fn line(&mut self, line: u64, text: &str) -> Result<Option<Event>, ImportError> {
         let text = text.trim_end();
         if text.trim().is_empty() {
@@ -403,6 +405,7 @@ impl StraceConverter {
         None
     }
 
+    // Long: one arm per system call the importer understands.
     fn convert(&mut self, pid: u32, name: &str, a: &[String], out: &Outcome) -> Option<Op> {
         let ok_len = || out.ret.filter(|&r| r >= 0).map(|r| r as u64);
         match name {

@@ -132,6 +132,8 @@ impl State {
 
     /// Path → ino list and the files it covers, from the host cache; checks permissions
     /// (the directory's aggregated permissions once when it has them, else file by file).
+    // Long: the host cache's walk and the two permission paths (aggregated, per file) in one
+    // pass over the directory.
     fn resolve(&mut self, fs: &mut HostFs, path: &str, who: Cred) -> Result<Resolved, NdpError> {
         let rel = self.relative(path).ok_or_else(|| {
             NdpError::Fs(FsError::Namespace(crate::namespace::NsError::NotFound(
