@@ -116,6 +116,10 @@ pub struct HostFs {
     cached: BTreeMap<u64, VirtualTime>,
     costs: HostCosts,
     clock: VirtualTime,
+    /// When the current operation started. Operations start in time order, so this never
+    /// moves back; the actors inside one (frag-m's threads, the flusher) act at or after it,
+    /// while `clock`, the acting actor's own time, may move back to an earlier actor's.
+    epoch: VirtualTime,
     cache: PageCache,
     policy: WritebackPolicy,
     /// When the flusher last ran.
@@ -156,6 +160,7 @@ impl HostFs {
             cached: BTreeMap::new(),
             costs,
             clock: VirtualTime::ZERO,
+            epoch: VirtualTime::ZERO,
             cache: PageCache::new(0),
             policy: WritebackPolicy::default(),
             flushed_at: VirtualTime::ZERO,
@@ -185,11 +190,36 @@ impl HostFs {
         self.clock
     }
 
-    /// Sets the time of the actor about to act. Concurrent actors (frag-m's host threads) are
-    /// simulated one step at a time in time order, so this may move the clock back to an
-    /// earlier thread's time; the device keeps its own notion of submission order.
-    pub fn set_clock(&mut self, t: VirtualTime) {
+    /// Starts an operation at `t`: operations start in time order (asserted in debug
+    /// builds), so time itself only moves forward.
+    pub fn start_op(&mut self, t: VirtualTime) {
+        debug_assert!(
+            t >= self.epoch,
+            "an operation starts at {t:?}, before the previous one's start {:?}: time moved back",
+            self.epoch
+        );
+        self.epoch = self.epoch.max(t);
         self.clock = t;
+    }
+
+    /// Sets the time of the actor about to act within the current operation. Concurrent
+    /// actors (frag-m's host threads, the flusher) are simulated one step at a time, so this
+    /// may move the clock back to an earlier actor's time, never before the operation began
+    /// (asserted in debug builds).
+    pub fn set_clock(&mut self, t: VirtualTime) {
+        debug_assert!(
+            t >= self.epoch,
+            "an actor acts at {t:?}, before its operation started at {:?}",
+            self.epoch
+        );
+        self.clock = t;
+    }
+
+    /// Starts time over at zero with an idle host (before a trace begins: setting it up is
+    /// not part of it). The device's measurements are reset apart.
+    pub fn restart_time(&mut self) {
+        self.epoch = VirtualTime::ZERO;
+        self.clock = VirtualTime::ZERO;
     }
 
     /// Moves the host's clock forward to `t` (never back): another actor's time has passed.

@@ -257,3 +257,33 @@ fn removed_inode_numbers_are_reused() {
     assert!(d.0 > b.0);
     assert_eq!(fs.read_file("/c", ME).unwrap(), b"3");
 }
+
+/// Operations start in time order; an actor inside one may go back to an earlier actor's
+/// time, never before the operation began. Debug builds assert both.
+#[cfg(debug_assertions)]
+#[test]
+fn time_only_moves_forward() {
+    use csd_device::VirtualTime;
+    let mut f = fs("cosmos-plus");
+    f.start_op(VirtualTime(1_000));
+    f.set_clock(VirtualTime(5_000));
+    f.set_clock(VirtualTime(1_000)); // another actor of the same operation
+    assert_eq!(f.clock(), VirtualTime(1_000));
+    f.start_op(VirtualTime(2_000));
+    let back = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        f.start_op(VirtualTime(1_500));
+    }));
+    assert!(
+        back.is_err(),
+        "an operation starting before the previous one is refused"
+    );
+    let mut g = fs("cosmos-plus");
+    g.start_op(VirtualTime(2_000));
+    let early = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        g.set_clock(VirtualTime(1_999));
+    }));
+    assert!(
+        early.is_err(),
+        "an actor acting before its operation began is refused"
+    );
+}

@@ -700,9 +700,14 @@ impl Replayer<'_, '_> {
         }
         .max(self.last_start);
         self.last_start = start;
-        self.fs.set_clock(start);
+        self.fs.start_op(start);
         // Background work due by now (kernel flusher; LightFS's updater and block monitor).
-        let _ = self.design.background(&mut self.fs);
+        if let Err(e) = self.design.background(&mut self.fs) {
+            // The op still runs; the report names what the background work hit.
+            self.first_errors
+                .entry("background".to_string())
+                .or_insert_with(|| e.to_string());
+        }
         self.fs.set_clock(start);
         let outcome = self.apply(ev, start);
         let end = self.fs.clock().max(start);
@@ -815,7 +820,7 @@ fn prepare(
     d.drop_caches(&mut fs);
     // The trace starts on an idle device with fresh counters.
     fs.device_mut().reset_measurements();
-    fs.set_clock(VirtualTime::ZERO);
+    fs.restart_time();
     Ok((fs, d))
 }
 
