@@ -12,7 +12,7 @@ pub enum ConflictPolicy {
     Retry { attempts: u32 },
 }
 
-/// Per-invocation limits. A task that exceeds one is stopped with a [`TaskError`].
+/// Per-invocation limits. A task that exceeds one is stopped with a [`crate::TaskError`].
 #[derive(Clone, Debug, Serialize)]
 pub struct TaskLimits {
     /// Compute budget in fuel (about one unit per Wasm instruction).
