@@ -10,6 +10,7 @@ use crate::addr::{Lpn, Ppn, VirtualTime};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
+/// A running task: its snapshot timestamp and the files it registered.
 #[derive(Clone, Debug)]
 pub(super) struct TaskEntry {
     pub(super) start_ts: u64,
