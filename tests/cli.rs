@@ -1123,13 +1123,63 @@ fn runs_rerun_reproduces_a_replay_and_refuses_what_it_cannot() {
         stdout(&again)
     );
 
-    // A kind of run that keeps no spec yet: refused with the reason.
+    // So do csd persist runs.
     let persist = csd_cached(
         &["persist", "backlog", "--scale", "0.01", "--store", store],
         &cache,
     );
     assert!(persist.status.success(), "{}", stderr(&persist));
-    let no_spec = csd_cached(&["runs", "rerun", "r3", "--store", store], &cache);
+    let again = csd_cached(&["runs", "rerun", "r3", "--store", store], &cache);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert!(
+        stdout(&again).contains("byte-identical"),
+        "{}",
+        stdout(&again)
+    );
+    let online = csd_cached(
+        &[
+            "persist",
+            "online",
+            "--interval",
+            "64",
+            "--scale",
+            "0.01",
+            "--window-s",
+            "0.3",
+            "--store",
+            store,
+        ],
+        &cache,
+    );
+    assert!(online.status.success(), "{}", stderr(&online));
+    let again = csd_cached(&["runs", "rerun", "r4", "--store", store], &cache);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert!(
+        stdout(&again).contains("byte-identical"),
+        "{}",
+        stdout(&again)
+    );
+
+    // A kind of run that keeps no spec yet (a task run on imported files): refused with the
+    // reason.
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("a.log"), "ERROR one\nok\n").unwrap();
+    let task = csd_cached(
+        &[
+            "run",
+            "grep",
+            "--import",
+            data.to_str().unwrap(),
+            "--args",
+            r#"{"pattern":"ERROR"}"#,
+            "--store",
+            store,
+        ],
+        &cache,
+    );
+    assert!(task.status.success(), "{}", stderr(&task));
+    let no_spec = csd_cached(&["runs", "rerun", "r5", "--store", store], &cache);
     assert_eq!(no_spec.status.code(), Some(1));
     assert!(
         stderr(&no_spec).contains("keeps no system spec"),

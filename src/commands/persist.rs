@@ -8,8 +8,10 @@ use csd_device::persist::backlog::{run, Backlog, BacklogReport, BacklogSpec};
 use csd_device::persist::online::{self, OnlineReport, OnlineSpec};
 use csd_device::persist::service::Config;
 use csd_device::Profile;
+use csd_traces::spec::{SystemKind, SystemSpec};
 use csd_traces::store::{NewRun, RunKind};
 use serde::Serialize;
+use serde_json::Value;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum PersistCmd {
@@ -86,13 +88,14 @@ impl RunArgs {
         profile: &str,
         configs: &[ConfigArg],
         output: Output<'_, T>,
+        spec: SystemSpec,
     ) -> anyhow::Result<NewRun> {
         let report = serde_json::to_value(&output)?;
         if self.json {
             println!("{}", serde_json::to_string_pretty(&report)?);
         }
         Ok(NewRun {
-            spec: None,
+            spec: Some(spec),
             kind: RunKind::Persist,
             trace: None,
             profile: profile.to_string(),
@@ -148,6 +151,45 @@ impl ConfigArg {
     }
 }
 
+/// Runs each (sizes and interval, configuration) of the online benchmark, with a progress
+/// bar: what `csd persist online` runs and `csd runs rerun` repeats.
+pub fn online_runs(
+    profile: &Profile,
+    runs: &[(OnlineSpec, Config)],
+    seed: u64,
+) -> anyhow::Result<Vec<OnlineReport>> {
+    let bar = indicatif::ProgressBar::new(runs.len() as u64);
+    let mut reports = Vec::with_capacity(runs.len());
+    for &(spec, config) in runs {
+        bar.set_message(format!("i={} {}", spec.interval, name(config)));
+        let r = online::run(profile, config, spec, seed)
+            .with_context(|| format!("online run {} at i = {}", name(config), spec.interval))?;
+        reports.push(r);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(reports)
+}
+
+/// Runs the backlog under each configuration.
+pub fn backlog_runs(
+    profile: &Profile,
+    kind: Backlog,
+    sizes: BacklogSpec,
+    configs: &[Config],
+    seed: u64,
+) -> anyhow::Result<Vec<BacklogReport>> {
+    configs
+        .iter()
+        .map(|&c| run(profile, kind, sizes, c, seed).map_err(Into::into))
+        .collect()
+}
+
+/// The report `--json` prints for `runs` of `workload` (`online` or `backlog`).
+pub fn report_value<T: Serialize>(workload: &'static str, runs: &[T]) -> anyhow::Result<Value> {
+    Ok(serde_json::to_value(Output { workload, runs })?)
+}
+
 pub fn run_cmd(cmd: &PersistCmd) -> anyhow::Result<()> {
     match cmd {
         PersistCmd::Online(args) => online_sweep(args),
@@ -185,25 +227,21 @@ fn online_sweep(args: &OnlineArgs) -> anyhow::Result<()> {
     };
     let profile = Profile::load(&args.run.profile)?;
     args.run.store.check()?;
-    let bar = indicatif::ProgressBar::new((args.interval.len() * args.config.len()) as u64);
-    let mut reports: Vec<OnlineReport> = Vec::new();
-    for &interval in &args.interval {
-        for c in &args.config {
-            let config = c.config();
-            bar.set_message(format!("i={interval} {}", name(config)));
-            let spec = spec_at(interval);
-            let r = online::run(&profile, config, spec, args.run.seed)
-                .with_context(|| format!("online run {} at i = {interval}", name(config)))?;
-            reports.push(r);
-            bar.inc(1);
-        }
-    }
-    bar.finish_and_clear();
+    let runs: Vec<(OnlineSpec, Config)> = args
+        .interval
+        .iter()
+        .flat_map(|&i| args.config.iter().map(move |c| (spec_at(i), c.config())))
+        .collect();
+    let reports = online_runs(&profile, &runs, args.run.seed)?;
     let output = Output {
         workload: "online",
         runs: &reports,
     };
-    let stored = args.run.print_json(&profile.name, &args.config, output)?;
+    let system = SystemKind::PersistOnline { runs };
+    let spec = SystemSpec::new(profile.clone(), args.run.seed, system);
+    let stored = args
+        .run
+        .print_json(&profile.name, &args.config, output, spec)?;
     // The tables first, then the save: a report is printed whatever happens to the save.
     (|| -> anyhow::Result<()> {
         if args.run.json {
@@ -283,15 +321,21 @@ fn backlog(args: &BacklogArgs) -> anyhow::Result<()> {
     };
     let spec = BacklogSpec::paper(kind, scale);
     args.run.store.check()?;
-    let mut reports: Vec<BacklogReport> = Vec::new();
-    for c in &args.config {
-        reports.push(run(&profile, kind, spec, c.config(), args.run.seed)?);
-    }
+    let configs: Vec<Config> = args.config.iter().map(|c| c.config()).collect();
+    let reports = backlog_runs(&profile, kind, spec, &configs, args.run.seed)?;
     let output = Output {
         workload: "backlog",
         runs: &reports,
     };
-    let stored = args.run.print_json(&profile.name, &args.config, output)?;
+    let system = SystemKind::PersistBacklog {
+        backlog: kind,
+        sizes: spec,
+        configs,
+    };
+    let spec_of_run = SystemSpec::new(profile.clone(), args.run.seed, system);
+    let stored = args
+        .run
+        .print_json(&profile.name, &args.config, output, spec_of_run)?;
     // The tables first, then the save: a report is printed whatever happens to the save.
     (|| -> anyhow::Result<()> {
         if args.run.json {

@@ -28,7 +28,9 @@ pub fn run(id: &str, store: &StoreArgs, json: bool) -> anyhow::Result<()> {
         let spec = spec_of(&stored)?;
         let bytes = match &spec.system {
             SystemKind::Replay { trace, .. } => s.trace(&trace.id).ok().map(|(_, b)| b),
-            SystemKind::Ndp { .. } => None,
+            SystemKind::Ndp { .. }
+            | SystemKind::PersistOnline { .. }
+            | SystemKind::PersistBacklog { .. } => None,
         };
         (stored, bytes)
     };
@@ -105,6 +107,21 @@ fn reproduce(id: &str, spec: &SystemSpec, trace_bytes: Option<Vec<u8>>) -> anyho
                     .with_context(|| format!("re-running {id}"))?;
             serde_json::to_value(&report)?
         }
+        SystemKind::PersistOnline { runs } => {
+            let reports = super::persist::online_runs(&spec.profile, runs, spec.seed)
+                .with_context(|| format!("re-running {id}"))?;
+            super::persist::report_value("online", &reports)?
+        }
+        SystemKind::PersistBacklog {
+            backlog,
+            sizes,
+            configs,
+        } => {
+            let reports =
+                super::persist::backlog_runs(&spec.profile, *backlog, *sizes, configs, spec.seed)
+                    .with_context(|| format!("re-running {id}"))?;
+            super::persist::report_value("backlog", &reports)?
+        }
     })
 }
 
@@ -112,8 +129,8 @@ fn spec_of(run: &StoredRun) -> anyhow::Result<SystemSpec> {
     let Some(spec) = run.spec.clone() else {
         bail!(
             "run {} keeps no system spec, so it cannot be rebuilt: it was stored by an older \
-             csd, or by a command whose runs do not keep one yet (replay runs and csd ndp \
-             runs on synthetic files do)",
+             csd, or by a command whose runs do not keep one yet (csd replay, csd ndp on \
+             synthetic files and csd persist runs do)",
             run.id
         );
     };

@@ -118,7 +118,8 @@ pub enum RunsCmd {
     /// Replay runs keep their spec: the whole profile, the seed, the designs, the pacing and
     /// the trace's content id. The trace is found in the run store, among the bundled
     /// samples, or at the path it was replayed from, and refused if its content changed.
-    /// `csd ndp` runs on synthetic files keep theirs too (the files are made from the seed).
+    /// `csd ndp` runs on synthetic files keep theirs too (the files are made from the seed),
+    /// and so do `csd persist` runs.
     Rerun {
         id: String,
         #[command(flatten)]

@@ -10,6 +10,9 @@
 
 use crate::replay::Pace;
 use crate::Strictness;
+use csd_device::persist::backlog::{Backlog, BacklogSpec};
+use csd_device::persist::online::OnlineSpec;
+use csd_device::persist::service::Config;
 use csd_device::Profile;
 use csd_hostfs::ndp::DesignKind;
 use serde::{Deserialize, Serialize};
@@ -53,6 +56,15 @@ pub enum SystemKind {
         designs: Vec<DesignKind>,
         points: Vec<(usize, u64)>,
         cold: bool,
+    },
+    /// SIFT's online pressure benchmark, one run per (sizes and interval, configuration)
+    /// (`csd persist online`).
+    PersistOnline { runs: Vec<(OnlineSpec, Config)> },
+    /// SIFT's manual-checkpoint backlog under each configuration (`csd persist backlog`).
+    PersistBacklog {
+        backlog: Backlog,
+        sizes: BacklogSpec,
+        configs: Vec<Config>,
     },
 }
 

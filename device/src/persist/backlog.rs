@@ -17,7 +17,7 @@ use crate::{Profile, VirtualTime};
 use serde::Serialize;
 
 /// The two backlogs of SIFT Table 4.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Backlog {
     /// Uniform random writes in a 64 MiB hotset per thread: heavy overwrite.
@@ -27,7 +27,7 @@ pub enum Backlog {
 }
 
 /// Sizes of a backlog run.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct BacklogSpec {
     pub threads: u32,
     pub block_bytes: u64,

@@ -34,7 +34,7 @@ use serde::Serialize;
 use std::collections::VecDeque;
 
 /// Sizes and timing of one online run (SIFT Table 4, "Online").
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct OnlineSpec {
     /// Background writes per background `fsync`.
     pub interval: u64,

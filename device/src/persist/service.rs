@@ -207,7 +207,7 @@ pub enum OrderFault {
 }
 
 /// The three configurations of SIFT Table 3; one protocol, different checkpoint semantics.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Config {
     Vanilla,
