@@ -1,9 +1,10 @@
 //! Routes: the JSON API under `/api`, the embedded assets under `/assets`, and the page
 //! routes, which all return the one HTML page (the script draws the page the path names).
 
+use crate::assets;
 use crate::jobs::{Jobs, ReplayRequest};
+use crate::state::AppState;
 use crate::view::{headlines, Headline, RunView};
-use crate::{assets, AppState};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{header, StatusCode};

@@ -164,7 +164,10 @@ impl Jobs {
 
     /// Queues `req` with `state`'s launcher and returns the job's id at once; the job runs
     /// on a blocking thread when a core is free. Refused when [`MAX_QUEUED`] jobs wait.
-    pub fn start(state: Arc<crate::AppState>, req: ReplayRequest) -> Result<String, JobsError> {
+    pub fn start(
+        state: Arc<crate::state::AppState>,
+        req: ReplayRequest,
+    ) -> Result<String, JobsError> {
         let n = {
             let mut jobs = state.jobs.lock();
             let queued = jobs

@@ -16,22 +16,17 @@
 pub mod api;
 pub mod assets;
 pub mod jobs;
+pub mod state;
 pub mod store;
 pub mod view;
 
 pub use api::router;
 pub use jobs::{JobProgress, Launcher, ReplayRequest};
+pub use state::AppState;
 pub use store::StoreHandle;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-
-/// Everything a request handler can reach.
-pub struct AppState {
-    pub store: StoreHandle,
-    pub jobs: jobs::Jobs,
-    pub launcher: Arc<dyn Launcher>,
-}
 
 /// Serves the dashboard on `listener` until the process is interrupted (Ctrl-C).
 pub async fn serve(listener: tokio::net::TcpListener, state: Arc<AppState>) -> std::io::Result<()> {
