@@ -1107,36 +1107,11 @@ fn runs_rerun_reproduces_a_replay_and_refuses_what_it_cannot() {
         stderr(&changed)
     );
 
-    // csd ndp on synthetic files keeps its spec too.
-    let ndp = csd_cached(
-        &[
-            "ndp", "--files", "3", "--app", "knn", "--cold", "--store", store,
-        ],
-        &cache,
-    );
-    assert!(ndp.status.success(), "{}", stderr(&ndp));
-    let again = csd_cached(&["runs", "rerun", "r2", "--store", store], &cache);
-    assert!(again.status.success(), "{}", stderr(&again));
-    assert!(
-        stdout(&again).contains("byte-identical"),
-        "{}",
-        stdout(&again)
-    );
-
-    // So do csd persist runs.
-    let persist = csd_cached(
-        &["persist", "backlog", "--scale", "0.01", "--store", store],
-        &cache,
-    );
-    assert!(persist.status.success(), "{}", stderr(&persist));
-    let again = csd_cached(&["runs", "rerun", "r3", "--store", store], &cache);
-    assert!(again.status.success(), "{}", stderr(&again));
-    assert!(
-        stdout(&again).contains("byte-identical"),
-        "{}",
-        stdout(&again)
-    );
-    let online = csd_cached(
+    // csd ndp on synthetic files and both csd persist workloads keep their specs too: each
+    // run is saved as the next id and reruns to the same bytes.
+    let runs: [&[&str]; 3] = [
+        &["ndp", "--files", "3", "--app", "knn", "--cold"],
+        &["persist", "backlog", "--scale", "0.01"],
         &[
             "persist",
             "online",
@@ -1146,19 +1121,20 @@ fn runs_rerun_reproduces_a_replay_and_refuses_what_it_cannot() {
             "0.01",
             "--window-s",
             "0.3",
-            "--store",
-            store,
         ],
-        &cache,
-    );
-    assert!(online.status.success(), "{}", stderr(&online));
-    let again = csd_cached(&["runs", "rerun", "r4", "--store", store], &cache);
-    assert!(again.status.success(), "{}", stderr(&again));
-    assert!(
-        stdout(&again).contains("byte-identical"),
-        "{}",
-        stdout(&again)
-    );
+    ];
+    for (i, args) in runs.iter().enumerate() {
+        let id = format!("r{}", i + 2);
+        let saved = csd_cached(&[*args, &["--store", store][..]].concat(), &cache);
+        assert!(saved.status.success(), "{args:?}: {}", stderr(&saved));
+        let again = csd_cached(&["runs", "rerun", &id, "--store", store], &cache);
+        assert!(again.status.success(), "{args:?}: {}", stderr(&again));
+        assert!(
+            stdout(&again).contains("byte-identical"),
+            "{args:?}: {}",
+            stdout(&again)
+        );
+    }
 
     // A kind of run that keeps no spec yet (a task run on imported files): refused with the
     // reason.

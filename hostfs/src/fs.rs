@@ -215,6 +215,11 @@ impl HostFs {
         self.clock = t;
     }
 
+    /// When the current operation started (the latest [`HostFs::start_op`]).
+    pub fn op_started(&self) -> VirtualTime {
+        self.epoch
+    }
+
     /// Starts time over at zero with an idle host (before a trace begins: setting it up is
     /// not part of it). The device's measurements are reset apart.
     pub fn restart_time(&mut self) {

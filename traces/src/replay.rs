@@ -375,7 +375,6 @@ struct Replayer<'a, 'i> {
     ndp: NdpTotals,
     ndp_stage_sum: Stages,
     pace: Pace,
-    last_start: VirtualTime,
     /// Write payloads (zeros: the device keeps no bytes), reused across writes.
     zeros: Vec<u8>,
 }
@@ -698,8 +697,7 @@ impl Replayer<'_, '_> {
             Pace::Afap => pid_clock,
             Pace::Timed => pid_clock.max(VirtualTime(ev.t)),
         }
-        .max(self.last_start);
-        self.last_start = start;
+        .max(self.fs.op_started());
         self.fs.start_op(start);
         // Background work due by now (kernel flusher; LightFS's updater and block monitor).
         if let Err(e) = self.design.background(&mut self.fs) {
@@ -879,7 +877,6 @@ impl<'a> Replayer<'a, 'a> {
             ndp: NdpTotals::default(),
             ndp_stage_sum: Stages::default(),
             pace,
-            last_start: VirtualTime::ZERO,
             zeros: Vec::new(),
         }
     }

@@ -244,12 +244,13 @@ impl Ftl {
 
     #[inline]
     fn set_valid(&mut self, ppn: u32, on: bool) {
-        if get_bit(&self.valid, ppn) != on {
-            if on {
-                self.valid_pages += 1;
-            } else {
-                self.valid_pages -= 1;
-            }
+        // Every caller flips the bit (a fresh page becomes valid, a valid one stale), so the
+        // count follows without reading it on the write path.
+        debug_assert_ne!(get_bit(&self.valid, ppn), on, "ppn {ppn} already {on}");
+        if on {
+            self.valid_pages += 1;
+        } else {
+            self.valid_pages -= 1;
         }
         set_bit(&mut self.valid, ppn, on);
         #[cfg(debug_assertions)]
@@ -713,7 +714,6 @@ impl Ftl {
         let ppb = self.geo.pages_per_block;
         let mut l2p = L2p::new(self.logical_pages);
         self.valid.fill(0);
-        self.valid_pages = 0;
         self.live_deltas.fill(0);
         self.live_delta_count = 0;
         for (&lpn, &ppn) in mapping {
@@ -721,8 +721,11 @@ impl Ftl {
             self.check_lpn(lpn)?;
             self.check_ppn(Ppn(ppn))?;
             l2p.set(lpn, Ppn(ppn));
-            self.set_valid(ppn, true);
+            set_bit(&mut self.valid, ppn, true);
         }
+        // Counted from the bits: a mapping naming one page twice is caught by the check below,
+        // not by a miscount.
+        self.valid_pages = self.valid.iter().map(|w| u64::from(w.count_ones())).sum();
         self.l2p = l2p;
         let mut table = BlockTable::new(self.geo.dies(), self.geo.blocks_per_die(), ppb);
         for d in &mut table.dies {

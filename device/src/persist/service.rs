@@ -343,10 +343,15 @@ struct RawRecord {
 
 impl RawRecord {
     fn source_block(&self, ns: &SiftLayout) -> u64 {
-        match self.source {
-            ReplaySource::Staging => ns.staging_block(self.pos),
-            ReplaySource::Journal => ns.journal_block(self.pos),
-        }
+        ring_block(ns, self.source, self.pos)
+    }
+}
+
+/// The block at position `pos` of the staging or journal ring.
+fn ring_block(ns: &SiftLayout, source: ReplaySource, pos: u64) -> u64 {
+    match source {
+        ReplaySource::Staging => ns.staging_block(pos),
+        ReplaySource::Journal => ns.journal_block(pos),
     }
 }
 
@@ -940,13 +945,7 @@ impl<B: Blocks> Sift<B> {
     }
 
     fn source_block(&self, src: ReplaySource, pos: u64) -> u64 {
-        RawRecord {
-            dst: 0,
-            source: src,
-            pos,
-            inode: false,
-        }
-        .source_block(&self.ns)
+        ring_block(&self.ns, src, pos)
     }
 
     /// *wait-not-skip*: re-reads a referenced staging transaction until its descriptor and
