@@ -8,13 +8,13 @@ use anyhow::Context as _;
 use csd_device::rng::SimRng;
 use csd_device::{DataMode, Device, Profile};
 use csd_hostfs::fs::HostFs;
-use csd_hostfs::ndp::{
-    Computed, DesignKind, Footprint, NdpCompute, NdpOutcome, NdpRequest, NdpSummary, OffloadDesign,
-};
+use csd_hostfs::ndp::{Computed, DesignKind, NdpCompute, NdpRequest, OffloadDesign};
 use csd_hostfs::perms::{Cred, Perms};
 use csd_runtime::{IscContext, Task, TaskEngine};
 use serde::Serialize;
 use std::sync::Arc;
+
+pub use csd_traces::report::NdpDesign;
 
 /// The LightFS Table III applications.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -197,20 +197,6 @@ pub fn prepare(
     Ok((fs, design))
 }
 
-/// One design's figures.
-#[derive(Clone, Debug, Serialize)]
-pub struct DesignResult {
-    pub design: DesignKind,
-    #[serde(flatten)]
-    pub summary: NdpSummary,
-    /// LightFS's metadata caches after the request.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub footprint: Option<Footprint>,
-    /// Every file's result and stages (for tests; not printed).
-    #[serde(skip)]
-    pub outcome: NdpOutcome,
-}
-
 /// Runs the operation "process every file of [`DATA_DIR`]" under one design: warm (after a
 /// first, unmeasured run) or cold (every metadata cache dropped first).
 pub fn measure(
@@ -219,7 +205,7 @@ pub fn measure(
     kind: DesignKind,
     compute: &mut dyn NdpCompute,
     cold: bool,
-) -> anyhow::Result<DesignResult> {
+) -> anyhow::Result<NdpDesign> {
     let (mut fs, mut design) = prepare(profile, data, kind)?;
     let req = NdpRequest {
         paths: vec![DATA_DIR.to_string()],
@@ -233,10 +219,9 @@ pub fn measure(
     let outcome = design
         .offload(&mut fs, &req, compute)
         .with_context(|| format!("offloading under {kind}"))?;
-    Ok(DesignResult {
+    Ok(NdpDesign {
         design: kind,
         summary: outcome.summary(),
         footprint: design.footprint(),
-        outcome,
     })
 }

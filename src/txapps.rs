@@ -7,61 +7,20 @@
 use anyhow::Context;
 use csd_device::rng::SimRng;
 use csd_device::{DataMode, Profile};
-use csd_runtime::{Breakdown, Csd, ExecMode, FileMode, IscContext, TaskEngine};
-use serde::Serialize;
+use csd_runtime::{Csd, ExecMode, FileMode, IscContext, TaskEngine};
 use std::sync::Arc;
 
-/// The three applications.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum App {
-    BitmapDecompress,
-    Bfs,
-    Compact,
-}
+pub use csd_traces::report::{AppRun, Placement, Sizes, TxApp as App};
 
-impl App {
-    pub const ALL: [App; 3] = [App::BitmapDecompress, App::Bfs, App::Compact];
-
-    pub fn task(self) -> &'static str {
-        match self {
-            App::BitmapDecompress => "bitmap-decompress",
-            App::Bfs => "bfs",
-            App::Compact => "compact",
-        }
-    }
-}
-
-/// Where an application ran.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Placement {
-    Tx,
-    File,
-    HostOnly,
-}
-
-/// Input sizes. `scale` 1.0 is the paper's (16 MiB → 256 MiB bitmap; a LiveJournal-sized
-/// graph; 4 × 8 MiB runs to compact).
-#[derive(Clone, Copy, Debug, Serialize)]
-pub struct Sizes {
-    pub bitmap_output_bytes: u64,
-    pub graph_nodes: u32,
-    pub graph_degree: u32,
-    pub runs: u32,
-    pub run_records: u32,
-}
-
-impl Sizes {
-    pub fn scaled(scale: f64) -> Sizes {
-        let s = |x: f64| (x * scale).max(1.0);
-        Sizes {
-            bitmap_output_bytes: s(256.0 * 1048576.0) as u64,
-            graph_nodes: s(4_847_571.0) as u32,
-            graph_degree: 14,
-            runs: 4,
-            run_records: s(262_144.0) as u32,
-        }
+/// Input sizes at `scale` of the paper's.
+pub fn scaled_sizes(scale: f64) -> Sizes {
+    let s = |x: f64| (x * scale).max(1.0);
+    Sizes {
+        bitmap_output_bytes: s(256.0 * 1048576.0) as u64,
+        graph_nodes: s(4_847_571.0) as u32,
+        graph_degree: 14,
+        runs: 4,
+        run_records: s(262_144.0) as u32,
     }
 }
 
@@ -167,19 +126,6 @@ pub fn workload(app: App, sizes: &Sizes, seed: u64) -> Workload {
 
 fn le_words(words: &[u32]) -> Vec<u8> {
     words.iter().flat_map(|w| w.to_le_bytes()).collect()
-}
-
-/// What one application run measured.
-#[derive(Clone, Debug, Serialize)]
-pub struct AppRun {
-    pub app: App,
-    pub placement: Placement,
-    pub latency_ns: u64,
-    pub mb_per_s: f64,
-    pub breakdown: Breakdown,
-    /// Share of the latency spent in I/O (reads, writes, transfers, commands).
-    pub io_share: f64,
-    pub result: serde_json::Value,
 }
 
 /// Runs `app` once per placement on fresh devices with the same input.

@@ -648,6 +648,40 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
     let repro_lines = repro["view"]["repro"]["lines"].as_array().unwrap().clone();
     assert_eq!(repro["run"]["kind"], "repro");
     assert!(repro_lines.len() >= 5, "{repro}");
+    // The TxISC experiment behind it is a typed txbench report.
+    let (_, fig3) = get_json(&base, "/api/runs/r3");
+    assert_eq!(fig3["run"]["kind"], "txbench", "{fig3}");
+    // A task run (`csd run`): its invocation's stages, one bar, no PAO.
+    let sample = format!("{}/traces/samples/grep.trace", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(CSD)
+        .args([
+            "run",
+            "grep",
+            "--import",
+            &sample,
+            "--args",
+            r#"{"pattern":"open"}"#,
+        ])
+        .arg("--store")
+        .arg(&store)
+        .env("XDG_CACHE_HOME", scratch("browser-task-cache"))
+        .output()
+        .expect("run csd run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, task) = get_json(&base, "/api/runs/r6");
+    assert_eq!(task["run"]["kind"], "task", "{task}");
+    let task_bar = task["view"]["breakdowns"][0]["bars"][0].clone();
+    assert!(task_bar["pao"].is_null(), "{task_bar}");
+    let task_total = task_bar["total_ns"].as_f64().unwrap();
+    assert_eq!(
+        task_total,
+        task["run"]["report"]["latency_ns"].as_f64().unwrap(),
+        "an invocation's stages add up to its latency"
+    );
     let empty = scratch("browser-empty").join("store");
     let (_empty_server, empty_base) = serve(&empty);
     let (_driver, port) = chromedriver();
@@ -784,6 +818,33 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
             links.iter().all(|l| l == "/runs/r3" || l == "/runs/r4"),
             "{links:?}"
         );
+
+        // The task run: one bar of its stages, no PAO label (a task has no offload overhead
+        // of the LightFS kind to report).
+        c.goto(&format!("{base}/runs/r6")).await.unwrap();
+        c.wait()
+            .at_most(Duration::from_secs(30))
+            .for_element(Locator::Css("svg.breakdown g.bar"))
+            .await
+            .expect("the task's breakdown appears");
+        let drawn = c
+            .find_all(Locator::Css("svg.breakdown g.bar"))
+            .await
+            .unwrap();
+        assert_eq!(drawn.len(), 1, "one bar for one invocation");
+        assert!(drawn[0]
+            .find_all(Locator::Css("text.pao-label"))
+            .await
+            .unwrap()
+            .is_empty());
+        let page = c
+            .find(Locator::Css("main"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(!page.contains("no charts yet"), "{page}");
         c.close().await.unwrap();
     });
 }

@@ -25,8 +25,32 @@ fn report(args: &[&str]) -> String {
     );
     let out = String::from_utf8(o.stdout).expect("reports are UTF-8");
     // Every golden report is JSON: a table's rounding would hide a changed digit.
-    serde_json::from_str::<serde_json::Value>(&out).expect("a --json report parses");
+    let json: serde_json::Value = serde_json::from_str(&out).expect("a --json report parses");
+    typed_round_trip(args[0], json);
     out.replace(env!("CARGO_MANIFEST_DIR"), "$REPO")
+}
+
+/// The report reads back as its typed kind and serialises to the same JSON: the run store,
+/// `runs diff` and the dashboard, which read the typed form, see every field `--json` prints.
+fn typed_round_trip(command: &str, json: serde_json::Value) {
+    use csd_traces::report::{Report, ReportKind};
+    let kind = match command {
+        "ndp" => ReportKind::Ndp,
+        "txapps" => ReportKind::Txapps,
+        "txbench" => ReportKind::Txbench,
+        "persist" => ReportKind::Persist,
+        "device" => ReportKind::Device,
+        "replay" => ReportKind::Replay,
+        "run" => ReportKind::Task,
+        other => panic!("no report kind for `csd {other}`"),
+    };
+    let typed = Report::from_json(kind, kind.version(), json.clone());
+    assert_eq!(
+        typed.unreadable(),
+        None,
+        "csd {command}'s report reads as {kind}"
+    );
+    assert_eq!(typed.to_json(), json, "csd {command}'s report round-trips");
 }
 
 #[test]
@@ -117,6 +141,24 @@ fn device_reports_are_unchanged() {
         report(&[
             "device", "run", "--rw", "randrw", "--bs", "4k", "--qd", "4", "--size", "32m", "--io",
             "16m", "--seed", "9", "--json",
+        ])
+    );
+}
+
+#[test]
+fn task_reports_are_unchanged() {
+    let samples = format!("{}/traces/samples", env!("CARGO_MANIFEST_DIR"));
+    insta::assert_snapshot!(
+        "task_grep",
+        report(&[
+            "run",
+            "grep",
+            "--import",
+            &samples,
+            "--args",
+            r#"{"pattern":"ndp"}"#,
+            "--json",
+            "--no-store",
         ])
     );
 }

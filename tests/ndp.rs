@@ -1,7 +1,7 @@
 //! LightFS's findings, asserted in the model with the real Wasm tasks, and the consistency
 //! problem of LightFS §II-D: a writer racing NDP reads through the page cache.
 
-use csd::ndp::{measure, synthetic, App, DesignResult, TaskCompute, DATA_DIR, OWNER, OWNER_PERMS};
+use csd::ndp::{measure, synthetic, App, NdpDesign, TaskCompute, DATA_DIR, OWNER, OWNER_PERMS};
 use csd_device::rng::SimRng;
 use csd_device::{DataMode, Device, Profile};
 use csd_hostfs::fs::{HostFs, OpenOptions};
@@ -23,7 +23,7 @@ fn run_all(
     files: usize,
     size: usize,
     cold: bool,
-) -> Vec<DesignResult> {
+) -> Vec<NdpDesign> {
     let data = synthetic(app, files, size, 3);
     DesignKind::ALL
         .iter()
@@ -31,7 +31,7 @@ fn run_all(
         .collect()
 }
 
-fn mean(rs: &[DesignResult], k: DesignKind) -> f64 {
+fn mean(rs: &[NdpDesign], k: DesignKind) -> f64 {
     rs.iter()
         .find(|r| r.design == k)
         .unwrap()
@@ -39,7 +39,7 @@ fn mean(rs: &[DesignResult], k: DesignKind) -> f64 {
         .mean_latency_ns
 }
 
-fn speedups(rs: &[DesignResult]) -> Vec<(DesignKind, f64)> {
+fn speedups(rs: &[NdpDesign]) -> Vec<(DesignKind, f64)> {
     let l = mean(rs, DesignKind::LightFs);
     rs.iter()
         .filter(|r| r.design != DesignKind::LightFs)

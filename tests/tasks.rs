@@ -566,9 +566,9 @@ fn a_failed_compaction_writes_no_output_as_a_transaction() {
 /// speed, and their results agree across placements.
 #[test]
 fn applications_run_as_transactions_at_file_isc_speed() {
-    use csd::txapps::{measure, App, Placement, Sizes};
+    use csd::txapps::{measure, scaled_sizes, App, Placement};
     let profile = Profile::load("daisyplus-femu").unwrap();
-    let sizes = Sizes::scaled(1.0 / 256.0);
+    let sizes = scaled_sizes(1.0 / 256.0);
     for app in App::ALL {
         let runs = measure(app, &sizes, &profile, &engine(), 3).unwrap();
         assert_eq!(runs.len(), 3);

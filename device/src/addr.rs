@@ -10,7 +10,9 @@ use std::fmt;
 /// A point in virtual time, in nanoseconds since the device was created.
 ///
 /// Wall-clock time never enters the model: every latency is a difference of two `VirtualTime`s.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
 pub struct VirtualTime(pub u64);
 
 impl VirtualTime {

@@ -52,7 +52,7 @@ impl Completion {
 }
 
 /// I/O counters at the device's interfaces.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct IoCounters {
     pub host_commands: u64,
     pub host_bytes_read: u64,
@@ -68,7 +68,7 @@ pub struct IoCounters {
 }
 
 /// Everything counted on a device, for reports.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct DeviceCounters {
     pub io: IoCounters,
     pub ftl: FtlCounters,

@@ -37,6 +37,7 @@ pub mod error;
 pub mod file_mode;
 pub mod ftl;
 pub mod geometry;
+pub mod invocation;
 pub mod persist;
 pub mod profile;
 pub mod rng;

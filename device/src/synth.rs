@@ -15,7 +15,7 @@ use std::fmt;
 use std::str::FromStr;
 
 /// Access pattern, named as in fio's `--rw`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RwPattern {
     Read,
@@ -107,7 +107,7 @@ pub enum SynthError {
 }
 
 /// Latency distribution of one class of requests.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct LatencySummary {
     pub count: u64,
     pub mean_ns: u64,
@@ -147,7 +147,7 @@ impl LatencySummary {
 }
 
 /// Mean time per request in each stage.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct StageMeans {
     pub nvme_ns: u64,
     pub dma_ns: u64,
@@ -155,7 +155,7 @@ pub struct StageMeans {
 }
 
 /// What a job measured. Every number comes from virtual time.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct SynthReport {
     pub profile: String,
     pub rw: RwPattern,

@@ -15,8 +15,8 @@
 
 use crate::error::TaskError;
 use crate::limits::TaskLimits;
-use crate::report::Breakdown;
 use crate::volume::Storage;
+use csd_device::invocation::Breakdown;
 use csd_device::txn::ExecMode;
 use csd_device::FileMode;
 use csd_device::{

@@ -5,7 +5,7 @@ use crate::abi::{device_extents, tx_error, Backing, HostIo, MemoryCap, OpenFile,
 use crate::engine::{Task, TaskEngine};
 use crate::error::TaskError;
 pub use crate::limits::{ConflictPolicy, TaskLimits};
-pub use crate::report::{Breakdown, TaskReport};
+pub use csd_device::invocation::{Breakdown, TaskReport};
 pub use crate::volume::Storage;
 use crate::volume::Volume;
 pub use csd_device::txn::ExecMode;

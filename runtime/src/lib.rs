@@ -16,7 +16,7 @@ mod engine;
 mod error;
 mod invoke;
 mod limits;
-mod report;
+
 pub mod volume;
 
 /// How a task may use a registered file (re-exported: the trace format shares it).

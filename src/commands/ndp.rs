@@ -2,11 +2,11 @@
 
 use crate::units::parse_size;
 use anyhow::{bail, Context};
-use csd::ndp::{measure, synthetic, App, DataSet, DesignResult, TaskCompute};
+use csd::ndp::{measure, synthetic, App, DataSet, TaskCompute};
 use csd_device::Profile;
 use csd_hostfs::ndp::DesignKind;
+use csd_traces::report::{NdpPoint, NdpRun, Report};
 use csd_traces::spec::{SystemKind, SystemSpec};
-use serde::Serialize;
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
@@ -44,52 +44,6 @@ pub struct NdpArgs {
     pub json: bool,
     #[command(flatten)]
     pub store: super::runs::StoreArgs,
-}
-
-/// One file count and size under every design: what `csd ndp` saves, and `csd repro` too.
-#[derive(Serialize)]
-pub struct Point {
-    pub files: usize,
-    pub size_bytes: u64,
-    pub designs: Vec<DesignResult>,
-    /// LightFS's speedup over each other design (their mean latency over LightFS's).
-    pub speedup_of_lightfs: Vec<(DesignKind, f64)>,
-}
-
-impl Point {
-    pub fn new(files: usize, size_bytes: u64, designs: Vec<DesignResult>) -> Point {
-        let light = designs
-            .iter()
-            .find(|r| r.design == DesignKind::LightFs)
-            .map(|r| r.summary.mean_latency_ns);
-        let speedup_of_lightfs = match light {
-            Some(l) if l > 0.0 => designs
-                .iter()
-                .filter(|r| r.design != DesignKind::LightFs)
-                .map(|r| (r.design, r.summary.mean_latency_ns / l))
-                .collect(),
-            _ => Vec::new(),
-        };
-        Point {
-            files,
-            size_bytes,
-            designs,
-            speedup_of_lightfs,
-        }
-    }
-
-    /// The design's result, if it ran.
-    pub fn design(&self, kind: DesignKind) -> Option<&DesignResult> {
-        self.designs.iter().find(|d| d.design == kind)
-    }
-}
-
-#[derive(Serialize)]
-pub struct Report<'a> {
-    pub profile: &'a str,
-    pub app: App,
-    pub cold: bool,
-    pub points: Vec<Point>,
 }
 
 pub fn designs(spec: &str) -> anyhow::Result<Vec<DesignKind>> {
@@ -201,31 +155,30 @@ pub fn run(args: &NdpArgs) -> anyhow::Result<()> {
     }
     args.store.save_and_say(csd_traces::store::NewRun {
         spec,
-        kind: csd_traces::store::RunKind::Ndp,
         trace: None,
         profile: profile.name.clone(),
         designs: kinds.iter().map(|k| k.to_string()).collect(),
         seed: args.seed,
-        report: serde_json::to_value(&report)?,
+        report: Report::Ndp(report),
     })
 }
 
 /// Measures every design at every (files, size) point of `plan`, on the given files or on
 /// synthetic ones made from `seed`: what `csd ndp` runs and `csd runs rerun` repeats.
-pub fn measure_plan<'a>(
-    profile: &'a Profile,
+pub fn measure_plan(
+    profile: &Profile,
     app: App,
     kinds: &[DesignKind],
     plan: Vec<(Option<DataSet>, usize, u64)>,
     cold: bool,
     seed: u64,
-) -> anyhow::Result<Report<'a>> {
+) -> anyhow::Result<NdpRun> {
     let engine = super::task::engine()?;
     let wasm = csd::builtin::task(app.task()).expect("every app is a built-in task");
     let mut compute = TaskCompute::new(engine, app.task(), wasm, app.args(), profile)?;
-    let mut report = Report {
-        profile: &profile.name,
-        app,
+    let mut report = NdpRun {
+        profile: profile.name.clone(),
+        app: app.task().to_string(),
         cold,
         points: Vec::new(),
     };
@@ -248,7 +201,7 @@ pub fn measure_plan<'a>(
             results.push(measure(profile, &data, kind, &mut compute, cold)?);
             bar.inc(1);
         }
-        report.points.push(Point::new(files, size, results));
+        report.points.push(NdpPoint::new(files, size, results));
     }
     bar.finish_and_clear();
     Ok(report)
@@ -258,11 +211,11 @@ fn us(ns: f64) -> String {
     format!("{:.1}", ns / 1000.0)
 }
 
-fn print_tables(r: &Report) {
+fn print_tables(r: &NdpRun) {
     println!(
         "NDP offload · profile {} · app {} · {}",
         r.profile,
-        r.app.task(),
+        r.app,
         if r.cold { "cold caches" } else { "warm caches" }
     );
     for p in &r.points {

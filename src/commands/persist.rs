@@ -8,10 +8,9 @@ use csd_device::persist::backlog::{run, Backlog, BacklogReport, BacklogSpec};
 use csd_device::persist::online::{self, OnlineReport, OnlineSpec};
 use csd_device::persist::service::Config;
 use csd_device::Profile;
+use csd_traces::report::{PersistRun, Report};
 use csd_traces::spec::{SystemKind, SystemSpec};
-use csd_traces::store::{NewRun, RunKind};
-use serde::Serialize;
-use serde_json::Value;
+use csd_traces::store::NewRun;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum PersistCmd {
@@ -72,34 +71,28 @@ pub struct RunArgs {
     pub store: super::runs::StoreArgs,
 }
 
-/// What `--json` prints and the run store keeps: the workload's name beside its runs, so a
-/// stored report says what it is.
-#[derive(Serialize)]
-struct Output<'a, T> {
-    workload: &'static str,
-    runs: &'a [T],
-}
-
 impl RunArgs {
     /// Prints the sweep as JSON when asked and returns it as the run to save (its designs are
     /// the configurations); the tables are the caller's.
-    fn print_json<T: Serialize>(
+    fn print_json(
         &self,
         profile: &str,
         configs: &[ConfigArg],
-        output: Output<'_, T>,
+        output: PersistRun,
         spec: SystemSpec,
     ) -> anyhow::Result<NewRun> {
-        let report = serde_json::to_value(&output)?;
+        let report = Report::Persist(output);
         if self.json {
-            println!("{}", serde_json::to_string_pretty(&report)?);
+            println!("{}", serde_json::to_string_pretty(&report.to_json())?);
         }
         Ok(NewRun {
             spec: Some(spec),
-            kind: RunKind::Persist,
             trace: None,
             profile: profile.to_string(),
-            designs: configs.iter().map(|c| name(c.config())).collect(),
+            designs: configs
+                .iter()
+                .map(|c| c.config().name().to_string())
+                .collect(),
             seed: self.seed,
             report,
         })
@@ -161,9 +154,9 @@ pub fn online_runs(
     let bar = indicatif::ProgressBar::new(runs.len() as u64);
     let mut reports = Vec::with_capacity(runs.len());
     for &(spec, config) in runs {
-        bar.set_message(format!("i={} {}", spec.interval, name(config)));
+        bar.set_message(format!("i={} {}", spec.interval, config.name()));
         let r = online::run(profile, config, spec, seed)
-            .with_context(|| format!("online run {} at i = {}", name(config), spec.interval))?;
+            .with_context(|| format!("online run {} at i = {}", config.name(), spec.interval))?;
         reports.push(r);
         bar.inc(1);
     }
@@ -185,11 +178,6 @@ pub fn backlog_runs(
         .collect()
 }
 
-/// The report `--json` prints for `runs` of `workload` (`online` or `backlog`).
-pub fn report_value<T: Serialize>(workload: &'static str, runs: &[T]) -> anyhow::Result<Value> {
-    Ok(serde_json::to_value(Output { workload, runs })?)
-}
-
 pub fn run_cmd(cmd: &PersistCmd) -> anyhow::Result<()> {
     match cmd {
         PersistCmd::Online(args) => online_sweep(args),
@@ -203,10 +191,6 @@ fn check_scale(full: bool, scale: f64) -> anyhow::Result<f64> {
         bail!("--scale must be in (0, 1], got {scale}");
     }
     Ok(scale)
-}
-
-fn name(c: Config) -> String {
-    format!("{c:?}").to_lowercase()
 }
 
 // Long: runs the sweep, prints its table and saves it in one pass over the points.
@@ -233,15 +217,14 @@ fn online_sweep(args: &OnlineArgs) -> anyhow::Result<()> {
         .flat_map(|&i| args.config.iter().map(move |c| (spec_at(i), c.config())))
         .collect();
     let reports = online_runs(&profile, &runs, args.run.seed)?;
-    let output = Output {
-        workload: "online",
-        runs: &reports,
-    };
     let system = SystemKind::PersistOnline { runs };
     let spec = SystemSpec::new(profile.clone(), args.run.seed, system);
-    let stored = args
-        .run
-        .print_json(&profile.name, &args.config, output, spec)?;
+    let stored = args.run.print_json(
+        &profile.name,
+        &args.config,
+        PersistRun::Online(reports.clone()),
+        spec,
+    )?;
     // The tables first, then the save: a report is printed whatever happens to the save.
     (|| -> anyhow::Result<()> {
         if args.run.json {
@@ -288,7 +271,7 @@ fn online_sweep(args: &OnlineArgs) -> anyhow::Result<()> {
             println!(
                 "{:>4} {:<9} {:>8.3} {:>9} {:>9} {:>10} {:>10} {:>7.2} {:>9} {:>6} {:>7}",
                 r.spec.interval,
-                name(r.config),
+                r.config.name(),
                 r.kops,
                 lat(r.fsync.p50_us, 1.0, 1),
                 lat(r.fsync.p99_us, 1.0, 1),
@@ -323,19 +306,18 @@ fn backlog(args: &BacklogArgs) -> anyhow::Result<()> {
     args.run.store.check()?;
     let configs: Vec<Config> = args.config.iter().map(|c| c.config()).collect();
     let reports = backlog_runs(&profile, kind, spec, &configs, args.run.seed)?;
-    let output = Output {
-        workload: "backlog",
-        runs: &reports,
-    };
     let system = SystemKind::PersistBacklog {
         backlog: kind,
         sizes: spec,
         configs,
     };
     let spec_of_run = SystemSpec::new(profile.clone(), args.run.seed, system);
-    let stored = args
-        .run
-        .print_json(&profile.name, &args.config, output, spec_of_run)?;
+    let stored = args.run.print_json(
+        &profile.name,
+        &args.config,
+        PersistRun::Backlog(reports.clone()),
+        spec_of_run,
+    )?;
     // The tables first, then the save: a report is printed whatever happens to the save.
     (|| -> anyhow::Result<()> {
         if args.run.json {
@@ -372,7 +354,7 @@ fn backlog(args: &BacklogArgs) -> anyhow::Result<()> {
             let c = &r.checkpoint;
             println!(
                 "{:<10} {:>12} {:>12} {:>8.2}% {:>10} {:>10} {:>8.3}% {:>10} {:>10} {:>9.1} ms",
-                name(r.config),
+                r.config.name(),
                 c.raw_blocks,
                 c.surviving_blocks,
                 c.block_reduction_pct(),

@@ -5,13 +5,11 @@ use csd::ndp::TaskCompute;
 use csd_device::Profile;
 use csd_hostfs::ndp::DesignKind;
 use csd_hostfs::ndp::NdpCompute;
-use csd_traces::replay::{
-    replay_scanned, OpRunners, Pace, Prescan, Progress, ReplayOptions, ReplayReport,
-};
+use csd_traces::replay::{replay_scanned, OpRunners, Pace, Prescan, Progress, ReplayOptions};
+use csd_traces::report::{ReplayRun, Report};
 use csd_traces::spec::{SystemKind, SystemSpec};
-use csd_traces::store::{NewRun, RunKind, RunStore, TraceRef};
+use csd_traces::store::{NewRun, RunStore, TraceRef};
 use csd_traces::Strictness;
-use serde::Serialize;
 use std::io::BufRead;
 use std::path::PathBuf;
 
@@ -76,15 +74,6 @@ pub struct ReplayArgs {
     pub serve: Option<std::net::SocketAddr>,
     #[command(flatten)]
     pub store: super::runs::StoreArgs,
-}
-
-#[derive(Serialize)]
-pub struct Report {
-    trace: String,
-    profile: String,
-    mode: Pace,
-    seed: u64,
-    designs: Vec<ReplayReport>,
 }
 
 /// Opens the trace afresh for each pass of each replay.
@@ -156,7 +145,7 @@ pub fn replay_all(
     kinds: &[DesignKind],
     opts: &ReplayOptions,
     mut progress: impl FnMut(usize, DesignKind, Progress),
-) -> anyhow::Result<(Report, NewRun)> {
+) -> anyhow::Result<(ReplayRun, NewRun)> {
     let engine = super::task::engine()?;
     // One prescan (the first pass) serves every design.
     let scan = (|| Prescan::run(open()?, opts.strictness))()
@@ -192,7 +181,7 @@ pub fn replay_all(
         .with_context(|| format!("replaying {} under {kind}", trace.name))?;
         designs.push(report);
     }
-    let report = Report {
+    let report = ReplayRun {
         trace: trace.name.clone(),
         profile: profile.name.clone(),
         mode: opts.pace,
@@ -211,7 +200,6 @@ pub fn replay_all(
     );
     let run = NewRun {
         spec: Some(spec),
-        kind: RunKind::Replay,
         trace: Some(trace.clone()),
         profile: profile.name.clone(),
         designs: report
@@ -220,7 +208,7 @@ pub fn replay_all(
             .map(|d| d.design.to_string())
             .collect(),
         seed: opts.seed,
-        report: serde_json::to_value(&report)?,
+        report: Report::Replay(report.clone()),
     };
     Ok((report, run))
 }
@@ -296,7 +284,7 @@ fn us(ns: u64) -> String {
     format!("{:.1}", ns as f64 / 1000.0)
 }
 
-fn print(r: &Report) {
+fn print(r: &ReplayRun) {
     println!(
         "replay of {} · profile {} · mode {:?} · seed {}",
         r.trace, r.profile, r.mode, r.seed

@@ -5,6 +5,7 @@ use super::replay::{replay_all, Opener, SAMPLES};
 use super::runs::StoreArgs;
 use anyhow::{bail, Context};
 use csd_traces::replay::ReplayOptions;
+use csd_traces::report::{PersistRun, Report};
 use csd_traces::spec::{SystemKind, SystemSpec};
 use csd_traces::store::{trace_id, StoredRun, TraceRef};
 use serde::Serialize;
@@ -35,13 +36,19 @@ pub fn run(id: &str, store: &StoreArgs, json: bool) -> anyhow::Result<()> {
         (stored, bytes)
     };
     let spec = spec_of(&stored)?;
-    let report = reproduce(id, &spec, trace_bytes)?;
+    if let Some(why) = stored.report.unreadable() {
+        bail!("run {id}'s stored report cannot be compared: {why}");
+    }
+    let (stored_json, new_json) = (
+        stored.report.to_json(),
+        reproduce(id, &spec, trace_bytes)?.to_json(),
+    );
     let (old, new) = (
-        serde_json::to_string(&stored.report)?,
-        serde_json::to_string(&report)?,
+        serde_json::to_string(&stored_json)?,
+        serde_json::to_string(&new_json)?,
     );
     let mut differences = Vec::new();
-    differ("", &stored.report, &report, &mut differences);
+    differ("", &stored_json, &new_json, &mut differences);
     let outcome = Outcome {
         run: id.to_string(),
         identical: old == new,
@@ -68,7 +75,7 @@ pub fn run(id: &str, store: &StoreArgs, json: bool) -> anyhow::Result<()> {
 }
 
 /// Runs the system `spec` describes again and returns its report as `--json` prints it.
-fn reproduce(id: &str, spec: &SystemSpec, trace_bytes: Option<Vec<u8>>) -> anyhow::Result<Value> {
+fn reproduce(id: &str, spec: &SystemSpec, trace_bytes: Option<Vec<u8>>) -> anyhow::Result<Report> {
     Ok(match &spec.system {
         SystemKind::Replay {
             trace,
@@ -105,12 +112,12 @@ fn reproduce(id: &str, spec: &SystemSpec, trace_bytes: Option<Vec<u8>>) -> anyho
             let report =
                 super::ndp::measure_plan(&spec.profile, app, designs, plan, *cold, spec.seed)
                     .with_context(|| format!("re-running {id}"))?;
-            serde_json::to_value(&report)?
+            Report::Ndp(report)
         }
         SystemKind::PersistOnline { runs } => {
             let reports = super::persist::online_runs(&spec.profile, runs, spec.seed)
                 .with_context(|| format!("re-running {id}"))?;
-            super::persist::report_value("online", &reports)?
+            Report::Persist(PersistRun::Online(reports))
         }
         SystemKind::PersistBacklog {
             backlog,
@@ -120,7 +127,7 @@ fn reproduce(id: &str, spec: &SystemSpec, trace_bytes: Option<Vec<u8>>) -> anyho
             let reports =
                 super::persist::backlog_runs(&spec.profile, *backlog, *sizes, configs, spec.seed)
                     .with_context(|| format!("re-running {id}"))?;
-            super::persist::report_value("backlog", &reports)?
+            Report::Persist(PersistRun::Backlog(reports))
         }
     })
 }

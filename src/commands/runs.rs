@@ -1,7 +1,8 @@
 //! `csd runs`: the run store.
 
 use anyhow::Context;
-use csd_traces::store::{default_store_path, diff, NewRun, RunStore, StoreError};
+use csd_traces::report::diff;
+use csd_traces::store::{default_store_path, NewRun, RunStore, StoreError};
 use std::path::PathBuf;
 
 /// Where results are kept.
@@ -150,7 +151,7 @@ pub fn run(cmd: &RunsCmd) -> anyhow::Result<()> {
                 let brief: Vec<_> = runs
                     .iter()
                     .map(|r| {
-                        serde_json::json!({"id": r.id, "kind": r.kind, "trace": r.trace,
+                        serde_json::json!({"id": r.id, "kind": r.kind(), "trace": r.trace,
                             "profile": r.profile, "designs": r.designs, "seed": r.seed,
                             "csd_version": r.csd_version, "stored_at": r.stored_at})
                     })
@@ -174,7 +175,7 @@ pub fn run(cmd: &RunsCmd) -> anyhow::Result<()> {
                 println!(
                     "{:<6} {:<7} {:<14} {:<28} {}",
                     r.id,
-                    format!("{:?}", r.kind).to_lowercase(),
+                    r.kind().to_string(),
                     r.profile,
                     trace,
                     r.designs.join(",")
@@ -187,26 +188,7 @@ pub fn run(cmd: &RunsCmd) -> anyhow::Result<()> {
             println!("{}", serde_json::to_string_pretty(&r)?);
             Ok(())
         }
-        RunsCmd::Diff { a, b, store, json } => {
-            let s = open(store)?;
-            let (ra, rb) = (s.get(a)?, s.get(b)?);
-            let d = diff(&ra, &rb);
-            if *json {
-                println!("{}", serde_json::to_string_pretty(&d)?);
-                return Ok(());
-            }
-            if d.is_empty() {
-                println!("{a} and {b} have no design in common");
-            }
-            for dd in d {
-                println!("{}", dd.design);
-                for (k, va, vb, delta, rel) in dd.metrics {
-                    let rel = rel.map_or(String::new(), |r| format!(" ({:+.1}%)", r * 100.0));
-                    println!("  {k:<28} {va:>14.3} → {vb:>14.3}  {delta:+.3}{rel}");
-                }
-            }
-            Ok(())
-        }
+        RunsCmd::Diff { a, b, store, json } => print_diff(a, b, store, *json),
         RunsCmd::Rerun { id, store, json } => super::rerun::run(id, store, *json),
         RunsCmd::Rm { id, store } => {
             open(store)?
@@ -216,4 +198,31 @@ pub fn run(cmd: &RunsCmd) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `csd runs diff`: the headline numbers of the designs both runs have.
+fn print_diff(a: &str, b: &str, store: &StoreArgs, json: bool) -> anyhow::Result<()> {
+    let s = open(store)?;
+    let (ra, rb) = (s.get(a)?, s.get(b)?);
+    let d = diff(&ra.report, &rb.report).with_context(|| format!("comparing {a} with {b}"))?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&d)?);
+        return Ok(());
+    }
+    if d.is_empty() {
+        println!("{a} and {b} have no design in common");
+    }
+    for dd in d {
+        println!("{}", dd.design);
+        for m in dd.metrics {
+            let rel = m
+                .relative
+                .map_or(String::new(), |r| format!(" ({:+.1}%)", r * 100.0));
+            println!(
+                "  {:<28} {:>14.3} → {:>14.3}  {:+.3}{rel}",
+                m.metric, m.a, m.b, m.delta
+            );
+        }
+    }
+    Ok(())
 }

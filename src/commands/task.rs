@@ -4,10 +4,8 @@ use crate::units::{fmt_bytes, thousands, us};
 use anyhow::{bail, Context as _};
 use csd::builtin::BUILTIN_TASKS;
 use csd_device::{DataMode, Profile};
-use csd_runtime::{
-    Csd, EngineConfig, ExecMode, FileMode, IscContext, TaskEngine, TaskLimits, TaskReport,
-};
-use serde::Serialize;
+use csd_runtime::{Csd, EngineConfig, ExecMode, FileMode, IscContext, TaskEngine, TaskLimits};
+use csd_traces::report::{Report, TaskRun};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -94,16 +92,6 @@ pub fn load_module(task: &str) -> anyhow::Result<(String, Vec<u8>)> {
     }
 }
 
-#[derive(Serialize)]
-struct RunReport<'a> {
-    profile: &'a str,
-    files: Vec<String>,
-    result: serde_json::Value,
-    latency_ns: u64,
-    #[serde(flatten)]
-    report: &'a TaskReport,
-}
-
 // Long: the steps of `csd run` in order (resolve, import, register, run, export, print, save),
 // each short.
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
@@ -177,21 +165,20 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let result = report.ret_json().unwrap_or_else(|_| {
         serde_json::Value::String(String::from_utf8_lossy(&report.ret).into_owned())
     });
-    let out = RunReport {
-        profile: &profile.name,
+    let out = TaskRun {
+        profile: profile.name.clone(),
         files: registered.iter().map(|f| f.0.clone()).collect(),
         result: result.clone(),
         latency_ns: report.latency_ns(),
-        report: &report,
+        report: report.clone(),
     };
     let stored = csd_traces::store::NewRun {
         spec: None,
-        kind: csd_traces::store::RunKind::Task,
         trace: None,
         profile: profile.name.clone(),
         designs: vec![name.clone()],
         seed: 0,
-        report: serde_json::to_value(&out)?,
+        report: Report::Task(out.clone()),
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&out)?);

@@ -1,10 +1,10 @@
 //! `csd txapps`: TxISC §V-C's application case studies (Fig. 4–5).
 
 use anyhow::bail;
-use csd::txapps::{measure, App, AppRun, Placement, Sizes};
+use csd::txapps::{measure, scaled_sizes, App, Placement};
 use csd_device::Profile;
 use csd_runtime::{EngineConfig, TaskEngine};
-use serde::Serialize;
+use csd_traces::report::TxappsRun;
 use std::sync::Arc;
 
 #[derive(clap::Args, Debug)]
@@ -15,9 +15,12 @@ pub struct TxappsArgs {
     /// Applications to run.
     #[arg(
         long,
-        value_enum,
         value_delimiter = ',',
-        default_value = "bitmap-decompress,bfs,compact"
+        default_value = "bitmap-decompress,bfs,compact",
+        value_parser = clap::builder::TypedValueParser::try_map(
+            clap::builder::PossibleValuesParser::new(App::ALL.map(App::task)),
+            |s| s.parse::<App>(),
+        ),
     )]
     pub app: Vec<App>,
     /// Input size relative to the paper's (16 MiB → 256 MiB bitmap, a LiveJournal-sized
@@ -34,14 +37,6 @@ pub struct TxappsArgs {
     pub json: bool,
 }
 
-#[derive(Serialize)]
-struct Report {
-    profile: String,
-    sizes: Sizes,
-    seed: u64,
-    runs: Vec<AppRun>,
-}
-
 pub fn run(args: &TxappsArgs) -> anyhow::Result<()> {
     let scale = if args.full { 1.0 } else { args.scale };
     if !(scale > 0.0 && scale <= 4.0) {
@@ -49,12 +44,12 @@ pub fn run(args: &TxappsArgs) -> anyhow::Result<()> {
     }
     let profile = Profile::load(&args.profile)?;
     let engine = Arc::new(TaskEngine::new(EngineConfig::default())?);
-    let sizes = Sizes::scaled(scale);
+    let sizes = scaled_sizes(scale);
     let mut runs = Vec::new();
     for &app in &args.app {
         runs.extend(measure(app, &sizes, &profile, &engine, args.seed)?);
     }
-    let report = Report {
+    let report = TxappsRun {
         profile: profile.name.clone(),
         sizes,
         seed: args.seed,
@@ -81,11 +76,7 @@ pub fn run(args: &TxappsArgs) -> anyhow::Result<()> {
             println!(
                 "{:<18} {:<10} {:>12} {:>10.1} {:>7.0}% {:>8.0}% {:>13.2}×",
                 r.app.task(),
-                match r.placement {
-                    Placement::Tx => "tx",
-                    Placement::File => "file",
-                    Placement::HostOnly => "host-only",
-                },
+                r.placement.name(),
                 crate::units::fmt_duration(r.latency_ns),
                 r.mb_per_s,
                 r.io_share * 100.0,

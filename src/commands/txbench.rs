@@ -8,10 +8,10 @@
 
 use crate::units::parse_size;
 use anyhow::{bail, Context};
-use csd_device::txn::bench::{self, Bench, Measured, Point};
+use csd_device::txn::bench::{self, Bench, Point};
 use csd_device::txn::{delta_entry_bytes, DeltaPage, ExecMode};
 use csd_device::Profile;
-use serde::Serialize;
+use csd_traces::report::{CpuPoint, TxbenchRun};
 use std::time::Instant;
 
 #[derive(clap::Args, Debug)]
@@ -45,28 +45,6 @@ pub struct TxbenchArgs {
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
-}
-
-/// Firmware CPU time per request with flash timing off.
-#[derive(Serialize)]
-struct CpuPoint {
-    mode: ExecMode,
-    write_pct: u32,
-    requests: u64,
-    ns_per_request: f64,
-}
-
-#[derive(Serialize)]
-struct Report {
-    profile: String,
-    file_bytes: u64,
-    request_bytes: u64,
-    seed: u64,
-    flash_timing_on: Vec<Measured>,
-    flash_timing_off: Vec<CpuPoint>,
-    /// Bytes of one delta entry in this model, and per page it maps.
-    delta_entry_bytes: usize,
-    delta_page_bytes: usize,
 }
 
 pub fn run(args: &TxbenchArgs) -> anyhow::Result<()> {
@@ -116,7 +94,7 @@ pub fn run(args: &TxbenchArgs) -> anyhow::Result<()> {
             }
         }
     }
-    let report = Report {
+    let report = TxbenchRun {
         profile: profile.name.clone(),
         file_bytes: bench.file_pages * profile.geometry.page_size_bytes as u64,
         request_bytes: u64::from(profile.geometry.page_size_bytes),
@@ -139,7 +117,7 @@ fn drop_pct(a: f64, b: f64) -> f64 {
     (1.0 - a / b) * 100.0
 }
 
-fn print_tables(r: &Report) {
+fn print_tables(r: &TxbenchRun) {
     println!(
         "In-storage {} KiB random file I/O on {} ({} MiB file), TxISC Fig. 3",
         r.request_bytes >> 10,

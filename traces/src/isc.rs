@@ -50,7 +50,7 @@ pub trait IscRunner {
 }
 
 /// `isc` ops of a replay.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct IscTotals {
     pub requests: u64,
     pub committed: u64,

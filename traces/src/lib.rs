@@ -14,6 +14,7 @@ pub mod import;
 pub mod isc;
 pub mod reader;
 pub mod replay;
+pub mod report;
 pub mod repro;
 pub mod spec;
 pub mod store;

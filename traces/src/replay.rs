@@ -284,7 +284,7 @@ pub const MAX_RW_COUNT: u64 = 0x7fff_f000;
 const DATA_STEP: u64 = 1 << 20;
 
 /// Latency percentiles of one op type, in ns.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct OpLatency {
     pub count: u64,
     pub failed: u64,
@@ -305,7 +305,7 @@ pub struct Progress {
 }
 
 /// The offload requests of a replay.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, PartialEq, Default, Serialize, serde::Deserialize)]
 pub struct NdpTotals {
     pub requests: u64,
     pub files: u64,
@@ -315,7 +315,7 @@ pub struct NdpTotals {
 }
 
 /// One design's replay.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct ReplayReport {
     pub design: DesignKind,
     pub events: u64,

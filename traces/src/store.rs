@@ -12,6 +12,7 @@
 //! cannot be saved is never lost: [`spool`] writes it to a file beside the store, and the next
 //! process that opens the store imports it.
 
+use crate::report::{Report, ReportKind};
 use crate::spec::SystemSpec;
 pub use crate::spec::TraceRef;
 use serde::{Deserialize, Serialize};
@@ -39,27 +40,12 @@ pub enum StoreError {
     Corrupt { id: String, reason: String },
 }
 
-/// What produced a run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RunKind {
-    Replay,
-    Ndp,
-    Task,
-    /// `csd persist online|backlog` (SIFT's persistence path).
-    Persist,
-    /// `csd repro`: the papers' headline figures against ours ([`crate::repro::Report`]).
-    Repro,
-    /// `csd txapps`/`csd txbench`: TxISC's task experiments.
-    Txisc,
-}
-
 /// One stored result.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(into = "Record", from = "Record")]
 pub struct StoredRun {
     /// `r1`, `r2`, … in the order runs were stored.
     pub id: String,
-    pub kind: RunKind,
     /// The trace's content id (`sha256:` + hex) and name, for replays.
     pub trace: Option<TraceRef>,
     pub profile: String,
@@ -69,25 +55,123 @@ pub struct StoredRun {
     /// Wall-clock time the run was stored (seconds since the Unix epoch): bookkeeping only,
     /// never part of a result.
     pub stored_at: u64,
-    /// The report exactly as `--json` prints it.
-    pub report: Value,
+    /// The report, as `--json` printed it.
+    pub report: Report,
     /// The system that produced it, for `csd runs rerun` (runs of older csd versions, and
     /// kinds not yet described by a spec, have none).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<SystemSpec>,
 }
 
+impl StoredRun {
+    pub fn kind(&self) -> ReportKind {
+        self.report.kind()
+    }
+}
+
 /// A run before it has an id.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(into = "Record", from = "Record")]
 pub struct NewRun {
-    pub kind: RunKind,
     pub trace: Option<TraceRef>,
     pub profile: String,
     pub designs: Vec<String>,
     pub seed: u64,
-    pub report: Value,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Report,
     pub spec: Option<SystemSpec>,
+}
+
+impl NewRun {
+    pub fn kind(&self) -> ReportKind {
+        self.report.kind()
+    }
+}
+
+/// A run as the store (and the spool) keeps it: the report as JSON beside its kind and
+/// layout version, so a report of another layout still loads (as [`Report::Unreadable`]).
+#[derive(Serialize, Deserialize)]
+struct Record {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    id: String,
+    kind: ReportKind,
+    trace: Option<TraceRef>,
+    profile: String,
+    designs: Vec<String>,
+    seed: u64,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    csd_version: String,
+    #[serde(default)]
+    stored_at: u64,
+    report: Value,
+    /// 0: stored before layouts carried versions.
+    #[serde(default)]
+    report_version: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    spec: Option<SystemSpec>,
+}
+
+impl From<StoredRun> for Record {
+    fn from(r: StoredRun) -> Record {
+        Record {
+            id: r.id,
+            kind: r.report.kind(),
+            trace: r.trace,
+            profile: r.profile,
+            designs: r.designs,
+            seed: r.seed,
+            csd_version: r.csd_version,
+            stored_at: r.stored_at,
+            report_version: r.report.version(),
+            report: r.report.to_json(),
+            spec: r.spec,
+        }
+    }
+}
+
+impl From<Record> for StoredRun {
+    fn from(r: Record) -> StoredRun {
+        StoredRun {
+            id: r.id,
+            trace: r.trace,
+            profile: r.profile,
+            designs: r.designs,
+            seed: r.seed,
+            csd_version: r.csd_version,
+            stored_at: r.stored_at,
+            report: Report::from_json(r.kind, r.report_version, r.report),
+            spec: r.spec,
+        }
+    }
+}
+
+impl From<NewRun> for Record {
+    fn from(r: NewRun) -> Record {
+        StoredRun {
+            id: String::new(),
+            trace: r.trace,
+            profile: r.profile,
+            designs: r.designs,
+            seed: r.seed,
+            csd_version: String::new(),
+            stored_at: 0,
+            report: r.report,
+            spec: r.spec,
+        }
+        .into()
+    }
+}
+
+impl From<Record> for NewRun {
+    fn from(r: Record) -> NewRun {
+        let s = StoredRun::from(r);
+        NewRun {
+            trace: s.trace,
+            profile: s.profile,
+            designs: s.designs,
+            seed: s.seed,
+            report: s.report,
+            spec: s.spec,
+        }
+    }
 }
 
 /// A stored trace's description.
@@ -294,7 +378,6 @@ impl RunStore {
         use sled::Transactional;
         let mut stored = StoredRun {
             id: String::new(),
-            kind: run.kind,
             trace: run.trace,
             profile: run.profile,
             designs: run.designs,
@@ -439,166 +522,4 @@ impl RunStore {
             .ok_or_else(|| StoreError::NoTrace(key.to_string()))?;
         Ok((meta, bytes.to_vec()))
     }
-}
-
-/// Per-design differences between two runs' headline numbers (`b` − `a`), for `runs diff`.
-#[derive(Clone, Debug, Serialize)]
-pub struct DesignDelta {
-    pub design: String,
-    /// (metric, value in a, value in b, b − a, relative change).
-    pub metrics: Vec<(String, f64, f64, f64, Option<f64>)>,
-}
-
-/// The number at `path` in a stored report, if there is one.
-pub fn number_at(v: &Value, path: &[&str]) -> Option<f64> {
-    let mut cur = v;
-    for p in path {
-        cur = cur.get(p)?;
-    }
-    cur.as_f64()
-}
-
-/// The runs of a `csd persist` report (`{"workload": "online"|"backlog", "runs": [...]}`).
-pub fn persist_runs(report: &Value) -> &[Value] {
-    match report.get("workload").and_then(Value::as_str) {
-        Some("online" | "backlog") => report
-            .get("runs")
-            .and_then(Value::as_array)
-            .map_or(&[], Vec::as_slice),
-        _ => &[],
-    }
-}
-
-/// A `csd persist` run's name among its report's runs: its configuration, and the background
-/// fsync interval for online runs (`coalesce i=128`).
-pub fn persist_label(run: &Value) -> String {
-    let config = run.get("config").and_then(Value::as_str).unwrap_or("?");
-    match run
-        .get("spec")
-        .and_then(|s| s.get("interval"))
-        .and_then(Value::as_u64)
-    {
-        Some(i) => format!("{config} i={i}"),
-        None => config.to_string(),
-    }
-}
-
-/// The numbers worth comparing in a report, per design: replay, `csd ndp` and `csd persist`
-/// reports.
-// Long: one block per report kind's headline numbers.
-fn headline(report: &Value) -> Vec<(String, Vec<(String, f64)>)> {
-    let mut out = Vec::new();
-    let num = number_at;
-    // Replay: {"designs":[{design, duration_ns, ops_per_sec, latency:{op:{p50_ns,p99_ns}}, ndp, device}]}
-    if let Some(designs) = report.get("designs").and_then(Value::as_array) {
-        for d in designs {
-            let name = d
-                .get("design")
-                .and_then(Value::as_str)
-                .unwrap_or("?")
-                .to_string();
-            let mut m = Vec::new();
-            for (label, path) in [
-                ("duration_ns", &["duration_ns"][..]),
-                ("ops_per_sec", &["ops_per_sec"][..]),
-                ("ndp.pao", &["ndp", "pao"][..]),
-                ("device.waf", &["device", "waf"][..]),
-                (
-                    "device.flash_page_reads",
-                    &["device", "io", "flash_page_reads"][..],
-                ),
-                (
-                    "device.flash_page_programs",
-                    &["device", "io", "flash_page_programs"][..],
-                ),
-            ] {
-                if let Some(x) = num(d, path) {
-                    m.push((label.to_string(), x));
-                }
-            }
-            if let Some(lat) = d.get("latency").and_then(Value::as_object) {
-                for (op, l) in lat {
-                    for q in ["p50_ns", "p99_ns"] {
-                        if let Some(x) = l.get(q).and_then(Value::as_f64) {
-                            m.push((format!("{op}.{q}"), x));
-                        }
-                    }
-                }
-            }
-            out.push((name, m));
-        }
-    }
-    // csd ndp: {"points":[{files,size_bytes,designs:[{design, mean_latency_ns, pao}]}]}
-    if let Some(points) = report.get("points").and_then(Value::as_array) {
-        for p in points {
-            let files = p.get("files").and_then(Value::as_u64).unwrap_or(0);
-            let size = p.get("size_bytes").and_then(Value::as_u64).unwrap_or(0);
-            for d in p
-                .get("designs")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                let name = d.get("design").and_then(Value::as_str).unwrap_or("?");
-                let mut m = Vec::new();
-                for k in ["mean_latency_ns", "pao"] {
-                    if let Some(x) = d.get(k).and_then(Value::as_f64) {
-                        m.push((k.to_string(), x));
-                    }
-                }
-                out.push((format!("{name} ({files} × {size} B)"), m));
-            }
-        }
-    }
-    // csd persist: online runs (throughput, fsync tail, host CPU) or backlog checkpoints.
-    for r in persist_runs(report) {
-        let mut m = Vec::new();
-        for (label, path) in [
-            ("kops", &["kops"][..]),
-            ("fsync.p50_us", &["fsync", "p50_us"][..]),
-            ("fsync.p9999_us", &["fsync", "p9999_us"][..]),
-            ("host_cpu_pct", &["host_cpu_pct"][..]),
-            ("cpu_cost", &["cpu_cost"][..]),
-            ("checkpoint_ms", &["checkpoint_ms"][..]),
-            (
-                "checkpoint.surviving_blocks",
-                &["checkpoint", "surviving_blocks"][..],
-            ),
-            (
-                "checkpoint.write_requests",
-                &["checkpoint", "write_requests"][..],
-            ),
-        ] {
-            if let Some(x) = num(r, path) {
-                m.push((label.to_string(), x));
-            }
-        }
-        out.push((persist_label(r), m));
-    }
-    out
-}
-
-/// What changed from run `a` to run `b`, design by design (designs present in both).
-pub fn diff(a: &StoredRun, b: &StoredRun) -> Vec<DesignDelta> {
-    let ha = headline(&a.report);
-    let hb = headline(&b.report);
-    let mut out = Vec::new();
-    for (design, ma) in &ha {
-        let Some((_, mb)) = hb.iter().find(|(d, _)| d == design) else {
-            continue;
-        };
-        let metrics = ma
-            .iter()
-            .filter_map(|(k, va)| {
-                let vb = mb.iter().find(|(kb, _)| kb == k)?.1;
-                let rel = (*va != 0.0).then(|| (vb - va) / va);
-                Some((k.clone(), *va, vb, vb - va, rel))
-            })
-            .collect();
-        out.push(DesignDelta {
-            design: design.clone(),
-            metrics,
-        });
-    }
-    out
 }

@@ -1,6 +1,9 @@
 //! The sled run store: ids, persistence, the single-process lock, diffs, traces.
 
-use csd_traces::store::{diff, NewRun, RunKind, RunStore, StoreError};
+use csd_hostfs::ndp::DesignKind;
+use csd_traces::replay::{NdpTotals, OpLatency, Pace, ReplayReport};
+use csd_traces::report::{diff, ReplayRun, Report, ReportKind};
+use csd_traces::store::{NewRun, RunStore, StoreError};
 use serde_json::json;
 
 fn scratch(name: &str) -> std::path::PathBuf {
@@ -9,19 +12,61 @@ fn scratch(name: &str) -> std::path::PathBuf {
     dir
 }
 
+fn design(design: DesignKind, duration_ns: u64, ops_per_sec: f64) -> ReplayReport {
+    ReplayReport {
+        design,
+        events: 10,
+        ops: 10,
+        skipped: Default::default(),
+        duration_ns,
+        ops_per_sec,
+        latency: Default::default(),
+        first_errors: Default::default(),
+        ndp: None,
+        isc: None,
+        device: Default::default(),
+    }
+}
+
 fn run(duration: u64, pao: f64) -> NewRun {
+    let mut frag = design(DesignKind::FragS, duration, 10.0);
+    let read = OpLatency {
+        count: 4,
+        failed: 0,
+        mean_ns: 120.0,
+        p50_ns: 100,
+        p99_ns: 200,
+        p999_ns: 200,
+        p9999_ns: 200,
+        max_ns: 200,
+    };
+    frag.latency.insert("read".into(), read);
+    frag.ndp = Some(NdpTotals {
+        requests: 1,
+        files: 2,
+        breakdown: Default::default(),
+        pao,
+    });
     NewRun {
         spec: None,
-        kind: RunKind::Replay,
         trace: None,
         profile: "cosmos-plus".into(),
         designs: vec!["frag-s".into(), "lightfs".into()],
         seed: 1,
-        report: json!({"designs": [
-            {"design": "frag-s", "duration_ns": duration, "ops_per_sec": 10.0,
-             "latency": {"read": {"p50_ns": 100, "p99_ns": 200}}, "ndp": {"pao": pao}},
-            {"design": "lightfs", "duration_ns": duration / 2, "ops_per_sec": 20.0}
-        ]}),
+        report: Report::Replay(ReplayRun {
+            trace: "t".into(),
+            profile: "cosmos-plus".into(),
+            mode: Pace::Timed,
+            seed: 1,
+            designs: vec![frag, design(DesignKind::LightFs, duration / 2, 20.0)],
+        }),
+    }
+}
+
+fn replay(r: &Report) -> &ReplayRun {
+    match r {
+        Report::Replay(r) => r,
+        other => panic!("not a replay: {other:?}"),
     }
 }
 
@@ -47,7 +92,8 @@ fn runs_persist_with_stable_ids() {
         all.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
         ["r1", "r3"]
     );
-    assert_eq!(all[0].report["designs"][0]["duration_ns"], 1000);
+    assert_eq!(replay(&all[0].report).designs[0].duration_ns, 1000);
+    assert_eq!(all[0].kind(), ReportKind::Replay);
     assert_eq!(all[0].csd_version, env!("CARGO_PKG_VERSION"));
 }
 
@@ -66,15 +112,24 @@ fn diffs_are_per_design() {
     let s = RunStore::open(&dir).unwrap();
     let a = s.save(run(1000, 0.5)).unwrap();
     let b = s.save(run(1500, 0.25)).unwrap();
-    let d = diff(&a, &b);
+    let d = diff(&a.report, &b.report).unwrap();
     assert_eq!(d.len(), 2);
     let frag = d.iter().find(|x| x.design == "frag-s").unwrap();
-    let dur = frag.metrics.iter().find(|m| m.0 == "duration_ns").unwrap();
-    assert_eq!((dur.1, dur.2, dur.3), (1000.0, 1500.0, 500.0));
-    assert_eq!(dur.4, Some(0.5));
-    let pao = frag.metrics.iter().find(|m| m.0 == "ndp.pao").unwrap();
-    assert_eq!(pao.3, -0.25);
-    assert!(frag.metrics.iter().any(|m| m.0 == "read.p99_ns"));
+    let dur = frag
+        .metrics
+        .iter()
+        .find(|m| m.metric == "duration_ns")
+        .unwrap();
+    assert_eq!((dur.a, dur.b, dur.delta), (1000.0, 1500.0, 500.0));
+    assert_eq!(dur.relative, Some(0.5));
+    let pao = frag.metrics.iter().find(|m| m.metric == "ndp.pao").unwrap();
+    assert_eq!(pao.delta, -0.25);
+    assert!(frag.metrics.iter().any(|m| m.metric == "read.p99_ns"));
+    let light = d.iter().find(|x| x.design == "lightfs").unwrap();
+    assert!(
+        !light.metrics.iter().any(|m| m.metric == "ndp.pao"),
+        "a design without offload requests has no PAO to compare"
+    );
 }
 
 #[test]
@@ -93,7 +148,6 @@ fn traces_are_stored_by_content() {
 /// rerun compares reports byte for byte), and a run's system spec with it.
 #[test]
 fn reports_and_specs_round_trip_exactly() {
-    use csd_traces::replay::Pace;
     use csd_traces::spec::{SystemKind, SystemSpec};
     use csd_traces::store::TraceRef;
     let dir = scratch("exact");
@@ -106,7 +160,14 @@ fn reports_and_specs_round_trip_exactly() {
         0.1 + 0.2,
     ];
     let mut r = run(1000, 0.5);
-    r.report = json!({ "values": values });
+    let Report::Replay(rr) = &mut r.report else {
+        unreachable!()
+    };
+    for (i, v) in values.iter().enumerate() {
+        let mut d = design(DesignKind::Fsr, 1, *v);
+        d.events = i as u64;
+        rr.designs.push(d);
+    }
     let spec = SystemSpec::new(
         csd_device::Profile::load("cosmos-plus").unwrap(),
         7,
@@ -126,4 +187,54 @@ fn reports_and_specs_round_trip_exactly() {
     let back = s.get(&id).unwrap();
     assert_eq!(serde_json::to_string(&back.report).unwrap(), printed);
     assert_eq!(back.spec, Some(spec));
+}
+
+/// Runs stored by an older csd, in a layout this one does not read, still load: kept as
+/// stored (so `runs show` prints them and nothing is lost) and refused by name where they
+/// would be compared or charted.
+#[test]
+fn reports_of_another_layout_load_as_unreadable() {
+    let dir = scratch("layouts");
+    let spool = csd_traces::store::spool_dir(&dir);
+    std::fs::create_dir_all(&spool).unwrap();
+    let record = |kind: &str, version: u32, report: serde_json::Value| {
+        json!({"kind": kind, "trace": null, "profile": "p", "designs": [], "seed": 1,
+               "report": report, "report_version": version})
+    };
+    // Session-8 TxISC runs, one kind for two layouts.
+    let old = json!({"experiment": "timing on", "flash_timing_on": []});
+    let files = [
+        record("txisc", 0, old.clone()),
+        // A replay report missing its designs.
+        record("replay", 1, json!({"trace": "t"})),
+        // A layout from the future.
+        record("ndp", 99, json!({"points": []})),
+    ];
+    for (i, f) in files.iter().enumerate() {
+        let path = spool.join(format!("run-{i:024}-1.json"));
+        std::fs::write(path, serde_json::to_vec(f).unwrap()).unwrap();
+    }
+    let s = RunStore::open(&dir).unwrap();
+    let all = s.list().unwrap();
+    assert_eq!(all.len(), 3, "every spooled run was stored");
+    let why: Vec<String> = all
+        .iter()
+        .map(|r| r.report.unreadable().expect("unreadable").to_string())
+        .collect();
+    assert!(why[0].contains("older csd"), "{}", why[0]);
+    assert!(why[1].contains("missing field `profile`"), "{}", why[1]);
+    assert!(
+        why[2].contains("newer csd") && why[2].contains("v99"),
+        "{}",
+        why[2]
+    );
+    assert_eq!(all[0].kind(), ReportKind::Txisc);
+    assert_eq!(all[0].report.to_json(), old, "kept exactly as stored");
+    // Stored again, it keeps its kind and version.
+    let back: csd_traces::store::StoredRun =
+        serde_json::from_str(&serde_json::to_string(&all[2]).unwrap()).unwrap();
+    assert_eq!(back.report.version(), 99);
+    let good = s.save(run(1000, 0.5)).unwrap();
+    let e = diff(&good.report, &all[1].report).unwrap_err();
+    assert!(e.to_string().contains("cannot read"), "{e}");
 }

@@ -102,7 +102,7 @@ function breakdownChart(chart) {
       acc += s.ns;
     });
     const labelY = top + plotH - y(acc) - 8;
-    g.append(svg("text", { class: "pao-label", x: x + barW / 2, y: labelY, "text-anchor": "middle" },
+    if (b.pao != null) g.append(svg("text", { class: "pao-label", x: x + barW / 2, y: labelY, "text-anchor": "middle" },
       "PAO " + pct(b.pao)));
     g.append(svg("text", { class: "design-label", x: x + barW / 2, y: top + plotH + 18, "text-anchor": "middle" }, b.design));
     g.append(svg("text", { x: x + barW / 2, y: top + plotH + 34, "text-anchor": "middle", class: "muted" }, us(b.total_ns) + " µs"));
@@ -110,10 +110,11 @@ function breakdownChart(chart) {
   });
   const legend = el("div", { class: "legend" }, names.map((n, i) =>
     el("span", {}, el("i", { style: `background:${stageColor(n, i)}` }), n)));
-  const t = table(["design", ...names.map((n) => n + " µs"), "total µs", "PAO"],
+  const hasPao = bars.some((b) => b.pao != null);
+  const t = table(["design", ...names.map((n) => n + " µs"), "total µs", ...(hasPao ? ["PAO"] : [])],
     bars.map((b) => [b.design,
       ...names.map((n) => { const s = b.stages.find((s) => s.name === n); return s ? us(s.ns) : "–"; }),
-      us(b.total_ns), pct(b.pao)]));
+      us(b.total_ns), ...(hasPao ? [b.pao == null ? "–" : pct(b.pao)] : [])]));
   t.classList.add("breakdown-table");
   return [el("h3", {}, chart.title), root, legend, t];
 }
@@ -215,10 +216,14 @@ async function runPage(id) {
     el("p", { class: "muted" }, `${run.kind}` + (run.trace ? ` of ${run.trace.name}` : "") +
       ` · profile ${run.profile} · seed ${run.seed} · csd ${run.csd_version} · stored ${when(run.stored_at)} UTC`),
   ];
+  if (view.unreadable) parts.push(el("p", { class: "error" }, `This run's report cannot be charted: ${view.unreadable}.`));
   if (view.repro) parts.push(...reproTable(view.repro));
   if (view.breakdowns.length) {
-    parts.push(el("h2", {}, "Latency breakdown of offload requests"),
-      el("p", { class: "muted" }, "Mean per-file latency by stage; PAO = time spent on anything but reading and computing, as a share of the total (LightFS Fig. 3)."));
+    const offload = view.breakdowns.some((c) => c.bars.some((b) => b.pao != null));
+    parts.push(el("h2", {}, offload ? "Latency breakdown of offload requests" : "Latency breakdown"),
+      el("p", { class: "muted" }, offload
+        ? "Mean per-file latency by stage; PAO = time spent on anything but reading and computing, as a share of the total (LightFS Fig. 3)."
+        : "Where each invocation's latency went: flash reads, device or host compute, writes, DMA and command handling."));
     for (const c of view.breakdowns) parts.push(...breakdownChart(c));
   }
   if (view.fsync.length) {
@@ -260,7 +265,7 @@ async function runPage(id) {
     parts.push(table(["counter", ...view.device.map((d) => d.design)],
       names.map((n) => [n, ...view.device.map((d) => { const c = d.counters.find((c) => c[0] === n); return c ? num(c[1]) : "–"; })])));
   }
-  if (!view.repro && !view.breakdowns.length && !view.latency.length && !view.charts.length) {
+  if (!view.unreadable && !view.repro && !view.breakdowns.length && !view.latency.length && !view.charts.length) {
     parts.push(el("p", { class: "muted" }, "This kind of run has no charts yet; its report follows."));
   }
   parts.push(el("details", {}, el("summary", {}, "report (JSON, as --json prints it)"),

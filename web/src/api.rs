@@ -11,7 +11,8 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use csd_traces::store::{diff, RunKind, StoreError, StoredRun, TraceRef};
+use csd_traces::report::{diff, ReportKind};
+use csd_traces::store::{StoreError, StoredRun, TraceRef};
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -118,7 +119,7 @@ async fn asset(Path(name): Path<String>) -> Response {
 #[derive(Serialize)]
 pub struct RunSummary {
     pub id: String,
-    pub kind: RunKind,
+    pub kind: ReportKind,
     pub trace: Option<TraceRef>,
     pub profile: String,
     pub designs: Vec<String>,
@@ -132,7 +133,7 @@ impl RunSummary {
     fn of(r: &StoredRun) -> RunSummary {
         RunSummary {
             id: r.id.clone(),
-            kind: r.kind,
+            kind: r.kind(),
             trace: r.trace.clone(),
             profile: r.profile.clone(),
             designs: r.designs.clone(),
@@ -176,25 +177,10 @@ async fn get_run(
 }
 
 #[derive(Serialize)]
-struct Delta {
-    metric: String,
-    a: f64,
-    b: f64,
-    delta: f64,
-    relative: Option<f64>,
-}
-
-#[derive(Serialize)]
-struct DesignDiff {
-    design: String,
-    metrics: Vec<Delta>,
-}
-
-#[derive(Serialize)]
 struct RunDiff {
     a: RunSummary,
     b: RunSummary,
-    designs: Vec<DesignDiff>,
+    designs: Vec<csd_traces::report::DesignDelta>,
 }
 
 async fn diff_runs(
@@ -202,23 +188,10 @@ async fn diff_runs(
     Path((a, b)): Path<(String, String)>,
 ) -> ApiResult<RunDiff> {
     let (ra, rb) = with_store(&state, move |s| Ok((s.get(&a)?, s.get(&b)?))).await?;
-    let designs = diff(&ra, &rb)
-        .into_iter()
-        .map(|d| DesignDiff {
-            design: d.design,
-            metrics: d
-                .metrics
-                .into_iter()
-                .map(|(metric, a, b, delta, relative)| Delta {
-                    metric,
-                    a,
-                    b,
-                    delta,
-                    relative,
-                })
-                .collect(),
-        })
-        .collect();
+    // A run stored in a layout this csd cannot read is refused by name, not shown as
+    // "nothing in common".
+    let designs = diff(&ra.report, &rb.report)
+        .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
     Ok(Json(RunDiff {
         a: RunSummary::of(&ra),
         b: RunSummary::of(&rb),

@@ -1,16 +1,15 @@
 //! What a stored report looks like to the dashboard's charts.
 //!
-//! Reports are stored exactly as `--json` prints them (replay: `designs[]`; `csd ndp`:
-//! `points[].designs[]`). This module reads both into one shape, so the front end draws
-//! charts without knowing where the numbers came from. Numbers are passed through, never
-//! recomputed: a PAO label shows the report's `pao`.
+//! A stored run's report is typed ([`Report`]); this module turns each kind into one shape
+//! of charts and tables, so the front end draws them without knowing where the numbers came
+//! from. Numbers are passed through, never recomputed: a PAO label shows the report's `pao`.
 
+use csd_device::persist::backlog::BacklogReport;
+use csd_device::persist::online::OnlineReport;
+use csd_hostfs::ndp::Stages;
+use csd_traces::report::{online_label, AppRun, NdpDesign, PersistRun, ReplayRun, Report, TaskRun};
 use csd_traces::store::StoredRun;
 use serde::Serialize;
-use serde_json::Value;
-
-/// The stages of LightFS Fig. 3, in the order they stack.
-const STAGES: [&str; 5] = ["retrieve_layout", "dma", "read_file", "compute", "others"];
 
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct RunView {
@@ -30,6 +29,10 @@ pub struct RunView {
     /// `csd repro`: the papers' figures against ours, one table.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repro: Option<csd_traces::repro::Report>,
+    /// Why the report cannot be charted (stored by another csd in a layout this one does
+    /// not read); the page then shows it as stored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unreadable: Option<String>,
 }
 
 /// Bars grouped by design, one bar per series in each group.
@@ -50,24 +53,16 @@ pub struct Group {
 }
 
 impl GroupedChart {
-    /// A chart of `runs`' `value`, grouped by configuration, one series per fsync interval
-    /// (online sweeps) or a single series `label` (backlogs).
-    fn of_persist(
+    /// A chart of `runs`' `value`, grouped by configuration (`config`), one series per
+    /// `series` (the fsync interval of online sweeps, one label for backlogs).
+    fn of_persist<R>(
         title: &str,
         unit: &'static str,
-        label: &str,
-        runs: &[Value],
-        value: impl Fn(&Value) -> Option<f64>,
+        runs: &[R],
+        config: impl Fn(&R) -> String,
+        series_of: impl Fn(&R) -> String,
+        value: impl Fn(&R) -> Option<f64>,
     ) -> GroupedChart {
-        let config = |r: &Value| {
-            r.get("config")
-                .and_then(Value::as_str)
-                .unwrap_or("?")
-                .to_string()
-        };
-        let series_of = |r: &Value| {
-            num(r, &["spec", "interval"]).map_or(label.to_string(), |i| format!("i={i}"))
-        };
         let mut chart = GroupedChart {
             title: title.to_string(),
             unit,
@@ -116,8 +111,8 @@ pub struct Bar {
     pub design: String,
     pub stages: Vec<Stage>,
     pub total_ns: f64,
-    /// Percentage of additional overhead, 0–1 (LightFS §III).
-    pub pao: f64,
+    /// Percentage of additional overhead, 0–1 (LightFS §III), where the report has one.
+    pub pao: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -175,264 +170,286 @@ pub struct Headline {
     pub unit: &'static str,
 }
 
-use csd_traces::store::{number_at as num, persist_label, persist_runs};
-
-fn name_of(v: &Value) -> String {
-    v.get("design")
-        .and_then(Value::as_str)
-        .unwrap_or("?")
-        .to_string()
+/// The stages of LightFS Fig. 3, in the order they stack.
+fn stages_bar(design: String, b: &Stages, pao: f64) -> Bar {
+    bar(
+        design,
+        &[
+            ("retrieve_layout", b.retrieve_layout_ns),
+            ("dma", b.dma_ns),
+            ("read_file", b.read_file_ns),
+            ("compute", b.compute_ns),
+            ("others", b.others_ns),
+        ],
+        Some(pao),
+    )
 }
 
-fn bar(design: String, d: &Value) -> Option<Bar> {
-    let breakdown = d.get("breakdown")?.as_object()?;
-    let pao = d.get("pao")?.as_f64()?;
-    // Known stages in Fig. 3's order, then any others a future design reports.
-    let mut names: Vec<String> = STAGES.iter().map(|s| s.to_string()).collect();
-    for k in breakdown.keys() {
-        let k = k.trim_end_matches("_ns");
-        if !names.iter().any(|n| n == k) {
-            names.push(k.to_string());
-        }
-    }
-    let stages: Vec<Stage> = names
-        .into_iter()
-        .filter_map(|name| {
-            let ns = breakdown.get(&format!("{name}_ns"))?.as_f64()?;
-            Some(Stage { name, ns })
+/// A task invocation's stages (reads, compute, writes, DMA, command handling).
+fn invocation_bar(design: String, b: &csd_device::invocation::Breakdown) -> Bar {
+    let ns = |x: u64| x as f64;
+    bar(
+        design,
+        &[
+            ("read_file", ns(b.read_file_ns)),
+            ("compute", ns(b.compute_ns)),
+            ("write", ns(b.write_ns)),
+            ("dma", ns(b.dma_ns)),
+            ("others", ns(b.others_ns)),
+        ],
+        None,
+    )
+}
+
+fn bar(design: String, stages: &[(&str, f64)], pao: Option<f64>) -> Bar {
+    let stages: Vec<Stage> = stages
+        .iter()
+        .map(|&(name, ns)| Stage {
+            name: name.to_string(),
+            ns,
         })
         .collect();
-    Some(Bar {
+    Bar {
         design,
         total_ns: stages.iter().map(|s| s.ns).sum(),
         stages,
         pao,
-    })
+    }
 }
 
-fn replay_designs(report: &Value) -> &[Value] {
-    report
-        .get("designs")
-        .and_then(Value::as_array)
-        .map_or(&[], Vec::as_slice)
-}
-
-fn ndp_points(report: &Value) -> &[Value] {
-    report
-        .get("points")
-        .and_then(Value::as_array)
-        .map_or(&[], Vec::as_slice)
+fn ndp_bar(d: &NdpDesign) -> Bar {
+    stages_bar(d.design.to_string(), &d.summary.breakdown, d.summary.pao)
 }
 
 impl RunView {
-    // Long: one branch per report kind the dashboard draws.
     pub fn of(run: &StoredRun) -> RunView {
         let mut v = RunView::default();
-        if run.kind == csd_traces::store::RunKind::Repro {
-            // A report that does not parse (an older csd's) falls back to its raw JSON.
-            v.repro = serde_json::from_value(run.report.clone()).ok();
-            return v;
+        match &run.report {
+            Report::Replay(r) => v.add_replay(r),
+            Report::Ndp(r) => {
+                for p in &r.points {
+                    v.breakdowns.push(BreakdownChart {
+                        title: format!("{} files × {} B", p.files, p.size_bytes),
+                        unit: "mean µs per file",
+                        bars: p.designs.iter().map(ndp_bar).collect(),
+                    });
+                }
+            }
+            Report::Task(t) => v.add_task(t),
+            Report::Txapps(r) => v.add_txapps(&r.runs),
+            Report::Persist(PersistRun::Online(runs)) => v.add_online(runs),
+            Report::Persist(PersistRun::Backlog(runs)) => v.add_backlog(runs),
+            Report::Repro(r) => v.repro = Some(r.clone()),
+            Report::Txbench(_) | Report::Device(_) => {}
+            Report::Unreadable(u) => v.unreadable = Some(u.why.clone()),
         }
-        let designs = replay_designs(&run.report);
-        let bars: Vec<Bar> = designs
+        v
+    }
+
+    fn add_replay(&mut self, r: &ReplayRun) {
+        let bars: Vec<Bar> = r
+            .designs
             .iter()
-            .filter_map(|d| bar(name_of(d), d.get("ndp")?))
+            .filter_map(|d| {
+                let ndp = d.ndp.as_ref()?;
+                Some(stages_bar(d.design.to_string(), &ndp.breakdown, ndp.pao))
+            })
             .collect();
         if !bars.is_empty() {
-            v.breakdowns.push(BreakdownChart {
+            self.breakdowns.push(BreakdownChart {
                 title: "offload requests in the trace".into(),
                 unit: "mean µs per file",
                 bars,
             });
         }
-        for d in designs {
-            let design = name_of(d);
-            if let Some(lat) = d.get("latency").and_then(Value::as_object) {
-                let ops = lat
-                    .iter()
-                    .map(|(op, l)| OpRow {
-                        op: op.clone(),
-                        count: num(l, &["count"]).unwrap_or(0.0) as u64,
-                        failed: num(l, &["failed"]).unwrap_or(0.0) as u64,
-                        p50_ns: num(l, &["p50_ns"]).unwrap_or(0.0),
-                        p99_ns: num(l, &["p99_ns"]).unwrap_or(0.0),
-                        p999_ns: num(l, &["p999_ns"]).unwrap_or(0.0),
-                        max_ns: num(l, &["max_ns"]).unwrap_or(0.0),
-                    })
-                    .collect();
-                if let Some(f) = lat.get("fsync") {
-                    v.fsync.push(FsyncTail {
-                        design: design.clone(),
-                        count: num(f, &["count"]).unwrap_or(0.0) as u64,
-                        p50_ns: num(f, &["p50_ns"]).unwrap_or(0.0),
-                        p99_ns: num(f, &["p99_ns"]).unwrap_or(0.0),
-                        // Reports from before p99.99 was kept show p99.9 there.
-                        p9999_ns: num(f, &["p9999_ns"])
-                            .or_else(|| num(f, &["p999_ns"]))
-                            .unwrap_or(0.0),
-                        max_ns: num(f, &["max_ns"]).unwrap_or(0.0),
-                    });
-                }
-                v.latency.push(DesignLatency {
-                    design: design.clone(),
-                    ops,
-                });
-            }
-            if let Some(r) = num(d, &["replay_reduction"]) {
-                v.reduction.push(Reduction {
-                    design: design.clone(),
-                    reduction: r,
-                });
-            }
-            if let Some(dev) = d.get("device") {
-                let mut counters = Vec::new();
-                for group in ["io", "ftl"] {
-                    if let Some(g) = dev.get(group).and_then(Value::as_object) {
-                        for (k, x) in g {
-                            if let Some(x) = x.as_f64() {
-                                counters.push((k.clone(), x));
-                            }
-                        }
-                    }
-                }
-                if let Some(w) = num(dev, &["waf"]) {
-                    counters.push(("waf".into(), w));
-                }
-                v.device.push(DesignCounters { design, counters });
-            }
-        }
-        v.add_persist(&run.report);
-        for p in ndp_points(&run.report) {
-            let files = num(p, &["files"]).unwrap_or(0.0);
-            let size = num(p, &["size_bytes"]).unwrap_or(0.0);
-            let bars: Vec<Bar> = p
-                .get("designs")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(|d| bar(name_of(d), d))
+        for d in &r.designs {
+            let design = d.design.to_string();
+            let ops = d
+                .latency
+                .iter()
+                .map(|(op, l)| OpRow {
+                    op: op.clone(),
+                    count: l.count,
+                    failed: l.failed,
+                    p50_ns: l.p50_ns as f64,
+                    p99_ns: l.p99_ns as f64,
+                    p999_ns: l.p999_ns as f64,
+                    max_ns: l.max_ns as f64,
+                })
                 .collect();
-            if !bars.is_empty() {
-                v.breakdowns.push(BreakdownChart {
-                    title: format!("{files} files × {size} B"),
-                    unit: "mean µs per file",
-                    bars,
-                });
-            }
-        }
-        v
-    }
-}
-
-impl RunView {
-    /// `csd persist` runs: online sweeps give fsync tails and throughput and CPU-cost
-    /// charts; backlogs give replay reduction and checkpoint time.
-    fn add_persist(&mut self, report: &Value) {
-        let runs = persist_runs(report);
-        if runs.is_empty() {
-            return;
-        }
-        let online = report.get("workload").and_then(Value::as_str) == Some("online");
-        if online {
-            for r in runs {
-                let us = |k: &str| num(r, &["fsync", k]).unwrap_or(0.0) * 1e3;
+            if let Some(f) = d.latency.get("fsync") {
                 self.fsync.push(FsyncTail {
-                    design: persist_label(r),
-                    count: num(r, &["fsync", "samples"]).unwrap_or(0.0) as u64,
-                    p50_ns: us("p50_us"),
-                    p99_ns: us("p99_us"),
-                    p9999_ns: us("p9999_us"),
-                    max_ns: us("max_us"),
+                    design: design.clone(),
+                    count: f.count,
+                    p50_ns: f.p50_ns as f64,
+                    p99_ns: f.p99_ns as f64,
+                    p9999_ns: f.p9999_ns as f64,
+                    max_ns: f.max_ns as f64,
                 });
             }
-            self.charts.push(GroupedChart::of_persist(
-                "foreground throughput (write + fsync)",
-                "Kops/s",
-                "throughput",
-                runs,
-                |r| num(r, &["kops"]),
-            ));
-            self.charts.push(GroupedChart::of_persist(
-                "host CPU cost per Kops/s (SIFT eq. 1)",
-                "%/Kops/s",
-                "cost",
-                runs,
-                |r| num(r, &["cpu_cost"]),
-            ));
-        } else {
-            for r in runs {
-                let raw = num(r, &["checkpoint", "raw_blocks"]).unwrap_or(0.0);
-                let left = num(r, &["checkpoint", "surviving_blocks"]).unwrap_or(0.0);
-                if raw > 0.0 {
-                    self.reduction.push(Reduction {
-                        design: persist_label(r),
-                        reduction: 1.0 - left / raw,
-                    });
-                }
-            }
-            self.charts.push(GroupedChart::of_persist(
-                "manual checkpoint time",
-                "ms",
-                "checkpoint",
-                runs,
-                |r| num(r, &["checkpoint_ms"]),
-            ));
+            self.latency.push(DesignLatency {
+                design: design.clone(),
+                ops,
+            });
+            let (io, ftl) = (&d.device.io, &d.device.ftl);
+            let counters = [
+                ("host_commands", io.host_commands),
+                ("host_bytes_read", io.host_bytes_read),
+                ("host_bytes_written", io.host_bytes_written),
+                ("internal_bytes_read", io.internal_bytes_read),
+                ("internal_bytes_written", io.internal_bytes_written),
+                ("flash_page_reads", io.flash_page_reads),
+                ("flash_page_programs", io.flash_page_programs),
+                ("read_modify_writes", io.read_modify_writes),
+                ("pages_written", ftl.pages_written),
+                ("gc_pages_migrated", ftl.gc_pages_migrated),
+                ("gc_victims", ftl.gc_victims),
+                ("blocks_erased", ftl.blocks_erased),
+                ("pages_trimmed", ftl.pages_trimmed),
+            ]
+            .into_iter()
+            .map(|(k, x)| (k.to_string(), x as f64))
+            .chain([("waf".to_string(), d.device.waf)])
+            .collect();
+            self.device.push(DesignCounters { design, counters });
         }
+    }
+
+    /// One invocation: where its latency went.
+    fn add_task(&mut self, t: &TaskRun) {
+        self.breakdowns.push(BreakdownChart {
+            title: format!("task {} ({:?})", t.report.task, t.report.exec).to_lowercase(),
+            unit: "µs",
+            bars: vec![invocation_bar(t.report.task.clone(), &t.report.breakdown)],
+        });
+    }
+
+    /// TxISC's applications: one chart per application, one bar per placement.
+    fn add_txapps(&mut self, runs: &[AppRun]) {
+        let mut apps: Vec<_> = runs.iter().map(|r| r.app).collect();
+        apps.dedup();
+        for app in apps {
+            self.breakdowns.push(BreakdownChart {
+                title: app.task().to_string(),
+                unit: "µs",
+                bars: runs
+                    .iter()
+                    .filter(|r| r.app == app)
+                    .map(|r| invocation_bar(r.placement.name().to_string(), &r.breakdown))
+                    .collect(),
+            });
+        }
+    }
+
+    /// `csd persist online`: fsync tails, throughput and CPU cost over the interval sweep.
+    fn add_online(&mut self, runs: &[OnlineReport]) {
+        for r in runs {
+            let us = |x: f64| x * 1e3;
+            self.fsync.push(FsyncTail {
+                design: online_label(r),
+                count: r.fsync.samples,
+                p50_ns: us(r.fsync.p50_us),
+                p99_ns: us(r.fsync.p99_us),
+                p9999_ns: us(r.fsync.p9999_us),
+                max_ns: us(r.fsync.max_us),
+            });
+        }
+        let config = |r: &OnlineReport| r.config.name().to_string();
+        let interval = |r: &OnlineReport| format!("i={}", r.spec.interval);
+        self.charts.push(GroupedChart::of_persist(
+            "foreground throughput (write + fsync)",
+            "Kops/s",
+            runs,
+            config,
+            interval,
+            |r| Some(r.kops),
+        ));
+        self.charts.push(GroupedChart::of_persist(
+            "host CPU cost per Kops/s (SIFT eq. 1)",
+            "%/Kops/s",
+            runs,
+            config,
+            interval,
+            |r| r.cpu_cost,
+        ));
+    }
+
+    /// `csd persist backlog`: replay reduction and checkpoint time per configuration.
+    fn add_backlog(&mut self, runs: &[BacklogReport]) {
+        for r in runs {
+            let c = &r.checkpoint;
+            if c.raw_blocks > 0 {
+                self.reduction.push(Reduction {
+                    design: r.config.name().to_string(),
+                    reduction: 1.0 - c.surviving_blocks as f64 / c.raw_blocks as f64,
+                });
+            }
+        }
+        self.charts.push(GroupedChart::of_persist(
+            "manual checkpoint time",
+            "ms",
+            runs,
+            |r| r.config.name().to_string(),
+            |_| "checkpoint".to_string(),
+            |r| Some(r.checkpoint_ms),
+        ));
     }
 }
 
 /// The numbers the runs table shows for a run, per design.
 pub fn headlines(run: &StoredRun) -> Vec<Headline> {
-    let mut out = Vec::new();
-    for d in replay_designs(&run.report) {
-        if let Some(x) = num(d, &["ops_per_sec"]) {
-            out.push(Headline {
-                design: name_of(d),
-                label: "throughput",
-                value: x,
-                unit: "ops/s",
-            });
-        }
-        if let Some(x) = num(d, &["ndp", "pao"]) {
-            out.push(Headline {
-                design: name_of(d),
-                label: "PAO",
-                value: x,
-                unit: "ratio",
-            });
+    let h = |design: String, label, value, unit| Headline {
+        design,
+        label,
+        value,
+        unit,
+    };
+    match &run.report {
+        Report::Replay(r) => r
+            .designs
+            .iter()
+            .flat_map(|d| {
+                let name = d.design.to_string();
+                std::iter::once(h(name.clone(), "throughput", d.ops_per_sec, "ops/s"))
+                    .chain(d.ndp.as_ref().map(|n| h(name, "PAO", n.pao, "ratio")))
+            })
+            .collect(),
+        Report::Ndp(r) => r.points.first().map_or(Vec::new(), |p| {
+            p.designs
+                .iter()
+                .map(|d| {
+                    let name = d.design.to_string();
+                    h(name, "latency", d.summary.mean_latency_ns, "ns")
+                })
+                .collect()
+        }),
+        Report::Task(t) => vec![h(
+            t.report.task.clone(),
+            "latency",
+            t.latency_ns as f64,
+            "ns",
+        )],
+        Report::Txapps(r) => r
+            .runs
+            .iter()
+            .map(|a| {
+                let name = format!("{} {}", a.app.task(), a.placement.name());
+                h(name, "latency", a.latency_ns as f64, "ns")
+            })
+            .collect(),
+        Report::Persist(PersistRun::Online(runs)) => runs
+            .iter()
+            .map(|r| h(online_label(r), "throughput", r.kops * 1e3, "ops/s"))
+            .collect(),
+        Report::Persist(PersistRun::Backlog(runs)) => runs
+            .iter()
+            .map(|r| {
+                let name = r.config.name().to_string();
+                h(name, "checkpoint", r.checkpoint_ms, "ms")
+            })
+            .collect(),
+        Report::Txbench(_) | Report::Device(_) | Report::Repro(_) | Report::Unreadable(_) => {
+            Vec::new()
         }
     }
-    for r in persist_runs(&run.report) {
-        let (label, value, unit) = match num(r, &["kops"]) {
-            Some(k) => ("throughput", k * 1e3, "ops/s"),
-            None => match num(r, &["checkpoint_ms"]) {
-                Some(ms) => ("checkpoint", ms, "ms"),
-                None => continue,
-            },
-        };
-        out.push(Headline {
-            design: persist_label(r),
-            label,
-            value,
-            unit,
-        });
-    }
-    if let Some(p) = ndp_points(&run.report).first() {
-        for d in p
-            .get("designs")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            if let Some(x) = num(d, &["mean_latency_ns"]) {
-                out.push(Headline {
-                    design: name_of(d),
-                    label: "latency",
-                    value: x,
-                    unit: "ns",
-                });
-            }
-        }
-    }
-    out
 }

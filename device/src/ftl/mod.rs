@@ -54,7 +54,7 @@ pub struct WriteOutcome {
 }
 
 /// FTL event counters since creation (or the last [`Ftl::reset_counters`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct FtlCounters {
     /// Pages written on behalf of users (host or in-device tasks).
     pub pages_written: u64,

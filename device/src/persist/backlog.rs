@@ -64,7 +64,7 @@ impl BacklogSpec {
 }
 
 /// What the manual checkpoint replayed.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct BacklogReport {
     pub kind: Backlog,
     pub config: Config,

@@ -89,7 +89,7 @@ impl OnlineSpec {
 }
 
 /// Latency percentiles, in microseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct Percentiles {
     pub samples: u64,
     pub p50_us: f64,
@@ -118,7 +118,7 @@ impl Percentiles {
 }
 
 /// One configuration at one background interval.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct OnlineReport {
     pub config: Config,
     pub spec: OnlineSpec,

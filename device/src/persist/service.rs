@@ -215,6 +215,17 @@ pub enum Config {
     Coalesce,
 }
 
+impl Config {
+    /// The name reports and the command line use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Config::Vanilla => "vanilla",
+            Config::Offload => "offload",
+            Config::Coalesce => "coalesce",
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SiftError {
     #[error("file {0} does not exist")]
@@ -234,7 +245,7 @@ pub enum SiftError {
 }
 
 /// Replay work of one checkpoint (SIFT §4.5's statistics).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct CheckpointStats {
     pub journal_txns: u64,
     pub staged_txns: u64,

@@ -26,7 +26,7 @@ pub struct Point {
 }
 
 /// What one point measured.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct Measured {
     pub mode: ExecMode,
     pub write_pct: u32,

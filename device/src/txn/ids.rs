@@ -31,7 +31,7 @@ impl std::fmt::Display for FileId {
 }
 
 /// How an invocation reaches its files (TxISC §V-A's three architectures).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ExecMode {
     /// TxISC: the invocation is a transaction over snapshots of its files; it commits

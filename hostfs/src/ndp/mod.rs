@@ -36,7 +36,7 @@ use serde::Serialize;
 pub const NDPMETA_NAME: &str = ".ndpmeta";
 
 /// Where one file's time went (LightFS Fig. 3).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct Stages {
     /// Finding the file's layout: `filefrag` on the host, or reading metadata in the device.
     pub retrieve_layout_ns: f64,
@@ -130,7 +130,7 @@ pub struct NdpOutcome {
 }
 
 /// A design's figures for one request, as LightFS §IV reports them.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct NdpSummary {
     pub files: usize,
     /// From the request's start to its last result.
@@ -263,7 +263,7 @@ impl std::str::FromStr for DesignKind {
 }
 
 /// Memory a design's metadata caches hold (LightFS §III-B3).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Footprint {
     pub host_bytes: u64,
     pub device_bytes: u64,

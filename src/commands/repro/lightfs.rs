@@ -1,11 +1,11 @@
 //! LightFS (§II-B Fig. 3, §IV Tables III and V, Fig. 8, §IV-E) on `cosmos-plus`.
 
 use super::{ranking, Ctx, Fig, Sheet};
-use crate::commands::ndp::Point;
 use csd::ndp::{measure, synthetic, App, DataSet, TaskCompute};
 use csd_device::Profile;
 use csd_hostfs::ndp::DesignKind;
-use csd_traces::store::{NewRun, RunKind};
+use csd_traces::report::{NdpPoint as Point, NdpRun, Report};
+use csd_traces::store::NewRun;
 
 const PROFILE: &str = "cosmos-plus";
 const KIB16: usize = 16 << 10;
@@ -53,15 +53,14 @@ impl Lab {
 
     fn run(&self, app: App, cold: bool, points: &[&Point]) -> anyhow::Result<NewRun> {
         // The same report `csd ndp` saves, so the dashboard draws it the same way.
-        let report = serde_json::json!({
-            "profile": self.profile.name,
-            "app": app,
-            "cold": cold,
-            "points": points.iter().map(serde_json::to_value).collect::<Result<Vec<_>, _>>()?,
+        let report = Report::Ndp(NdpRun {
+            profile: self.profile.name.clone(),
+            app: app.task().to_string(),
+            cold,
+            points: points.iter().map(|&p| p.clone()).collect(),
         });
         Ok(NewRun {
             spec: None,
-            kind: RunKind::Ndp,
             trace: None,
             profile: self.profile.name.clone(),
             designs: DesignKind::ALL.iter().map(|k| k.to_string()).collect(),

@@ -12,7 +12,7 @@ mod txisc;
 
 use anyhow::bail;
 use csd_traces::repro::{judge_value, Check, Experiment, Line, Report, Verdict};
-use csd_traces::store::{NewRun, RunKind};
+use csd_traces::store::NewRun;
 
 #[derive(clap::Args, Debug)]
 pub struct ReproArgs {
@@ -420,12 +420,11 @@ pub fn run(args: &ReproArgs) -> anyhow::Result<()> {
     }
     args.store.save_and_say(NewRun {
         spec: None,
-        kind: RunKind::Repro,
         trace: None,
         profile: "various".into(),
         designs: report.papers.clone(),
         seed: args.seed,
-        report: serde_json::to_value(&report)?,
+        report: csd_traces::report::Report::Repro(report),
     })
 }
 

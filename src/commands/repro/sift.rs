@@ -4,7 +4,8 @@ use super::{ranking, Ctx, Fig, Sheet};
 use csd_device::persist::backlog::{self, Backlog, BacklogSpec};
 use csd_device::persist::online::{self, OnlineSpec};
 use csd_device::persist::service::Config;
-use csd_traces::store::{NewRun, RunKind};
+use csd_traces::report::{PersistRun, Report};
+use csd_traces::store::NewRun;
 
 const PROFILE: &str = "bluefield2-pm1735";
 /// The online benchmark at 1/16 of Table 4's sizes, over a 15 s window: long enough for the
@@ -20,17 +21,13 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
     let seed = ctx.seed;
     let profile = ctx.profile(PROFILE)?;
     let mut s = Sheet::new("SIFT", ctx);
-    let persist_run = |workload: &str, runs: serde_json::Value, configs: &[Config]| NewRun {
+    let persist_run = |runs: PersistRun, configs: &[Config]| NewRun {
         spec: None,
-        kind: RunKind::Persist,
         trace: None,
         profile: profile.name.clone(),
-        designs: configs
-            .iter()
-            .map(|c| format!("{c:?}").to_lowercase())
-            .collect(),
+        designs: configs.iter().map(|c| c.name().to_string()).collect(),
         seed,
-        report: serde_json::json!({ "workload": workload, "runs": runs }),
+        report: Report::Persist(runs),
     };
 
     if ctx.wants("sift.s52") {
@@ -46,11 +43,7 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
             "online pressure, i = 128",
             PROFILE,
             Some("1/16 of Table 4's hotsets and rings, a 15 s window (the paper: 30 s)".into()),
-            Some(persist_run(
-                "online",
-                serde_json::to_value(&online)?,
-                &configs,
-            )),
+            Some(persist_run(PersistRun::Online(online.clone()), &configs)),
         );
         let persist_params: &[&str] = &[
             "persist.host_call_ns",
@@ -145,7 +138,7 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
             &format!("{name} backlog, manual checkpoint"),
             PROFILE,
             Some("1/10 of the paper's 20 GiB backlog".into()),
-            Some(persist_run("backlog", serde_json::to_value(&runs)?, &back)),
+            Some(persist_run(PersistRun::Backlog(runs.clone()), &back)),
         );
         let (off, co) = (&runs[0], &runs[1]);
         let speedup = off.checkpoint_ms / co.checkpoint_ms.max(1e-9);

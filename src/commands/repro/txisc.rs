@@ -1,11 +1,12 @@
 //! TxISC (§V-B Fig. 3, §V-C Figs. 4–5) on `daisyplus-femu`.
 
 use super::{ranking, Ctx, Fig, Sheet};
-use csd::txapps::{measure, App, AppRun, Placement, Sizes};
+use csd::txapps::{measure, scaled_sizes, App, AppRun, Placement};
 use csd_device::txn::bench::{self, without_flash_timing, Bench, Measured, Point};
-use csd_device::txn::ExecMode;
+use csd_device::txn::{delta_entry_bytes, DeltaPage, ExecMode};
 use csd_device::Profile;
-use csd_traces::store::{NewRun, RunKind};
+use csd_traces::report::{Report, TxappsRun, TxbenchRun};
+use csd_traces::store::NewRun;
 
 const PROFILE: &str = "daisyplus-femu";
 /// §V-C's inputs at 1/16 of the paper's sizes (a 1 MiB bitmap expanding to 16 MiB, a graph
@@ -42,14 +43,22 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
     let seed = ctx.seed;
     let profile = ctx.profile(PROFILE)?;
     let mut s = Sheet::new("TxISC", ctx);
-    let fig3_run = |name: &str, points: &[&Measured], profile: &Profile| NewRun {
+    let fig3_run = |points: &[&Measured], profile: &Profile| NewRun {
         spec: None,
-        kind: RunKind::Txisc,
         trace: None,
         profile: profile.name.clone(),
         designs: vec!["tx".into(), "file".into(), "block".into()],
         seed,
-        report: serde_json::json!({ "experiment": name, "flash_timing_on": points }),
+        report: Report::Txbench(TxbenchRun {
+            profile: profile.name.clone(),
+            file_bytes: FILE_BYTES,
+            request_bytes: u64::from(profile.geometry.page_size_bytes),
+            seed,
+            flash_timing_on: points.iter().map(|&&m| m).collect(),
+            flash_timing_off: Vec::new(),
+            delta_entry_bytes: delta_entry_bytes(),
+            delta_page_bytes: std::mem::size_of::<DeltaPage>(),
+        }),
     };
 
     if ctx.wants("txisc.fig3.on") || ctx.wants("txisc.s5b") {
@@ -72,7 +81,7 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
             "Fig. 3, flash timing on, 100 % writes, QD 1/8/32",
             PROFILE,
             None,
-            Some(fig3_run("timing on", &refs, &profile)),
+            Some(fig3_run(&refs, &profile)),
         );
         let (keep, _) = worst.unwrap_or((f64::NAN, 0));
         s.value(
@@ -140,7 +149,7 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
             "Fig. 3, flash timing off, QD 1",
             PROFILE,
             None,
-            Some(fig3_run("timing off", &refs, &off_profile)),
+            Some(fig3_run(&refs, &off_profile)),
         );
         for ((w, df, db, ..), (_, pf, pb, idf, idb)) in off_points.iter().zip(cases) {
             let wf = format!("TxISC drop vs FileISC, {w} % writes, QD 1, timing off");
@@ -152,25 +161,30 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
     if ctx.wants("txisc.s5c") || ctx.wants("txisc.fig5") {
         // §V-C: the three applications, in the device as a transaction and host-only.
         let engine = crate::commands::task::engine()?;
-        let sizes = Sizes::scaled(APPS_SCALE);
+        let sizes = scaled_sizes(APPS_SCALE);
         let mut runs: Vec<(App, Vec<AppRun>)> = Vec::new();
         for app in App::ALL {
             runs.push((app, measure(app, &sizes, &profile, &engine, seed)?));
         }
         let all: Vec<&AppRun> = runs.iter().flat_map(|r| r.1.iter()).collect();
         let e = s.experiment(
-        "§V-C: bitmap decompression, BFS, compaction",
-        PROFILE,
-        Some("1/16 of the paper's inputs".into()),
-        Some(NewRun { spec: None,
-            kind: RunKind::Txisc,
-            trace: None,
-            profile: profile.name.clone(),
-            designs: vec!["tx".into(), "file".into(), "host-only".into()],
-            seed,
-            report: serde_json::json!({ "experiment": "txapps", "scale": APPS_SCALE, "runs": all }),
-        }),
-    );
+            "§V-C: bitmap decompression, BFS, compaction",
+            PROFILE,
+            Some("1/16 of the paper's inputs".into()),
+            Some(NewRun {
+                spec: None,
+                trace: None,
+                profile: profile.name.clone(),
+                designs: vec!["tx".into(), "file".into(), "host-only".into()],
+                seed,
+                report: Report::Txapps(TxappsRun {
+                    profile: profile.name.clone(),
+                    sizes,
+                    seed,
+                    runs: all.iter().map(|&r| r.clone()).collect(),
+                }),
+            }),
+        );
         let get = |app: App, p: Placement| {
             runs.iter()
                 .find(|r| r.0 == app)

@@ -1,12 +1,15 @@
-//! What one invocation reports: its result, its fuel and where its latency went.
+//! What one task invocation on the device reports: its result, its fuel and where its
+//! latency went. The task runtime produces it; it lives here, with the device's other
+//! vocabulary, so that reports can be read (by the run store, `runs diff`, the dashboard)
+//! without linking a Wasm engine.
 
-use csd_device::txn::ExecMode;
-use csd_device::VirtualTime;
+use crate::txn::ExecMode;
+use crate::VirtualTime;
 use serde::Serialize;
 
 /// Where one invocation's latency went (LightFS Fig. 3 vocabulary). The stages are
 /// sequential, so they add up to the invocation's latency.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Breakdown {
     /// Flash reads of the task's input, on the device's internal path.
     pub read_file_ns: u64,
@@ -27,7 +30,7 @@ impl Breakdown {
 }
 
 /// What a successful invocation produced.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct TaskReport {
     pub task: String,
     /// The bytes the task returned with `ret_write`.
