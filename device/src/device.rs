@@ -151,20 +151,6 @@ impl Device {
         })
     }
 
-    /// The smallest valid device of `profile`'s kind (one die, a few blocks): a stand-in
-    /// that holds a place while the real device is lent elsewhere.
-    pub fn stand_in(profile: &Profile) -> Result<Device, DeviceError> {
-        let mut p = profile.clone();
-        let g = &mut p.geometry;
-        g.channels = 1;
-        g.dies_per_channel = 1;
-        g.planes_per_die = 1;
-        g.pages_per_block = 4;
-        g.blocks_per_plane = 4 * (p.ftl.gc_high_watermark_blocks + 2);
-        g.over_provisioning = 0.45;
-        Device::new(&p, DataMode::TimingOnly)
-    }
-
     pub fn profile(&self) -> &Profile {
         &self.profile
     }

@@ -1055,8 +1055,10 @@ impl HostFs {
         self.write_meta([self.ns.layout().inode_block(ino)])
     }
 
-    /// Exchanges the device with `other`: lends it to the task runtime, and takes it back.
-    pub fn swap_device(&mut self, other: &mut Device) {
-        std::mem::swap(&mut self.device, other);
+    /// Lends the device, by value, to `f` (the task runtime, whose wasmtime store must own
+    /// what it works on) and takes back the device `f` returns. Nothing stands in for it
+    /// meanwhile: a panic inside `f` (a bug) aborts the process.
+    pub fn lend_device<R>(&mut self, f: impl FnOnce(Device) -> (R, Device)) -> R {
+        replace_with::replace_with_or_abort_and_return(&mut self.device, f)
     }
 }

@@ -5,9 +5,9 @@ use crate::abi::{device_extents, tx_error, Backing, HostIo, MemoryCap, OpenFile,
 use crate::engine::{Task, TaskEngine};
 use crate::error::TaskError;
 pub use crate::limits::{ConflictPolicy, TaskLimits};
-pub use csd_device::invocation::{Breakdown, TaskReport};
 pub use crate::volume::Storage;
 use crate::volume::Volume;
+pub use csd_device::invocation::{Breakdown, TaskReport};
 pub use csd_device::txn::ExecMode;
 use csd_device::{
     Accelerators, DataMode, Device, DeviceCpu, FileId, FileMode, IoPath, Lpn, Profile, TxError,
@@ -84,9 +84,10 @@ impl IscContext {
 
 /// A computational storage drive: the simulated device, its files, and a task engine.
 pub struct Csd {
-    // `None` only while a task runs: the store owns the storage then (wasmtime stores need
-    // 'static data), and `run` always puts it back.
-    storage: Option<Storage>,
+    /// The device and its files. While a task runs, its wasmtime store owns them (a store's
+    /// data must be 'static, so it cannot borrow them); `run` moves them in and back out
+    /// with `replace_with`, so no placeholder ever stands in their place.
+    storage: Storage,
     engine: Arc<TaskEngine>,
     profile: Profile,
     clock: VirtualTime,
@@ -101,7 +102,7 @@ impl Csd {
         let device = Device::new(profile, mode)?;
         let volume = Volume::new(device.page_size(), device.logical_pages());
         Ok(Csd {
-            storage: Some(Storage { device, volume }),
+            storage: Storage { device, volume },
             engine,
             profile: profile.clone(),
             clock: VirtualTime::ZERO,
@@ -117,7 +118,7 @@ impl Csd {
         clock: VirtualTime,
     ) -> Csd {
         Csd {
-            storage: Some(storage),
+            storage,
             engine,
             profile: profile.clone(),
             clock,
@@ -125,24 +126,20 @@ impl Csd {
     }
 
     /// The device and files back, after the last run.
-    pub fn into_storage(mut self) -> Storage {
+    pub fn into_storage(self) -> Storage {
         self.storage
-            .take()
-            .expect("storage is restored after every run")
     }
 
     fn storage(&mut self) -> &mut Storage {
-        self.storage
-            .as_mut()
-            .expect("storage is restored after every run")
+        &mut self.storage
     }
 
     pub fn device(&self) -> &Device {
-        &self.storage.as_ref().expect("storage present").device
+        &self.storage.device
     }
 
     pub fn volume(&self) -> &Volume {
-        &self.storage.as_ref().expect("storage present").volume
+        &self.storage.volume
     }
 
     pub fn profile(&self) -> &Profile {
@@ -266,26 +263,54 @@ impl Csd {
     }
 
     fn run_once(&mut self, task: &Task, ctx: &IscContext) -> Result<TaskReport, TaskError> {
-        let mut storage = self.storage.take().expect("storage present");
+        let Csd {
+            storage,
+            engine,
+            profile,
+            clock,
+        } = self;
+        let on = Drive { engine, profile };
+        // A panic inside (a bug, never a task's doing: traps and limits are errors) aborts
+        // the process rather than leave the drive without its storage.
+        replace_with::replace_with_or_abort_and_return(storage, |storage| {
+            on.run_on(storage, clock, task, ctx)
+        })
+    }
+}
+
+/// What an invocation runs on besides its storage: the engine and the profile.
+struct Drive<'a> {
+    engine: &'a TaskEngine,
+    profile: &'a Profile,
+}
+
+impl Drive<'_> {
+    /// One attempt of `task` on `storage`, from `clock` (moved to its end); the storage
+    /// always comes back, with a failed transaction's changes rolled back.
+    // Long: the invocation's steps in order (register, place, run, end the transaction,
+    // return the result), each short, with the storage threaded through.
+    fn run_on(
+        &self,
+        mut storage: Storage,
+        clock: &mut VirtualTime,
+        task: &Task,
+        ctx: &IscContext,
+    ) -> (Result<TaskReport, TaskError>, Storage) {
         let before = snapshot_sizes(&storage.volume, &ctx.files);
         let opened = register(&mut storage, &ctx.files, ctx.exec);
         let (files, tx) = match opened {
             Ok(opened) => opened,
             Err(e) => {
                 rollback_volume(&mut storage.volume, &before);
-                self.storage = Some(storage);
-                return Err(e);
+                return (Err(e), storage);
             }
         };
-        let started = self.clock;
+        let started = *clock;
         let mut breakdown = Breakdown::default();
         let (processor, io_path, start_at) =
             match self.placement(&mut storage, ctx, started, &mut breakdown) {
                 Ok(p) => p,
-                Err(e) => {
-                    self.storage = Some(storage);
-                    return Err(e);
-                }
+                Err(e) => return (Err(e), storage),
             };
         let state = TaskState::new(
             Access {
@@ -301,11 +326,11 @@ impl Csd {
             breakdown,
         );
         let (result, mut state) = invoke(task, state);
-        let Backing::Device(mut storage) =
-            std::mem::replace(&mut state.backing, Backing::Staged(Default::default()))
-        else {
-            unreachable!("a device-backed invocation keeps its backing");
-        };
+        let mut storage =
+            match std::mem::replace(&mut state.backing, Backing::Staged(Default::default())) {
+                Backing::Device(storage) => *storage,
+                Backing::Staged(_) => unreachable!("a device-backed invocation keeps its backing"),
+            };
         let result = end_transaction(&mut storage, tx, result, &mut state);
         if result.is_err() && tx.is_some() {
             rollback_volume(&mut storage.volume, &before);
@@ -324,11 +349,12 @@ impl Csd {
                 .host_transfer(state.clock, state.ret.len() as u64)
         };
         state.breakdown.dma_ns += ret_out.dma_ns;
-        self.clock = ret_out.done;
-        self.storage = Some(*storage);
-        result?;
+        *clock = ret_out.done;
+        if let Err(e) = result {
+            return (Err(e), storage);
+        }
         debug_assert_eq!(state.breakdown.total_ns(), ret_out.done.since(started));
-        Ok(TaskReport {
+        let report = TaskReport {
             task: task.name().to_string(),
             ret: state.ret,
             fuel: state.fuel_charged,
@@ -340,7 +366,8 @@ impl Csd {
             bytes_written: state.bytes_written,
             exec: ctx.exec,
             attempts: 1,
-        })
+        };
+        (Ok(report), storage)
     }
 
     /// Where an invocation runs and when its code starts: on the host CPU at once (if the

@@ -3,7 +3,8 @@
 
 use anyhow::{bail, Context};
 use csd_device::Profile;
-use csd_hostfs::ndp::{DesignKind, NdpCompute};
+use csd_hostfs::ndp::NdpCompute;
+use csd_traces::replay::ReplayTarget;
 use csd_traces::replay::{replay, OpRunners, Pace, ReplayOptions};
 use csd_traces::Strictness;
 use serde::{Deserialize, Serialize};
@@ -19,7 +20,7 @@ pub struct ReplayBenchArgs {
     pub events: u64,
     /// Design to replay under.
     #[arg(long, default_value = "lightfs")]
-    pub design: DesignKind,
+    pub design: ReplayTarget,
     #[arg(long, default_value = "cosmos-plus")]
     pub profile: String,
     #[arg(long)]
@@ -32,7 +33,7 @@ pub struct ReplayChildArgs {
     #[arg(long)]
     pub trace: std::path::PathBuf,
     #[arg(long)]
-    pub design: DesignKind,
+    pub design: ReplayTarget,
     #[arg(long)]
     pub profile: String,
 }
@@ -208,7 +209,7 @@ fn spawn(events: u64, args: &ReplayBenchArgs) -> anyhow::Result<ChildReport> {
 
 #[derive(Serialize)]
 struct Report {
-    design: DesignKind,
+    design: ReplayTarget,
     profile: String,
     events: u64,
     wall_s: f64,

@@ -3,9 +3,10 @@
 use anyhow::Context;
 use csd::ndp::TaskCompute;
 use csd_device::Profile;
-use csd_hostfs::ndp::DesignKind;
 use csd_hostfs::ndp::NdpCompute;
-use csd_traces::replay::{replay_scanned, OpRunners, Pace, Prescan, Progress, ReplayOptions};
+use csd_traces::replay::{
+    replay_scanned, OpRunners, Pace, Prescan, Progress, ReplayOptions, ReplayTarget,
+};
 use csd_traces::report::{ReplayRun, Report};
 use csd_traces::spec::{SystemKind, SystemSpec};
 use csd_traces::store::{NewRun, RunStore, TraceRef};
@@ -52,7 +53,8 @@ pub struct ReplayArgs {
     /// Device profile.
     #[arg(long, default_value = "cosmos-plus")]
     pub profile: String,
-    /// Designs to compare: `all` or a comma-separated list of frag-s, frag-m, fsr, lightfs.
+    /// Designs to compare: `all` (the four host designs) or a comma-separated list of
+    /// frag-s, frag-m, fsr, lightfs and device (the bare device, for block traces).
     #[arg(long, default_value = "all")]
     pub design: String,
     /// `afap`: each pid as fast as possible, keeping its order; `timed`: not before each
@@ -142,9 +144,9 @@ pub fn replay_all(
     open: &mut Opener,
     trace: &TraceRef,
     profile: &Profile,
-    kinds: &[DesignKind],
+    kinds: &[ReplayTarget],
     opts: &ReplayOptions,
-    mut progress: impl FnMut(usize, DesignKind, Progress),
+    mut progress: impl FnMut(usize, ReplayTarget, Progress),
 ) -> anyhow::Result<(ReplayRun, NewRun)> {
     let engine = super::task::engine()?;
     // One prescan (the first pass) serves every design.
@@ -238,7 +240,7 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
         }
         other => other?,
     };
-    let kinds = super::ndp::designs(&args.design)?;
+    let kinds = targets(&args.design)?;
     let opts = options(args.mode, args.seed, args.lenient);
     // Open the store first: a busy store is an error before any work is done.
     args.store.check()?;
@@ -345,4 +347,19 @@ fn print(r: &ReplayRun) {
             println!("  skipped {n}: {why}");
         }
     }
+}
+
+/// The systems `spec` names: `all` (the four host designs) or a comma-separated list.
+pub fn targets(spec: &str) -> anyhow::Result<Vec<ReplayTarget>> {
+    if spec == "all" {
+        return Ok(ReplayTarget::HOSTS.to_vec());
+    }
+    let mut out = Vec::new();
+    for d in spec.split(',') {
+        let d: ReplayTarget = d.trim().parse().map_err(anyhow::Error::msg)?;
+        if !out.contains(&d) {
+            out.push(d);
+        }
+    }
+    Ok(out)
 }

@@ -2,8 +2,8 @@
 
 use super::replay::{open_named, options, replay_all, ReplayArgs, SAMPLES};
 use anyhow::Context;
-use csd_hostfs::ndp::DesignKind;
 use csd_traces::replay::Pace;
+use csd_traces::replay::ReplayTarget;
 use csd_web::{AppState, JobProgress, Launcher, ReplayRequest, StoreHandle};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -28,7 +28,11 @@ impl Launcher for CliLauncher {
     }
 
     fn designs(&self) -> Vec<String> {
-        DesignKind::ALL.iter().map(|d| d.to_string()).collect()
+        ReplayTarget::HOSTS
+            .iter()
+            .chain(&[ReplayTarget::Device])
+            .map(|d| d.to_string())
+            .collect()
     }
 
     fn replay(
@@ -43,7 +47,7 @@ impl Launcher for CliLauncher {
             let profile = super::profiles::named(&req.profile, |name| {
                 store.with(|s| s.profile_text(name)).ok()
             })?;
-            let kinds = super::ndp::designs(&req.designs.join(","))?;
+            let kinds = super::replay::targets(&req.designs.join(","))?;
             let pace: Pace = req.mode.parse().map_err(anyhow::Error::msg)?;
             let opts = options(pace, req.seed, false);
             let (mut open, trace) = open_named(&req.trace, |key| {

@@ -12,12 +12,14 @@
 pub mod format;
 pub mod import;
 pub mod isc;
+pub mod prescan;
 pub mod reader;
 pub mod replay;
 pub mod report;
 pub mod repro;
 pub mod spec;
 pub mod store;
+pub mod system;
 mod writer;
 
 pub use format::{Event, Header, IscFile, Op, OpenFlags};

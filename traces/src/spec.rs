@@ -44,7 +44,7 @@ pub enum SystemKind {
     /// A trace through the host file system under each offload design (`csd replay`).
     Replay {
         trace: TraceRef,
-        designs: Vec<DesignKind>,
+        designs: Vec<crate::system::ReplayTarget>,
         pace: Pace,
         strictness: Strictness,
     },

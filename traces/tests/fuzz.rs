@@ -17,9 +17,9 @@ use csd_device::Profile;
 mod common;
 
 use common::Sum;
-use csd_hostfs::ndp::{DesignKind, NdpCompute};
+use csd_hostfs::ndp::NdpCompute;
 use csd_traces::import::{convert, ImportFormat};
-use csd_traces::replay::{replay, OpRunners, Pace, ReplayOptions};
+use csd_traces::replay::{replay, OpRunners, Pace, ReplayOptions, ReplayTarget};
 use csd_traces::Strictness;
 use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant};
@@ -286,7 +286,14 @@ fn fuzz_trace_reader_then_replay() {
         seed: 1,
         strictness: Strictness::Lenient,
     };
-    let mut designs = DesignKind::ALL.iter().copied().cycle();
+    // Every system a trace can run on: the four host designs and the bare device.
+    let mut designs = ReplayTarget::HOSTS
+        .iter()
+        .copied()
+        .chain([ReplayTarget::Device])
+        .collect::<Vec<_>>()
+        .into_iter()
+        .cycle();
     let n = fuzz(
         "replay",
         |rng| {

@@ -5,10 +5,14 @@ mod common;
 
 use common::Sum;
 use csd_hostfs::ndp::{DesignKind, NdpCompute};
-use csd_traces::replay::{replay, OpRunners, Pace, ReplayOptions, ReplayReport};
+use csd_traces::replay::{replay, OpRunners, Pace, ReplayOptions, ReplayReport, ReplayTarget};
 use csd_traces::Strictness;
 
 fn run(trace: &str, design: DesignKind, pace: Pace) -> ReplayReport {
+    run_on(trace, ReplayTarget::Host(design), pace)
+}
+
+fn run_on(trace: &str, target: ReplayTarget, pace: Pace) -> ReplayReport {
     let profile = Profile::load("cosmos-plus").unwrap();
     let mut factory =
         |_: &str, _: &str| -> Result<Box<dyn NdpCompute>, String> { Ok(Box::new(Sum)) };
@@ -20,7 +24,7 @@ fn run(trace: &str, design: DesignKind, pace: Pace) -> ReplayReport {
     replay(
         || Ok(trace.as_bytes()),
         &profile,
-        design,
+        target,
         OpRunners {
             compute: &mut factory,
             isc: None,
@@ -117,4 +121,25 @@ fn block_traces_replay_onto_the_device() {
         "the unwritten page is answered without flash"
     );
     assert!(r.latency["bwrite"].max_ns >= 1_300_000);
+    // The bare device replays the same requests the same way: a host design adds nothing
+    // to a block request.
+    let bare = run_on(&t, ReplayTarget::Device, Pace::Afap);
+    assert_eq!(bare.design.to_string(), "device");
+    assert_eq!(bare.device, r.device);
+    assert_eq!(bare.latency["bwrite"].max_ns, r.latency["bwrite"].max_ns);
+    assert_eq!(bare.duration_ns, r.duration_ns);
+}
+
+#[test]
+fn the_bare_device_skips_file_ops_and_says_why() {
+    let t = trace(&[
+        r#"{"t":0,"pid":1,"op":"open","path":"/a","flags":"O_WRONLY|O_CREAT","ret":3}"#,
+        r#"{"t":1,"pid":1,"op":"write","fd":3,"path":"/a","len":4096}"#,
+        r#"{"t":2,"pid":1,"op":"bwrite","off":0,"len":4096}"#,
+    ]);
+    let r = run_on(&t, ReplayTarget::Device, Pace::Afap);
+    assert_eq!(r.ops, 1, "only the block request ran");
+    assert_eq!(r.skipped["open (the bare device has no file system)"], 1);
+    assert_eq!(r.skipped["write (the bare device has no file system)"], 1);
+    assert_eq!(r.device.io.host_commands, 1);
 }

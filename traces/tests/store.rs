@@ -14,7 +14,7 @@ fn scratch(name: &str) -> std::path::PathBuf {
 
 fn design(design: DesignKind, duration_ns: u64, ops_per_sec: f64) -> ReplayReport {
     ReplayReport {
-        design,
+        design: csd_traces::replay::ReplayTarget::Host(design),
         events: 10,
         ops: 10,
         skipped: Default::default(),
@@ -176,7 +176,7 @@ fn reports_and_specs_round_trip_exactly() {
                 id: "sha256:0011223344556677".into(),
                 name: "t".into(),
             },
-            designs: vec![csd_hostfs::ndp::DesignKind::LightFs],
+            designs: vec![csd_traces::replay::ReplayTarget::Host(DesignKind::LightFs)],
             pace: Pace::Timed,
             strictness: csd_traces::Strictness::Lenient,
         },

@@ -1,0 +1,201 @@
+//! The first pass of a replay: what must exist before the trace starts.
+//!
+//! Files the trace reads (or opens without creating) before it writes them, with the byte
+//! ranges its reads need, and their directories. Setup creates those, untimed, before the
+//! second pass replays every event.
+
+use crate::format::Op;
+use crate::reader::{Strictness, TraceError, TraceReader};
+use csd_hostfs::namespace::parent_dir as parent;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::io::BufRead;
+
+/// A file the trace reads (or opens) before writing it: it existed before the trace began.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NeededFile {
+    /// The size the trace's reads imply.
+    pub size: u64,
+    /// The byte ranges the trace reads (start → end, disjoint, not adjacent): written when
+    /// the file is made. The rest is allocated but left unwritten: the trace says nothing of
+    /// it, and writing it would cost time and memory in proportion to an offset the trace
+    /// chose rather than to what it reads.
+    pub read: BTreeMap<u64, u64>,
+}
+
+impl NeededFile {
+    /// Adds `start..end` to the ranges read, merging it with those it overlaps or touches.
+    fn read(&mut self, start: u64, end: u64) {
+        self.size = self.size.max(end);
+        if start >= end {
+            return;
+        }
+        let (mut start, mut end) = (start, end);
+        while let Some((&s, &e)) = self.read.range(..=end).next_back() {
+            if e < start {
+                break;
+            }
+            start = start.min(s);
+            end = end.max(e);
+            self.read.remove(&s);
+        }
+        self.read.insert(start, end);
+    }
+}
+
+/// What the trace needs to exist before it starts.
+#[derive(Debug, Default)]
+pub struct Prescan {
+    /// Files read (or opened without creating) before any write.
+    pub files: BTreeMap<String, NeededFile>,
+    pub dirs: BTreeSet<String>,
+    /// Paths the trace itself creates or writes first.
+    created: HashSet<String>,
+    /// Directories the trace itself makes (setup must not make them first).
+    made: HashSet<String>,
+    pub events: u64,
+}
+
+impl Prescan {
+    // Lookups come before inserts throughout: most events name a path already seen, and an
+    // insert would allocate its key.
+    fn note_dirs(&mut self, path: &str) {
+        let mut p = parent(path);
+        while let Some(d) = p {
+            if d == "/" || self.dirs.contains(d) {
+                break;
+            }
+            self.dirs.insert(d.to_string());
+            p = parent(d);
+        }
+    }
+
+    /// The trace reads `start..end` of `path` (an empty range: it only needs it to exist).
+    fn needs(&mut self, path: &str, start: u64, end: u64) {
+        if self.created.contains(path) {
+            return;
+        }
+        match self.files.get_mut(path) {
+            Some(f) => f.read(start, end),
+            None => {
+                let mut f = NeededFile::default();
+                f.read(start, end);
+                self.files.insert(path.to_string(), f);
+                self.note_dirs(path);
+            }
+        }
+    }
+
+    fn creates(&mut self, path: &str) {
+        if !self.files.contains_key(path) && !self.created.contains(path) {
+            self.created.insert(path.to_string());
+            self.note_dirs(path);
+        }
+    }
+
+    /// Reads the whole trace once.
+    // Long: one arm per op that creates, reads or removes a file: together they decide which
+    // files must exist before the trace starts.
+    pub fn run(reader: impl BufRead + Send, strictness: Strictness) -> Result<Prescan, TraceError> {
+        let mut s = Prescan::default();
+        // Offsets of fds without explicit offsets, to size sequential reads.
+        let mut pos: HashMap<(u32, i64), u64> = HashMap::new();
+        TraceReader::new(reader, strictness)?.for_each_parsed(|ev| -> Result<(), TraceError> {
+            s.events += 1;
+            if ev.ret.is_some_and(|r| r < 0) {
+                return Ok(());
+            }
+            let done = ev.ret.map(|r| r.max(0) as u64);
+            match &ev.op {
+                Op::Open { path, flags } => {
+                    if flags.directory {
+                        s.dirs.insert(path.clone());
+                        s.note_dirs(path);
+                    } else if flags.create || flags.truncate {
+                        s.creates(path);
+                    } else {
+                        s.needs(path, 0, 0);
+                    }
+                    if let Some(fd) = ev.ret {
+                        pos.insert((ev.pid, fd), 0);
+                    }
+                }
+                Op::Read { fd, path, off, len } => {
+                    let p = pos.entry((ev.pid, *fd)).or_insert(0);
+                    let at = off.unwrap_or(*p);
+                    let n = done.unwrap_or(*len);
+                    // A read that returned nothing hit the end: it says nothing of the size.
+                    if n > 0 {
+                        s.needs(path, at, at.saturating_add(n));
+                    }
+                    *p = at.saturating_add(n);
+                }
+                Op::Pread { path, off, len, .. } => {
+                    let n = done.unwrap_or(*len);
+                    if n > 0 {
+                        s.needs(path, *off, off.saturating_add(n));
+                    }
+                }
+                Op::Write { fd, path, off, len } => {
+                    let p = pos.entry((ev.pid, *fd)).or_insert(0);
+                    *p = off.unwrap_or(*p).saturating_add(done.unwrap_or(*len));
+                    s.creates(path);
+                }
+                Op::Pwrite { path, .. } | Op::Truncate { path, .. } => s.creates(path),
+                Op::Stat { path } | Op::Unlink { path } => s.needs(path, 0, 0),
+                Op::Rename { path, to } => {
+                    s.needs(path, 0, 0);
+                    s.note_dirs(to);
+                }
+                Op::Mkdir { path } => {
+                    if !s.dirs.contains(path) {
+                        s.made.insert(path.clone());
+                    }
+                    s.note_dirs(path);
+                }
+                Op::Rmdir { path } => {
+                    s.dirs.insert(path.clone());
+                    s.note_dirs(path);
+                }
+                Op::Ndp { paths, .. } => {
+                    for p in paths {
+                        s.note_dirs(p);
+                    }
+                }
+                _ => {}
+            }
+            Ok(())
+        })?;
+        // A path used both as a file and a directory is a directory.
+        let dirs = s.dirs.clone();
+        s.files.retain(|f, _| f != "/" && !dirs.contains(f));
+        // Directories the trace makes, and everything below them, are its own to create.
+        let made = std::mem::take(&mut s.made);
+        // Everything at or below a made directory is a contiguous key range of these sorted
+        // sets ("m" itself, then the keys starting "m/"): one range removal per made
+        // directory, however deep or many the paths.
+        for m in &made {
+            s.dirs.remove(m);
+            s.files.remove(m);
+            let below = format!("{}/", m.trim_end_matches('/'));
+            let dirs: Vec<String> = s
+                .dirs
+                .range(below.clone()..)
+                .take_while(|d| d.starts_with(&below))
+                .cloned()
+                .collect();
+            for d in dirs {
+                s.dirs.remove(&d);
+            }
+            let files: Vec<String> = s
+                .files
+                .range(below.clone()..)
+                .take_while(|(f, _)| f.starts_with(&below))
+                .map(|(f, _)| f.clone())
+                .collect();
+            for f in files {
+                s.files.remove(&f);
+            }
+        }
+        Ok(s)
+    }
+}

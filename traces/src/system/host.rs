@@ -1,0 +1,460 @@
+//! The host systems: a host file system (hostfs: page cache, writeback, metadata caches)
+//! over the device, with an offload design (frag-s, frag-m, FSR or LightFS) that runs the
+//! trace's `ndp` ops, and the task runtime for its `isc` ops.
+
+use super::interface::{
+    block_io, Applied, NdpTotals, OpError, SetupError, System, Totals, MAX_RW_COUNT,
+};
+use crate::format::{Event, IscFile, Op};
+use crate::isc::{IscRunner, IscTotals, LentFile};
+use crate::prescan::Prescan;
+use csd_device::{Profile, VirtualTime};
+use csd_hostfs::fs::{Fd, FsError, HostFs, OpenOptions};
+use csd_hostfs::namespace::{parent_dir as parent, Ino, NsError};
+use csd_hostfs::ndp::{DesignKind, NdpCompute, NdpRequest, OffloadDesign, Stages};
+use csd_hostfs::perms::{Cred, Perms};
+use std::collections::{BTreeMap, HashMap};
+
+/// Builds the computation of an `ndp` op from its task name and arguments.
+pub type ComputeFactory<'a> = dyn FnMut(&str, &str) -> Result<Box<dyn NdpCompute>, String> + 'a;
+
+/// What runs a trace's offloaded ops: a computation per `ndp` task and arguments, and the
+/// task runtime for `isc` ops (without one, they are skipped and counted as such).
+pub struct OpRunners<'a> {
+    pub compute: &'a mut ComputeFactory<'a>,
+    pub isc: Option<&'a mut dyn IscRunner>,
+}
+
+/// A replayed read or write moves at most this much per step, so the host's buffers stay
+/// small whatever length a trace names (the page cache charges per page, so steps cost
+/// the same virtual time as one call).
+const DATA_STEP: u64 = 1 << 20;
+
+/// Pages an `isc` op's reservation holds beyond the lent files' own size.
+const ISC_SPARE_PAGES: u64 = 64;
+
+/// Who replays: the traces carry no credentials, so everything runs as root.
+const WHO: Cred = Cred::ROOT;
+const FILE_PERMS: Perms = Perms {
+    uid: 0,
+    gid: 0,
+    mode: 0o644,
+};
+const DIR_PERMS: Perms = Perms {
+    uid: 0,
+    gid: 0,
+    mode: 0o755,
+};
+
+struct OpenFd {
+    fd: Fd,
+    pos: u64,
+}
+
+/// A host file system over the device, under one offload design.
+pub struct HostSystem<'a> {
+    fs: HostFs,
+    design: Box<dyn OffloadDesign>,
+    compute: &'a mut ComputeFactory<'a>,
+    computes: BTreeMap<(String, String), Box<dyn NdpCompute>>,
+    isc_runner: Option<&'a mut dyn IscRunner>,
+    isc: IscTotals,
+    /// The trace's open files, by (pid, trace fd): the kernel's fd tables.
+    fds: HashMap<(u32, i64), OpenFd>,
+    ndp: NdpTotals,
+    ndp_stage_sum: Stages,
+    /// Write payloads (zeros: the device keeps no bytes), reused across writes.
+    zeros: Vec<u8>,
+}
+
+fn mkdir_p(fs: &mut HostFs, dir: &str) -> Result<(), FsError> {
+    // Nearly always the directory is there already: an untimed check, no walk of mkdirs.
+    if fs.namespace().find(dir, WHO).is_ok() {
+        return Ok(());
+    }
+    // Down the path once, level by level: walking it from the root at every level made a
+    // deep path cost its depth cubed.
+    let mut at = String::with_capacity(dir.len());
+    let mut ino = Ino::ROOT;
+    for c in dir.split('/').filter(|c| !c.is_empty()) {
+        at.push('/');
+        at.push_str(c);
+        ino = match fs.namespace().child(ino, c) {
+            Some(child) => child,
+            None => fs.mkdir_in(ino, &at, DIR_PERMS, WHO)?,
+        };
+    }
+    Ok(())
+}
+
+impl<'a> HostSystem<'a> {
+    /// The system a trace starts on: a formatted host file system over a fresh device of
+    /// `profile`, holding the files and directories the trace uses without creating them,
+    /// `design` initialised on it, caches cold, counters and clock at zero.
+    pub fn new(
+        scan: &Prescan,
+        profile: &Profile,
+        design: DesignKind,
+        seed: u64,
+        runners: OpRunners<'a>,
+    ) -> Result<HostSystem<'a>, SetupError> {
+        let (fs, design) = prepare(scan, profile, design, seed)?;
+        Ok(HostSystem {
+            fs,
+            design,
+            compute: runners.compute,
+            computes: BTreeMap::new(),
+            isc_runner: runners.isc,
+            isc: IscTotals::default(),
+            fds: HashMap::new(),
+            ndp: NdpTotals::default(),
+            ndp_stage_sum: Stages::default(),
+            zeros: Vec::new(),
+        })
+    }
+
+    /// Opens `path` under the design (so LightFS sees writers), making its directory first
+    /// when the open creates the file.
+    fn open_path(&mut self, path: &str, how: OpenOptions) -> Result<Fd, OpError> {
+        if how.create.is_some() {
+            if let Some(p) = parent(path) {
+                mkdir_p(&mut self.fs, p)?;
+            }
+        }
+        Ok(self.design.open(&mut self.fs, path, how, WHO)?)
+    }
+
+    /// The hostfs fd for a trace fd, opening `path` implicitly when the trace never showed
+    /// the open (an fd inherited from a parent, e.g. a shell redirection).
+    fn fd_for(
+        &mut self,
+        pid: u32,
+        fd: i64,
+        path: &str,
+        write: bool,
+    ) -> Result<&mut OpenFd, OpError> {
+        if !self.fds.contains_key(&(pid, fd)) {
+            let how = OpenOptions {
+                write,
+                create: write.then_some(FILE_PERMS),
+            };
+            let f = self.open_path(path, how)?;
+            self.fds.insert((pid, fd), OpenFd { fd: f, pos: 0 });
+        }
+        Ok(self.fds.get_mut(&(pid, fd)).expect("inserted"))
+    }
+
+    // Long: one arm per trace op, each a call into the host file system or the design.
+    fn apply_op(&mut self, ev: &Event, start: VirtualTime) -> Result<Applied, OpError> {
+        let fs_done = |r: Result<(), FsError>| r.map(|_| Applied::Done).map_err(OpError::from);
+        match &ev.op {
+            Op::Open { path, flags } => {
+                if flags.directory {
+                    return fs_done(self.fs.lookup(path, WHO).map(|_| ()));
+                }
+                let how = OpenOptions {
+                    write: flags.write,
+                    create: flags.create.then_some(FILE_PERMS),
+                };
+                let f = self.open_path(path, how)?;
+                if flags.truncate && flags.write {
+                    self.fs.truncate(path, 0, WHO)?;
+                }
+                if let Some(fd) = ev.ret {
+                    if let Some(old) = self.fds.insert((ev.pid, fd), OpenFd { fd: f, pos: 0 }) {
+                        let _ = self.design.close(&mut self.fs, old.fd);
+                    }
+                } else {
+                    let _ = self.design.close(&mut self.fs, f);
+                }
+                Ok(Applied::Done)
+            }
+            Op::Close { fd, .. } => {
+                if let Some(o) = self.fds.remove(&(ev.pid, *fd)) {
+                    self.design.close(&mut self.fs, o.fd)?;
+                }
+                Ok(Applied::Done)
+            }
+            Op::Read { fd, path, off, len } => self.data(ev, *fd, path, *off, *len, false),
+            Op::Pread { fd, path, off, len } => self.data(ev, *fd, path, Some(*off), *len, false),
+            Op::Write { fd, path, off, len } => self.data(ev, *fd, path, *off, *len, true),
+            Op::Pwrite { fd, path, off, len } => self.data(ev, *fd, path, Some(*off), *len, true),
+            Op::Fsync { fd, path } | Op::Fdatasync { fd, path } => {
+                let f = self.fd_for(ev.pid, *fd, path, false)?.fd;
+                fs_done(self.fs.fsync(f))
+            }
+            Op::Mkdir { path } => {
+                if let Some(p) = parent(path) {
+                    mkdir_p(&mut self.fs, p)?;
+                }
+                fs_done(self.fs.mkdir(path, DIR_PERMS, WHO).map(|_| ()))
+            }
+            Op::Rmdir { path } => fs_done(self.fs.rmdir(path, WHO).map(|_| ())),
+            Op::Unlink { path } => fs_done(self.fs.unlink(path, WHO).map(|_| ())),
+            Op::Rename { path, to } => {
+                if let Some(p) = parent(to) {
+                    mkdir_p(&mut self.fs, p)?;
+                }
+                fs_done(self.fs.rename(path, to, WHO).map(|_| ()))
+            }
+            Op::Stat { path } => fs_done(self.fs.lookup(path, WHO).map(|_| ())),
+            Op::Truncate { path, len } => fs_done(self.fs.truncate(path, *len, WHO)),
+            Op::Ndp { task, paths, args } => {
+                let key = (task.clone(), args.clone());
+                if !self.computes.contains_key(&key) {
+                    match (self.compute)(task, args) {
+                        Ok(c) => {
+                            self.computes.insert(key.clone(), c);
+                        }
+                        Err(e) => return Ok(Applied::Skipped(format!("ndp: {e}"))),
+                    }
+                }
+                let compute = self.computes.get_mut(&key).expect("inserted");
+                let req = NdpRequest {
+                    paths: paths.clone(),
+                    who: WHO,
+                };
+                let out = self.design.offload(&mut self.fs, &req, compute.as_mut())?;
+                let s = out.summary();
+                self.ndp.requests += 1;
+                self.ndp.files += s.files as u64;
+                // Per-file means back to totals, so requests weigh by their file counts.
+                self.ndp_stage_sum.add(&s.breakdown.scale(s.files as f64));
+                Ok(Applied::Done)
+            }
+            Op::Isc { task, files, args } => self.isc(task, files, args),
+            Op::Bread { off, len } => {
+                let done = block_io(self.fs.device_mut(), false, start, *off, *len)?;
+                self.fs.advance_to(done);
+                Ok(Applied::Done)
+            }
+            Op::Bwrite { off, len } => {
+                let done = block_io(self.fs.device_mut(), true, start, *off, *len)?;
+                self.fs.advance_to(done);
+                Ok(Applied::Done)
+            }
+        }
+    }
+
+    /// A read or write: at `off` if given (pread/pwrite, or a recorded offset), else at the
+    /// fd's position, which it then advances.
+    fn data(
+        &mut self,
+        ev: &Event,
+        fd: i64,
+        path: &str,
+        off: Option<u64>,
+        len: u64,
+        write: bool,
+    ) -> Result<Applied, OpError> {
+        let n = ev.ret.map_or(len, |r| r.max(0) as u64);
+        if n > MAX_RW_COUNT {
+            return Err(OpError::Range(format!(
+                "length {n} is over Linux's per-call maximum of {MAX_RW_COUNT} bytes (MAX_RW_COUNT)"
+            )));
+        }
+        let positional = matches!(ev.op, Op::Pread { .. } | Op::Pwrite { .. });
+        let capacity = self.fs.device().capacity_bytes();
+        let o = self.fd_for(ev.pid, fd, path, write)?;
+        let at = off.unwrap_or(o.pos);
+        let end = at
+            .checked_add(n)
+            .filter(|&end| end <= capacity)
+            .ok_or_else(|| {
+                OpError::Range(format!(
+                    "offset {at} + length {n} is beyond the device's {capacity} bytes"
+                ))
+            })?;
+        if !positional {
+            o.pos = end;
+        }
+        let f = o.fd;
+        let mut pos = at;
+        while pos < end {
+            let step = (end - pos).min(DATA_STEP);
+            if write {
+                // Timing-only device: the bytes themselves do not matter.
+                if self.zeros.len() < step as usize {
+                    self.zeros.resize(step as usize, 0);
+                }
+                self.fs.write(f, pos, &self.zeros[..step as usize])?;
+            } else {
+                self.fs.read(f, pos, step)?;
+            }
+            pos += step;
+        }
+        Ok(Applied::Done)
+    }
+
+    /// An `isc` op: the files' dirty pages written back and their extents found (`fiemap`),
+    /// then the task runs as one transaction on the lent device; a committed task's file
+    /// growth becomes the files' new layouts. Files the op writes are created if missing.
+    fn isc(&mut self, task: &str, files: &[IscFile], args: &str) -> Result<Applied, OpError> {
+        if self.isc_runner.is_none() {
+            return Ok(Applied::Skipped(
+                "isc (no task runtime given to the replay)".to_string(),
+            ));
+        }
+        let mut lent = Vec::with_capacity(files.len());
+        let mut inos = Vec::with_capacity(files.len());
+        for f in files {
+            if f.mode.writable() && self.fs.namespace().find(&f.path, WHO).is_err() {
+                if let Some(p) = parent(&f.path) {
+                    mkdir_p(&mut self.fs, p)?;
+                }
+                self.fs.import(&f.path, &[], FILE_PERMS, WHO)?;
+            }
+            let (r, _) = self.fs.lookup(&f.path, WHO)?;
+            self.fs.sync_file(r.ino)?;
+            let (size_bytes, runs, _) = self.fs.file_extents(&f.path, WHO)?;
+            inos.push(r.ino);
+            lent.push(LentFile {
+                path: f.path.clone(),
+                mode: f.mode,
+                id: u64::from(r.ino.0),
+                size_bytes,
+                extents: runs,
+            });
+        }
+        // Room to grow: as much again as the files hold, and a little for new outputs.
+        let pages: u64 = lent.iter().flat_map(|f| &f.extents).map(|e| e.pages).sum();
+        let pool = self.fs.reserve_blocks(pages + ISC_SPARE_PAGES)?;
+        let Some(runner) = self.isc_runner.as_deref_mut() else {
+            unreachable!("checked above");
+        };
+        let at = self.fs.clock();
+        let out = self.fs.lend_device(|device| {
+            let (device, out) = runner.run(device, at, task, args, lent, pool);
+            (out, device)
+        });
+        self.fs.release_blocks(&out.pool_left)?;
+        for (ino, (size, extents)) in inos.iter().zip(out.files) {
+            self.fs.adopt_layout(*ino, size, extents)?;
+        }
+        self.fs.advance_to(out.done);
+        self.isc.requests += 1;
+        match out.error {
+            None => {
+                self.isc.committed += 1;
+                Ok(Applied::Done)
+            }
+            Some(e) => {
+                self.isc.aborted += 1;
+                Err(OpError::IscAborted(e))
+            }
+        }
+    }
+}
+
+impl System for HostSystem<'_> {
+    fn name(&self) -> String {
+        self.design.kind().to_string()
+    }
+
+    fn op_started(&self) -> VirtualTime {
+        self.fs.op_started()
+    }
+
+    fn begin(&mut self, start: VirtualTime) -> Result<(), String> {
+        self.fs.start_op(start);
+        // Background work due by now (kernel flusher; LightFS's updater and block monitor).
+        let background = self
+            .design
+            .background(&mut self.fs)
+            .map_err(|e| e.to_string());
+        self.fs.set_clock(start);
+        background
+    }
+
+    fn apply(&mut self, ev: &Event, start: VirtualTime) -> Result<Applied, OpError> {
+        self.apply_op(ev, start)
+    }
+
+    fn clock(&self) -> VirtualTime {
+        self.fs.clock()
+    }
+
+    fn totals(&self) -> Totals {
+        let ndp = (self.ndp.requests > 0).then(|| {
+            let breakdown = self.ndp_stage_sum.scale(1.0 / self.ndp.files.max(1) as f64);
+            NdpTotals {
+                pao: breakdown.pao(),
+                breakdown,
+                ..self.ndp.clone()
+            }
+        });
+        Totals {
+            ndp,
+            isc: (self.isc.requests > 0).then(|| self.isc.clone()),
+            device: self.fs.device().counters(),
+        }
+    }
+
+    fn check_invariants(&self) -> Result<(), String> {
+        self.fs.check_invariants().map_err(|e| e.to_string())
+    }
+}
+
+/// The system a trace starts on: a formatted host file system over a fresh device of
+/// `profile`, holding the files and directories the trace uses without creating them,
+/// `design` initialised on it, caches cold, counters and clock at zero.
+fn prepare(
+    scan: &Prescan,
+    profile: &Profile,
+    design: DesignKind,
+    seed: u64,
+) -> Result<(HostFs, Box<dyn OffloadDesign>), SetupError> {
+    let setup = |e: &dyn std::fmt::Display| SetupError::Files(e.to_string());
+    let device = csd_device::Device::new(profile, csd_device::DataMode::TimingOnly)?;
+    let mut fs = HostFs::format(device, DIR_PERMS).map_err(|e| setup(&e))?;
+    fs.seed_writeback(seed);
+    // Files the trace reads without writing are made first; what they need must fit.
+    let needed: u64 = scan.files.values().fold(0, |a, f| a.saturating_add(f.size));
+    if needed > fs.device().capacity_bytes() {
+        return Err(SetupError::Files(format!(
+            "the trace reads {needed} bytes of files it never writes (they must exist before it \
+             starts), more than the {}-byte device of profile '{}' holds",
+            fs.device().capacity_bytes(),
+            profile.name
+        )));
+    }
+    make_initial_files(&mut fs, scan).map_err(|e| setup(&e))?;
+    let mut d = design.build();
+    d.init(&mut fs, "/", WHO).map_err(|e| setup(&e))?;
+    d.drop_caches(&mut fs);
+    // The trace starts on an idle device with fresh counters.
+    fs.device_mut().reset_measurements();
+    fs.restart_time();
+    Ok((fs, d))
+}
+
+/// Makes the directories and files the trace needs to exist before it starts, the files
+/// zero-filled where the trace reads them.
+fn make_initial_files(fs: &mut HostFs, scan: &Prescan) -> Result<(), FsError> {
+    // Only the deepest directories: making one makes its ancestors, and a set of every
+    // ancestor of a deep path would otherwise cost its depth squared.
+    let mut dirs = scan.dirs.iter().peekable();
+    while let Some(d) = dirs.next() {
+        let has_child = dirs.peek().is_some_and(|next| {
+            next.strip_prefix(d.as_str())
+                .is_some_and(|rest| rest.starts_with('/'))
+        });
+        if !has_child {
+            mkdir_p(fs, d)?;
+        }
+    }
+    for (f, needed) in &scan.files {
+        if let Some(p) = parent(f) {
+            mkdir_p(fs, p)?;
+        }
+        let read: Vec<(u64, u64)> = needed.read.iter().map(|(&s, &e)| (s, e)).collect();
+        match fs.import_zeros(f, needed.size, &read, FILE_PERMS, WHO) {
+            // Opened without O_DIRECTORY but created as a directory's parent: a directory.
+            Err(FsError::Namespace(NsError::Exists(_) | NsError::NotADirectory(_))) => {}
+            r => {
+                r?;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,113 @@
+//! The contract between a replay and the system it drives: [`System`], what an operation
+//! comes to, and the errors a system reports.
+
+use crate::format::Event;
+use crate::isc::IscTotals;
+use csd_device::{Device, DeviceCounters, IoPath, VirtualTime};
+use csd_hostfs::ndp::Stages;
+use serde::{Deserialize, Serialize};
+
+/// Linux's `MAX_RW_COUNT`: the most one read or write system call moves (2 GiB − 4 KiB). A
+/// longer request cannot come from a real program, and is refused per event.
+pub const MAX_RW_COUNT: u64 = 0x7fff_f000;
+
+/// A system under test. Operations begin in time order: each [`System::begin`] is at or
+/// after the previous one's start, and the system asserts it.
+pub trait System {
+    /// Its name in reports: the design (`lightfs`) or `device`.
+    fn name(&self) -> String;
+
+    /// When the operation in progress began.
+    fn op_started(&self) -> VirtualTime;
+
+    /// Begins the next operation at `start` (never before [`System::op_started`]): background
+    /// work due by then runs first. Its failure is returned, and the operation still runs.
+    fn begin(&mut self, start: VirtualTime) -> Result<(), String>;
+
+    /// Applies one operation of the trace, begun at `start`.
+    fn apply(&mut self, ev: &Event, start: VirtualTime) -> Result<Applied, OpError>;
+
+    /// When the last operation ended.
+    fn clock(&self) -> VirtualTime;
+
+    /// Offload totals and device counters so far.
+    fn totals(&self) -> Totals;
+
+    /// Checks every invariant of the system's state; debug replays end with it.
+    fn check_invariants(&self) -> Result<(), String>;
+}
+
+/// What became of an operation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Applied {
+    Done,
+    /// Not replayed, for this reason (counted apart, not as a failure).
+    Skipped(String),
+}
+
+/// A system's offload totals and device counters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Totals {
+    pub ndp: Option<NdpTotals>,
+    pub isc: Option<IscTotals>,
+    pub device: DeviceCounters,
+}
+
+/// The offload requests of a replay.
+#[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
+pub struct NdpTotals {
+    pub requests: u64,
+    pub files: u64,
+    /// Mean per-file stages over every request.
+    pub breakdown: Stages,
+    pub pao: f64,
+}
+
+/// Why one op of the trace could not be replayed.
+#[derive(Debug, thiserror::Error)]
+pub enum OpError {
+    #[error(transparent)]
+    Fs(#[from] csd_hostfs::fs::FsError),
+    #[error(transparent)]
+    Ndp(#[from] csd_hostfs::ndp::NdpError),
+    #[error("device: {0}")]
+    Device(#[from] csd_device::DeviceError),
+    #[error("task transaction rolled back: {0}")]
+    IscAborted(String),
+    #[error("{0}")]
+    Range(String),
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// Why a system could not be set up for a trace.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("setting up the trace's initial files: {0}")]
+    Files(String),
+    #[error("device: {0}")]
+    Device(#[from] csd_device::DeviceError),
+}
+
+/// A block request (`bread`/`bwrite`) on `device` from `start`; returns when it completes.
+/// It is checked against Linux's per-request limit (a larger one cannot be one request);
+/// the device checks its own bounds.
+pub(super) fn block_io(
+    device: &mut Device,
+    write: bool,
+    start: VirtualTime,
+    off: u64,
+    len: u64,
+) -> Result<VirtualTime, OpError> {
+    if len > MAX_RW_COUNT || off.checked_add(len).is_none() {
+        return Err(OpError::Range(format!(
+            "block request at {off} of {len} bytes is over the per-request maximum of {MAX_RW_COUNT} bytes or overflows"
+        )));
+    }
+    let c = if write {
+        device.write_at(IoPath::Host, start, off, len, None)?
+    } else {
+        device.read_at(IoPath::Host, start, off, len, None)?
+    };
+    Ok(c.done)
+}

@@ -1,0 +1,24 @@
+//! Systems under test: what a trace's operations run on.
+//!
+//! A [`System`] owns everything it simulates (its device, its clock, its file system or
+//! systems) and applies a trace's operations one at a time, each begun at a virtual time the
+//! replay chose. The replay ([`crate::replay`]) keeps only the trace's bookkeeping: each
+//! pid's clock, latencies, skips and errors. Two kinds exist:
+//!
+//! - [`HostSystem`]: hostfs over the device, under one offload design (frag-s, frag-m,
+//!   FSR, LightFS), with the task runtime for `isc` ops;
+//! - [`DeviceSystem`]: the bare device, for block traces (`bread`, `bwrite`).
+//!
+//! A file system that lives in the device (FusionFS's StorageFS, ISPFS) is a third: a
+//! `System` that takes file operations itself, with no `HostFs` in front, named by a new
+//! [`ReplayTarget`] and built in [`build`].
+
+mod device;
+mod host;
+mod interface;
+mod target;
+
+pub use device::DeviceSystem;
+pub use host::{ComputeFactory, HostSystem, OpRunners};
+pub use interface::{Applied, NdpTotals, OpError, SetupError, System, Totals, MAX_RW_COUNT};
+pub use target::{build, ReplayTarget};
