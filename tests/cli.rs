@@ -1162,4 +1162,28 @@ fn runs_rerun_reproduces_a_replay_and_refuses_what_it_cannot() {
         "{}",
         stderr(&no_spec)
     );
+
+    // The experiments behind csd repro's lines keep theirs (here TxISC Fig. 3's, r6);
+    // the table itself (r7) is their summary and keeps none.
+    let repro = csd_cached(
+        &[
+            "repro",
+            "txisc",
+            "--only",
+            "txisc.fig3.on",
+            "--store",
+            store,
+        ],
+        &cache,
+    );
+    assert!(repro.status.success(), "{}", stderr(&repro));
+    let again = csd_cached(&["runs", "rerun", "r6", "--store", store], &cache);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert!(
+        stdout(&again).contains("byte-identical"),
+        "{}",
+        stdout(&again)
+    );
+    let table = csd_cached(&["runs", "rerun", "r7", "--store", store], &cache);
+    assert_eq!(table.status.code(), Some(1));
 }

@@ -4,6 +4,7 @@
 use super::replay::{replay_all, Opener, SAMPLES};
 use super::runs::StoreArgs;
 use anyhow::{bail, Context};
+use csd_device::txn::bench::Bench;
 use csd_traces::replay::ReplayOptions;
 use csd_traces::report::{PersistRun, Report};
 use csd_traces::spec::{SystemKind, SystemSpec};
@@ -31,7 +32,9 @@ pub fn run(id: &str, store: &StoreArgs, json: bool) -> anyhow::Result<()> {
             SystemKind::Replay { trace, .. } => s.trace(&trace.id).ok().map(|(_, b)| b),
             SystemKind::Ndp { .. }
             | SystemKind::PersistOnline { .. }
-            | SystemKind::PersistBacklog { .. } => None,
+            | SystemKind::PersistBacklog { .. }
+            | SystemKind::Txbench { .. }
+            | SystemKind::Txapps { .. } => None,
         };
         (stored, bytes)
     };
@@ -75,6 +78,7 @@ pub fn run(id: &str, store: &StoreArgs, json: bool) -> anyhow::Result<()> {
 }
 
 /// Runs the system `spec` describes again and returns its report as `--json` prints it.
+// Long: one arm per system kind, each calling the function its command runs.
 fn reproduce(id: &str, spec: &SystemSpec, trace_bytes: Option<Vec<u8>>) -> anyhow::Result<Report> {
     Ok(match &spec.system {
         SystemKind::Replay {
@@ -129,6 +133,23 @@ fn reproduce(id: &str, spec: &SystemSpec, trace_bytes: Option<Vec<u8>>) -> anyho
                     .with_context(|| format!("re-running {id}"))?;
             Report::Persist(PersistRun::Backlog(reports))
         }
+        SystemKind::Txbench { file_bytes, points } => {
+            let bench = Bench::new(&spec.profile, *file_bytes)
+                .with_context(|| format!("re-running {id}: laying out the benchmark file"))?;
+            let measured = super::txbench::measure_points(&bench, points, spec.seed)
+                .with_context(|| format!("re-running {id}"))?;
+            Report::Txbench(super::txbench::report(
+                &spec.profile,
+                &bench,
+                spec.seed,
+                measured,
+                Vec::new(),
+            ))
+        }
+        SystemKind::Txapps { sizes, apps } => Report::Txapps(
+            super::txapps::measure_apps(&spec.profile, *sizes, apps, spec.seed)
+                .with_context(|| format!("re-running {id}"))?,
+        ),
     })
 }
 
@@ -136,8 +157,8 @@ fn spec_of(run: &StoredRun) -> anyhow::Result<SystemSpec> {
     let Some(spec) = run.spec.clone() else {
         bail!(
             "run {} keeps no system spec, so it cannot be rebuilt: it was stored by an older \
-             csd, or by a command whose runs do not keep one yet (csd replay, csd ndp on \
-             synthetic files and csd persist runs do)",
+             csd, or by a command whose runs do not keep one (csd run and csd repro's own \
+             table; every experiment behind a csd repro line does)",
             run.id
         );
     };

@@ -166,21 +166,7 @@ pub fn run(cmd: &RunsCmd) -> anyhow::Result<()> {
                 );
                 return Ok(());
             }
-            println!(
-                "{:<6} {:<7} {:<14} {:<28} designs",
-                "id", "kind", "profile", "trace"
-            );
-            for r in runs {
-                let trace = r.trace.as_ref().map_or("-".to_string(), |t| t.name.clone());
-                println!(
-                    "{:<6} {:<7} {:<14} {:<28} {}",
-                    r.id,
-                    r.kind().to_string(),
-                    r.profile,
-                    trace,
-                    r.designs.join(",")
-                );
-            }
+            print_list(&runs);
             Ok(())
         }
         RunsCmd::Show { id, store } => {
@@ -225,4 +211,49 @@ fn print_diff(a: &str, b: &str, store: &StoreArgs, json: bool) -> anyhow::Result
         }
     }
     Ok(())
+}
+
+/// `csd runs list`'s table.
+fn print_list(runs: &[csd_traces::store::StoredRun]) {
+    let rows: Vec<[String; 5]> = runs
+        .iter()
+        .map(|r| {
+            let trace = r.trace.as_ref().map_or("-".to_string(), |t| t.name.clone());
+            let kind = match r.report.unreadable() {
+                Some(_) => format!("{} (unreadable)", r.kind()),
+                None => r.kind().to_string(),
+            };
+            [
+                r.id.clone(),
+                kind,
+                r.profile.clone(),
+                trace,
+                r.designs.join(","),
+            ]
+        })
+        .collect();
+    // Columns as wide as their widest cell: profile and trace names vary a lot.
+    let head = ["id", "kind", "profile", "trace", "designs"].map(String::from);
+    let width = |c: usize| {
+        rows.iter()
+            .chain([&head])
+            .map(|r| r[c].chars().count())
+            .max()
+            .unwrap_or(0)
+    };
+    let w = [width(0), width(1), width(2), width(3)];
+    for r in std::iter::once(&head).chain(&rows) {
+        println!(
+            "{:<w0$}  {:<w1$}  {:<w2$}  {:<w3$}  {}",
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            r[4],
+            w0 = w[0],
+            w1 = w[1],
+            w2 = w[2],
+            w3 = w[3]
+        );
+    }
 }

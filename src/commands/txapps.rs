@@ -3,9 +3,7 @@
 use anyhow::bail;
 use csd::txapps::{measure, scaled_sizes, App, Placement};
 use csd_device::Profile;
-use csd_runtime::{EngineConfig, TaskEngine};
-use csd_traces::report::TxappsRun;
-use std::sync::Arc;
+use csd_traces::report::{Sizes, TxappsRun};
 
 #[derive(clap::Args, Debug)]
 pub struct TxappsArgs {
@@ -37,24 +35,34 @@ pub struct TxappsArgs {
     pub json: bool,
 }
 
+/// Runs each application under every placement: what `csd txapps` runs, `csd repro` too,
+/// and `csd runs rerun` repeats.
+pub fn measure_apps(
+    profile: &Profile,
+    sizes: Sizes,
+    apps: &[App],
+    seed: u64,
+) -> anyhow::Result<TxappsRun> {
+    let engine = super::task::engine()?;
+    let mut runs = Vec::new();
+    for &app in apps {
+        runs.extend(measure(app, &sizes, profile, &engine, seed)?);
+    }
+    Ok(TxappsRun {
+        profile: profile.name.clone(),
+        sizes,
+        seed,
+        runs,
+    })
+}
+
 pub fn run(args: &TxappsArgs) -> anyhow::Result<()> {
     let scale = if args.full { 1.0 } else { args.scale };
     if !(scale > 0.0 && scale <= 4.0) {
         bail!("--scale must be in (0, 4], got {scale}");
     }
     let profile = Profile::load(&args.profile)?;
-    let engine = Arc::new(TaskEngine::new(EngineConfig::default())?);
-    let sizes = scaled_sizes(scale);
-    let mut runs = Vec::new();
-    for &app in &args.app {
-        runs.extend(measure(app, &sizes, &profile, &engine, args.seed)?);
-    }
-    let report = TxappsRun {
-        profile: profile.name.clone(),
-        sizes,
-        seed: args.seed,
-        runs,
-    };
+    let report = measure_apps(&profile, scaled_sizes(scale), &args.app, args.seed)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());

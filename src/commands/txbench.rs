@@ -8,7 +8,7 @@
 
 use crate::units::parse_size;
 use anyhow::{bail, Context};
-use csd_device::txn::bench::{self, Bench, Point};
+use csd_device::txn::bench::{self, Bench, Measured, Point};
 use csd_device::txn::{delta_entry_bytes, DeltaPage, ExecMode};
 use csd_device::Profile;
 use csd_traces::report::{CpuPoint, TxbenchRun};
@@ -54,7 +54,7 @@ pub fn run(args: &TxbenchArgs) -> anyhow::Result<()> {
     let profile = Profile::load(&args.profile)?;
     let bench = Bench::new(&profile, args.file_size)
         .with_context(|| format!("laying out a {}-byte file", args.file_size))?;
-    let mut on = Vec::new();
+    let mut points = Vec::new();
     for &write_pct in &args.writes {
         for &qd in &args.qd {
             for mode in ExecMode::ALL {
@@ -63,11 +63,11 @@ pub fn run(args: &TxbenchArgs) -> anyhow::Result<()> {
                     qd,
                     requests: args.requests,
                 };
-                let mut dev = bench.device.clone();
-                on.push(bench::run(&bench, &mut dev, mode, point, args.seed)?);
+                points.push((mode, point));
             }
         }
     }
+    let on = measure_points(&bench, &points, args.seed)?;
     let mut off = Vec::new();
     if !args.no_cpu {
         for &write_pct in &args.writes {
@@ -94,22 +94,50 @@ pub fn run(args: &TxbenchArgs) -> anyhow::Result<()> {
             }
         }
     }
-    let report = TxbenchRun {
-        profile: profile.name.clone(),
-        file_bytes: bench.file_pages * profile.geometry.page_size_bytes as u64,
-        request_bytes: u64::from(profile.geometry.page_size_bytes),
-        seed: args.seed,
-        flash_timing_on: on,
-        flash_timing_off: off,
-        delta_entry_bytes: delta_entry_bytes(),
-        delta_page_bytes: std::mem::size_of::<DeltaPage>(),
-    };
+    let report = report(&profile, &bench, args.seed, on, off);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_tables(&report);
     }
     Ok(())
+}
+
+/// Measures each (mode, point) in virtual time, each on a fresh copy of `bench`'s device:
+/// what `csd txbench` runs with flash timing on, and `csd runs rerun` repeats.
+pub fn measure_points(
+    bench: &Bench,
+    points: &[(ExecMode, Point)],
+    seed: u64,
+) -> anyhow::Result<Vec<Measured>> {
+    points
+        .iter()
+        .map(|&(mode, point)| {
+            let mut dev = bench.device.clone();
+            Ok(bench::run(bench, &mut dev, mode, point, seed)?)
+        })
+        .collect()
+}
+
+/// The report of points measured on `bench` (and, timed on this machine, the firmware's CPU
+/// time with flash timing off).
+pub fn report(
+    profile: &Profile,
+    bench: &Bench,
+    seed: u64,
+    on: Vec<Measured>,
+    off: Vec<CpuPoint>,
+) -> TxbenchRun {
+    TxbenchRun {
+        profile: profile.name.clone(),
+        file_bytes: bench.file_pages * u64::from(profile.geometry.page_size_bytes),
+        request_bytes: u64::from(profile.geometry.page_size_bytes),
+        seed,
+        flash_timing_on: on,
+        flash_timing_off: off,
+        delta_entry_bytes: delta_entry_bytes(),
+        delta_page_bytes: std::mem::size_of::<DeltaPage>(),
+    }
 }
 
 /// `1 - a/b` as a percentage: how much slower `a` is than `b` when both are throughputs.

@@ -9,10 +9,13 @@
 //! trace whose content no longer matches.
 
 use crate::replay::Pace;
+use crate::report::{Sizes, TxApp};
 use crate::Strictness;
 use csd_device::persist::backlog::{Backlog, BacklogSpec};
 use csd_device::persist::online::OnlineSpec;
 use csd_device::persist::service::Config;
+use csd_device::txn::bench::Point;
+use csd_device::txn::ExecMode;
 use csd_device::Profile;
 use csd_hostfs::ndp::DesignKind;
 use serde::{Deserialize, Serialize};
@@ -66,6 +69,15 @@ pub enum SystemKind {
         sizes: BacklogSpec,
         configs: Vec<Config>,
     },
+    /// TxISC's read/write task over a file of `file_bytes`, one fresh copy of the written
+    /// device per (execution mode, point) (`csd repro`'s Fig. 3 runs; the profile says
+    /// whether flash timing is on).
+    Txbench {
+        file_bytes: u64,
+        points: Vec<(ExecMode, Point)>,
+    },
+    /// TxISC's applications, each under every placement (`csd repro`'s §V-C run).
+    Txapps { sizes: Sizes, apps: Vec<TxApp> },
 }
 
 impl SystemSpec {

@@ -173,6 +173,7 @@ impl RangeTree {
 
     /// The fragments from the one before `start` to the first at or after `end`: each is
     /// non-empty and ends at or before the next begins. What one insert can change.
+    #[cfg(debug_assertions)]
     fn check_around(&self, start: u64, end: u64) -> Result<(), String> {
         let from = self
             .map

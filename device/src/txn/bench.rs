@@ -18,7 +18,7 @@ use std::collections::BinaryHeap;
 const EXTENT_BYTES: u64 = 128 << 20;
 
 /// One benchmark point.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct Point {
     pub write_pct: u32,
     pub qd: u32,

@@ -5,6 +5,7 @@ use csd::ndp::{measure, synthetic, App, DataSet, TaskCompute};
 use csd_device::Profile;
 use csd_hostfs::ndp::DesignKind;
 use csd_traces::report::{NdpPoint as Point, NdpRun, Report};
+use csd_traces::spec::{SystemKind, SystemSpec};
 use csd_traces::store::NewRun;
 
 const PROFILE: &str = "cosmos-plus";
@@ -59,8 +60,14 @@ impl Lab {
             cold,
             points: points.iter().map(|&p| p.clone()).collect(),
         });
+        let system = SystemKind::Ndp {
+            app: app.task().to_string(),
+            designs: DesignKind::ALL.to_vec(),
+            points: points.iter().map(|p| (p.files, p.size_bytes)).collect(),
+            cold,
+        };
         Ok(NewRun {
-            spec: None,
+            spec: Some(SystemSpec::new(self.profile.clone(), self.seed, system)),
             trace: None,
             profile: self.profile.name.clone(),
             designs: DesignKind::ALL.iter().map(|k| k.to_string()).collect(),

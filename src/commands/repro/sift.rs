@@ -5,6 +5,7 @@ use csd_device::persist::backlog::{self, Backlog, BacklogSpec};
 use csd_device::persist::online::{self, OnlineSpec};
 use csd_device::persist::service::Config;
 use csd_traces::report::{PersistRun, Report};
+use csd_traces::spec::{SystemKind, SystemSpec};
 use csd_traces::store::NewRun;
 
 const PROFILE: &str = "bluefield2-pm1735";
@@ -21,8 +22,8 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
     let seed = ctx.seed;
     let profile = ctx.profile(PROFILE)?;
     let mut s = Sheet::new("SIFT", ctx);
-    let persist_run = |runs: PersistRun, configs: &[Config]| NewRun {
-        spec: None,
+    let persist_run = |runs: PersistRun, configs: &[Config], system: SystemKind| NewRun {
+        spec: Some(SystemSpec::new(profile.clone(), seed, system)),
         trace: None,
         profile: profile.name.clone(),
         designs: configs.iter().map(|c| c.name().to_string()).collect(),
@@ -43,7 +44,13 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
             "online pressure, i = 128",
             PROFILE,
             Some("1/16 of Table 4's hotsets and rings, a 15 s window (the paper: 30 s)".into()),
-            Some(persist_run(PersistRun::Online(online.clone()), &configs)),
+            Some(persist_run(
+                PersistRun::Online(online.clone()),
+                &configs,
+                SystemKind::PersistOnline {
+                    runs: configs.iter().map(|&c| (spec, c)).collect(),
+                },
+            )),
         );
         let persist_params: &[&str] = &[
             "persist.host_call_ns",
@@ -138,7 +145,15 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
             &format!("{name} backlog, manual checkpoint"),
             PROFILE,
             Some("1/10 of the paper's 20 GiB backlog".into()),
-            Some(persist_run(PersistRun::Backlog(runs.clone()), &back)),
+            Some(persist_run(
+                PersistRun::Backlog(runs.clone()),
+                &back,
+                SystemKind::PersistBacklog {
+                    backlog: kind,
+                    sizes: spec,
+                    configs: back.to_vec(),
+                },
+            )),
         );
         let (off, co) = (&runs[0], &runs[1]);
         let speedup = off.checkpoint_ms / co.checkpoint_ms.max(1e-9);

@@ -1,11 +1,13 @@
 //! TxISC (§V-B Fig. 3, §V-C Figs. 4–5) on `daisyplus-femu`.
 
 use super::{ranking, Ctx, Fig, Sheet};
-use csd::txapps::{measure, scaled_sizes, App, AppRun, Placement};
+use crate::commands::{txapps, txbench};
+use csd::txapps::{scaled_sizes, App, Placement};
 use csd_device::txn::bench::{self, without_flash_timing, Bench, Measured, Point};
-use csd_device::txn::{delta_entry_bytes, DeltaPage, ExecMode};
+use csd_device::txn::ExecMode;
 use csd_device::Profile;
-use csd_traces::report::{Report, TxappsRun, TxbenchRun};
+use csd_traces::report::Report;
+use csd_traces::spec::{SystemKind, SystemSpec};
 use csd_traces::store::NewRun;
 
 const PROFILE: &str = "daisyplus-femu";
@@ -43,22 +45,37 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
     let seed = ctx.seed;
     let profile = ctx.profile(PROFILE)?;
     let mut s = Sheet::new("TxISC", ctx);
-    let fig3_run = |points: &[&Measured], profile: &Profile| NewRun {
-        spec: None,
-        trace: None,
-        profile: profile.name.clone(),
-        designs: vec!["tx".into(), "file".into(), "block".into()],
-        seed,
-        report: Report::Txbench(TxbenchRun {
-            profile: profile.name.clone(),
+    // The points a run measured are its spec: each names its mode and point.
+    let fig3_run = |measured: &[&Measured], profile: &Profile, bench: &Bench| {
+        let points = measured
+            .iter()
+            .map(|m| {
+                let p = Point {
+                    write_pct: m.write_pct,
+                    qd: m.qd,
+                    requests: m.requests,
+                };
+                (m.mode, p)
+            })
+            .collect();
+        let system = SystemKind::Txbench {
             file_bytes: FILE_BYTES,
-            request_bytes: u64::from(profile.geometry.page_size_bytes),
+            points,
+        };
+        NewRun {
+            spec: Some(SystemSpec::new(profile.clone(), seed, system)),
+            trace: None,
+            profile: profile.name.clone(),
+            designs: vec!["tx".into(), "file".into(), "block".into()],
             seed,
-            flash_timing_on: points.iter().map(|&&m| m).collect(),
-            flash_timing_off: Vec::new(),
-            delta_entry_bytes: delta_entry_bytes(),
-            delta_page_bytes: std::mem::size_of::<DeltaPage>(),
-        }),
+            report: Report::Txbench(txbench::report(
+                profile,
+                bench,
+                seed,
+                measured.iter().map(|&&m| m).collect(),
+                Vec::new(),
+            )),
+        }
     };
 
     if ctx.wants("txisc.fig3.on") || ctx.wants("txisc.s5b") {
@@ -81,7 +98,7 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
             "Fig. 3, flash timing on, 100 % writes, QD 1/8/32",
             PROFILE,
             None,
-            Some(fig3_run(&refs, &profile)),
+            Some(fig3_run(&refs, &profile, &on)),
         );
         let (keep, _) = worst.unwrap_or((f64::NAN, 0));
         s.value(
@@ -149,7 +166,7 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
             "Fig. 3, flash timing off, QD 1",
             PROFILE,
             None,
-            Some(fig3_run(&refs, &off_profile)),
+            Some(fig3_run(&refs, &off_profile, &off)),
         );
         for ((w, df, db, ..), (_, pf, pb, idf, idb)) in off_points.iter().zip(cases) {
             let wf = format!("TxISC drop vs FileISC, {w} % writes, QD 1, timing off");
@@ -160,36 +177,27 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
     }
     if ctx.wants("txisc.s5c") || ctx.wants("txisc.fig5") {
         // §V-C: the three applications, in the device as a transaction and host-only.
-        let engine = crate::commands::task::engine()?;
         let sizes = scaled_sizes(APPS_SCALE);
-        let mut runs: Vec<(App, Vec<AppRun>)> = Vec::new();
-        for app in App::ALL {
-            runs.push((app, measure(app, &sizes, &profile, &engine, seed)?));
-        }
-        let all: Vec<&AppRun> = runs.iter().flat_map(|r| r.1.iter()).collect();
+        let apps = txapps::measure_apps(&profile, sizes, &App::ALL, seed)?;
+        let system = SystemKind::Txapps {
+            sizes,
+            apps: App::ALL.to_vec(),
+        };
         let e = s.experiment(
             "§V-C: bitmap decompression, BFS, compaction",
             PROFILE,
             Some("1/16 of the paper's inputs".into()),
             Some(NewRun {
-                spec: None,
+                spec: Some(SystemSpec::new(profile.clone(), seed, system)),
                 trace: None,
                 profile: profile.name.clone(),
                 designs: vec!["tx".into(), "file".into(), "host-only".into()],
                 seed,
-                report: Report::Txapps(TxappsRun {
-                    profile: profile.name.clone(),
-                    sizes,
-                    seed,
-                    runs: all.iter().map(|&r| r.clone()).collect(),
-                }),
+                report: Report::Txapps(apps.clone()),
             }),
         );
-        let get = |app: App, p: Placement| {
-            runs.iter()
-                .find(|r| r.0 == app)
-                .and_then(|r| r.1.iter().find(|x| x.placement == p))
-        };
+        let get =
+            |app: App, p: Placement| apps.runs.iter().find(|r| r.app == app && r.placement == p);
         let speedup = |app| match (get(app, Placement::Tx), get(app, Placement::HostOnly)) {
             (Some(t), Some(h)) => h.latency_ns as f64 / t.latency_ns.max(1) as f64,
             _ => f64::NAN,
