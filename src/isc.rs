@@ -1,7 +1,9 @@
 //! Runs a trace's `isc` ops with the task runtime: the replay lends its device and the op's
-//! files; the built-in task runs on them as one TxISC transaction (`Csd::lend`), and the
+//! files; the task (a built-in, a stored task or a module file, resolved before the replay)
+//! runs on them as one TxISC transaction (`Csd::lend`), and the
 //! device, the files' layouts and the unused reservation go back.
 
+use crate::tasks::TaskLibrary;
 use anyhow::Context;
 use csd_device::{Device, Extent, Profile, VirtualTime};
 use csd_runtime::{Csd, FileLayout, IscContext, Storage, Task, TaskEngine, Volume};
@@ -13,30 +15,35 @@ use std::sync::Arc;
 pub struct TaskRunner {
     engine: Arc<TaskEngine>,
     profile: Profile,
-    /// Built-in tasks loaded so far, by name.
+    library: Arc<TaskLibrary>,
+    /// Tasks loaded so far, by the reference the trace names them with.
     tasks: BTreeMap<String, Task>,
 }
 
 impl TaskRunner {
-    pub fn new(engine: Arc<TaskEngine>, profile: &Profile) -> TaskRunner {
+    pub fn new(
+        engine: Arc<TaskEngine>,
+        profile: &Profile,
+        library: Arc<TaskLibrary>,
+    ) -> TaskRunner {
         TaskRunner {
             engine,
             profile: profile.clone(),
+            library,
             tasks: BTreeMap::new(),
         }
     }
 
-    fn task(&mut self, name: &str) -> anyhow::Result<Task> {
-        if let Some(t) = self.tasks.get(name) {
+    fn task(&mut self, reference: &str) -> anyhow::Result<Task> {
+        if let Some(t) = self.tasks.get(reference) {
             return Ok(t.clone());
         }
-        let wasm = crate::builtin::task(name)
-            .with_context(|| format!("unknown task '{name}' (isc ops name built-in tasks)"))?;
+        let resolved = self.library.get(reference).map_err(anyhow::Error::msg)?;
         let task = self
             .engine
-            .load(name, wasm)
-            .with_context(|| format!("loading task '{name}'"))?;
-        self.tasks.insert(name.to_string(), task.clone());
+            .load(&resolved.name, &resolved.wasm)
+            .with_context(|| format!("loading task '{reference}'"))?;
+        self.tasks.insert(reference.to_string(), task.clone());
         Ok(task)
     }
 

@@ -3,6 +3,7 @@
 /// The example tasks of `tasks/`, compiled to Wasm by `build.rs` and embedded here.
 pub mod isc;
 pub mod ndp;
+pub mod tasks;
 pub mod txapps;
 
 pub mod builtin {

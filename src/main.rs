@@ -65,13 +65,15 @@ enum Command {
     /// Record, convert and check file-system and block traces.
     #[command(subcommand)]
     Trace(trace::TraceCmd),
-    /// List the built-in example tasks.
+    /// List the tasks a run can name: the built-in examples and those kept in the run store.
     Tasks {
         /// Print as JSON.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        store: runs::StoreArgs,
     },
-    /// Build your own task crates.
+    /// Build your own task crates, and keep their modules in the run store by name.
     #[command(subcommand)]
     Task(task::TaskCmd),
     /// TxISC's transaction overhead: in-storage random file I/O under tx, file and block modes.
@@ -155,8 +157,8 @@ fn main() -> ExitCode {
         },
         Some(Command::Serve(args)) => serve::run(args),
         Some(Command::Runs(cmd)) => runs::run(cmd),
-        Some(Command::Tasks { json }) => task::list(*json),
-        Some(Command::Task(cmd)) => task::build(cmd),
+        Some(Command::Tasks { json, store }) => task::list(*json, store),
+        Some(Command::Task(cmd)) => task::task_cmd(cmd),
         Some(Command::Bench(cmd)) => bench::run(cmd),
         Some(Command::Crashcheck(args)) => crashcheck::run(args),
         Some(Command::Txbench(args)) => txbench::run(args),

@@ -14,7 +14,9 @@ use csd_runtime::{IscContext, Task, TaskEngine};
 use serde::Serialize;
 use std::sync::Arc;
 
+use crate::tasks::{ResolvedTask, Resolver};
 pub use csd_traces::report::NdpDesign;
+pub use csd_traces::spec::Content;
 
 /// The LightFS Table III applications.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -70,35 +72,106 @@ impl App {
         }
     }
 
-    /// Deterministic file contents the application can work on: integers for STATS, real
-    /// floats for KNN (random bits would be NaNs), text with matches for grep.
-    pub fn content(self, bytes: usize, rng: &mut SimRng) -> Vec<u8> {
+    /// The kind of synthetic file its application works on: integers for STATS, real
+    /// floats for KNN, text with matches for grep.
+    pub fn content_kind(self) -> Content {
         match self {
-            App::Knn | App::KnnBin => (0..bytes.div_ceil(4))
-                .flat_map(|_| ((rng.below(2000) as f32) / 10.0 - 100.0).to_le_bytes())
-                .take(bytes)
-                .collect(),
-            App::Grep | App::GrepAccel | App::GrepBytewise => {
-                let words: [&[u8]; 6] = [
-                    b"INFO ",
-                    b"request ",
-                    b"served ",
-                    b"ok\n",
-                    b"ERROR ",
-                    b"42 ",
-                ];
-                let mut out = Vec::with_capacity(bytes + 16);
-                while out.len() < bytes {
-                    out.extend_from_slice(words[rng.below(words.len() as u64) as usize]);
-                }
-                out.truncate(bytes);
-                out
-            }
-            App::Stats32 | App::Stats64 => (0..bytes.div_ceil(8))
-                .flat_map(|_| rng.next_u64().to_le_bytes())
-                .take(bytes)
-                .collect(),
+            App::Knn | App::KnnBin => Content::Floats,
+            App::Grep | App::GrepAccel | App::GrepBytewise => Content::Text,
+            App::Stats32 | App::Stats64 => Content::Integers,
         }
+    }
+
+    /// `bytes` of deterministic file contents the application can work on.
+    pub fn content(self, bytes: usize, rng: &mut SimRng) -> Vec<u8> {
+        generate(self.content_kind(), bytes, rng)
+    }
+
+    /// The built-in application `reference` names, if it names one.
+    pub fn named(reference: &str) -> Option<App> {
+        <App as clap::ValueEnum>::value_variants()
+            .iter()
+            .copied()
+            .find(|a| a.task() == reference)
+    }
+}
+
+/// `bytes` of seeded file contents of `kind`: random integers, real floats (random bits
+/// would be NaNs), or log-like text with matches for grep's `ERROR`.
+pub fn generate(kind: Content, bytes: usize, rng: &mut SimRng) -> Vec<u8> {
+    match kind {
+        Content::Floats => (0..bytes.div_ceil(4))
+            .flat_map(|_| ((rng.below(2000) as f32) / 10.0 - 100.0).to_le_bytes())
+            .take(bytes)
+            .collect(),
+        Content::Text => {
+            let words: [&[u8]; 6] = [
+                b"INFO ",
+                b"request ",
+                b"served ",
+                b"ok\n",
+                b"ERROR ",
+                b"42 ",
+            ];
+            let mut out = Vec::with_capacity(bytes + 16);
+            while out.len() < bytes {
+                out.extend_from_slice(words[rng.below(words.len() as u64) as usize]);
+            }
+            out.truncate(bytes);
+            out
+        }
+        Content::Integers => (0..bytes.div_ceil(8))
+            .flat_map(|_| rng.next_u64().to_le_bytes())
+            .take(bytes)
+            .collect(),
+    }
+}
+
+/// The task of an NDP request: a built-in application or any task reference, with its
+/// arguments and the kind of synthetic file it works on.
+pub struct NdpTask {
+    /// How the run named it (`stats64`, `mytask`, `./t.wasm`).
+    pub reference: String,
+    pub task: ResolvedTask,
+    pub args: Vec<u8>,
+    pub content: Content,
+}
+
+impl NdpTask {
+    /// `reference` resolved; a built-in application brings its own arguments and content,
+    /// which `args` and `content` override; any other task gets no arguments and text.
+    pub fn new(
+        reference: &str,
+        args: Option<&str>,
+        content: Option<Content>,
+        resolver: &Resolver<'_>,
+    ) -> anyhow::Result<NdpTask> {
+        let app = App::named(reference);
+        Ok(NdpTask {
+            reference: reference.to_string(),
+            task: resolver.resolve(reference)?,
+            args: match (args, app) {
+                (Some(a), _) => a.as_bytes().to_vec(),
+                (None, Some(app)) => app.args(),
+                (None, None) => Vec::new(),
+            },
+            content: content.unwrap_or(app.map_or(Content::Text, App::content_kind)),
+        })
+    }
+
+    /// The computation on the device CPU model.
+    pub fn compute(
+        &self,
+        engine: Arc<TaskEngine>,
+        profile: &Profile,
+    ) -> anyhow::Result<TaskCompute> {
+        TaskCompute::new(
+            engine,
+            &self.task.name,
+            &self.task.wasm,
+            self.args.clone(),
+            profile,
+        )
     }
 }
 
@@ -173,9 +246,14 @@ pub type DataSet = Vec<(String, Vec<u8>)>;
 
 /// `count` files of `size` bytes for `app`, seeded.
 pub fn synthetic(app: App, count: usize, size: usize, seed: u64) -> DataSet {
+    synthetic_of(app.content_kind(), count, size, seed)
+}
+
+/// `count` files of `size` bytes of `content`, seeded.
+pub fn synthetic_of(content: Content, count: usize, size: usize, seed: u64) -> DataSet {
     let mut rng = SimRng::new(seed);
     (0..count)
-        .map(|i| (format!("f{i:05}"), app.content(size, &mut rng)))
+        .map(|i| (format!("f{i:05}"), generate(content, size, &mut rng)))
         .collect()
 }
 

@@ -290,7 +290,10 @@ fn csd_tasks_lists_the_builtin_tasks() {
         "bitmap-decompress",
         "bfs",
     ] {
-        assert!(out.lines().any(|l| l.starts_with(t)), "{t} missing:\n{out}");
+        assert!(
+            out.lines().any(|l| l.trim_start().starts_with(t)),
+            "{t} missing:\n{out}"
+        );
     }
 }
 
@@ -1186,4 +1189,201 @@ fn runs_rerun_reproduces_a_replay_and_refuses_what_it_cannot() {
     );
     let table = csd_cached(&["runs", "rerun", "r7", "--store", store], &cache);
     assert_eq!(table.status.code(), Some(1));
+}
+
+/// Issue 19's path for a researcher's own offload: a task crate built with `csd task build`,
+/// kept with `csd task add`, then named by `csd ndp --app`, by an `ndp` op of a trace that
+/// `csd replay` runs, and by `csd run`; every run is stored, keeps the module's id, and
+/// `csd runs diff` compares two task runs stage by stage.
+#[test]
+fn a_users_own_task_reaches_ndp_replay_and_run() {
+    let dir = scratch("own-task");
+    let store = dir.join("store");
+    let store = store.to_str().unwrap();
+    let cache = scratch("own-task-cache");
+    let repo = env!("CARGO_MANIFEST_DIR");
+    let krate = dir.join("bytesum");
+    std::fs::create_dir_all(krate.join("src")).unwrap();
+    std::fs::write(
+        krate.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"bytesum\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+             [lib]\ncrate-type = [\"cdylib\"]\n\n\
+             [dependencies]\ncsd-sdk = {{ path = \"{repo}/sdk\" }}\n\n\
+             [workspace]\n\n[profile.release]\nopt-level = 3\npanic = \"abort\"\n"
+        ),
+    )
+    .unwrap();
+    // The example tasks' lock file pins the SDK's dependencies to versions known to build.
+    std::fs::copy(format!("{repo}/tasks/Cargo.lock"), krate.join("Cargo.lock")).unwrap();
+    std::fs::write(
+        krate.join("src/lib.rs"),
+        r#"use csd_sdk::{serde_json, task, Context, Result};
+
+#[task]
+fn run(ctx: Context) -> Result<()> {
+    let (mut files, mut sum) = (0u64, 0u64);
+    for file in ctx.files() {
+        files += 1;
+        file.for_each_chunk(64 << 10, |_, chunk| {
+            for b in chunk {
+                sum = sum.wrapping_mul(31).wrapping_add(u64::from(*b));
+            }
+        });
+    }
+    csd_sdk::ret_json(&serde_json::json!({ "files": files, "sum": sum }))
+}
+"#,
+    )
+    .unwrap();
+    // A target directory that outlives the test, so a second run builds nothing.
+    let target = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("own-task-target");
+    let built = Command::new(env!("CARGO_BIN_EXE_csd"))
+        .args(["task", "build"])
+        .arg(&krate)
+        .env("CARGO_TARGET_DIR", &target)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", stderr(&built));
+    let wasm = stdout(&built).trim().to_string();
+    assert!(wasm.ends_with("bytesum.wasm"), "{wasm}");
+
+    // Kept by name; a built-in's name is refused.
+    let add = csd_cached(&["task", "add", "bytesum", &wasm, "--store", store], &cache);
+    assert!(add.status.success(), "{}", stderr(&add));
+    let clash = csd_cached(&["task", "add", "grep", &wasm, "--store", store], &cache);
+    assert_eq!(clash.status.code(), Some(1));
+    assert!(stderr(&clash).contains("built-in"), "{}", stderr(&clash));
+    let list = csd_cached(&["tasks", "--json", "--store", store], &cache);
+    let tasks: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    let ours = tasks
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "bytesum")
+        .expect("csd tasks lists the stored task");
+    assert_eq!(ours["origin"], "stored");
+    let id = ours["id"].as_str().unwrap().to_string();
+
+    // 1. csd ndp --app bytesum (r1): every design ran it, and the run names its module.
+    let ndp = csd_cached(
+        &["ndp", "--app", "bytesum", "--files", "8", "--store", store],
+        &cache,
+    );
+    assert!(ndp.status.success(), "{}", stderr(&ndp));
+    let r1 = show(store, "r1", &cache);
+    assert_eq!(r1["report"]["app"], "bytesum");
+    assert_eq!(
+        r1["report"]["points"][0]["designs"]
+            .as_array()
+            .unwrap()
+            .len(),
+        4
+    );
+    assert_eq!(r1["spec"]["tasks"][0]["id"], id.as_str(), "{r1}");
+
+    // 2. A trace whose ndp op names it, replayed (r2): breakdowns, no skipped op.
+    let trace = dir.join("own.trace");
+    let mut lines = vec![
+        r#"{"format":"csd-trace","version":1,"source":"test","clock":"ns"}"#.to_string(),
+        r#"{"t":0,"pid":1,"op":"mkdir","path":"/d"}"#.to_string(),
+    ];
+    for i in 0..4 {
+        lines.push(format!(
+            r#"{{"t":{},"pid":1,"op":"open","path":"/d/f{i}","flags":"O_WRONLY|O_CREAT","ret":3}}"#,
+            10 + 10 * i
+        ));
+        lines.push(format!(
+            r#"{{"t":{},"pid":1,"op":"write","fd":3,"len":65536,"ret":65536}}"#,
+            11 + 10 * i
+        ));
+        lines.push(format!(
+            r#"{{"t":{},"pid":1,"op":"close","fd":3}}"#,
+            12 + 10 * i
+        ));
+    }
+    // Ten seconds later: LightFS's periodic updater has indexed the new files by then (an
+    // earlier request sees the directory as it was last synchronised: not there yet).
+    lines.push(
+        r#"{"t":10000000000,"pid":1,"op":"ndp","task":"bytesum","paths":["/d"]}"#.to_string(),
+    );
+    std::fs::write(&trace, lines.join("\n") + "\n").unwrap();
+    let check = csd_cached(
+        &["trace", "check", trace.to_str().unwrap(), "--store", store],
+        &cache,
+    );
+    assert!(check.status.success(), "{}", stderr(&check));
+    let replay = csd_cached(
+        &[
+            "replay",
+            trace.to_str().unwrap(),
+            "--mode",
+            "timed",
+            "--store",
+            store,
+        ],
+        &cache,
+    );
+    assert!(replay.status.success(), "{}", stderr(&replay));
+    let r2 = show(store, "r2", &cache);
+    for d in r2["report"]["designs"].as_array().unwrap() {
+        assert_eq!(d["ndp"]["requests"], 1, "{d}");
+        assert!(d["skipped"].as_object().unwrap().is_empty(), "{d}");
+    }
+    assert_eq!(r2["spec"]["tasks"][0]["reference"], "bytesum");
+
+    // 3. Two task runs (r3 on the device, r4 host-only), compared stage by stage.
+    let data = dir.join("data.bin");
+    std::fs::write(&data, vec![7u8; 256 << 10]).unwrap();
+    for extra in [&[][..], &["--on-host", "--profile", "daisyplus-femu"][..]] {
+        let mut args = vec!["run", "bytesum", "--import", data.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--store", store]);
+        let o = csd_cached(&args, &cache);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    }
+    let diff = csd_cached(
+        &["runs", "diff", "r3", "r4", "--json", "--store", store],
+        &cache,
+    );
+    assert!(diff.status.success(), "{}", stderr(&diff));
+    let d: serde_json::Value = serde_json::from_slice(&diff.stdout).unwrap();
+    let metrics: Vec<&str> = d[0]["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["metric"].as_str().unwrap())
+        .collect();
+    for stage in ["read_file_ns", "compute_ns", "dma_ns", "others_ns"] {
+        assert!(metrics.contains(&stage), "{metrics:?}");
+    }
+
+    // The ndp run reruns from its spec with the module it recorded, even after the name
+    // moves to another module.
+    let moved = csd_cached(
+        &[
+            "task",
+            "add",
+            "bytesum",
+            &format!("{repo}/tests/hostile/spin.wat"),
+            "--store",
+            store,
+        ],
+        &cache,
+    );
+    assert!(moved.status.success(), "{}", stderr(&moved));
+    let again = csd_cached(&["runs", "rerun", "r1", "--store", store], &cache);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert!(
+        stdout(&again).contains("byte-identical"),
+        "{}",
+        stdout(&again)
+    );
+}
+
+fn show(store: &str, id: &str, cache: &std::path::Path) -> serde_json::Value {
+    let o = csd_cached(&["runs", "show", id, "--store", store], cache);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
 }

@@ -5,6 +5,7 @@ pub mod crashcheck;
 pub mod device;
 pub mod memory;
 pub mod ndp;
+pub mod offload;
 pub mod persist;
 pub mod profiles;
 pub mod replay;

@@ -2,7 +2,8 @@
 
 use crate::units::parse_size;
 use anyhow::{bail, Context};
-use csd::ndp::{measure, synthetic, App, DataSet, TaskCompute};
+use csd::ndp::{measure, synthetic_of, Content, DataSet, NdpTask};
+use csd::tasks::{Origin, Paths, Resolver};
 use csd_device::Profile;
 use csd_hostfs::ndp::DesignKind;
 use csd_traces::report::{NdpPoint, NdpRun, Report};
@@ -14,9 +15,18 @@ pub struct NdpArgs {
     /// Device profile (LightFS's testbed is cosmos-plus).
     #[arg(long, default_value = "cosmos-plus")]
     pub profile: String,
-    /// The application (LightFS Table III).
-    #[arg(long, value_enum, default_value = "stats64")]
-    pub app: App,
+    /// The task: one of LightFS Table III's applications (stats32, stats64, knn, knn-bin,
+    /// grep, grep-accel, grep-bytewise), another built-in task, a task kept with `csd task
+    /// add`, or a path to a .wasm module.
+    #[arg(long, default_value = "stats64")]
+    pub app: String,
+    /// The task's arguments [default: the application's own; none for other tasks].
+    #[arg(long)]
+    pub args: Option<String>,
+    /// What the synthetic files hold: integers, floats or text [default: what the
+    /// application works on; text for other tasks].
+    #[arg(long)]
+    pub content: Option<Content>,
     /// Number of files in the directory the request processes.
     #[arg(long, default_value_t = 100)]
     pub files: usize,
@@ -133,21 +143,36 @@ pub fn run(args: &NdpArgs) -> anyhow::Result<()> {
             .map(|(n, s)| (None, n, s))
             .collect(),
     };
+    let task = NdpTask::new(
+        &args.app,
+        args.args.as_deref(),
+        args.content,
+        &Resolver {
+            stored: &super::runs::stored_tasks(&args.store),
+            paths: Paths::Allowed,
+        },
+    )?;
     // Synthetic files are rebuilt from the seed; imported ones are not kept, so such a run
     // keeps no spec to rebuild it from.
     let spec = args.import.is_none().then(|| {
-        SystemSpec::new(
+        let mut spec = SystemSpec::new(
             profile.clone(),
             args.seed,
             SystemKind::Ndp {
-                app: args.app.task().to_string(),
+                app: args.app.clone(),
+                args: args.args.clone(),
+                content: args.content,
                 designs: kinds.clone(),
                 points: plan.iter().map(|&(_, n, s)| (n, s)).collect(),
                 cold: args.cold,
             },
-        )
+        );
+        if task.task.origin != Origin::Builtin {
+            spec.tasks.push(task.task.task_ref(&args.app));
+        }
+        spec
     });
-    let report = measure_plan(&profile, args.app, &kinds, plan, args.cold, args.seed)?;
+    let report = measure_plan(&profile, &task, &kinds, plan, args.cold, args.seed)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -167,18 +192,17 @@ pub fn run(args: &NdpArgs) -> anyhow::Result<()> {
 /// synthetic ones made from `seed`: what `csd ndp` runs and `csd runs rerun` repeats.
 pub fn measure_plan(
     profile: &Profile,
-    app: App,
+    task: &NdpTask,
     kinds: &[DesignKind],
     plan: Vec<(Option<DataSet>, usize, u64)>,
     cold: bool,
     seed: u64,
 ) -> anyhow::Result<NdpRun> {
     let engine = super::task::engine()?;
-    let wasm = csd::builtin::task(app.task()).expect("every app is a built-in task");
-    let mut compute = TaskCompute::new(engine, app.task(), wasm, app.args(), profile)?;
+    let mut compute = task.compute(engine, profile)?;
     let mut report = NdpRun {
         profile: profile.name.clone(),
-        app: app.task().to_string(),
+        app: task.reference.clone(),
         cold,
         points: Vec::new(),
     };
@@ -191,7 +215,7 @@ pub fn measure_plan(
         .expect("static template"),
     );
     for (data, files, size) in plan {
-        let data = data.unwrap_or_else(|| synthetic(app, files, size as usize, seed));
+        let data = data.unwrap_or_else(|| synthetic_of(task.content, files, size as usize, seed));
         let mut results = Vec::new();
         for &kind in kinds {
             bar.set_message(format!(

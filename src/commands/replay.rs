@@ -2,6 +2,7 @@
 
 use anyhow::Context;
 use csd::ndp::TaskCompute;
+use csd::tasks::{Paths, Resolver};
 use csd_device::Profile;
 use csd_hostfs::ndp::NdpCompute;
 use csd_traces::replay::{
@@ -13,6 +14,7 @@ use csd_traces::store::{NewRun, RunStore, TraceRef};
 use csd_traces::Strictness;
 use std::io::BufRead;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// The sample replayed when no trace is given.
 pub const SAMPLE_NAME: &str = "untar.trace";
@@ -146,28 +148,30 @@ pub fn replay_all(
     profile: &Profile,
     kinds: &[ReplayTarget],
     opts: &ReplayOptions,
+    resolver: &Resolver<'_>,
     mut progress: impl FnMut(usize, ReplayTarget, Progress),
 ) -> anyhow::Result<(ReplayRun, NewRun)> {
     let engine = super::task::engine()?;
     // One prescan (the first pass) serves every design.
     let scan = (|| Prescan::run(open()?, opts.strictness))()
         .with_context(|| format!("reading {}", trace.name))?;
+    // Every task the trace names, resolved before the replay starts.
+    let library = Arc::new(resolver.library(scan.tasks.iter().map(String::as_str)));
     let mut designs = Vec::new();
     for (i, &kind) in kinds.iter().enumerate() {
         let mut factory = |task: &str, task_args: &str| -> Result<Box<dyn NdpCompute>, String> {
-            let wasm = csd::builtin::task(task)
-                .ok_or_else(|| format!("unknown task '{task}' (ndp ops name built-in tasks)"))?;
+            let t = library.get(task)?;
             TaskCompute::new(
                 engine.clone(),
-                task,
-                wasm,
+                &t.name,
+                &t.wasm,
                 task_args.as_bytes().to_vec(),
                 profile,
             )
             .map(|c| Box::new(c) as Box<dyn NdpCompute>)
             .map_err(|e| format!("{e:#}"))
         };
-        let mut isc = csd::isc::TaskRunner::new(engine.clone(), profile);
+        let mut isc = csd::isc::TaskRunner::new(engine.clone(), profile, library.clone());
         let report = replay_scanned(
             &scan,
             &mut *open,
@@ -190,7 +194,7 @@ pub fn replay_all(
         seed: opts.seed,
         designs,
     };
-    let spec = SystemSpec::new(
+    let mut spec = SystemSpec::new(
         profile.clone(),
         opts.seed,
         SystemKind::Replay {
@@ -200,6 +204,7 @@ pub fn replay_all(
             strictness: opts.strictness,
         },
     );
+    spec.tasks = library.user_tasks();
     let run = NewRun {
         spec: Some(spec),
         trace: Some(trace.clone()),
@@ -251,12 +256,18 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
     })?;
     let bar = indicatif::ProgressBar::hidden();
     let started = std::time::Instant::now();
+    let stored = super::runs::stored_tasks(&args.store);
+    let resolver = Resolver {
+        stored: &stored,
+        paths: Paths::Allowed,
+    };
     let (report, run) = replay_all(
         &mut open,
         &trace_ref,
         &profile,
         &kinds,
         &opts,
+        &resolver,
         |_, kind, p| {
             // A bar only once a replay has run for a second.
             if bar.is_hidden() && started.elapsed().as_secs() >= 1 {

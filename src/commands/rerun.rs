@@ -4,6 +4,8 @@
 use super::replay::{replay_all, Opener, SAMPLES};
 use super::runs::StoreArgs;
 use anyhow::{bail, Context};
+use csd::ndp::NdpTask;
+use csd::tasks::{Paths, ResolvedTask, Resolver};
 use csd_device::txn::bench::Bench;
 use csd_traces::replay::ReplayOptions;
 use csd_traces::report::{PersistRun, Report};
@@ -11,6 +13,7 @@ use csd_traces::spec::{SystemKind, SystemSpec};
 use csd_traces::store::{trace_id, StoredRun, TraceRef};
 use serde::Serialize;
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// What a rerun found.
 #[derive(Serialize)]
@@ -24,10 +27,20 @@ struct Outcome {
 
 pub fn run(id: &str, store: &StoreArgs, json: bool) -> anyhow::Result<()> {
     // The store is held only while reading: the rerun itself may take long.
-    let (stored, trace_bytes) = {
+    let (stored, trace_bytes, modules) = {
         let s = super::runs::open(store)?;
         let stored = s.get(id)?;
         let spec = spec_of(&stored)?;
+        // The stored tasks the run used, by the content id it recorded: a name that moved
+        // to another module since still reruns the module the run ran.
+        let modules: Modules = spec
+            .tasks
+            .iter()
+            .filter_map(|t| {
+                let (_, wasm) = s.task(&t.id).ok()?;
+                Some((t.reference.clone(), (t.id.clone(), wasm)))
+            })
+            .collect();
         let bytes = match &spec.system {
             SystemKind::Replay { trace, .. } => s.trace(&trace.id).ok().map(|(_, b)| b),
             SystemKind::Ndp { .. }
@@ -36,7 +49,7 @@ pub fn run(id: &str, store: &StoreArgs, json: bool) -> anyhow::Result<()> {
             | SystemKind::Txbench { .. }
             | SystemKind::Txapps { .. } => None,
         };
-        (stored, bytes)
+        (stored, bytes, modules)
     };
     let spec = spec_of(&stored)?;
     if let Some(why) = stored.report.unreadable() {
@@ -44,7 +57,7 @@ pub fn run(id: &str, store: &StoreArgs, json: bool) -> anyhow::Result<()> {
     }
     let (stored_json, new_json) = (
         stored.report.to_json(),
-        reproduce(id, &spec, trace_bytes)?.to_json(),
+        reproduce(id, &spec, trace_bytes, &modules)?.to_json(),
     );
     let (old, new) = (
         serde_json::to_string(&stored_json)?,
@@ -79,7 +92,17 @@ pub fn run(id: &str, store: &StoreArgs, json: bool) -> anyhow::Result<()> {
 
 /// Runs the system `spec` describes again and returns its report as `--json` prints it.
 // Long: one arm per system kind, each calling the function its command runs.
-fn reproduce(id: &str, spec: &SystemSpec, trace_bytes: Option<Vec<u8>>) -> anyhow::Result<Report> {
+fn reproduce(
+    id: &str,
+    spec: &SystemSpec,
+    trace_bytes: Option<Vec<u8>>,
+    modules: &Modules,
+) -> anyhow::Result<Report> {
+    let stored = |name: &str| modules.get(name).cloned();
+    let resolver = Resolver {
+        stored: &stored,
+        paths: Paths::Allowed,
+    };
     Ok(match &spec.system {
         SystemKind::Replay {
             trace,
@@ -99,22 +122,30 @@ fn reproduce(id: &str, spec: &SystemSpec, trace_bytes: Option<Vec<u8>>) -> anyho
                 &spec.profile,
                 designs,
                 &opts,
+                &resolver,
                 |_, _, _| {},
             )
             .with_context(|| format!("re-running {id}"))?;
+            // The trace's tasks resolved again: each must be the module the run ran.
+            for t in run.spec.iter().flat_map(|s| &s.tasks) {
+                same_id(id, spec, &t.reference, &t.id)?;
+            }
             run.report
         }
         SystemKind::Ndp {
             app,
+            args,
+            content,
             designs,
             points,
             cold,
         } => {
-            let app = <csd::ndp::App as clap::ValueEnum>::from_str(app, false)
-                .map_err(|e| anyhow::anyhow!("run {id} names application '{app}': {e}"))?;
+            let task = NdpTask::new(app, args.as_deref(), *content, &resolver)
+                .with_context(|| format!("run {id} names task '{app}'"))?;
+            same_task(id, spec, app, &task.task)?;
             let plan = points.iter().map(|&(n, s)| (None, n, s)).collect();
             let report =
-                super::ndp::measure_plan(&spec.profile, app, designs, plan, *cold, spec.seed)
+                super::ndp::measure_plan(&spec.profile, &task, designs, plan, *cold, spec.seed)
                     .with_context(|| format!("re-running {id}"))?;
             Report::Ndp(report)
         }
@@ -151,6 +182,32 @@ fn reproduce(id: &str, spec: &SystemSpec, trace_bytes: Option<Vec<u8>>) -> anyho
                 .with_context(|| format!("re-running {id}"))?,
         ),
     })
+}
+
+/// Task modules kept in the store, by the reference a run named them with: (id, module).
+type Modules = BTreeMap<String, (String, Vec<u8>)>;
+
+/// Refuses to go on when the module `reference` resolves to now is not the one the run ran
+/// (a module file rebuilt, or a built-in changed with csd).
+fn same_task(
+    id: &str,
+    spec: &SystemSpec,
+    reference: &str,
+    now: &ResolvedTask,
+) -> anyhow::Result<()> {
+    same_id(id, spec, reference, &now.id)
+}
+
+fn same_id(id: &str, spec: &SystemSpec, reference: &str, now: &str) -> anyhow::Result<()> {
+    if let Some(then) = spec.tasks.iter().find(|t| t.reference == reference) {
+        if then.id != now {
+            bail!(
+                "task '{reference}' changed since run {id}: the run ran module {}, it is now {now}",
+                then.id
+            );
+        }
+    }
+    Ok(())
 }
 
 fn spec_of(run: &StoredRun) -> anyhow::Result<SystemSpec> {

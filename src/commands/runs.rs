@@ -136,6 +136,19 @@ pub enum RunsCmd {
     },
 }
 
+/// How a command looks a task name up in the run store: opening it for each lookup (a run
+/// names few tasks), and never with `--no-store`.
+pub fn stored_tasks(s: &StoreArgs) -> impl Fn(&str) -> Option<(String, Vec<u8>)> + '_ {
+    move |name| {
+        if s.no_store {
+            return None;
+        }
+        let store = open(s).ok()?;
+        let (meta, wasm) = store.task(name).ok()?;
+        Some((meta.id, wasm))
+    }
+}
+
 /// Opens the store for a read, waiting for another csd process (the dashboard, a replay
 /// saving) to let go of it.
 pub fn open(s: &StoreArgs) -> anyhow::Result<RunStore> {

@@ -2,6 +2,7 @@
 
 use super::replay::{open_named, options, replay_all, ReplayArgs, SAMPLES};
 use anyhow::Context;
+use csd::tasks::{Paths, Resolver};
 use csd_traces::replay::Pace;
 use csd_traces::replay::ReplayTarget;
 use csd_web::{AppState, JobProgress, Launcher, ReplayRequest, StoreHandle};
@@ -57,8 +58,25 @@ impl Launcher for CliLauncher {
                     .map(|(meta, b)| (meta.name, b))
             })?;
             let n = kinds.len();
-            let (_, new_run) =
-                replay_all(&mut open, &trace, &profile, &kinds, &opts, |i, kind, p| {
+            // Tasks by name only: built-in, or kept in the store.
+            let stored = |name: &str| {
+                store
+                    .with(|s| s.task(name))
+                    .ok()
+                    .map(|(meta, wasm)| (meta.id, wasm))
+            };
+            let resolver = Resolver {
+                stored: &stored,
+                paths: Paths::Refused,
+            };
+            let (_, new_run) = replay_all(
+                &mut open,
+                &trace,
+                &profile,
+                &kinds,
+                &opts,
+                &resolver,
+                |i, kind, p| {
                     progress(JobProgress {
                         design: kind.to_string(),
                         design_index: i,
@@ -66,7 +84,8 @@ impl Launcher for CliLauncher {
                         events: p.events,
                         of: p.of,
                     })
-                })?;
+                },
+            )?;
             Ok(store.with(|s| s.save(new_run))?.id)
         };
         run().map_err(|e| format!("{e:#}"))

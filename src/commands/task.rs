@@ -63,33 +63,65 @@ pub enum TaskCmd {
         /// The task crate's directory (holding its Cargo.toml).
         dir: PathBuf,
     },
+    /// Keep a task module in the run store under NAME, so `csd run NAME`, `csd ndp --app
+    /// NAME`, a trace's `ndp`/`isc` ops and the dashboard can name it.
+    ///
+    /// The module is kept by content: adding another under the same name moves the name,
+    /// and runs that used the old module still find it by its id.
+    Add {
+        name: String,
+        /// The module (.wasm, or .wat text).
+        file: PathBuf,
+        #[arg(long, value_name = "PATH")]
+        store: Option<PathBuf>,
+    },
+}
+
+pub fn task_cmd(cmd: &TaskCmd) -> anyhow::Result<()> {
+    match cmd {
+        TaskCmd::Build { dir } => build(dir),
+        TaskCmd::Add { name, file, store } => add(name, file, store.clone()),
+    }
+}
+
+/// `csd task add`: checks that the module loads as a task, then stores it.
+fn add(name: &str, file: &Path, store: Option<PathBuf>) -> anyhow::Result<()> {
+    let valid_name = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && !csd::tasks::is_path(name);
+    if !valid_name {
+        bail!(
+            "'{name}' cannot name a task: use up to 64 letters, digits, '-', '_' or '.', not \
+             ending in .wasm or .wat"
+        );
+    }
+    if csd::builtin::task(name).is_some() {
+        bail!("'{name}' is a built-in task's name; choose another");
+    }
+    let wasm = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    engine()?
+        .load(name, &wasm)
+        .with_context(|| format!("{} is not a task module csd can run", file.display()))?;
+    let args = super::runs::StoreArgs {
+        store,
+        no_store: false,
+    };
+    let kept = super::runs::open(&args)?.add_task(name, &wasm)?;
+    println!(
+        "kept task '{}' ({}, {}) in {}",
+        kept.name,
+        fmt_bytes(kept.bytes),
+        kept.id,
+        args.path().display()
+    );
+    Ok(())
 }
 
 pub fn engine() -> anyhow::Result<Arc<TaskEngine>> {
     Ok(Arc::new(TaskEngine::new(EngineConfig::default())?))
-}
-
-/// Resolves a task argument to `(name, module bytes)`.
-pub fn load_module(task: &str) -> anyhow::Result<(String, Vec<u8>)> {
-    let path = Path::new(task);
-    if task.ends_with(".wasm") || task.ends_with(".wat") || path.exists() {
-        let bytes = std::fs::read(path).with_context(|| format!("reading task module {task}"))?;
-        let name = path
-            .file_stem()
-            .map_or(task.into(), |s| s.to_string_lossy().into_owned());
-        return Ok((name, bytes));
-    }
-    match csd::builtin::task(task) {
-        Some(wasm) => Ok((task.to_string(), wasm.to_vec())),
-        None => bail!(
-            "unknown task '{task}' (built-in tasks: {}; or give a path to a .wasm file)",
-            BUILTIN_TASKS
-                .iter()
-                .map(|t| t.0)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
 }
 
 // Long: the steps of `csd run` in order (resolve, import, register, run, export, print, save),
@@ -105,10 +137,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
             fmt_bytes(max_memory)
         );
     }
-    let (name, module) = load_module(&args.task)?;
+    let stored = super::runs::stored_tasks(&args.store);
+    let resolved = csd::tasks::resolve(&args.task, &stored, csd::tasks::Paths::Allowed)?;
+    let name = resolved.name.clone();
     let engine = engine()?;
     let task = engine
-        .load(&name, &module)
+        .load(&name, &resolved.wasm)
         .with_context(|| format!("loading task '{}'", args.task))?;
     let mut csd = Csd::new(&profile, DataMode::Payloads, engine)?;
     let mut ctx = IscContext::new();
@@ -283,26 +317,49 @@ fn import_plan(src: &Path, device_dir: &str) -> anyhow::Result<Vec<(PathBuf, Str
     Ok(plan)
 }
 
-pub fn list(json: bool) -> anyhow::Result<()> {
+pub fn list(json: bool, store: &super::runs::StoreArgs) -> anyhow::Result<()> {
+    let stored = if store.no_store {
+        Vec::new()
+    } else {
+        super::runs::open(store)?.tasks()?
+    };
     if json {
         let rows: Vec<_> = BUILTIN_TASKS
             .iter()
-            .map(|(n, d, w)| serde_json::json!({ "name": n, "description": d, "wasm_bytes": w.len() }))
+            .map(|(n, d, w)| {
+                serde_json::json!({ "name": n, "origin": "built-in", "description": d,
+                    "wasm_bytes": w.len() })
+            })
+            .chain(stored.iter().map(|t| {
+                serde_json::json!({ "name": t.name, "origin": "stored", "id": t.id,
+                    "wasm_bytes": t.bytes })
+            }))
             .collect();
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
     }
+    println!("built in:");
     for (name, description, wasm) in BUILTIN_TASKS {
         println!(
-            "{name:<18} {:>10}  {description}",
+            "  {name:<18} {:>10}  {description}",
             fmt_bytes(wasm.len() as u64)
         );
+    }
+    if stored.is_empty() {
+        println!(
+            "kept in {}: none yet (csd task add NAME FILE)",
+            store.path().display()
+        );
+    } else {
+        println!("kept in {}:", store.path().display());
+        for t in &stored {
+            println!("  {:<18} {:>10}  {}", t.name, fmt_bytes(t.bytes), t.id);
+        }
     }
     Ok(())
 }
 
-pub fn build(cmd: &TaskCmd) -> anyhow::Result<()> {
-    let TaskCmd::Build { dir } = cmd;
+fn build(dir: &Path) -> anyhow::Result<()> {
     let manifest = dir.join("Cargo.toml");
     if !manifest.exists() {
         bail!(

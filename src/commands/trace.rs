@@ -44,7 +44,33 @@ pub enum TraceCmd {
         #[command(flatten)]
         store: super::runs::StoreArgs,
     },
+    /// Fold the host-side scans of a recorded trace into `ndp` requests, as an offload
+    /// plan says: what-if analysis of a real program.
+    ///
+    /// A plan is TOML: `[[rule]]` tables, each with a `task`, its `args`, the `paths` globs
+    /// of the files it takes (`*` within a directory, `**` across them) and optionally a
+    /// `pid` and a `batch` size. Each file a rule matches that the program opened
+    /// read-only, read to its end in order and closed becomes part of one `ndp` op, placed
+    /// where the batch's first scan began; everything else stays, in order.
+    ///
+    /// Example: csd trace offload traces/samples/grep-src.trace --plan
+    /// traces/samples/grep-src.plan.toml -o /tmp/offloaded.trace
+    Offload {
+        trace: PathBuf,
+        /// The offload plan (TOML).
+        #[arg(long)]
+        plan: PathBuf,
+        /// Where to write the folded trace (default: standard output).
+        #[arg(short, long)]
+        out: Option<PathBuf>,
+        /// Print what was folded as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Read a csd trace completely and summarise it (events per op, pids, time span).
+    ///
+    /// Every task its `ndp` and `isc` ops name must resolve (a built-in task, one kept with
+    /// `csd task add`, or a module file): one that does not is an error naming its line.
     Check {
         trace: PathBuf,
         /// Skip and count unknown ops instead of failing on them.
@@ -53,6 +79,8 @@ pub enum TraceCmd {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        store: super::runs::StoreArgs,
     },
 }
 
@@ -69,7 +97,14 @@ pub fn run(cmd: &TraceCmd) -> anyhow::Result<()> {
             trace,
             lenient,
             json,
-        } => check(trace, *lenient, *json),
+            store,
+        } => check(trace, *lenient, *json, store),
+        TraceCmd::Offload {
+            trace,
+            plan,
+            out,
+            json,
+        } => super::offload::run(trace, plan, out.as_deref(), *json),
     }
 }
 
@@ -182,7 +217,37 @@ struct Summary {
     skipped_unknown_ops: BTreeMap<String, u64>,
 }
 
-fn check(path: &Path, lenient: bool, json: bool) -> anyhow::Result<()> {
+/// The tasks a trace's ops name, each resolved once.
+struct TaskCheck<'a> {
+    resolver: csd::tasks::Resolver<'a>,
+    seen: BTreeMap<String, Result<(), String>>,
+}
+
+impl TaskCheck<'_> {
+    /// An `ndp` or `isc` op's task must resolve; why not, if it does not.
+    fn check(&mut self, op: &csd_traces::Op) -> Result<(), String> {
+        let (csd_traces::Op::Ndp { task, .. } | csd_traces::Op::Isc { task, .. }) = op else {
+            return Ok(());
+        };
+        let resolver = &self.resolver;
+        let known = self.seen.entry(task.clone()).or_insert_with(|| {
+            resolver
+                .resolve(task)
+                .map(|_| ())
+                .map_err(|e| format!("{e:#}"))
+        });
+        known
+            .clone()
+            .map_err(|e| format!("the {} op names a task that cannot be run: {e}", op.name()))
+    }
+}
+
+fn check(
+    path: &Path,
+    lenient: bool,
+    json: bool,
+    store: &super::runs::StoreArgs,
+) -> anyhow::Result<()> {
     use csd_traces::Op;
     let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let strictness = if lenient {
@@ -203,8 +268,20 @@ fn check(path: &Path, lenient: bool, json: bool) -> anyhow::Result<()> {
         skipped_unknown_ops: BTreeMap::new(),
     };
     let mut pids = std::collections::BTreeSet::new();
-    for ev in reader.by_ref() {
+    // Each task an `ndp` or `isc` op names must resolve, as a replay would resolve it.
+    let stored = super::runs::stored_tasks(store);
+    let mut tasks = TaskCheck {
+        resolver: csd::tasks::Resolver {
+            stored: &stored,
+            paths: csd::tasks::Paths::Allowed,
+        },
+        seen: BTreeMap::new(),
+    };
+    while let Some(ev) = reader.next() {
         let ev = ev.with_context(|| format!("reading {}", path.display()))?;
+        if let Err(e) = tasks.check(&ev.op) {
+            bail!("{} line {}: {e}", path.display(), reader.line());
+        }
         s.events += 1;
         *s.by_op.entry(ev.op.name()).or_default() += 1;
         pids.insert(ev.pid);
@@ -223,8 +300,13 @@ fn check(path: &Path, lenient: bool, json: bool) -> anyhow::Result<()> {
     s.skipped_unknown_ops = reader.skipped().clone();
     if json {
         println!("{}", serde_json::to_string_pretty(&s)?);
-        return Ok(());
+    } else {
+        print_summary(path, &s);
     }
+    Ok(())
+}
+
+fn print_summary(path: &Path, s: &Summary) {
     println!(
         "{}: {} events from {} pid(s) over {}, source {}",
         path.display(),
@@ -244,7 +326,6 @@ fn check(path: &Path, lenient: bool, json: bool) -> anyhow::Result<()> {
     for (op, n) in &s.skipped_unknown_ops {
         println!("  skipped unknown op {op}: {n}");
     }
-    Ok(())
 }
 
 fn add(path: &Path, store: &super::runs::StoreArgs) -> anyhow::Result<()> {

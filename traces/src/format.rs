@@ -230,6 +230,10 @@ pub enum Op {
         task: String,
         paths: Vec<String>,
         args: String,
+        /// When the paths are files the trace did not create: the bytes each holds (what
+        /// the program read of it), so a replay makes them that size. Empty, or one per
+        /// path (`csd trace offload` writes it).
+        sizes: Vec<u64>,
     },
     /// A transactional task invocation over registered files.
     Isc {
@@ -777,10 +781,27 @@ fn parse_event_general(line: &str) -> Result<Parsed, String> {
                 }
                 None => return Err("missing field \"paths\"".into()),
             };
+            let sizes = match f.take("sizes") {
+                None => Vec::new(),
+                Some(Value::Array(a)) if a.len() == paths.len() => a
+                    .into_iter()
+                    .map(|x| {
+                        x.as_u64()
+                            .ok_or_else(|| format!("\"sizes\" must hold byte counts, got {x}"))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+                Some(v) => {
+                    return Err(format!(
+                        "field \"sizes\" must be an array of one byte count per path ({}), got {v}",
+                        paths.len()
+                    ))
+                }
+            };
             Op::Ndp {
                 task,
                 paths,
                 args: f.args(),
+                sizes,
             }
         }
         "isc" => {
@@ -884,10 +905,18 @@ impl Event {
                 push_str(&mut s, "path", path);
                 let _ = write!(s, ",\"len\":{len}");
             }
-            Op::Ndp { task, paths, args } => {
+            Op::Ndp {
+                task,
+                paths,
+                args,
+                sizes,
+            } => {
                 push_str(&mut s, "task", task);
                 let _ = write!(s, ",\"paths\":{}", Value::from(paths.clone()));
                 push_str(&mut s, "args", args);
+                if !sizes.is_empty() {
+                    let _ = write!(s, ",\"sizes\":{}", Value::from(sizes.clone()));
+                }
             }
             Op::Isc { task, files, args } => {
                 push_str(&mut s, "task", task);

@@ -12,6 +12,7 @@
 pub mod format;
 pub mod import;
 pub mod isc;
+pub mod offload;
 pub mod prescan;
 pub mod reader;
 pub mod replay;

@@ -53,7 +53,14 @@ pub struct Prescan {
     /// Directories the trace itself makes (setup must not make them first).
     made: HashSet<String>,
     pub events: u64,
+    /// The tasks the trace's `ndp` and `isc` ops name (at most [`MAX_TASKS`]), resolved
+    /// before the replay starts.
+    pub tasks: BTreeSet<String>,
 }
+
+/// The most distinct tasks a trace's ops may name: a replay resolves each before it starts
+/// (an op naming one past these is not replayed, and says so).
+pub const MAX_TASKS: usize = 64;
 
 impl Prescan {
     // Lookups come before inserts throughout: most events name a path already seen, and an
@@ -82,6 +89,12 @@ impl Prescan {
                 self.files.insert(path.to_string(), f);
                 self.note_dirs(path);
             }
+        }
+    }
+
+    fn names_task(&mut self, task: &str) {
+        if self.tasks.len() < MAX_TASKS && !self.tasks.contains(task) {
+            self.tasks.insert(task.to_string());
         }
     }
 
@@ -156,11 +169,19 @@ impl Prescan {
                     s.dirs.insert(path.clone());
                     s.note_dirs(path);
                 }
-                Op::Ndp { paths, .. } => {
+                Op::Ndp {
+                    paths, task, sizes, ..
+                } => {
                     for p in paths {
                         s.note_dirs(p);
                     }
+                    // Files a folded scan read: they existed, at the size it read.
+                    for (p, &size) in paths.iter().zip(sizes) {
+                        s.needs(p, 0, size);
+                    }
+                    s.names_task(task);
                 }
+                Op::Isc { task, .. } => s.names_task(task),
                 _ => {}
             }
             Ok(())

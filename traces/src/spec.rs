@@ -27,6 +27,41 @@ pub struct TraceRef {
     pub name: String,
 }
 
+/// What synthetic files hold, for an NDP task that is not one of LightFS's applications.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Content {
+    /// Random 64-bit integers (what STATS sums).
+    Integers,
+    /// Real `f32`s (KNN's vectors).
+    Floats,
+    /// Log-like text with matches for `ERROR` (grep's).
+    Text,
+}
+
+impl std::str::FromStr for Content {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Content, String> {
+        match s {
+            "integers" => Ok(Content::Integers),
+            "floats" => Ok(Content::Floats),
+            "text" => Ok(Content::Text),
+            _ => Err(format!(
+                "unknown content '{s}' (expected integers, floats or text)"
+            )),
+        }
+    }
+}
+
+/// A task a run used that is not built in (a module file or a stored task), by the
+/// reference the run named it with and the content id of the module it ran.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskRef {
+    pub reference: String,
+    pub id: String,
+}
+
 /// The version of [`SystemSpec`]'s layout. A stored spec of another version is refused
 /// with a message, never misread.
 pub const SPEC_VERSION: u32 = 1;
@@ -38,6 +73,10 @@ pub struct SystemSpec {
     pub profile: Profile,
     pub seed: u64,
     pub system: SystemKind,
+    /// The user tasks the run named (its built-in tasks are part of csd's version). A rerun
+    /// refuses to go on when one's module changed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<TaskRef>,
 }
 
 /// What runs on the device.
@@ -54,8 +93,14 @@ pub enum SystemKind {
     /// One NDP request over a directory of synthetic files (made from the seed), per
     /// design and per (files, size) point (`csd ndp`).
     Ndp {
-        /// The built-in application's task name.
+        /// The task reference (a built-in application's name, or any task's).
         app: String,
+        /// The task's arguments, when the run gave them (else the application's own).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        args: Option<String>,
+        /// The synthetic files' contents, when the run chose them (else the application's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        content: Option<Content>,
         designs: Vec<DesignKind>,
         points: Vec<(usize, u64)>,
         cold: bool,
@@ -87,6 +132,7 @@ impl SystemSpec {
             profile,
             seed,
             system,
+            tasks: Vec::new(),
         }
     }
 

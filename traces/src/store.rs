@@ -32,6 +32,8 @@ pub enum StoreError {
     NoRun(String),
     #[error("no trace '{0}' in the store (see `csd trace add`)")]
     NoTrace(String),
+    #[error("no task '{0}' in the store (see `csd task add`)")]
+    NoTask(String),
     #[error("no profile '{0}' in the store (see `csd profiles add`)")]
     NoProfile(String),
     #[error("'{0}' is not a run id (runs are numbered: r1, r2, …)")]
@@ -174,6 +176,15 @@ impl From<Record> for NewRun {
     }
 }
 
+/// A task module kept in the store (`csd task add`): its name, its content id (`sha256:` +
+/// hex of the module's bytes) and size.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredTask {
+    pub name: String,
+    pub id: String,
+    pub bytes: u64,
+}
+
 /// A stored trace's description.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredTrace {
@@ -189,6 +200,10 @@ pub struct RunStore {
     trace_meta: sled::Tree,
     /// Device profiles by name, as TOML text (`csd profiles add`).
     profiles: sled::Tree,
+    /// Task modules by content id, and their names (`csd task add`): a name points at the
+    /// latest module added under it; older modules stay, for the runs that used them.
+    tasks: sled::Tree,
+    task_names: sled::Tree,
     /// `next_run`: the number the next run gets (ids are never reused, even after `rm`).
     meta: sled::Tree,
     path: PathBuf,
@@ -362,6 +377,8 @@ impl RunStore {
             traces: db.open_tree("traces")?,
             trace_meta: db.open_tree("trace_meta")?,
             profiles: db.open_tree("profiles")?,
+            tasks: db.open_tree("tasks")?,
+            task_names: db.open_tree("task_names")?,
             meta: db.open_tree("meta")?,
             db,
             path: path.to_path_buf(),
@@ -478,6 +495,63 @@ impl RunStore {
                 })
             })
             .collect()
+    }
+
+    /// Keeps a task module under `name` (replacing what the name pointed at). The caller has
+    /// checked that it is a valid task module and that `name` is not a built-in task's.
+    pub fn add_task(&self, name: &str, bytes: &[u8]) -> Result<StoredTask, StoreError> {
+        let task = StoredTask {
+            name: name.to_string(),
+            id: trace_id(bytes),
+            bytes: bytes.len() as u64,
+        };
+        // Bytes first, name second: a name always has its bytes.
+        self.tasks.insert(task.id.as_bytes(), bytes)?;
+        self.task_names.insert(
+            name.as_bytes(),
+            serde_json::to_vec(&task).expect("serialises"),
+        )?;
+        self.db.flush()?;
+        Ok(task)
+    }
+
+    /// The stored tasks, by name.
+    pub fn tasks(&self) -> Result<Vec<StoredTask>, StoreError> {
+        self.task_names
+            .iter()
+            .map(|kv| {
+                let (k, v) = kv?;
+                serde_json::from_slice(&v).map_err(|e| StoreError::Corrupt {
+                    id: String::from_utf8_lossy(&k).into_owned(),
+                    reason: e.to_string(),
+                })
+            })
+            .collect()
+    }
+
+    /// A stored task's module, by name or by content id (a module a name no longer points
+    /// at is still found by its id).
+    pub fn task(&self, key: &str) -> Result<(StoredTask, Vec<u8>), StoreError> {
+        let missing = || StoreError::NoTask(key.to_string());
+        let meta = match self
+            .tasks()?
+            .into_iter()
+            .find(|t| t.name == key || t.id == key)
+        {
+            Some(t) => t,
+            None if key.starts_with("sha256:") => {
+                let bytes = self.tasks.get(key.as_bytes())?.ok_or_else(missing)?;
+                let meta = StoredTask {
+                    name: key.to_string(),
+                    id: key.to_string(),
+                    bytes: bytes.len() as u64,
+                };
+                return Ok((meta, bytes.to_vec()));
+            }
+            None => return Err(missing()),
+        };
+        let bytes = self.tasks.get(meta.id.as_bytes())?.ok_or_else(missing)?;
+        Ok((meta, bytes.to_vec()))
     }
 
     /// Stores a device profile's TOML text under `name` (replacing one of that name). The

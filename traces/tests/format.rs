@@ -137,6 +137,18 @@ fn every_op_round_trips() {
                 task: p("stats64"),
                 paths: vec![p("/data"), p("/x")],
                 args: p("{\"k\":1}"),
+                sizes: Vec::new(),
+            },
+            None,
+        ),
+        ev(
+            14,
+            9,
+            Op::Ndp {
+                task: p("grep"),
+                paths: vec![p("/src/a.c"), p("/src/b.c")],
+                args: String::new(),
+                sizes: vec![4096, 17],
             },
             None,
         ),

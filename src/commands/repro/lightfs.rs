@@ -62,6 +62,8 @@ impl Lab {
         });
         let system = SystemKind::Ndp {
             app: app.task().to_string(),
+            args: None,
+            content: None,
             designs: DesignKind::ALL.to_vec(),
             points: points.iter().map(|p| (p.files, p.size_bytes)).collect(),
             cold,

@@ -4,6 +4,7 @@
 use super::kind::Report;
 use super::persist::online_label;
 use super::persist::PersistRun;
+use csd_hostfs::ndp::Stages;
 use serde::Serialize;
 
 /// One design's (or configuration's, or application's) headline numbers.
@@ -61,6 +62,7 @@ impl Report {
                     ];
                     if let Some(ndp) = &d.ndp {
                         m.push(("ndp.pao", ndp.pao));
+                        m.extend(stages(NDP_STAGES, &ndp.breakdown));
                     }
                     m.push(("device.waf", d.device.waf));
                     m.push((
@@ -86,10 +88,13 @@ impl Report {
                     p.designs.iter().map(move |d| {
                         h(
                             format!("{} ({} × {} B)", d.design, p.files, p.size_bytes),
-                            vec![
+                            [
                                 ("mean_latency_ns", d.summary.mean_latency_ns),
                                 ("pao", d.summary.pao),
-                            ],
+                            ]
+                            .into_iter()
+                            .chain(stages(STAGES, &d.summary.breakdown))
+                            .collect(),
                         )
                     })
                 })
@@ -189,6 +194,35 @@ impl Report {
             Report::Unreadable(_) => Vec::new(),
         }
     }
+}
+
+/// The metric names of a mean per-file breakdown's stages: as `csd ndp` reports them, and
+/// under a replay's `ndp.` totals.
+const STAGES: [&str; 5] = [
+    "retrieve_layout_ns",
+    "dma_ns",
+    "read_file_ns",
+    "compute_ns",
+    "others_ns",
+];
+const NDP_STAGES: [&str; 5] = [
+    "ndp.retrieve_layout_ns",
+    "ndp.dma_ns",
+    "ndp.read_file_ns",
+    "ndp.compute_ns",
+    "ndp.others_ns",
+];
+
+/// A breakdown's stages as metrics named by `names`.
+fn stages(names: [&'static str; 5], b: &Stages) -> Vec<(&'static str, f64)> {
+    let ns = [
+        b.retrieve_layout_ns,
+        b.dma_ns,
+        b.read_file_ns,
+        b.compute_ns,
+        b.others_ns,
+    ];
+    names.into_iter().zip(ns).collect()
 }
 
 /// What changed from `a` to `b`, design by design (designs present in both).

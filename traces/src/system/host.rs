@@ -199,7 +199,9 @@ impl<'a> HostSystem<'a> {
             }
             Op::Stat { path } => fs_done(self.fs.lookup(path, WHO).map(|_| ())),
             Op::Truncate { path, len } => fs_done(self.fs.truncate(path, *len, WHO)),
-            Op::Ndp { task, paths, args } => {
+            Op::Ndp {
+                task, paths, args, ..
+            } => {
                 let key = (task.clone(), args.clone());
                 if !self.computes.contains_key(&key) {
                     match (self.compute)(task, args) {
