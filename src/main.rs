@@ -135,11 +135,18 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        // Colours only for a terminal: piped or redirected logs stay plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
     let result = match &cli.command {
         None => {
-            eprintln!("csd: running the default job (`csd replay` of the bundled sample trace); see `csd --help` for more");
+            eprintln!(
+                "csd: running the default job (`csd replay {} --offload {}`: a recorded grep \
+                 over a source tree, its scans offloaded under each design); see `csd --help`",
+                replay::MAIN_TRACE,
+                replay::MAIN_PLAN
+            );
             replay::run(&default_replay_args())
         }
         Some(Command::Profiles { cmd: None, json }) => profiles::run(*json),
@@ -175,12 +182,16 @@ fn main() -> ExitCode {
     }
 }
 
-/// `csd replay` with every default, as clap would fill them in.
+/// The main job: `csd replay` of the bundled program with its offload plan, every other
+/// option at its default.
 fn default_replay_args() -> replay::ReplayArgs {
     #[derive(Parser)]
     struct Wrapper {
         #[command(flatten)]
         args: replay::ReplayArgs,
     }
-    Wrapper::parse_from(["csd"]).args
+    let mut args = Wrapper::parse_from(["csd"]).args;
+    args.trace = Some(replay::MAIN_TRACE.into());
+    args.offload = Some(replay::MAIN_PLAN.into());
+    args
 }

@@ -52,12 +52,12 @@ pub fn us(ns: u64) -> String {
     format!("{:.1}", ns as f64 / 1e3)
 }
 
-/// Nanoseconds in the most readable unit.
+/// Nanoseconds in the largest unit that keeps the number at or above 1 (ns, µs, ms, s).
 pub fn fmt_duration(ns: u64) -> String {
     match ns {
-        0..=9_999 => format!("{ns} ns"),
-        10_000..=9_999_999 => format!("{:.1} µs", ns as f64 / 1e3),
-        10_000_000..=999_999_999 => format!("{:.1} ms", ns as f64 / 1e6),
+        0..=999 => format!("{ns} ns"),
+        1_000..=999_999 => format!("{:.1} µs", ns as f64 / 1e3),
+        1_000_000..=999_999_999 => format!("{:.2} ms", ns as f64 / 1e6),
         _ => format!("{:.3} s", ns as f64 / 1e9),
     }
 }
@@ -92,5 +92,8 @@ mod tests {
         assert_eq!(fmt_bytes(4 << 30), "4 GiB");
         assert_eq!(thousands(1234567), "1,234,567");
         assert_eq!(fmt_duration(81_000), "81.0 µs");
+        assert_eq!(fmt_duration(999), "999 ns");
+        assert_eq!(fmt_duration(7_146_400), "7.15 ms");
+        assert_eq!(fmt_duration(1_500_000_000), "1.500 s");
     }
 }

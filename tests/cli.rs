@@ -80,16 +80,132 @@ fn json_report_has_the_headline_numbers() {
     assert_eq!(v["counters"]["waf"], 1.0);
 }
 
+/// The main job replays the bundled program with its plan and leads with the summary:
+/// one row per design with its breakdown and PAO, then the verdict.
 #[test]
 fn bare_csd_runs_the_default_job() {
     let o = csd(&[]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    assert!(out.contains("replay of (sample) untar.trace"), "{out}");
-    for design in ["frag-s:", "frag-m:", "fsr:", "lightfs:"] {
-        assert!(out.contains(design), "{design} missing: {out}");
+    let first = out.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("grep-src.trace offloaded by grep-src.plan.toml"),
+        "{out}"
+    );
+    assert!(out.contains("89 file(s) offloaded"), "{out}");
+    for design in ["frag-s ", "frag-m ", "fsr ", "lightfs "] {
+        let row = out.lines().find(|l| l.starts_with(design));
+        let row = row.unwrap_or_else(|| panic!("no row for {design}: {out}"));
+        assert!(row.trim_end().ends_with('%'), "{row}");
     }
+    assert!(
+        out.contains("finishes the offloaded requests first"),
+        "{out}"
+    );
+    // The per-op tables are behind --detail.
+    assert!(!out.contains("p99.9 µs"), "{out}");
     assert!(stderr(&o).contains("default job"));
+    // The README's quick start shows the table exactly as it prints.
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let shown = readme
+        .split("<!-- csd (the main job) -->\n```text\n")
+        .nth(1)
+        .and_then(|r| r.split("```\n<!-- end of csd -->").next())
+        .expect("the README shows the main job's table");
+    let table: String = out
+        .lines()
+        .take_while(|l| !l.starts_with("(per-op"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(
+        shown.trim_end(),
+        table.trim_end(),
+        "README's quick start is stale"
+    );
+}
+
+/// `csd trace offload` on the bundled program and plan: the stated files folded, the
+/// same bytes every time, and the replay's breakdowns differ by design with LightFS's PAO
+/// the lowest (LightFS Fig. 3).
+#[test]
+fn the_bundled_program_offloads_and_lightfs_has_the_lowest_pao() {
+    let dir = scratch("offload");
+    let repo = env!("CARGO_MANIFEST_DIR");
+    let trace = format!("{repo}/traces/samples/grep-src.trace");
+    let plan = format!("{repo}/traces/samples/grep-src.plan.toml");
+    let mut outs = Vec::new();
+    for i in 0..2 {
+        let out = dir.join(format!("folded{i}.trace"));
+        let o = csd(&[
+            "trace",
+            "offload",
+            &trace,
+            "--plan",
+            &plan,
+            "-o",
+            out.to_str().unwrap(),
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let report: serde_json::Value = serde_json::from_slice(&o.stderr).unwrap();
+        assert_eq!(report["rules"][0]["files"], 89, "{report}");
+        assert_eq!(report["rules"][0]["requests"], 1, "{report}");
+        assert_eq!(report["events_in"], 594);
+        outs.push(std::fs::read(&out).unwrap());
+    }
+    assert_eq!(outs[0], outs[1], "folding is deterministic");
+    let folded = dir.join("folded0.trace");
+    let o = csd(&["replay", folded.to_str().unwrap(), "--json", "--no-store"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mut paos = Vec::new();
+    for d in v["designs"].as_array().unwrap() {
+        assert_eq!(d["ndp"]["files"], 89, "{d}");
+        assert!(d["first_errors"].as_object().unwrap().is_empty(), "{d}");
+        paos.push((
+            d["design"].as_str().unwrap().to_string(),
+            d["ndp"]["pao"].as_f64().unwrap(),
+        ));
+    }
+    let lowest = paos.iter().min_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
+    assert_eq!(lowest.0, "lightfs", "{paos:?}");
+    let distinct: std::collections::BTreeSet<u64> =
+        paos.iter().map(|p| (p.1 * 1e6) as u64).collect();
+    assert_eq!(
+        distinct.len(),
+        4,
+        "the breakdowns differ by design: {paos:?}"
+    );
+    // The same through `csd replay --offload`, by the bundled plan's name; the folded trace
+    // is kept with the run, which reruns byte for byte.
+    let store = dir.join("store");
+    let o = csd(&[
+        "replay",
+        "grep-src",
+        "--offload",
+        "grep-src",
+        "--store",
+        store.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let again = csd(&["runs", "rerun", "r1", "--store", store.to_str().unwrap()]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    // A bad plan is refused by name.
+    std::fs::write(
+        dir.join("bad.toml"),
+        "[[rule]]\ntask = \"grep\"\npaths = [\"rel/*\"]\n",
+    )
+    .unwrap();
+    let bad = csd(&[
+        "trace",
+        "offload",
+        &trace,
+        "--plan",
+        dir.join("bad.toml").to_str().unwrap(),
+    ]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(stderr(&bad).contains("not absolute"), "{}", stderr(&bad));
 }
 
 #[test]
@@ -727,7 +843,7 @@ fn runs_are_stored_listed_compared_and_removed() {
     );
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
-        stdout(&o).contains("replay of ndp-mixed.trace"),
+        stdout(&o).starts_with("ndp-mixed.trace · profile"),
         "{}",
         stdout(&o)
     );

@@ -672,6 +672,17 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // An offloaded replay of the bundled program (r7): the main job's run.
+    let out = Command::new(CSD)
+        .args(["replay", "grep-src", "--offload", "grep-src", "--store"])
+        .arg(&store)
+        .output()
+        .expect("run csd replay --offload");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let (_, task) = get_json(&base, "/api/runs/r6");
     assert_eq!(task["run"]["kind"], "task", "{task}");
     let task_bar = task["view"]["breakdowns"][0]["bars"][0].clone();

@@ -147,7 +147,7 @@ fn device_reports_are_unchanged() {
 
 #[test]
 fn task_reports_are_unchanged() {
-    let samples = format!("{}/traces/samples", env!("CARGO_MANIFEST_DIR"));
+    let samples = format!("{}/traces/samples/grep.trace", env!("CARGO_MANIFEST_DIR"));
     insta::assert_snapshot!(
         "task_grep",
         report(&[

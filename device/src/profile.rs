@@ -59,7 +59,7 @@ pub enum ProfileError {
         "unknown profile '{name}' (built-in profiles: {known}; or give a path to a .toml file)"
     )]
     Unknown { name: String, known: String },
-    #[error("reading profile {path}: {source}")]
+    #[error("reading profile {path}")]
     Io {
         path: PathBuf,
         #[source]
@@ -307,10 +307,34 @@ fn describe_toml_error(src: &str, e: &toml::de::Error) -> String {
     match e.span() {
         Some(span) => {
             let line = src[..span.start.min(src.len())].matches('\n').count() + 1;
-            format!("line {line}: {message}")
+            match field_at(src, line) {
+                Some(field) => format!("line {line} ({field}): {message}"),
+                None => format!("line {line}: {message}"),
+            }
         }
         None => message.to_string(),
     }
+}
+
+/// The `table.key` that the 1-based `line` of `src` assigns, if it assigns one.
+fn field_at(src: &str, line: usize) -> Option<String> {
+    let mut table = "";
+    for l in src.lines().take(line.saturating_sub(1)) {
+        let l = l.trim();
+        if let Some(h) = l.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            table = h.trim();
+        }
+    }
+    let (key, _) = src.lines().nth(line.checked_sub(1)?)?.split_once('=')?;
+    let key = key.trim().trim_matches('"');
+    if key.is_empty() || key.starts_with('#') {
+        return None;
+    }
+    Some(if table.is_empty() {
+        key.to_string()
+    } else {
+        format!("{table}.{key}")
+    })
 }
 
 /// Finds the 1-based line that assigns `table.field` in `src`, if any.
@@ -347,6 +371,16 @@ mod tests {
             assert_eq!(&p.name, name, "file name and `name` field agree");
             assert!(!p.assumptions.is_empty(), "{name}: assumptions are listed");
         }
+    }
+
+    #[test]
+    fn a_bad_value_is_named_by_line_and_field() {
+        let src = BUILTIN[0]
+            .1
+            .replacen("channels = ", "channels = \"eight\" #", 1);
+        let e = Profile::from_toml(&src, "edited").unwrap_err().to_string();
+        assert!(e.contains("(geometry.channels)"), "{e}");
+        assert!(e.contains("line "), "{e}");
     }
 
     #[test]

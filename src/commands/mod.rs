@@ -13,6 +13,7 @@ pub mod repro;
 pub mod rerun;
 pub mod runs;
 pub mod serve;
+pub mod summary;
 pub mod task;
 pub mod trace;
 pub mod txapps;

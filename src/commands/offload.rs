@@ -1,19 +1,95 @@
 //! `csd trace offload` and `csd replay --offload`: a recorded program's scans folded into
 //! `ndp` requests by an offload plan.
 
+use super::replay::{Opener, SAMPLE_PLANS};
 use anyhow::Context;
 use csd_traces::offload::{FoldReport, Folder, Plan};
+use csd_traces::store::TraceRef;
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::Path;
+use std::sync::Arc;
 
-/// Reads and checks a plan file.
+/// Reads and checks a plan: a file, or a bundled plan by name.
 pub fn load_plan(path: &Path) -> anyhow::Result<Folder> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading the offload plan {}", path.display()))?;
+    let text = plan_text(path)?;
     let plan = Plan::parse(&text).with_context(|| format!("in {}", path.display()))?;
     plan.folder()
         .with_context(|| format!("in {}", path.display()))
+}
+
+/// A plan's text: the file at `path`, else the bundled plan of that name.
+fn plan_text(path: &Path) -> anyhow::Result<String> {
+    if path.is_file() {
+        return std::fs::read_to_string(path)
+            .with_context(|| format!("reading the offload plan {}", path.display()));
+    }
+    let name = path.display().to_string();
+    SAMPLE_PLANS
+        .iter()
+        .find(|(n, _)| *n == name || n.strip_suffix(".plan.toml") == Some(name.as_str()))
+        .map(|(_, t)| t.to_string())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "no offload plan '{name}': no such file, and no bundled plan of that name ({})",
+                SAMPLE_PLANS.map(|(n, _)| n).join(", ")
+            )
+        })
+}
+
+/// Folds an opened trace under `plan` into memory, and returns how to open the result, its
+/// reference (`<trace> offloaded by <plan>`), what the fold did and its bytes.
+pub fn fold_opened(
+    open: &mut Opener,
+    trace: &TraceRef,
+    plan: &Path,
+) -> anyhow::Result<(Opener, TraceRef, FoldReport, Arc<Vec<u8>>)> {
+    let folder = load_plan(plan)?;
+    let mut out = Capped(Vec::new());
+    let input = open().with_context(|| format!("reading {}", trace.name))?;
+    let report = csd_traces::offload::fold_trace(input, &folder, &mut out)
+        .with_context(|| format!("folding {}", trace.name))?;
+    let bytes = Arc::new(out.0);
+    let folded = TraceRef {
+        id: csd_traces::store::trace_id(&bytes),
+        name: format!(
+            "{} offloaded by {}",
+            trace.name.trim_start_matches("(sample) "),
+            plan.file_name().map_or(plan.display().to_string(), |n| n
+                .to_string_lossy()
+                .into_owned())
+        ),
+    };
+    let shared = bytes.clone();
+    let opener: Opener = Box::new(move || {
+        Ok(Box::new(std::io::Cursor::new(shared.as_ref().clone())) as Box<dyn BufRead + Send>)
+    });
+    Ok((opener, folded, report, bytes))
+}
+
+/// The most a folded trace `csd replay --offload` keeps in memory may hold; a larger one is
+/// folded to a file with `csd trace offload -o` and replayed from there.
+pub const MAX_IN_MEMORY: usize = 256 << 20;
+
+/// A buffer that refuses to grow past [`MAX_IN_MEMORY`].
+struct Capped(Vec<u8>);
+
+impl Write for Capped {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.0.len() + buf.len() > MAX_IN_MEMORY {
+            return Err(std::io::Error::other(format!(
+                "the folded trace is over {} in memory: fold it to a file with `csd trace \
+                 offload -o FILE` and replay that",
+                crate::units::fmt_bytes(MAX_IN_MEMORY as u64)
+            )));
+        }
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Folds `trace` into `out` (written beside it and renamed once complete, so a failed fold
@@ -86,34 +162,4 @@ pub fn say(r: &FoldReport) {
         );
     }
     eprintln!("csd: {} events in, {} out", r.events_in, r.events_out);
-}
-
-/// Where `csd replay --offload` keeps a folded trace: in the cache, named by the trace's
-/// and the plan's content, so a second replay of the same pair folds nothing again.
-#[allow(dead_code)] // wired into `csd replay --offload` next
-pub fn cached_fold(trace: &Path, plan: &Path) -> anyhow::Result<(PathBuf, Option<FoldReport>)> {
-    let folder = load_plan(plan)?;
-    let trace_id = csd_traces::store::trace_id_of(
-        File::open(trace).with_context(|| format!("opening {}", trace.display()))?,
-    )?;
-    let plan_id = csd_traces::store::trace_id(&std::fs::read(plan)?);
-    let key = csd_traces::store::trace_id(format!("{trace_id}+{plan_id}").as_bytes());
-    // Beside the compiled-module cache ($XDG_CACHE_HOME/csdlab), else the temp directory.
-    let dir = csd_runtime::default_cache_dir()
-        .and_then(|d| d.parent().map(Path::to_path_buf))
-        .unwrap_or_else(std::env::temp_dir)
-        .join("offloaded");
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let stem = trace
-        .file_stem()
-        .map_or("trace".into(), |s| s.to_string_lossy().into_owned());
-    let out = dir.join(format!(
-        "{stem}.offloaded-{}.trace",
-        &key.trim_start_matches("sha256:")[..16]
-    ));
-    if out.exists() {
-        return Ok((out, None));
-    }
-    let report = fold_to(trace, &folder, &out)?;
-    Ok((out, Some(report)))
 }

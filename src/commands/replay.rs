@@ -19,8 +19,18 @@ use std::sync::Arc;
 /// The sample replayed when no trace is given.
 pub const SAMPLE_NAME: &str = "untar.trace";
 
+/// The main job's program and plan: `grep -rn` over a source tree, its scans offloaded.
+pub const MAIN_TRACE: &str = "grep-src.trace";
+pub const MAIN_PLAN: &str = "grep-src.plan.toml";
+
+/// The offload plans compiled into csd (`traces/samples/*.plan.toml`), usable by name.
+pub const SAMPLE_PLANS: [(&str, &str); 1] = [(
+    "grep-src.plan.toml",
+    include_str!("../../traces/samples/grep-src.plan.toml"),
+)];
+
 /// The sample traces compiled into csd (`traces/samples/`), replayable by name.
-pub const SAMPLES: [(&str, &str); 4] = [
+pub const SAMPLES: [(&str, &str); 5] = [
     (
         "untar.trace",
         include_str!("../../traces/samples/untar.trace"),
@@ -36,6 +46,10 @@ pub const SAMPLES: [(&str, &str); 4] = [
     (
         "ndp-mixed.trace",
         include_str!("../../traces/samples/ndp-mixed.trace"),
+    ),
+    (
+        "grep-src.trace",
+        include_str!("../../traces/samples/grep-src.trace"),
     ),
 ];
 
@@ -69,6 +83,14 @@ pub struct ReplayArgs {
     /// Skip and count unknown ops instead of failing.
     #[arg(long)]
     pub lenient: bool,
+    /// Fold the trace's host-side scans into `ndp` requests first, as this offload plan
+    /// says (a TOML file, or a bundled plan by name): see `csd trace offload --help`.
+    #[arg(long, value_name = "PLAN")]
+    pub offload: Option<PathBuf>,
+    /// Print each design's per-op latency percentiles after the summary (a replay that
+    /// offloads nothing prints them anyway).
+    #[arg(long)]
+    pub detail: bool,
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -254,6 +276,17 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
         let s = RunStore::open_waiting(&store_path?, super::runs::store_patience(), || {}).ok()?;
         s.trace(key).ok().map(|(meta, b)| (meta.name, b))
     })?;
+    let (mut open, trace_ref, folded) = match &args.offload {
+        Some(plan) => {
+            let (open, trace_ref, report, bytes) =
+                super::offload::fold_opened(&mut open, &trace_ref, plan)?;
+            if !args.json {
+                super::offload::say(&report);
+            }
+            (open, trace_ref, Some(bytes))
+        }
+        None => (open, trace_ref, None),
+    };
     let bar = indicatif::ProgressBar::hidden();
     let started = std::time::Instant::now();
     let stored = super::runs::stored_tasks(&args.store);
@@ -288,7 +321,23 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print(&report);
+        // A replay that offloaded something leads with the summary; one that did not has
+        // nothing to summarise beyond its per-op tables.
+        let offloaded = report.designs.iter().any(|d| d.ndp.is_some());
+        if offloaded {
+            super::summary::print(&report);
+        }
+        if args.detail || !offloaded {
+            print(&report);
+        } else {
+            println!(
+                "\n(per-op latency percentiles: --detail; the run in the dashboard: csd serve)"
+            );
+        }
+    }
+    // A folded trace is kept in the store with the run, so `csd runs rerun` finds it.
+    if let (Some(bytes), false) = (folded, args.store.no_store) {
+        super::runs::open(&args.store)?.add_trace(&trace_ref.name, &bytes)?;
     }
     args.store.save_and_say(run)
 }

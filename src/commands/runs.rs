@@ -217,9 +217,17 @@ fn print_diff(a: &str, b: &str, store: &StoreArgs, json: bool) -> anyhow::Result
             let rel = m
                 .relative
                 .map_or(String::new(), |r| format!(" ({:+.1}%)", r * 100.0));
+            let verdict = match m.better {
+                Some(true) => "  better",
+                Some(false) => "  worse",
+                None => "",
+            };
             println!(
-                "  {:<28} {:>14.3} → {:>14.3}  {:+.3}{rel}",
-                m.metric, m.a, m.b, m.delta
+                "  {:<28} {:>14} → {:>14}  {}{rel}{verdict}",
+                m.metric,
+                number(m.a),
+                number(m.b),
+                signed(m.delta)
             );
         }
     }
@@ -268,5 +276,23 @@ fn print_list(runs: &[csd_traces::store::StoredRun]) {
             w2 = w[2],
             w3 = w[3]
         );
+    }
+}
+
+/// A count as an integer, anything else with three decimals.
+fn number(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{}", x as i64)
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+fn signed(x: f64) -> String {
+    let n = number(x);
+    if x > 0.0 {
+        format!("+{n}")
+    } else {
+        n
     }
 }

@@ -46,7 +46,8 @@ pub struct RunArgs {
     #[arg(long, default_value = "tx")]
     pub exec: ExecMode,
     /// Run the same task code on the host CPU instead, its I/O over NVMe and PCIe (the
-    /// host-only baseline; needs a profile that characterises its host CPU).
+    /// host-only baseline; needs a profile that characterises its host CPU, such as
+    /// daisyplus-femu).
     #[arg(long, conflicts_with = "exec")]
     pub on_host: bool,
     /// Print the report as JSON.
@@ -128,6 +129,20 @@ pub fn engine() -> anyhow::Result<Arc<TaskEngine>> {
 // each short.
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let profile = Profile::load(&args.profile)?;
+    if args.on_host && profile.host.cpu_ns_per_fuel.is_none() {
+        let able: Vec<String> = Profile::builtin()
+            .into_iter()
+            .filter(|p| p.host.cpu_ns_per_fuel.is_some())
+            .map(|p| p.name)
+            .collect();
+        bail!(
+            "--on-host needs a profile that characterises its host CPU (host.cpu_ns_per_fuel), \
+             and '{}' does not (its paper gives no host CPU cost to calibrate one from); built-in \
+             profiles that do: {}",
+            profile.name,
+            able.join(", ")
+        );
+    }
     args.store.check()?;
     let max_memory = EngineConfig::default().max_memory_bytes;
     if let Some(m) = args.memory.filter(|&m| m > max_memory) {

@@ -29,9 +29,10 @@ pub enum TraceCmd {
     /// Convert a trace from another tool (strace text, fio iolog v3, MSR Cambridge CSV,
     /// DiskSim ASCII) into a csd trace.
     Import {
-        /// The input's format.
-        #[arg(long)]
-        from: ImportFormat,
+        /// The input's format: strace (text of `strace -f -ttt -T -y -s0`), fio-iolog3,
+        /// msr (MSR Cambridge CSV) or disksim (DiskSim ASCII).
+        #[arg(long, value_parser = ["strace", "fio-iolog3", "msr", "disksim"])]
+        from: String,
         /// The foreign trace.
         input: PathBuf,
         /// Where to write the csd trace (default: standard output).
@@ -91,7 +92,10 @@ pub fn run(cmd: &TraceCmd) -> anyhow::Result<()> {
             keep_strace,
             command,
         } => record(out, keep_strace.as_deref(), command),
-        TraceCmd::Import { from, input, out } => import(*from, input, out.as_deref()),
+        TraceCmd::Import { from, input, out } => {
+            let from: ImportFormat = from.parse().map_err(anyhow::Error::msg)?;
+            import(from, input, out.as_deref())
+        }
         TraceCmd::Add { trace, store } => add(trace, store),
         TraceCmd::Check {
             trace,

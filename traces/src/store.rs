@@ -588,7 +588,10 @@ impl RunStore {
         let meta = self
             .traces()?
             .into_iter()
-            .find(|t| t.id == key || t.name == key)
+            .find(|t| {
+                // By id, by name, or by name without its `.trace` suffix.
+                t.id == key || t.name == key || t.name.strip_suffix(".trace") == Some(key)
+            })
             .ok_or_else(|| StoreError::NoTrace(key.to_string()))?;
         let bytes = self
             .traces

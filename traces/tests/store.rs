@@ -122,8 +122,16 @@ fn diffs_are_per_design() {
         .unwrap();
     assert_eq!((dur.a, dur.b, dur.delta), (1000.0, 1500.0, 500.0));
     assert_eq!(dur.relative, Some(0.5));
+    assert_eq!(dur.better, Some(false), "a longer replay is worse");
     let pao = frag.metrics.iter().find(|m| m.metric == "ndp.pao").unwrap();
     assert_eq!(pao.delta, -0.25);
+    assert_eq!(pao.better, Some(true), "less overhead is better");
+    let ops = frag
+        .metrics
+        .iter()
+        .find(|m| m.metric == "ops_per_sec")
+        .unwrap();
+    assert_eq!(ops.better, None, "unchanged");
     assert!(frag.metrics.iter().any(|m| m.metric == "read.p99_ns"));
     let light = d.iter().find(|x| x.design == "lightfs").unwrap();
     assert!(
@@ -141,6 +149,11 @@ fn traces_are_stored_by_content() {
     assert_eq!(s.add_trace("again.trace", b"hello").unwrap().id, t.id);
     assert_eq!(s.trace(&t.id).unwrap().1, b"hello");
     assert_eq!(s.trace("again.trace").unwrap().1, b"hello");
+    assert_eq!(
+        s.trace("again").unwrap().1,
+        b"hello",
+        "named without its suffix"
+    );
     assert!(matches!(s.trace("nope"), Err(StoreError::NoTrace(_))));
 }
 
@@ -237,4 +250,22 @@ fn reports_of_another_layout_load_as_unreadable() {
     let good = s.save(run(1000, 0.5)).unwrap();
     let e = diff(&good.report, &all[1].report).unwrap_err();
     assert!(e.to_string().contains("cannot read"), "{e}");
+}
+
+#[test]
+fn tasks_are_kept_by_content_and_found_by_name_or_id() {
+    let dir = scratch("tasks");
+    let s = RunStore::open(&dir).unwrap();
+    let one = s.add_task("mine", b"module one").unwrap();
+    assert!(one.id.starts_with("sha256:"));
+    let two = s.add_task("mine", b"module two").unwrap();
+    assert_ne!(one.id, two.id);
+    assert_eq!(s.task("mine").unwrap().1, b"module two", "the name moved");
+    assert_eq!(
+        s.task(&one.id).unwrap().1,
+        b"module one",
+        "the old module stays, by id"
+    );
+    assert_eq!(s.tasks().unwrap().len(), 1);
+    assert!(matches!(s.task("theirs"), Err(StoreError::NoTask(_))));
 }

@@ -300,7 +300,8 @@ async function comparePage(a, b) {
   for (const des of d.designs) {
     parts.push(el("h2", {}, des.design), table(["metric", d.a.id, d.b.id, "change", "relative"],
       des.metrics.map((m) => [m.metric, num(m.a), num(m.b),
-        el("span", { class: m.delta > 0 ? "up" : m.delta < 0 ? "down" : "" }, (m.delta > 0 ? "+" : "") + num(m.delta)),
+        // Coloured by better or worse (throughput up is good, latency up is bad), not by sign.
+        el("span", { class: m.better === true ? "better" : m.better === false ? "worse" : "" }, (m.delta > 0 ? "+" : "") + num(m.delta)),
         m.relative === null ? "–" : (m.relative > 0 ? "+" : "") + pct(m.relative)])));
   }
   show(parts);

@@ -33,6 +33,43 @@ pub struct MetricDelta {
     pub delta: f64,
     /// `(b − a) / a`, when `a` is not zero.
     pub relative: Option<f64>,
+    /// Whether `b` is better than `a` (higher throughput, lower latency, overhead, work…);
+    /// `None` when the values are equal or the metric has no better direction.
+    pub better: Option<bool>,
+}
+
+/// Whether a higher value of `metric` is better (`Some(true)`), worse (`Some(false)`), or
+/// neither.
+pub fn higher_is_better(metric: &str) -> Option<bool> {
+    let m = metric.rsplit('.').next().unwrap_or(metric);
+    if [
+        "ops_per_sec",
+        "mb_per_s",
+        "kops",
+        "iops",
+        "bandwidth_bytes_per_sec",
+    ]
+    .contains(&m)
+    {
+        return Some(true);
+    }
+    let lower = m.ends_with("_ns")
+        || m.ends_with("_us")
+        || m.ends_with("_ms")
+        || [
+            "pao",
+            "waf",
+            "fuel",
+            "io_share",
+            "host_cpu_pct",
+            "cpu_cost",
+            "flash_page_reads",
+            "flash_page_programs",
+            "surviving_blocks",
+            "write_requests",
+        ]
+        .contains(&m);
+    lower.then_some(false)
 }
 
 /// Why two reports cannot be compared.
@@ -243,9 +280,15 @@ pub fn diff(a: &Report, b: &Report) -> Result<Vec<DesignDelta>, NotComparable> {
             .into_iter()
             .filter_map(|(metric, a)| {
                 let b = mb.metrics.iter().find(|(k, _)| *k == metric)?.1;
+                let better = match higher_is_better(&metric) {
+                    _ if a == b => None,
+                    Some(up) => Some(up == (b > a)),
+                    None => None,
+                };
                 Some(MetricDelta {
                     relative: (a != 0.0).then(|| (b - a) / a),
                     delta: b - a,
+                    better,
                     metric,
                     a,
                     b,

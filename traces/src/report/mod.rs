@@ -16,7 +16,7 @@ mod replay;
 mod task;
 mod txisc;
 
-pub use headline::{diff, DesignDelta, Headline, MetricDelta, NotComparable};
+pub use headline::{diff, higher_is_better, DesignDelta, Headline, MetricDelta, NotComparable};
 pub use kind::{Report, ReportKind, Unreadable};
 pub use ndp::{NdpDesign, NdpPoint, NdpRun};
 pub use persist::{online_label, PersistRun};

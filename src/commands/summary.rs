@@ -1,0 +1,100 @@
+//! The replay summary `csd replay` (and so the main job, `csd`) prints first: per design,
+//! the total time, the offloaded requests' time, their mean per-file breakdown and PAO, and
+//! which design wins.
+
+use crate::units::fmt_duration;
+use csd_traces::replay::ReplayReport;
+use csd_traces::report::ReplayRun;
+
+/// The time a design's `ndp` requests took in all (their latencies summed).
+fn offloaded_ns(d: &ReplayReport) -> Option<f64> {
+    let l = d.latency.get("ndp")?;
+    (l.count > 0).then_some(l.mean_ns * l.count as f64)
+}
+
+fn ms(ns: f64) -> String {
+    fmt_duration(ns.round() as u64)
+}
+
+// Long: one table, its header, one row per design, then the verdict, in print order.
+pub fn print(r: &ReplayRun) {
+    let files = r
+        .designs
+        .first()
+        .and_then(|d| d.ndp.as_ref())
+        .map(|n| (n.requests, n.files));
+    println!(
+        "{} · profile {} · {} · seed {}",
+        r.trace,
+        r.profile,
+        format!("{:?}", r.mode).to_lowercase(),
+        r.seed
+    );
+    match files {
+        Some((req, f)) => println!("{f} file(s) offloaded in {req} ndp request(s)\n"),
+        None => println!("no ndp requests\n"),
+    }
+    println!(
+        "{:<8} {:>10} {:>10}   {:>8} {:>7} {:>8} {:>8} {:>7} {:>6}",
+        "design", "total", "offloaded", "layout", "dma", "read", "compute", "others", "PAO"
+    );
+    println!("{:<32}{:-^50}", "", " mean per file, µs ");
+    for d in &r.designs {
+        let total = fmt_duration(d.duration_ns);
+        match (&d.ndp, offloaded_ns(d)) {
+            (Some(n), Some(off)) => {
+                let b = &n.breakdown;
+                println!(
+                    "{:<8} {:>10} {:>10}   {:>8.1} {:>7.1} {:>8.1} {:>8.1} {:>7.1} {:>5.1}%",
+                    d.design.to_string(),
+                    total,
+                    ms(off),
+                    b.retrieve_layout_ns / 1e3,
+                    b.dma_ns / 1e3,
+                    b.read_file_ns / 1e3,
+                    b.compute_ns / 1e3,
+                    b.others_ns / 1e3,
+                    n.pao * 100.0
+                );
+            }
+            _ => println!("{:<8} {:>10} {:>10}", d.design.to_string(), total, "-"),
+        }
+    }
+    verdict(r);
+}
+
+/// Which design finishes the offloaded requests first, by how much, and whose overhead is
+/// lowest.
+fn verdict(r: &ReplayRun) {
+    let mut timed: Vec<(&ReplayReport, f64)> = r
+        .designs
+        .iter()
+        .filter_map(|d| Some((d, offloaded_ns(d)?)))
+        .collect();
+    if timed.len() < 2 {
+        return;
+    }
+    timed.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let (best, t) = timed[0];
+    let others: Vec<String> = timed[1..]
+        .iter()
+        .map(|(d, x)| format!("{:.2}× faster than {}", x / t.max(1.0), d.design))
+        .collect();
+    println!(
+        "\n{} finishes the offloaded requests first: {}.",
+        best.design,
+        others.join(", ")
+    );
+    let lowest = r
+        .designs
+        .iter()
+        .filter_map(|d| Some((d, d.ndp.as_ref()?.pao)))
+        .min_by(|a, b| a.1.total_cmp(&b.1));
+    if let Some((d, pao)) = lowest {
+        println!(
+            "{} spends the least on overhead (PAO {:.1}%: layout retrieval, DMA and command handling as a share of each file's time).",
+            d.design,
+            pao * 100.0
+        );
+    }
+}
