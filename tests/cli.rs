@@ -1334,20 +1334,35 @@ fn a_users_own_task_reaches_ndp_replay_and_run() {
     std::fs::copy(format!("{repo}/tasks/Cargo.lock"), krate.join("Cargo.lock")).unwrap();
     std::fs::write(
         krate.join("src/lib.rs"),
-        r#"use csd_sdk::{serde_json, task, Context, Result};
+        r#"use csd_sdk::{serde_json, task, Context, ControlFlow, Deserialize, Result};
+
+/// Arguments derived with the SDK's own serde: the crate depends on nothing else.
+#[derive(Deserialize)]
+#[serde(crate = "csd_sdk::serde")]
+struct Args {
+    #[serde(default)]
+    stop_after: Option<u64>,
+}
 
 #[task]
 fn run(ctx: Context) -> Result<()> {
-    let (mut files, mut sum) = (0u64, 0u64);
+    let args: Args = ctx.args_json()?;
+    let (mut files, mut sum, mut seen) = (0u64, 0u64, 0u64);
     for file in ctx.files() {
         files += 1;
-        file.for_each_chunk(64 << 10, |_, chunk| {
+        file.try_for_each_chunk(64 << 10, |_, chunk| {
             for b in chunk {
                 sum = sum.wrapping_mul(31).wrapping_add(u64::from(*b));
             }
-        });
+            seen += chunk.len() as u64;
+            Ok(match args.stop_after {
+                Some(n) if seen >= n => ControlFlow::Break(()),
+                _ => ControlFlow::Continue(()),
+            })
+        })?;
     }
-    csd_sdk::ret_json(&serde_json::json!({ "files": files, "sum": sum }))
+    csd_sdk::warn!("read {seen} bytes");
+    csd_sdk::ret_json(&serde_json::json!({ "files": files, "sum": sum, "seen": seen }))
 }
 "#,
     )
@@ -1475,6 +1490,32 @@ fn run(ctx: Context) -> Result<()> {
         assert!(metrics.contains(&stage), "{metrics:?}");
     }
 
+    // The SDK's early stop and levelled logs: told to stop after 64 KiB of the 256 KiB
+    // file, the task reads one chunk and says so at warn level.
+    let stop = csd_cached(
+        &[
+            "run",
+            "bytesum",
+            "--import",
+            data.to_str().unwrap(),
+            "--args",
+            r#"{"stop_after":65536}"#,
+            "--json",
+            "--store",
+            store,
+        ],
+        &cache,
+    );
+    assert!(stop.status.success(), "{}", stderr(&stop));
+    let v: serde_json::Value = serde_json::from_slice(&stop.stdout).unwrap();
+    assert_eq!(v["result"]["seen"], 65536, "{v}");
+    assert_eq!(v["logs"][0], "[warn] read 65536 bytes", "{v}");
+    assert!(
+        stderr(&stop).contains("read 65536 bytes"),
+        "warnings show without RUST_LOG"
+    );
+    let full = show(store, "r3", &cache);
+    assert_eq!(full["report"]["result"]["seen"], 256 << 10);
     // The ndp run reruns from its spec with the module it recorded, even after the name
     // moves to another module.
     let moved = csd_cached(

@@ -858,7 +858,16 @@ fn link_outputs(l: &mut Linker<TaskState>) -> wasmtime::Result<()> {
                 return Ok(());
             }
             let line = guest_string(&mut c, "log", ptr, len)?;
-            tracing::info!(target: "csd_task", "{line}");
+            // The SDK's `warn!`, `error!` and `debug!` tag their lines; plain `log!` is info.
+            if line.starts_with("[error] ") {
+                tracing::error!(target: "csd_task", "{line}");
+            } else if line.starts_with("[warn] ") {
+                tracing::warn!(target: "csd_task", "{line}");
+            } else if line.starts_with("[debug] ") {
+                tracing::debug!(target: "csd_task", "{line}");
+            } else {
+                tracing::info!(target: "csd_task", "{line}");
+            }
             c.data_mut().logs.push(line);
             Ok(())
         },

@@ -20,11 +20,16 @@
 //! ```
 
 pub use csd_sdk_macros::task;
+/// serde and its derives, so a task's argument types need no dependency of their own:
+/// `#[derive(csd_sdk::Deserialize)] #[serde(crate = "csd_sdk::serde")] struct Args { … }`.
+pub use serde;
+pub use serde::{Deserialize, Serialize};
 pub use serde_json;
+pub use std::ops::ControlFlow;
 
 mod sys;
 
-use serde::{de::DeserializeOwned, Serialize};
+use serde::de::DeserializeOwned;
 
 /// A task's error: a message the host reports as "task failed (run returned 1): ...".
 ///
@@ -141,6 +146,8 @@ impl File {
     /// chunk and at most 32 in flight), so the device reads the next chunk on all its dies
     /// while the task computes on this one.
     pub fn for_each_chunk(&self, chunk_bytes: usize, mut f: impl FnMut(u64, &[u8])) {
+        // Not written over `try_for_each_chunk`: the example tasks' compiled code, and so
+        // their fuel and every figure reproduced from them, stays as it was.
         let size = self.size();
         let chunk = chunk_bytes.clamp(1, MAX_SUBMIT_BYTES) as u64;
         let chunks = size.div_ceil(chunk);
@@ -171,6 +178,61 @@ impl File {
                 next += 1;
             }
         }
+    }
+
+    /// [`File::for_each_chunk`] with a visitor that can stop early (`ControlFlow::Break`:
+    /// a grep that found what it wanted) or fail (its error is returned). Reads still in
+    /// flight when it stops are waited for, and nothing more is read.
+    pub fn try_for_each_chunk(
+        &self,
+        chunk_bytes: usize,
+        mut f: impl FnMut(u64, &[u8]) -> Result<ControlFlow<()>>,
+    ) -> Result<()> {
+        let size = self.size();
+        let chunk = chunk_bytes.clamp(1, MAX_SUBMIT_BYTES) as u64;
+        let chunks = size.div_ceil(chunk);
+        // Never allocate (and zero) more than the file holds: small files are the common case.
+        let depth = ((READ_AHEAD_BYTES / chunk).clamp(1, MAX_QUEUE_DEPTH as u64)).min(chunks);
+        let mut ring: Vec<(Vec<u8>, Option<Pending>)> = (0..depth)
+            .map(|_| (vec![0u8; chunk.min(size) as usize], None))
+            .collect();
+        let mut next = 0u64;
+        let slots = ring.len().max(1) as u64;
+        for (slot, (buf, pending)) in ring.iter_mut().enumerate() {
+            if (slot as u64) < chunks {
+                *pending = Some(self.submit_read(slot as u64 * chunk, buf));
+                next += 1;
+            }
+        }
+        let mut outcome = Ok(());
+        for i in 0..chunks {
+            let (buf, pending) = &mut ring[(i % slots) as usize];
+            let Some(p) = pending.take() else { break };
+            let n = p.bytes();
+            p.wait();
+            if n == 0 {
+                break;
+            }
+            match f(i * chunk, &buf[..n]) {
+                Ok(ControlFlow::Continue(())) => {}
+                Ok(ControlFlow::Break(())) => break,
+                Err(e) => {
+                    outcome = Err(e);
+                    break;
+                }
+            }
+            if next < chunks {
+                *pending = Some(self.submit_read(next * chunk, buf));
+                next += 1;
+            }
+        }
+        // The host fills a buffer when its read is waited for: none may be dropped first.
+        for (_, pending) in &mut ring {
+            if let Some(p) = pending.take() {
+                p.wait();
+            }
+        }
+        outcome
     }
 
     /// Submits a read of `buf.len()` bytes at `offset` and returns without waiting: the
@@ -342,6 +404,25 @@ pub fn __log(message: &str) {
 #[macro_export]
 macro_rules! log {
     ($($t:tt)*) => { $crate::__log(&format!($($t)*)) };
+}
+
+/// Logs a warning: the line is kept as `[warn] …` and the host logs it at warn level (shown
+/// without `RUST_LOG`).
+#[macro_export]
+macro_rules! warn {
+    ($($t:tt)*) => { $crate::__log(&format!("[warn] {}", format_args!($($t)*))) };
+}
+
+/// Logs an error: kept as `[error] …`, logged by the host at error level.
+#[macro_export]
+macro_rules! error {
+    ($($t:tt)*) => { $crate::__log(&format!("[error] {}", format_args!($($t)*))) };
+}
+
+/// Logs a debugging line: kept as `[debug] …`, logged by the host at debug level.
+#[macro_export]
+macro_rules! debug {
+    ($($t:tt)*) => { $crate::__log(&format!("[debug] {}", format_args!($($t)*))) };
 }
 
 /// Hardware engines of the device. Their results are computed by the host; their cost comes

@@ -318,28 +318,35 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
         },
     )?;
     bar.finish_and_clear();
+    show(args, &report)?;
+    // A folded trace is kept in the store with the run, so `csd runs rerun` finds it.
+    if let (Some(bytes), false) = (folded, args.store.no_store) {
+        super::runs::open(&args.store)?.add_trace(&trace_ref.name, &bytes)?;
+    }
+    args.store.save_and_say(run)
+}
+
+/// Prints the report: JSON, or the summary and (with `--detail`, or when nothing was
+/// offloaded) the per-op tables.
+fn show(args: &ReplayArgs, report: &ReplayRun) -> anyhow::Result<()> {
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!("{}", serde_json::to_string_pretty(report)?);
     } else {
         // A replay that offloaded something leads with the summary; one that did not has
         // nothing to summarise beyond its per-op tables.
         let offloaded = report.designs.iter().any(|d| d.ndp.is_some());
         if offloaded {
-            super::summary::print(&report);
+            super::summary::print(report);
         }
         if args.detail || !offloaded {
-            print(&report);
+            print(report);
         } else {
             println!(
                 "\n(per-op latency percentiles: --detail; the run in the dashboard: csd serve)"
             );
         }
     }
-    // A folded trace is kept in the store with the run, so `csd runs rerun` finds it.
-    if let (Some(bytes), false) = (folded, args.store.no_store) {
-        super::runs::open(&args.store)?.add_trace(&trace_ref.name, &bytes)?;
-    }
-    args.store.save_and_say(run)
+    Ok(())
 }
 
 fn us(ns: u64) -> String {

@@ -318,7 +318,14 @@ impl RunView {
     /// One invocation: where its latency went.
     fn add_task(&mut self, t: &TaskRun) {
         self.breakdowns.push(BreakdownChart {
-            title: format!("task {} ({:?})", t.report.task, t.report.exec).to_lowercase(),
+            title: format!(
+                "task {} ({}) · {} fuel, {} read, {} written",
+                t.report.task,
+                format!("{:?}", t.report.exec).to_lowercase(),
+                t.report.fuel,
+                t.report.bytes_read,
+                t.report.bytes_written
+            ),
             unit: "µs",
             bars: vec![invocation_bar(t.report.task.clone(), &t.report.breakdown)],
         });
