@@ -25,8 +25,22 @@ fn stderr(o: &Output) -> String {
 }
 
 const SMALL_MIXED: &[&str] = &[
-    "device", "run", "--rw", "randrw", "--bs", "16k", "--qd", "8", "--size", "32m", "--io", "64m",
-    "--seed", "3",
+    "device",
+    "run",
+    "--profile",
+    "daisyplus-femu",
+    "--rw",
+    "randrw",
+    "--bs",
+    "16k",
+    "--qd",
+    "8",
+    "--size",
+    "32m",
+    "--io",
+    "64m",
+    "--seed",
+    "3",
 ];
 
 #[test]

@@ -126,6 +126,8 @@ fn device_reports_are_unchanged() {
         report(&[
             "device",
             "run",
+            "--profile",
+            "daisyplus-femu",
             "--rw",
             "randwrite",
             "--size",
@@ -139,8 +141,23 @@ fn device_reports_are_unchanged() {
     insta::assert_snapshot!(
         "device_randrw",
         report(&[
-            "device", "run", "--rw", "randrw", "--bs", "4k", "--qd", "4", "--size", "32m", "--io",
-            "16m", "--seed", "9", "--json",
+            "device",
+            "run",
+            "--profile",
+            "daisyplus-femu",
+            "--rw",
+            "randrw",
+            "--bs",
+            "4k",
+            "--qd",
+            "4",
+            "--size",
+            "32m",
+            "--io",
+            "16m",
+            "--seed",
+            "9",
+            "--json",
         ])
     );
 }

@@ -91,8 +91,9 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("pcm-zynq", include_str!("../profiles/pcm-zynq.toml")),
 ];
 
-/// The profile `csd` uses when none is named.
-pub const DEFAULT_PROFILE: &str = "daisyplus-femu";
+/// The profile every `csd` command and the dashboard use when none is named: LightFS's
+/// Cosmos+ OpenSSD testbed, which the main job runs on.
+pub const DEFAULT_PROFILE: &str = "cosmos-plus";
 
 /// The largest profile file read (the built-in ones are a few KiB).
 const MAX_PROFILE_BYTES: u64 = 1 << 20;

@@ -217,10 +217,12 @@ struct TraceChoices {
 async fn traces(State(state): State<Arc<AppState>>) -> ApiResult<TraceChoices> {
     let (stored, stored_profiles) =
         with_store(&state, |s| Ok((s.traces()?, s.profile_names()?))).await?;
+    // The default first: the replay form preselects it, as the CLI does.
     let mut profiles: Vec<String> = csd_device::Profile::builtin()
         .into_iter()
         .map(|p| p.name)
         .collect();
+    profiles.sort_by_key(|p| p != csd_device::profile::DEFAULT_PROFILE);
     profiles.extend(stored_profiles);
     Ok(Json(TraceChoices {
         stored,
