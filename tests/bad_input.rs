@@ -221,11 +221,24 @@ fn an_import_with_a_symlink_cycle_ends() {
     if !link.exists() {
         std::os::unix::fs::symlink(&dir, &link).unwrap();
     }
+    // By default the link is not followed, and the user is told.
     let r = csd(&[
         "run",
         "checksum",
         "--import",
         dir.to_str().unwrap(),
+        "--no-store",
+    ]);
+    bounded(&r, 0, 60, 300);
+    assert!(r.stdout.contains("1 file(s)"), "{}", r.stdout);
+    assert!(r.stderr.contains("skipped 1 symbolic link"), "{}", r.stderr);
+    // Followed, the cycle still ends.
+    let r = csd(&[
+        "run",
+        "checksum",
+        "--import",
+        dir.to_str().unwrap(),
+        "--follow-links",
         "--no-store",
     ]);
     bounded(&r, 0, 60, 300);

@@ -363,6 +363,47 @@ fn csd_run_imports_a_directory_and_runs_a_builtin_task() {
     .map(|k| b[k].as_u64().unwrap())
     .sum();
     assert_eq!(sum, v["latency_ns"].as_u64().unwrap());
+    // --import twice: both land under --path; two that would collide are refused.
+    std::fs::write(dir.join("c.log"), "ERROR four\n").unwrap();
+    let c = dir.join("c.log");
+    let two = csd_cached(
+        &[
+            "run",
+            "grep",
+            "--import",
+            logs.to_str().unwrap(),
+            "--import",
+            c.to_str().unwrap(),
+            "--path",
+            "/logs",
+            "--args",
+            r#"{"pattern":"ERROR"}"#,
+            "--json",
+            "--no-store",
+        ],
+        &dir.join("cache"),
+    );
+    assert!(two.status.success(), "{}", stderr(&two));
+    let v: serde_json::Value = serde_json::from_slice(&two.stdout).unwrap();
+    assert_eq!(v["result"]["total"], 4, "{v}");
+    let clash = csd_cached(
+        &[
+            "run",
+            "grep",
+            "--import",
+            c.to_str().unwrap(),
+            "--import",
+            c.to_str().unwrap(),
+            "--no-store",
+        ],
+        &dir.join("cache"),
+    );
+    assert_eq!(clash.status.code(), Some(1));
+    assert!(
+        stderr(&clash).contains("both land at"),
+        "{}",
+        stderr(&clash)
+    );
     // Second run: compiled module from the disk cache, byte-identical report.
     let again = csd_cached(&args, &dir.join("cache"));
     assert_eq!(o.stdout, again.stdout);
@@ -775,9 +816,13 @@ fn runs_are_stored_listed_compared_and_removed() {
     assert_eq!(v[0]["trace"]["name"], sample.as_str());
     assert!(v[0]["trace"]["id"].as_str().unwrap().starts_with("sha256:"));
     assert_eq!(v[2]["kind"], "ndp");
-    let o = csd_cached(&["runs", "show", "r2", "--store", st], &cache);
+    let o = csd_cached(&["runs", "show", "--json", "r2", "--store", st], &cache);
     let shown: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(shown["seed"], 2);
+    let text = csd_cached(&["runs", "show", "r2", "--store", st], &cache);
+    let text = stdout(&text);
+    assert!(text.starts_with("run r2 · replay · profile"), "{text}");
+    assert!(text.contains("ops_per_sec"), "{text}");
     assert_eq!(shown["report"]["designs"].as_array().unwrap().len(), 2);
     let o = csd_cached(&["runs", "diff", "r1", "r2", "--store", st], &cache);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -826,7 +871,7 @@ fn runs_are_stored_listed_compared_and_removed() {
         .unwrap()
     {
         let id = r["id"].as_str().unwrap();
-        let full = csd_cached(&["runs", "show", id, "--store", st], &cache);
+        let full = csd_cached(&["runs", "show", "--json", id, "--store", st], &cache);
         let full: serde_json::Value = serde_json::from_slice(&full.stdout).unwrap();
         assert!(full["report"].is_object(), "{id} is incomplete");
     }
@@ -884,7 +929,14 @@ fn task_runs_are_saved_too() {
     );
     assert!(o.status.success(), "{}", stderr(&o));
     let o = csd_cached(
-        &["runs", "show", "r1", "--store", store.to_str().unwrap()],
+        &[
+            "runs",
+            "show",
+            "--json",
+            "r1",
+            "--store",
+            store.to_str().unwrap(),
+        ],
         &cache,
     );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -1009,7 +1061,7 @@ fn persist_backlog_compares_raw_and_coalesced_replay() {
     );
     assert_eq!(coalesce["surviving_inodes"], 4);
     assert!(v[1]["checkpoint_ms"].as_f64().unwrap() < v[0]["checkpoint_ms"].as_f64().unwrap());
-    let o = csd(&["runs", "show", "r1", "--store", st]);
+    let o = csd(&["runs", "show", "r1", "--json", "--store", st]);
     let stored: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(stored["kind"], "persist");
     assert_eq!(
@@ -1554,7 +1606,7 @@ fn run(ctx: Context) -> Result<()> {
 }
 
 fn show(store: &str, id: &str, cache: &std::path::Path) -> serde_json::Value {
-    let o = csd_cached(&["runs", "show", id, "--store", store], cache);
+    let o = csd_cached(&["runs", "show", "--json", id, "--store", store], cache);
     assert!(o.status.success(), "{}", stderr(&o));
     serde_json::from_slice(&o.stdout).unwrap()
 }

@@ -18,8 +18,14 @@ pub enum TaskError {
         name: String,
         known: String,
     },
-    #[error("the task used up its compute budget of {budget} fuel (about {approx_ms} ms of device CPU): an endless loop?")]
-    FuelExhausted { budget: u64, approx_ms: u64 },
+    #[error("the task used up its compute budget of {budget} fuel (about {approx_ms} ms of device CPU): {hint}")]
+    FuelExhausted {
+        budget: u64,
+        approx_ms: u64,
+        /// What the task was doing, as far as the host saw: an endless loop, or a lot of I/O
+        /// (host calls cost fuel per byte).
+        hint: String,
+    },
     #[error("host call `{call}` costs {cost} fuel (a call plus the {bytes} bytes it moves) but only {left} of the task's budget of {budget} fuel is left")]
     HostCallBudget {
         call: &'static str,

@@ -278,6 +278,9 @@ impl Csd {
     }
 }
 
+/// Log lines of a failed task shown with its error.
+const FAILED_LOG_LINES: usize = 20;
+
 /// What an invocation runs on besides its storage: the engine and the profile.
 struct Drive<'a> {
     engine: &'a TaskEngine,
@@ -351,6 +354,12 @@ impl Drive<'_> {
         state.breakdown.dma_ns += ret_out.dma_ns;
         *clock = ret_out.done;
         if let Err(e) = result {
+            // A failed task's own lines are what explains it: shown at warn level, so
+            // without RUST_LOG (the last few of them; a report keeps them all on success).
+            let skip = state.logs.len().saturating_sub(FAILED_LOG_LINES);
+            for line in &state.logs[skip..] {
+                tracing::warn!(target: "csd_task", task = task.name(), "before it failed: {line}");
+            }
             return (Err(e), storage);
         }
         debug_assert_eq!(state.breakdown.total_ns(), ret_out.done.since(started));
@@ -688,6 +697,21 @@ fn execute(store: &mut Store<TaskState>, task: &Task, fuel: u64) -> wasmtime::Re
 }
 
 /// Maps a wasmtime error to what happened, in the task author's terms.
+/// Why a budget ran out, as far as the host can tell: a task that moved much data through
+/// host calls (which cost fuel per byte; a BlockISC task sees the whole device) needs a
+/// bigger budget, one that did not is likely looping.
+fn fuel_hint(state: &TaskState) -> String {
+    let moved = state.bytes_read.saturating_add(state.bytes_written);
+    if moved.saturating_mul(2) >= state.limits.fuel {
+        format!(
+            "it had moved {moved} bytes through host calls, which cost fuel per byte; give it \
+             a bigger budget (--fuel) or less data"
+        )
+    } else {
+        "an endless loop?".to_string()
+    }
+}
+
 fn classify(e: wasmtime::Error, state: &TaskState) -> TaskError {
     let e = match e.downcast::<TaskError>() {
         Ok(task_error) => return task_error,
@@ -703,6 +727,7 @@ fn classify(e: wasmtime::Error, state: &TaskState) -> TaskError {
         Some(Trap::OutOfFuel) => TaskError::FuelExhausted {
             budget: state.limits.fuel,
             approx_ms: state.cpu.compute_ns(state.limits.fuel) / 1_000_000,
+            hint: fuel_hint(state),
         },
         Some(Trap::StackOverflow) => TaskError::StackOverflow,
         Some(Trap::Interrupt) => TaskError::WallClock {

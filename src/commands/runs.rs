@@ -101,6 +101,9 @@ pub enum RunsCmd {
     /// Show one run's full report.
     Show {
         id: String,
+        /// Print the stored record (report included) as JSON.
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -182,9 +185,13 @@ pub fn run(cmd: &RunsCmd) -> anyhow::Result<()> {
             print_list(&runs);
             Ok(())
         }
-        RunsCmd::Show { id, store } => {
+        RunsCmd::Show { id, store, json } => {
             let r = open(store)?.get(id)?;
-            println!("{}", serde_json::to_string_pretty(&r)?);
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                print_run(&r);
+            }
             Ok(())
         }
         RunsCmd::Diff { a, b, store, json } => print_diff(a, b, store, *json),
@@ -236,7 +243,7 @@ fn print_diff(a: &str, b: &str, store: &StoreArgs, json: bool) -> anyhow::Result
 
 /// `csd runs list`'s table.
 fn print_list(runs: &[csd_traces::store::StoredRun]) {
-    let rows: Vec<[String; 5]> = runs
+    let rows: Vec<[String; 6]> = runs
         .iter()
         .map(|r| {
             let trace = r.trace.as_ref().map_or("-".to_string(), |t| t.name.clone());
@@ -246,6 +253,7 @@ fn print_list(runs: &[csd_traces::store::StoredRun]) {
             };
             [
                 r.id.clone(),
+                utc(r.stored_at),
                 kind,
                 r.profile.clone(),
                 trace,
@@ -254,7 +262,7 @@ fn print_list(runs: &[csd_traces::store::StoredRun]) {
         })
         .collect();
     // Columns as wide as their widest cell: profile and trace names vary a lot.
-    let head = ["id", "kind", "profile", "trace", "designs"].map(String::from);
+    let head = ["id", "stored (UTC)", "kind", "profile", "trace", "designs"].map(String::from);
     let width = |c: usize| {
         rows.iter()
             .chain([&head])
@@ -262,19 +270,21 @@ fn print_list(runs: &[csd_traces::store::StoredRun]) {
             .max()
             .unwrap_or(0)
     };
-    let w = [width(0), width(1), width(2), width(3)];
+    let w = [width(0), width(1), width(2), width(3), width(4)];
     for r in std::iter::once(&head).chain(&rows) {
         println!(
-            "{:<w0$}  {:<w1$}  {:<w2$}  {:<w3$}  {}",
+            "{:<w0$}  {:<w1$}  {:<w2$}  {:<w3$}  {:<w4$}  {}",
             r[0],
             r[1],
             r[2],
             r[3],
             r[4],
+            r[5],
             w0 = w[0],
             w1 = w[1],
             w2 = w[2],
-            w3 = w[3]
+            w3 = w[3],
+            w4 = w[4]
         );
     }
 }
@@ -294,5 +304,70 @@ fn signed(x: f64) -> String {
         format!("+{n}")
     } else {
         n
+    }
+}
+
+/// `csd runs show`: what ran, then each design's headline numbers.
+fn print_run(r: &csd_traces::store::StoredRun) {
+    println!("run {} · {} · profile {}", r.id, r.kind(), r.profile);
+    if let Some(t) = &r.trace {
+        println!("  trace      {} ({})", t.name, t.id);
+    }
+    println!("  designs    {}", r.designs.join(", "));
+    println!("  seed       {}", r.seed);
+    println!(
+        "  stored     {} UTC by csd {}",
+        utc(r.stored_at),
+        r.csd_version
+    );
+    match &r.spec {
+        Some(spec) => {
+            println!(
+                "  rerun      yes: it keeps its system spec (csd runs rerun {})",
+                r.id
+            );
+            for t in &spec.tasks {
+                println!("  task       {} ({})", t.reference, t.id);
+            }
+        }
+        None => println!("  rerun      no: this kind of run keeps no system spec"),
+    }
+    if let Some(why) = r.report.unreadable() {
+        println!("\n  {why}; `--json` shows it as stored");
+        return;
+    }
+    for h in r.report.headlines() {
+        println!("\n{}", h.design);
+        for (metric, value) in &h.metrics {
+            println!("  {metric:<30} {}", number(*value));
+        }
+    }
+    println!("\n(the whole report: csd runs show {} --json)", r.id);
+}
+
+/// Seconds since the epoch as `YYYY-MM-DD HH:MM` (UTC), without a date library: the
+/// civil-from-days algorithm (Howard Hinnant's).
+fn utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let (hh, mm) = ((secs % 86_400) / 3600, (secs % 3600) / 60);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {hh:02}:{mm:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn epoch_seconds_read_as_utc_dates() {
+        assert_eq!(super::utc(0), "1970-01-01 00:00");
+        assert_eq!(super::utc(951_782_400), "2000-02-29 00:00");
+        assert_eq!(super::utc(1_795_486_980), "2026-11-24 02:23");
     }
 }

@@ -14,9 +14,14 @@ use std::sync::Arc;
 pub struct RunArgs {
     /// A built-in task name (see `csd tasks`) or a path to a .wasm (or .wat) module.
     pub task: String,
-    /// A host file or directory to import into the device (directories recursively).
+    /// A host file or directory to import into the device (directories recursively); may
+    /// be given more than once. Symbolic links are not followed (they are counted and named
+    /// as skipped) unless `--follow-links`.
     #[arg(long)]
-    pub import: Option<PathBuf>,
+    pub import: Vec<PathBuf>,
+    /// Follow symbolic links met while importing a directory.
+    #[arg(long)]
+    pub follow_links: bool,
     /// Where the imported files go on the device.
     #[arg(long, default_value = "/data")]
     pub path: String,
@@ -162,8 +167,17 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let mut csd = Csd::new(&profile, DataMode::Payloads, engine)?;
     let mut ctx = IscContext::new();
     let mut registered = Vec::new();
-    if let Some(dir) = &args.import {
-        for (host, device) in import_plan(dir, &args.path)? {
+    let mut imported = std::collections::BTreeMap::new();
+    for dir in &args.import {
+        let before = registered.len();
+        for (host, device) in import_plan(dir, &args.path, args.follow_links)? {
+            if let Some(first) = imported.insert(device.clone(), host.clone()) {
+                bail!(
+                    "--import: {} and {} both land at {device}; import them under different --path",
+                    first.display(),
+                    host.display()
+                );
+            }
             let data =
                 std::fs::read(&host).with_context(|| format!("reading {}", host.display()))?;
             csd.import(&device, &data)
@@ -171,7 +185,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
             ctx = ctx.file(device.clone(), FileMode::Read);
             registered.push((device, FileMode::Read));
         }
-        if registered.is_empty() {
+        if registered.len() == before {
             bail!("{} holds no files to import", dir.display());
         }
     }
@@ -291,7 +305,11 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
 
 /// `(host file, device path)` pairs for importing `src` under `device_dir`, sorted by path so
 /// imports (and so device layouts and timings) are deterministic.
-fn import_plan(src: &Path, device_dir: &str) -> anyhow::Result<Vec<(PathBuf, String)>> {
+fn import_plan(
+    src: &Path,
+    device_dir: &str,
+    follow_links: bool,
+) -> anyhow::Result<Vec<(PathBuf, String)>> {
     let base = device_dir.trim_end_matches('/');
     let meta = std::fs::metadata(src).with_context(|| format!("--import {}", src.display()))?;
     if meta.is_file() {
@@ -307,6 +325,7 @@ fn import_plan(src: &Path, device_dir: &str) -> anyhow::Result<Vec<(PathBuf, Str
     // Directories already walked, by (device, inode): a symlink back up the tree is a cycle
     // that would otherwise never end.
     let mut walked = std::collections::HashSet::new();
+    let mut links = Vec::new();
     while let Some(dir) = stack.pop() {
         let meta = std::fs::metadata(&dir).with_context(|| format!("reading {}", dir.display()))?;
         if !walked.insert((meta.dev(), meta.ino())) {
@@ -316,7 +335,13 @@ fn import_plan(src: &Path, device_dir: &str) -> anyhow::Result<Vec<(PathBuf, Str
         for entry in
             std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))?
         {
-            let path = entry?.path();
+            let entry = entry?;
+            let path = entry.path();
+            // A link can lead anywhere (`/etc`, `/`): taken only when asked.
+            if entry.file_type()?.is_symlink() && !follow_links {
+                links.push(path);
+                continue;
+            }
             if path.is_dir() {
                 stack.push(path);
             } else if path.is_file() {
@@ -327,6 +352,24 @@ fn import_plan(src: &Path, device_dir: &str) -> anyhow::Result<Vec<(PathBuf, Str
                 plan.push((path, format!("{base}/{rel}")));
             }
         }
+    }
+    if !links.is_empty() {
+        links.sort();
+        let shown: Vec<String> = links
+            .iter()
+            .take(5)
+            .map(|l| l.display().to_string())
+            .collect();
+        eprintln!(
+            "csd: --import skipped {} symbolic link(s) ({}{}); --follow-links follows them",
+            links.len(),
+            shown.join(", "),
+            if links.len() > shown.len() {
+                ", …"
+            } else {
+                ""
+            }
+        );
     }
     plan.sort_by(|a, b| a.1.cmp(&b.1));
     Ok(plan)

@@ -15,6 +15,9 @@ use std::fmt::Write as _;
 pub const FORMAT: &str = "csd-trace";
 /// The version this csdlab reads and writes.
 pub const VERSION: u64 = 1;
+/// The largest file an `ndp` op's `sizes` may claim: a request reads each file into the
+/// device's memory.
+pub const MAX_NDP_FILE_BYTES: u64 = 4 << 30;
 
 /// The first line of a trace.
 #[derive(Clone, Debug, PartialEq)]
@@ -785,9 +788,14 @@ fn parse_event_general(line: &str) -> Result<Parsed, String> {
                 None => Vec::new(),
                 Some(Value::Array(a)) if a.len() == paths.len() => a
                     .into_iter()
-                    .map(|x| {
-                        x.as_u64()
-                            .ok_or_else(|| format!("\"sizes\" must hold byte counts, got {x}"))
+                    .map(|x| match x.as_u64() {
+                        // An NDP request reads each file into the device's memory: a file
+                        // past this is not one a request would take, and would be allocated.
+                        Some(n) if n > MAX_NDP_FILE_BYTES => Err(format!(
+                            "\"sizes\" holds {n}, over the {MAX_NDP_FILE_BYTES}-byte limit of a file an ndp op reads"
+                        )),
+                        Some(n) => Ok(n),
+                        None => Err(format!("\"sizes\" must hold byte counts, got {x}")),
                     })
                     .collect::<Result<Vec<_>, _>>()?,
                 Some(v) => {

@@ -416,7 +416,9 @@ impl Fold<'_> {
         let Some(scan) = self.scans.remove(&key) else {
             return;
         };
-        let whole = closed && !scan.spoiled && scan.at_end;
+        // A file past what one request may read stays on the host.
+        let whole =
+            closed && !scan.spoiled && scan.at_end && scan.pos <= crate::format::MAX_NDP_FILE_BYTES;
         if !whole {
             self.report.kept_scans += 1;
             for &at in &scan.slots {

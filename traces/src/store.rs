@@ -255,6 +255,20 @@ fn parse_id(id: &str) -> Result<u64, StoreError> {
         .ok_or_else(|| StoreError::BadId(id.to_string()))
 }
 
+/// Every description kept in `metas` (traces' or tasks'), decoded.
+fn descriptions<T: serde::de::DeserializeOwned>(metas: &sled::Tree) -> Result<Vec<T>, StoreError> {
+    metas
+        .iter()
+        .map(|kv| {
+            let (k, v) = kv?;
+            serde_json::from_slice(&v).map_err(|e| StoreError::Corrupt {
+                id: String::from_utf8_lossy(&k).into_owned(),
+                reason: e.to_string(),
+            })
+        })
+        .collect()
+}
+
 /// Where runs that could not be saved wait for the next process to open the store.
 pub fn spool_dir(store: &Path) -> PathBuf {
     let mut name = store.file_name().unwrap_or_default().to_os_string();
@@ -468,33 +482,39 @@ impl RunStore {
 
     /// Stores a trace's bytes under its content id (storing the same trace twice is a no-op).
     pub fn add_trace(&self, name: &str, bytes: &[u8]) -> Result<StoredTrace, StoreError> {
-        let id = trace_id(bytes);
         let meta = StoredTrace {
-            id: id.clone(),
+            id: trace_id(bytes),
             name: name.to_string(),
             bytes: bytes.len() as u64,
         };
-        // Bytes first, description second: a description always has its bytes.
-        self.traces.insert(id.as_bytes(), bytes)?;
-        self.trace_meta.insert(
-            id.as_bytes(),
-            serde_json::to_vec(&meta).expect("serialises"),
+        self.keep(
+            &self.traces,
+            &self.trace_meta,
+            meta.id.as_bytes(),
+            bytes,
+            &meta,
         )?;
-        self.db.flush()?;
         Ok(meta)
     }
 
     pub fn traces(&self) -> Result<Vec<StoredTrace>, StoreError> {
-        self.trace_meta
-            .iter()
-            .map(|kv| {
-                let (k, v) = kv?;
-                serde_json::from_slice(&v).map_err(|e| StoreError::Corrupt {
-                    id: String::from_utf8_lossy(&k).into_owned(),
-                    reason: e.to_string(),
-                })
-            })
-            .collect()
+        descriptions(&self.trace_meta)
+    }
+
+    /// Keeps content-addressed `bytes` in `blobs` and `meta` under `key` in `metas`: bytes
+    /// first, description second, so a description always has its bytes.
+    fn keep(
+        &self,
+        blobs: &sled::Tree,
+        metas: &sled::Tree,
+        key: &[u8],
+        bytes: &[u8],
+        meta: &impl Serialize,
+    ) -> Result<(), StoreError> {
+        blobs.insert(trace_id(bytes).as_bytes(), bytes)?;
+        metas.insert(key, serde_json::to_vec(meta).expect("serialises"))?;
+        self.db.flush()?;
+        Ok(())
     }
 
     /// Keeps a task module under `name` (replacing what the name pointed at). The caller has
@@ -505,28 +525,13 @@ impl RunStore {
             id: trace_id(bytes),
             bytes: bytes.len() as u64,
         };
-        // Bytes first, name second: a name always has its bytes.
-        self.tasks.insert(task.id.as_bytes(), bytes)?;
-        self.task_names.insert(
-            name.as_bytes(),
-            serde_json::to_vec(&task).expect("serialises"),
-        )?;
-        self.db.flush()?;
+        self.keep(&self.tasks, &self.task_names, name.as_bytes(), bytes, &task)?;
         Ok(task)
     }
 
     /// The stored tasks, by name.
     pub fn tasks(&self) -> Result<Vec<StoredTask>, StoreError> {
-        self.task_names
-            .iter()
-            .map(|kv| {
-                let (k, v) = kv?;
-                serde_json::from_slice(&v).map_err(|e| StoreError::Corrupt {
-                    id: String::from_utf8_lossy(&k).into_owned(),
-                    reason: e.to_string(),
-                })
-            })
-            .collect()
+        descriptions(&self.task_names)
     }
 
     /// A stored task's module, by name or by content id (a module a name no longer points

@@ -277,6 +277,14 @@ fn malformed_lines_name_their_line_and_problem() {
             "line 2: field \"paths\" must be a non-empty array",
         ),
         (
+            r#"{"t":1,"pid":1,"op":"ndp","task":"x","paths":["/a","/b"],"sizes":[1]}"#,
+            "line 2: field \"sizes\" must be an array of one byte count per path (2)",
+        ),
+        (
+            r#"{"t":1,"pid":1,"op":"ndp","task":"x","paths":["/a"],"sizes":[900000000000]}"#,
+            "line 2: \"sizes\" holds 900000000000, over the 4294967296-byte limit",
+        ),
+        (
             r#"{"t":1,"pid":1,"op":"isc","task":"x","files":[{"path":"/a","mode":"x"}]}"#,
             "line 2: each of \"files\"",
         ),
