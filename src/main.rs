@@ -142,8 +142,9 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         None => {
             eprintln!(
-                "csd: running the default job (`csd replay {} --offload {}`: a recorded grep \
-                 over a source tree, its scans offloaded under each design); see `csd --help`",
+                "csd: running the default job (`csd replay {} --offload {} --design all,host`: \
+                 a recorded grep over a source tree, its scans offloaded under each design and \
+                 kept on the host); see `csd --help`",
                 replay::MAIN_TRACE,
                 replay::MAIN_PLAN
             );
@@ -193,5 +194,7 @@ fn default_replay_args() -> replay::ReplayArgs {
     let mut args = Wrapper::parse_from(["csd"]).args;
     args.trace = Some(replay::MAIN_TRACE.into());
     args.offload = Some(replay::MAIN_PLAN.into());
+    // The offload designs and the host-only baseline they are measured against.
+    args.design = "all,host".into();
     args
 }

@@ -223,6 +223,36 @@ impl NdpCompute for TaskCompute {
         })
     }
 
+    /// The same task on the profile's host CPU, with no accelerator (the host has none).
+    fn compute_on_host(&mut self, path: &str, data: Vec<u8>) -> Result<Computed, String> {
+        let Some(ns_per_fuel) = self.profile.host.cpu_ns_per_fuel else {
+            return Err(format!(
+                "profile '{}' does not characterise its host CPU (host.cpu_ns_per_fuel), so the \
+                 host baseline cannot be modelled on it",
+                self.profile.name
+            ));
+        };
+        let cpu = csd_device::DeviceCpu {
+            model: "host CPU".into(),
+            ns_per_fuel,
+            ..self.profile.device_cpu.clone()
+        };
+        let report = self
+            .engine
+            .run_staged(
+                &self.task,
+                vec![(path.to_string(), data)],
+                &self.ctx,
+                &cpu,
+                &csd_device::Accelerators::default(),
+            )
+            .map_err(|e| e.to_string())?;
+        Ok(Computed {
+            compute_ns: report.breakdown.compute_ns,
+            ret: report.ret,
+        })
+    }
+
     fn args_bytes(&self) -> u64 {
         self.args_len
     }

@@ -116,6 +116,13 @@ fn bare_csd_runs_the_default_job() {
         out.contains("finishes the offloaded requests first"),
         "{out}"
     );
+    // The host-only baseline ran too, and every design is measured against it.
+    let host = out
+        .lines()
+        .find(|l| l.starts_with("host "))
+        .expect("a host row");
+    assert!(host.contains(" 1.00× "), "{host}");
+    assert!(out.contains("faster than the host alone"), "{out}");
     // The per-op tables are behind --detail.
     assert!(!out.contains("p99.9 µs"), "{out}");
     assert!(stderr(&o).contains("default job"));

@@ -416,3 +416,55 @@ fn made_after_init(mode: DataMode) {
         }
     }
 }
+
+/// The host baseline reads every file through the page cache and computes on the host: the
+/// same results as the offload designs, its reads on the host path, no layout retrieval.
+#[test]
+fn the_host_baseline_reads_and_computes_on_the_host() {
+    struct HostSum;
+    impl NdpCompute for HostSum {
+        fn compute(&mut self, _: &str, _: Vec<u8>) -> Result<Computed, String> {
+            Err("the host baseline never offloads".into())
+        }
+        fn compute_on_host(&mut self, path: &str, data: Vec<u8>) -> Result<Computed, String> {
+            ByteSum.compute(path, data)
+        }
+    }
+    let mut fs = fs();
+    fs.mkdir("/h", DIR, ME).unwrap();
+    let files: Vec<(String, Vec<u8>)> = (0..5u8)
+        .map(|i| (format!("/h/f{i}"), vec![i; 5000 + usize::from(i) * 7000]))
+        .collect();
+    for (p, d) in &files {
+        fs.import(p, d, SHARED, ME).unwrap();
+    }
+    let before = fs.device().counters().io;
+    let mut design = DesignKind::HostOnly.build();
+    assert_eq!(design.kind().to_string(), "host");
+    let req = NdpRequest {
+        paths: vec!["/h".into()],
+        who: ME,
+    };
+    let out = design.offload(&mut fs, &req, &mut HostSum).unwrap();
+    assert_eq!(out.files.len(), files.len());
+    for f in &out.files {
+        let (_, data) = files.iter().find(|(p, _)| *p == f.path).unwrap();
+        assert_eq!(f.ret, sum_of(data), "{}", f.path);
+        assert_eq!(f.stages.retrieve_layout_ns, 0.0);
+        assert_eq!(f.stages.compute_ns, data.len() as f64);
+        assert!(f.stages.read_file_ns > 0.0, "{}: read from flash", f.path);
+    }
+    let after = fs.device().counters().io;
+    assert!(
+        after.host_bytes_read > before.host_bytes_read,
+        "the data crossed to the host"
+    );
+    assert_eq!(after.internal_bytes_read, before.internal_bytes_read);
+    // A computation without a host model is refused, naming the file.
+    let mut fs2 = fs;
+    let e = DesignKind::HostOnly
+        .build()
+        .offload(&mut fs2, &req, &mut ByteSum)
+        .unwrap_err();
+    assert!(e.to_string().contains("no host CPU model"), "{e}");
+}

@@ -69,8 +69,9 @@ pub struct ReplayArgs {
     /// Device profile.
     #[arg(long, default_value = "cosmos-plus")]
     pub profile: String,
-    /// Designs to compare: `all` (the four host designs) or a comma-separated list of
-    /// frag-s, frag-m, fsr, lightfs and device (the bare device, for block traces).
+    /// Designs to compare, comma-separated: frag-s, frag-m, fsr, lightfs (`all` is these
+    /// four), host (no offload: the host reads and computes itself, the baseline) and device
+    /// (the bare device, for block traces).
     #[arg(long, default_value = "all")]
     pub design: String,
     /// `afap`: each pid as fast as possible, keeping its order; `timed`: not before each
@@ -416,16 +417,20 @@ fn print(r: &ReplayRun) {
     }
 }
 
-/// The systems `spec` names: `all` (the four host designs) or a comma-separated list.
+/// The systems `spec` names: a comma-separated list of designs, where `all` stands for
+/// the four offload designs (`all,host` adds the host-only baseline).
 pub fn targets(spec: &str) -> anyhow::Result<Vec<ReplayTarget>> {
-    if spec == "all" {
-        return Ok(ReplayTarget::HOSTS.to_vec());
-    }
     let mut out = Vec::new();
-    for d in spec.split(',') {
-        let d: ReplayTarget = d.trim().parse().map_err(anyhow::Error::msg)?;
-        if !out.contains(&d) {
-            out.push(d);
+    for d in spec.split(',').map(str::trim) {
+        let named = if d == "all" {
+            ReplayTarget::HOSTS.to_vec()
+        } else {
+            vec![d.parse::<ReplayTarget>().map_err(anyhow::Error::msg)?]
+        };
+        for t in named {
+            if !out.contains(&t) {
+                out.push(t);
+            }
         }
     }
     Ok(out)

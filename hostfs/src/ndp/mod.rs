@@ -23,6 +23,7 @@
 pub mod cpu;
 pub mod frag;
 pub mod fsr;
+pub mod host;
 pub mod lightfs;
 mod pipeline;
 
@@ -99,6 +100,11 @@ pub struct Computed {
 /// The offloaded computation: runs on one file's bytes, already in device memory.
 pub trait NdpCompute {
     fn compute(&mut self, path: &str, data: Vec<u8>) -> Result<Computed, String>;
+    /// The same computation on the host's CPU (the `host` baseline); a computation without
+    /// a host model refuses.
+    fn compute_on_host(&mut self, _path: &str, _data: Vec<u8>) -> Result<Computed, String> {
+        Err("this computation has no host CPU model".to_string())
+    }
     /// Bytes of arguments the request carries to the device.
     fn args_bytes(&self) -> u64 {
         0
@@ -213,6 +219,9 @@ pub enum DesignKind {
     Fsr,
     #[serde(rename = "lightfs")]
     LightFs,
+    /// No offload: the host reads every file and computes on its own CPU (the baseline).
+    #[serde(rename = "host")]
+    HostOnly,
 }
 
 impl DesignKind {
@@ -229,6 +238,7 @@ impl DesignKind {
             DesignKind::FragM => "frag-m",
             DesignKind::Fsr => "fsr",
             DesignKind::LightFs => "lightfs",
+            DesignKind::HostOnly => "host",
         }
     }
 
@@ -240,6 +250,7 @@ impl DesignKind {
             DesignKind::FragM => Box::new(frag::Frag::new(frag::FRAG_M_THREADS)),
             DesignKind::Fsr => Box::new(fsr::Fsr::default()),
             DesignKind::LightFs => Box::new(lightfs::LightFs::default()),
+            DesignKind::HostOnly => Box::new(host::HostOnly),
         }
     }
 }
@@ -255,9 +266,10 @@ impl std::str::FromStr for DesignKind {
     fn from_str(s: &str) -> Result<DesignKind, String> {
         DesignKind::ALL
             .into_iter()
+            .chain([DesignKind::HostOnly])
             .find(|d| d.name() == s)
             .ok_or_else(|| {
-                format!("unknown design '{s}' (expected frag-s, frag-m, fsr or lightfs)")
+                format!("unknown design '{s}' (expected frag-s, frag-m, fsr, lightfs or host)")
             })
     }
 }
