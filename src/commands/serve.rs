@@ -31,7 +31,10 @@ impl Launcher for CliLauncher {
     fn designs(&self) -> Vec<String> {
         ReplayTarget::HOSTS
             .iter()
-            .chain(&[ReplayTarget::Device])
+            .chain(&[
+                ReplayTarget::Host(csd_hostfs::ndp::DesignKind::HostOnly),
+                ReplayTarget::Device,
+            ])
             .map(|d| d.to_string())
             .collect()
     }
