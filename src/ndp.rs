@@ -205,22 +205,36 @@ impl TaskCompute {
     }
 }
 
-impl NdpCompute for TaskCompute {
-    fn compute(&mut self, path: &str, data: Vec<u8>) -> Result<Computed, String> {
+impl TaskCompute {
+    /// Runs the task over one file's bytes on `cpu` with `accelerators`.
+    fn run_on(
+        &self,
+        path: &str,
+        data: Vec<u8>,
+        cpu: &csd_device::DeviceCpu,
+        accelerators: &csd_device::Accelerators,
+    ) -> Result<Computed, String> {
         let report = self
             .engine
             .run_staged(
                 &self.task,
                 vec![(path.to_string(), data)],
                 &self.ctx,
-                &self.profile.device_cpu,
-                &self.profile.accelerators,
+                cpu,
+                accelerators,
             )
             .map_err(|e| e.to_string())?;
         Ok(Computed {
             compute_ns: report.breakdown.compute_ns,
             ret: report.ret,
         })
+    }
+}
+
+impl NdpCompute for TaskCompute {
+    fn compute(&mut self, path: &str, data: Vec<u8>) -> Result<Computed, String> {
+        let p = &self.profile;
+        self.run_on(path, data, &p.device_cpu, &p.accelerators)
     }
 
     /// The same task on the profile's host CPU, with no accelerator (the host has none).
@@ -237,20 +251,7 @@ impl NdpCompute for TaskCompute {
             ns_per_fuel,
             ..self.profile.device_cpu.clone()
         };
-        let report = self
-            .engine
-            .run_staged(
-                &self.task,
-                vec![(path.to_string(), data)],
-                &self.ctx,
-                &cpu,
-                &csd_device::Accelerators::default(),
-            )
-            .map_err(|e| e.to_string())?;
-        Ok(Computed {
-            compute_ns: report.breakdown.compute_ns,
-            ret: report.ret,
-        })
+        self.run_on(path, data, &cpu, &csd_device::Accelerators::default())
     }
 
     fn args_bytes(&self) -> u64 {
