@@ -1617,3 +1617,30 @@ fn show(store: &str, id: &str, cache: &std::path::Path) -> serde_json::Value {
     assert!(o.status.success(), "{}", stderr(&o));
     serde_json::from_slice(&o.stdout).unwrap()
 }
+
+/// `--no-store` keeps csd away from the store entirely: a trace kept there is not found.
+#[test]
+fn no_store_also_stops_reading_stored_traces() {
+    let dir = scratch("no-store-read");
+    let t = dir.join("kept-only.trace");
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/traces/samples/grep.trace"),
+        &t,
+    )
+    .unwrap();
+    let store = dir.join("store");
+    let st = store.to_str().unwrap();
+    let add = csd(&["trace", "add", t.to_str().unwrap(), "--store", st]);
+    assert!(add.status.success(), "{}", stderr(&add));
+    std::fs::remove_file(&t).unwrap();
+    // By its name, without the suffix, from the store.
+    let found = csd(&["replay", "kept-only", "--store", st, "--json"]);
+    assert!(found.status.success(), "{}", stderr(&found));
+    let not = csd(&["replay", "kept-only", "--no-store"]);
+    assert_eq!(not.status.code(), Some(1));
+    assert!(
+        stderr(&not).contains("no trace 'kept-only'"),
+        "{}",
+        stderr(&not)
+    );
+}
