@@ -1,12 +1,12 @@
 //! `csd trace offload` and `csd replay --offload`: a recorded program's scans folded into
 //! `ndp` requests by an offload plan.
 
-use super::replay::{Opener, SAMPLE_PLANS};
+use super::replay::{in_memory, Opener, SAMPLE_PLANS};
 use anyhow::Context;
 use csd_traces::offload::{FoldReport, Folder, Plan};
 use csd_traces::store::TraceRef;
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufReader, BufWriter, Write};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -60,11 +60,7 @@ pub fn fold_opened(
                 .into_owned())
         ),
     };
-    let shared = bytes.clone();
-    let opener: Opener = Box::new(move || {
-        Ok(Box::new(std::io::Cursor::new(shared.as_ref().clone())) as Box<dyn BufRead + Send>)
-    });
-    Ok((opener, folded, report, bytes))
+    Ok((in_memory(bytes.clone()), folded, report, bytes))
 }
 
 /// The most a folded trace `csd replay --offload` keeps in memory may hold; a larger one is

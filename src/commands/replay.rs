@@ -106,6 +106,23 @@ pub struct ReplayArgs {
 /// Opens the trace afresh for each pass of each replay.
 pub type Opener = Box<dyn FnMut() -> std::io::Result<Box<dyn BufRead + Send>>>;
 
+/// Trace bytes held once and read by every pass without a copy.
+struct Shared(Arc<Vec<u8>>);
+
+impl AsRef<[u8]> for Shared {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// Opens a trace held in memory (a sample, a stored trace, a folded one).
+pub fn in_memory(bytes: Arc<Vec<u8>>) -> Opener {
+    Box::new(move || {
+        let pass = std::io::Cursor::new(Shared(bytes.clone()));
+        Ok(Box::new(pass) as Box<dyn BufRead + Send>)
+    })
+}
+
 /// The trace to replay: a file, a trace stored with `csd trace add` (by id or name, looked
 /// up with `stored`), a bundled sample by name, or (`None`) the default sample. Returns how
 /// to open it and its reference for the run store.
@@ -146,15 +163,8 @@ pub fn open_named(
             ),
         },
     };
-    let bytes = std::sync::Arc::new(bytes);
     let id = csd_traces::store::trace_id(&bytes);
-    let opener: Opener = Box::new(move || {
-        Ok(
-            Box::new(std::io::Cursor::new(bytes.clone().as_ref().clone()))
-                as Box<dyn BufRead + Send>,
-        )
-    });
-    Ok((opener, TraceRef { id, name }))
+    Ok((in_memory(Arc::new(bytes)), TraceRef { id, name }))
 }
 
 /// The content id of a trace file, hashed as a stream.
