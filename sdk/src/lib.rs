@@ -27,6 +27,7 @@ pub use serde::{Deserialize, Serialize};
 pub use serde_json;
 pub use std::ops::ControlFlow;
 
+pub mod cisc;
 mod sys;
 
 use serde::de::DeserializeOwned;
