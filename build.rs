@@ -68,17 +68,25 @@ fn main() {
         ));
     }
     entries.push_str("];\n");
+    let stages = wasm_dir.join("stages.wasm");
+    assert!(stages.exists(), "{} was not built", stages.display());
+    entries.push_str(&format!(
+        "\n/// The built-in CISC-op stages (`csd_stage_v1`), one module.\n\
+         pub const STAGES: &[u8] = include_bytes!({:?});\n",
+        stages.display().to_string()
+    ));
     std::fs::write(out.join("builtin_tasks.rs"), entries).expect("writing builtin_tasks.rs");
 }
 
-/// `(package name, description)` of every task crate (members other than `kernels`), in
-/// name order.
+/// `(package name, description)` of every task crate (members other than `kernels` and
+/// `stages`), in name order.
 fn task_crates(tasks: &Path) -> Vec<(String, String)> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir(tasks).expect("reading tasks/") {
         let dir = entry.expect("tasks/ entry").path();
         let manifest = dir.join("Cargo.toml");
-        if !manifest.exists() || dir.ends_with("kernels") {
+        // `kernels` is a library; `stages` is the CISC-op stage module, not a task.
+        if !manifest.exists() || dir.ends_with("kernels") || dir.ends_with("stages") {
             continue;
         }
         let text = std::fs::read_to_string(&manifest).expect("reading a task manifest");

@@ -11,6 +11,7 @@
 //! - [`txn`]: TxISC — snapshot descriptors, delta mappings, the task table, atomic commit.
 //! - [`durable`]: what survives a power loss, and recovery from it.
 //! - [`persist`]: SIFT's staging ring, range-tree coalescing, inode dedup, windowed replay.
+//! - [`storagefs`]: FusionFS's firmware file system: CISC ops, MacroTx/MicroTx, fair cores.
 //! - [`profile`]: the TOML device profiles shipped with csdlab.
 //! - [`cost`]: device-CPU and accelerator cost models (task compute time).
 //! - [`device`]: [`Device`], the API the rest of csdlab uses.
@@ -41,6 +42,7 @@ pub mod invocation;
 pub mod persist;
 pub mod profile;
 pub mod rng;
+pub mod storagefs;
 pub mod synth;
 pub mod timing;
 pub mod txn;

@@ -17,6 +17,7 @@ mod error;
 mod invoke;
 mod limits;
 
+pub mod stages;
 pub mod volume;
 
 /// How a task may use a registered file (re-exported: the trace format shares it).
@@ -26,4 +27,5 @@ pub use error::TaskError;
 pub use invoke::{
     Breakdown, ConflictPolicy, Csd, ExecMode, IscContext, Storage, TaskLimits, TaskReport,
 };
+pub use stages::WasmStages;
 pub use volume::{Extent, FileLayout, Volume, VolumeError};

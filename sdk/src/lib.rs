@@ -472,3 +472,69 @@ pub fn __run(task: fn(Context) -> Result<()>) -> i32 {
         }
     }
 }
+
+/// CISC-op stages (`csd_stage_v1`): a stage is an exported function
+/// `fn(a_ptr: i32, a_len: i32, b_ptr: i32, b_len: i32) -> i64` that reads one or two slots
+/// and returns its output as `ptr << 32 | len` (a negative value is an error). The device
+/// copies slots in through [`stage::stage_alloc`] and frees both sides with
+/// [`stage::stage_free`]; [`stage::run`] does the unpacking.
+///
+/// ```no_run
+/// #[no_mangle]
+/// pub extern "C" fn double(a: i32, al: i32, b: i32, bl: i32) -> i64 {
+///     csd_sdk::stage::run(a, al, b, bl, |a, _| Ok(a.iter().map(|x| x.wrapping_mul(2)).collect()))
+/// }
+/// ```
+pub mod stage {
+    /// Memory for a slot the device copies in.
+    #[no_mangle]
+    pub extern "C" fn stage_alloc(len: i32) -> i32 {
+        let mut v = Vec::<u8>::with_capacity(len.max(0) as usize);
+        let ptr = v.as_mut_ptr();
+        std::mem::forget(v);
+        ptr as usize as i32
+    }
+
+    /// Frees memory from [`stage_alloc`] or a stage's output.
+    ///
+    /// # Safety
+    /// `ptr` and `len` must be what `stage_alloc` or [`run`] handed out.
+    #[no_mangle]
+    pub unsafe extern "C" fn stage_free(ptr: i32, len: i32) {
+        if ptr != 0 {
+            drop(Vec::from_raw_parts(
+                ptr as usize as *mut u8,
+                0,
+                len.max(0) as usize,
+            ));
+        }
+    }
+
+    /// Runs a stage body over its input slots and packs its output for the device.
+    pub fn run(
+        a_ptr: i32,
+        a_len: i32,
+        b_ptr: i32,
+        b_len: i32,
+        body: impl FnOnce(&[u8], &[u8]) -> crate::Result<Vec<u8>>,
+    ) -> i64 {
+        let slice = |p: i32, n: i32| -> &[u8] {
+            if n <= 0 {
+                &[]
+            } else {
+                // SAFETY: the device wrote `n` bytes at `p`, which it got from `stage_alloc`.
+                unsafe { std::slice::from_raw_parts(p as usize as *const u8, n as usize) }
+            }
+        };
+        match body(slice(a_ptr, a_len), slice(b_ptr, b_len)) {
+            Ok(out) => {
+                // Capacity = length, so `stage_free(ptr, len)` frees exactly this.
+                let mut out = out.into_boxed_slice();
+                let (ptr, len) = (out.as_mut_ptr() as usize as i64, out.len() as i64);
+                std::mem::forget(out);
+                (ptr << 32) | len
+            }
+            Err(_) => -1,
+        }
+    }
+}

@@ -16,7 +16,7 @@ pub const MAX_INPUTS: usize = 8;
 pub const MAX_SLOT_BYTES: usize = 1 << 20;
 
 /// A numbered data slot in device memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 pub struct Slot(pub u8);
 
 /// The file a command works on.

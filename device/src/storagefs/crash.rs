@@ -1,0 +1,275 @@
+//! Crash-point enumeration for StorageFS: every durable step of every op of a seeded
+//! workload is a crash point. Each point's image is recovered and compared with an oracle
+//! that ran the op without a crash:
+//!
+//! - MacroTx: the medium equals the state before the op or after it, never a mix.
+//! - MicroTx: the medium equals the state after the op whenever its operational log was
+//!   durable, and the state before it otherwise.
+//! - Always: every record an `append_crc_write` left in a log file verifies.
+
+use super::journal::{recover, DurableImage, FsStep, OrderFault, Recovery};
+use super::medium::{Credentials, Medium};
+use super::stage::StageRunner;
+use super::StorageFs;
+use crate::rng::SimRng;
+use csd_sdk::cisc::{self, CiscBuilder, FileRef, Stage, TxGrain};
+use serde::Serialize;
+
+/// Log files: only `append_crc_write` records go there, so each can be verified.
+const LOGS: [&str; 2] = ["/wal/0", "/wal/1"];
+/// Data files: read-modify-write, open-write-sync-close and pipelines go there.
+const DATA: [&str; 3] = ["/data/a", "/data/b", "/data/c"];
+
+/// What to enumerate.
+#[derive(Clone, Copy, Debug)]
+pub struct CrashPlan {
+    pub seed: u64,
+    /// Fresh file systems, each running `ops` ops.
+    pub runs: u32,
+    pub ops: u32,
+    /// Break an ordering rule, to show the checker catches it.
+    pub fault: Option<OrderFault>,
+}
+
+/// Recovery work summed over the crash points of one grain.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct GrainSummary {
+    pub points: u64,
+    pub violations: u64,
+    /// Points where recovery had something to do.
+    pub recoveries: u64,
+    pub recovery: Recovery,
+    /// The largest single recovery, in records + commands re-run + bytes.
+    pub max_bytes_written: u64,
+    pub max_fuel: u64,
+}
+
+/// The enumeration's result.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CrashReport {
+    pub ops: u64,
+    pub macro_tx: GrainSummary,
+    pub micro_tx: GrainSummary,
+    /// The first violation found, described.
+    pub first_violation: Option<String>,
+}
+
+impl CrashReport {
+    pub fn points(&self) -> u64 {
+        self.macro_tx.points + self.micro_tx.points
+    }
+    pub fn violations(&self) -> u64 {
+        self.macro_tx.violations + self.micro_tx.violations
+    }
+}
+
+/// Runs the plan and checks every crash point.
+pub fn enumerate(plan: &CrashPlan, runner: &mut dyn StageRunner) -> Result<CrashReport, String> {
+    let mut report = CrashReport::default();
+    let mut rng = SimRng::new(plan.seed);
+    let who = Credentials { uid: 1 };
+    for run in 0..plan.runs {
+        let mut fs = StorageFs::new();
+        fs.inject_fault(plan.fault);
+        let mut fds = Vec::new();
+        for path in LOGS.iter().chain(DATA.iter()) {
+            fds.push(
+                fs.open(who, path, true, runner)
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+        for k in 0..plan.ops {
+            let grain = if rng.next_u64().is_multiple_of(2) {
+                TxGrain::Macro
+            } else {
+                TxGrain::Micro
+            };
+            let op = random_op(&mut rng, &fds, grain, k).map_err(|e| e.to_string())?;
+            let before = fs.medium().clone();
+            let done = fs
+                .submit(who, &op, runner)
+                .map_err(|e| format!("run {run}, op {k}: {e}"))?;
+            let after = fs.medium().clone();
+            check_op(&before, &after, &done.steps, grain, runner, &mut report)
+                .map_err(|e| format!("run {run}, op {k}: {e}"))?;
+            report.ops += 1;
+        }
+    }
+    Ok(report)
+}
+
+fn check_op(
+    before: &Medium,
+    after: &Medium,
+    steps: &[FsStep],
+    grain: TxGrain,
+    runner: &mut dyn StageRunner,
+    report: &mut CrashReport,
+) -> Result<(), String> {
+    let mut image = DurableImage {
+        medium: before.clone(),
+        ..DurableImage::default()
+    };
+    let mut logged = false;
+    for k in 0..=steps.len() {
+        if k > 0 {
+            image.persist(&steps[k - 1]).map_err(|e| e.to_string())?;
+            logged |= matches!(steps[k - 1], FsStep::OpLog { .. });
+        }
+        let mut crashed = image.clone();
+        let (rec, verdict) = match recover(&mut crashed, runner) {
+            Ok(rec) => (rec, judge(&crashed.medium, before, after, grain, logged)),
+            Err(e) => (Recovery::default(), Some(format!("recovery failed: {e}"))),
+        };
+        let summary = match grain {
+            TxGrain::Macro => &mut report.macro_tx,
+            TxGrain::Micro => &mut report.micro_tx,
+        };
+        summary.points += 1;
+        if rec != Recovery::default() {
+            summary.recoveries += 1;
+            summary.max_bytes_written = summary.max_bytes_written.max(rec.bytes_written);
+            summary.max_fuel = summary.max_fuel.max(rec.fuel);
+            add(&mut summary.recovery, &rec);
+        }
+        if let Some(why) = verdict {
+            summary.violations += 1;
+            report.first_violation.get_or_insert_with(|| {
+                format!(
+                    "{grain:?}Tx, crash after step {k} of {}: {why}",
+                    steps.len()
+                )
+            });
+        }
+    }
+    Ok(())
+}
+
+fn add(sum: &mut Recovery, r: &Recovery) {
+    sum.redone += r.redone;
+    sum.discarded += r.discarded;
+    sum.rolled_forward += r.rolled_forward;
+    sum.commands_rerun += r.commands_rerun;
+    sum.records += r.records;
+    sum.bytes_written += r.bytes_written;
+    sum.fuel += r.fuel;
+}
+
+/// `None` if the recovered medium is what the grain promises, else why not.
+fn judge(
+    got: &Medium,
+    before: &Medium,
+    after: &Medium,
+    grain: TxGrain,
+    logged: bool,
+) -> Option<String> {
+    if let Some(bad) = bad_record(got) {
+        return Some(bad);
+    }
+    let ok = match grain {
+        TxGrain::Macro => got == before || got == after,
+        TxGrain::Micro if logged => got == after,
+        TxGrain::Micro => got == before,
+    };
+    if ok {
+        return None;
+    }
+    let differs = |m: &Medium| {
+        m.names
+            .keys()
+            .chain(got.names.keys())
+            .find(|p| file(m, p) != file(got, p))
+            .cloned()
+            .unwrap_or_else(|| "the namespace".into())
+    };
+    Some(match (grain, logged) {
+        (TxGrain::Macro, _) => format!(
+            "a mix of before and after ({} differs from before, {} from after)",
+            differs(before),
+            differs(after)
+        ),
+        (TxGrain::Micro, true) => {
+            format!(
+                "the op was logged but {} is not as the op left it",
+                differs(after)
+            )
+        }
+        (TxGrain::Micro, false) => {
+            format!("the op was never logged but {} changed", differs(before))
+        }
+    })
+}
+
+fn file<'m>(m: &'m Medium, path: &str) -> Option<&'m Vec<u8>> {
+    m.lookup(path)
+        .and_then(|i| m.inodes.get(&i))
+        .map(|i| &i.data)
+}
+
+/// The first record of a log file whose CRC does not verify (records are a u32 length, the
+/// payload, and the CRC-32 of length and payload).
+fn bad_record(m: &Medium) -> Option<String> {
+    for path in LOGS {
+        let Some(data) = file(m, path) else {
+            continue;
+        };
+        let mut at = 0usize;
+        while at < data.len() {
+            let Some(len) = data.get(at..at + 4) else {
+                return Some(format!("{path}: a torn length at byte {at}"));
+            };
+            let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
+            let body = data.get(at..at + 4 + len);
+            let crc = data.get(at + 4 + len..at + 8 + len);
+            match (body, crc) {
+                (Some(b), Some(c)) if crc32fast::hash(b).to_le_bytes() == c => at += 8 + len,
+                _ => return Some(format!("{path}: the record at byte {at} does not verify")),
+            }
+        }
+    }
+    None
+}
+
+/// One of the pre-built ops, or a custom pipeline, on one of the workload's files.
+fn random_op(
+    rng: &mut SimRng,
+    fds: &[u32],
+    grain: TxGrain,
+    k: u32,
+) -> Result<cisc::CiscOp, cisc::CiscError> {
+    let data_fd = |rng: &mut SimRng| {
+        FileRef::Fd(fds[LOGS.len() + (rng.next_u64() % DATA.len() as u64) as usize])
+    };
+    match rng.next_u64() % 5 {
+        0 | 1 => {
+            let len = 1 + (rng.next_u64() % 300) as usize;
+            let mut record = (len as u32).to_le_bytes().to_vec();
+            record.extend((0..len).map(|i| (i as u64 ^ rng.next_u64()) as u8));
+            let log = FileRef::Fd(fds[(rng.next_u64() % LOGS.len() as u64) as usize]);
+            cisc::append_crc_write(log, record, grain)
+        }
+        2 => {
+            let off = rng.next_u64() % 256;
+            let mask: Vec<u8> = (0..64).map(|_| rng.next_u64() as u8).collect();
+            cisc::read_modify_write(data_fd(rng), off, mask, grain)
+        }
+        3 => {
+            let path = format!("/kv/{:03}", rng.next_u64() % 8);
+            let data = format!("value {k}").into_bytes();
+            cisc::open_write_sync_close(&path, data, grain)
+        }
+        _ => {
+            // read → compress → append, then the same data multiplied back in place.
+            let file = data_fd(rng);
+            let mut b = CiscBuilder::new();
+            b.grain(grain);
+            let factor = b.input(3u32.to_le_bytes().to_vec());
+            let old = b.pread(file, 0, 128);
+            let packed = b.process(Stage::Compress, &[old]);
+            b.append(file, packed);
+            let scaled = b.process(Stage::Multiply, &[old, factor]);
+            b.pwrite(file, 0, scaled);
+            b.build()
+        }
+    }
+}

@@ -1,0 +1,558 @@
+//! Executing a CISC op: each command is first *resolved* against the namespace and the
+//! tenant's descriptors (paths to inodes, appends and positional I/O to absolute offsets,
+//! permissions checked), then *performed* over a copy-on-write view of the medium. Nothing
+//! reaches the medium here: the op's effects are returned, and the caller persists them under
+//! the op's transaction grain. A command that fails leaves the view to be dropped, so a
+//! failed op changes nothing.
+//!
+//! A resolved command is idempotent (it names inodes and offsets, never "the end" or "the
+//! position"), which is what lets MicroTx recovery perform the rest of an op again.
+
+use super::error::FsError;
+use super::medium::{
+    Credentials, Ino, Inode, Medium, Redo, DEFAULT_MODE, MAX_FILES, MAX_PATH_BYTES,
+};
+use super::stage::StageRunner;
+use csd_sdk::cisc::{
+    CiscOp, Command, FileRef, Slot, Stage, MAX_HANDLES, MAX_SLOTS, MAX_SLOT_BYTES,
+};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// A command with every name and position resolved.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub enum Resolved {
+    Read {
+        ino: Ino,
+        offset: u64,
+        len: u32,
+        into: Slot,
+    },
+    Write {
+        ino: Ino,
+        offset: u64,
+        from: Slot,
+    },
+    Create {
+        path: String,
+        ino: Ino,
+        owner: u32,
+        mode: u16,
+    },
+    Unlink {
+        path: String,
+        ino: Ino,
+    },
+    Stage {
+        stage: StageName,
+        inputs: Vec<Slot>,
+        into: Slot,
+    },
+    /// Opens of existing files, fsync, close, return: nothing to redo.
+    Nop,
+}
+
+/// A stage as the op log keeps it (its name; the runner resolves it again).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StageName(pub String);
+
+/// What one command did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CmdEffect {
+    pub redo: Vec<Redo>,
+    /// The slot it wrote and the value, which MicroTx persists as the command's state.
+    pub slot: Option<(Slot, Vec<u8>)>,
+    pub fuel: u64,
+    pub read_bytes: u64,
+    /// Namespace or descriptor entries examined (path lookup, permission check).
+    pub entries: u64,
+}
+
+/// A whole op's effects, not yet persisted.
+#[derive(Debug, Default)]
+pub struct Executed {
+    pub resolved: Vec<Resolved>,
+    pub effects: Vec<CmdEffect>,
+    pub returned: Vec<Vec<u8>>,
+    /// Descriptor positions the op moved, and descriptors it closed: applied once it commits.
+    pub positions: Vec<(u32, u64)>,
+    pub closed: Vec<u32>,
+}
+
+/// An open descriptor of a tenant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpenFile {
+    pub ino: Ino,
+    pub position: u64,
+}
+
+/// What performing reads and changes: the live medium (recovery) or a view over it.
+pub trait Store {
+    fn inode(&self, ino: Ino) -> Option<&Inode>;
+    fn apply(&mut self, redo: &Redo) -> Result<(), FsError>;
+}
+
+impl Store for Medium {
+    fn inode(&self, ino: Ino) -> Option<&Inode> {
+        self.inodes.get(&ino)
+    }
+    fn apply(&mut self, redo: &Redo) -> Result<(), FsError> {
+        Medium::apply(self, redo)
+    }
+}
+
+/// A copy-on-write view: the inodes and names an op touched, over the medium.
+struct View<'m> {
+    base: &'m Medium,
+    inodes: BTreeMap<Ino, Option<Inode>>,
+    names: BTreeMap<String, Option<Ino>>,
+    next_ino: u64,
+}
+
+impl View<'_> {
+    fn lookup(&self, path: &str) -> Option<Ino> {
+        match self.names.get(path) {
+            Some(i) => *i,
+            None => self.base.lookup(path),
+        }
+    }
+}
+
+impl Store for View<'_> {
+    fn inode(&self, ino: Ino) -> Option<&Inode> {
+        match self.inodes.get(&ino) {
+            Some(i) => i.as_ref(),
+            None => self.base.inodes.get(&ino),
+        }
+    }
+
+    fn apply(&mut self, redo: &Redo) -> Result<(), FsError> {
+        // Apply on a one-inode medium, then keep the result in the view.
+        let mut one = Medium::default();
+        let ino = match redo {
+            Redo::Write { ino, .. } | Redo::Create { ino, .. } | Redo::Unlink { ino, .. } => *ino,
+        };
+        if let Some(i) = self.inode(ino) {
+            one.inodes.insert(ino, i.clone());
+        }
+        match redo {
+            Redo::Create { path, .. } => {
+                self.names.insert(path.clone(), Some(ino));
+            }
+            Redo::Unlink { path, .. } => {
+                self.names.insert(path.clone(), None);
+                one.names.insert(path.clone(), ino);
+            }
+            Redo::Write { .. } => {}
+        }
+        one.apply(redo)?;
+        self.inodes.insert(ino, one.inodes.remove(&ino));
+        Ok(())
+    }
+}
+
+/// Performs one resolved command over `store`, reading and writing `slots`.
+// Long: one arm per resolved command, each a few lines of the same shape.
+pub fn perform(
+    r: &Resolved,
+    store: &mut dyn Store,
+    slots: &mut [Option<Vec<u8>>],
+    runner: &mut dyn StageRunner,
+    command: usize,
+) -> Result<CmdEffect, FsError> {
+    let slot = |slots: &[Option<Vec<u8>>], s: Slot| -> Result<Vec<u8>, FsError> {
+        slots[s.0 as usize].clone().ok_or(FsError::Corrupt(format!(
+            "command {command} reads slot {} that holds nothing",
+            s.0
+        )))
+    };
+    let mut e = CmdEffect::default();
+    match r {
+        Resolved::Read {
+            ino,
+            offset,
+            len,
+            into,
+        } => {
+            let inode = store
+                .inode(*ino)
+                .ok_or_else(|| FsError::Corrupt(format!("inode {} vanished", ino.0)))?;
+            let start = (*offset).min(inode.data.len() as u64) as usize;
+            let end = offset
+                .saturating_add(u64::from(*len))
+                .min(inode.data.len() as u64) as usize;
+            let bytes = inode.data[start..end].to_vec();
+            e.read_bytes = bytes.len() as u64;
+            e.slot = Some((*into, bytes));
+        }
+        Resolved::Write { ino, offset, from } => {
+            let redo = Redo::Write {
+                ino: *ino,
+                offset: *offset,
+                bytes: slot(slots, *from)?,
+            };
+            store.apply(&redo).map_err(|x| x.at(command))?;
+            e.redo.push(redo);
+        }
+        Resolved::Create {
+            path,
+            ino,
+            owner,
+            mode,
+        } => {
+            let redo = Redo::Create {
+                path: path.clone(),
+                ino: *ino,
+                owner: *owner,
+                mode: *mode,
+            };
+            store.apply(&redo)?;
+            e.redo.push(redo);
+        }
+        Resolved::Unlink { path, ino } => {
+            let redo = Redo::Unlink {
+                path: path.clone(),
+                ino: *ino,
+            };
+            store.apply(&redo)?;
+            e.redo.push(redo);
+        }
+        Resolved::Stage {
+            stage,
+            inputs,
+            into,
+        } => {
+            let parsed = Stage::parse(&stage.0).ok_or_else(|| FsError::Stage {
+                command,
+                stage: stage.0.clone(),
+                why: "unknown stage".into(),
+            })?;
+            let a = slot(slots, inputs[0])?;
+            let b = match inputs.get(1) {
+                Some(s) => slot(slots, *s)?,
+                None => Vec::new(),
+            };
+            let run =
+                runner
+                    .run(&parsed, &a, &b, MAX_SLOT_BYTES)
+                    .map_err(|why| FsError::Stage {
+                        command,
+                        stage: stage.0.clone(),
+                        why,
+                    })?;
+            e.fuel = run.fuel;
+            e.slot = Some((*into, run.output));
+        }
+        Resolved::Nop => {}
+    }
+    if let Some((s, v)) = &e.slot {
+        slots[s.0 as usize] = Some(v.clone());
+    }
+    Ok(e)
+}
+
+/// Validates, resolves and performs `op` for `who` over `medium`, without changing it.
+pub fn execute(
+    op: &CiscOp,
+    who: Credentials,
+    medium: &Medium,
+    fds: &BTreeMap<(u32, u32), OpenFile>,
+    runner: &mut dyn StageRunner,
+) -> Result<Executed, FsError> {
+    op.validate()?;
+    let mut view = View {
+        base: medium,
+        inodes: BTreeMap::new(),
+        names: BTreeMap::new(),
+        next_ino: medium.next_ino,
+    };
+    let mut slots: Vec<Option<Vec<u8>>> = vec![None; MAX_SLOTS as usize];
+    for (s, data) in &op.inputs {
+        slots[s.0 as usize] = Some(data.clone());
+    }
+    let mut handles: [Option<OpenFile>; MAX_HANDLES as usize] = Default::default();
+    let mut positions: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut out = Executed::default();
+    for (k, c) in op.commands.iter().enumerate() {
+        let mut resolver = Resolver {
+            who,
+            fds,
+            view: &mut view,
+            handles: &mut handles,
+            positions: &mut positions,
+            slots: &slots,
+            command: k,
+        };
+        let resolved = resolver.resolve(c)?;
+        let mut effect = perform(&resolved, &mut view, &mut slots, runner, k)?;
+        effect.entries += resolver_entries(c);
+        match c {
+            Command::Return { from } => out
+                .returned
+                .push(slots[from.0 as usize].clone().unwrap_or_default()),
+            Command::Close {
+                file: FileRef::Fd(fd),
+            } => out.closed.push(*fd),
+            _ => {}
+        }
+        out.resolved.push(resolved);
+        out.effects.push(effect);
+    }
+    out.positions = positions.into_iter().collect();
+    Ok(out)
+}
+
+/// Entries a command examines in the firmware: its inode queue and permission check, plus a
+/// directory lookup for commands that name a path.
+fn resolver_entries(c: &Command) -> u64 {
+    match c {
+        Command::Open { .. } | Command::Unlink { .. } => 2,
+        Command::Process { .. } | Command::Return { .. } => 0,
+        _ => 1,
+    }
+}
+
+struct Resolver<'a, 'm> {
+    who: Credentials,
+    fds: &'a BTreeMap<(u32, u32), OpenFile>,
+    view: &'a mut View<'m>,
+    handles: &'a mut [Option<OpenFile>; MAX_HANDLES as usize],
+    positions: &'a mut BTreeMap<u32, u64>,
+    slots: &'a [Option<Vec<u8>>],
+    command: usize,
+}
+
+impl Resolver<'_, '_> {
+    /// A name of `ino` for messages (the first path that reaches it).
+    fn path_of(&self, ino: Ino) -> String {
+        let overlay = self.view.names.iter().find(|(_, i)| **i == Some(ino));
+        let base = || self.view.base.names.iter().find(|(_, i)| **i == ino);
+        match overlay.map(|(p, _)| p).or_else(|| base().map(|(p, _)| p)) {
+            Some(p) => p.clone(),
+            None => format!("inode {}", ino.0),
+        }
+    }
+
+    /// The file a reference names and its current position.
+    fn file(&self, f: FileRef) -> Result<OpenFile, FsError> {
+        let k = self.command;
+        match f {
+            FileRef::Fd(fd) => {
+                let open = self
+                    .fds
+                    .get(&(self.who.uid, fd))
+                    .ok_or(FsError::BadDescriptor { command: k, fd })?;
+                let position = self.positions.get(&fd).copied().unwrap_or(open.position);
+                Ok(OpenFile {
+                    ino: open.ino,
+                    position,
+                })
+            }
+            FileRef::Handle(h) => self.handles[h as usize]
+                .clone()
+                .ok_or(FsError::BadDescriptor {
+                    command: k,
+                    fd: u32::from(h),
+                }),
+        }
+    }
+
+    fn set_position(&mut self, f: FileRef, position: u64) {
+        match f {
+            FileRef::Fd(fd) => {
+                self.positions.insert(fd, position);
+            }
+            FileRef::Handle(h) => {
+                if let Some(o) = self.handles[h as usize].as_mut() {
+                    o.position = position;
+                }
+            }
+        }
+    }
+
+    fn check(&self, ino: Ino, write: bool) -> Result<(), FsError> {
+        let inode = self.view.inode(ino).ok_or_else(|| FsError::NotFound {
+            command: self.command,
+            path: self.path_of(ino),
+        })?;
+        let ok = if write {
+            inode.may_write(self.who)
+        } else {
+            inode.may_read(self.who)
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(FsError::Permission {
+                command: self.command,
+                uid: self.who.uid,
+                need: if write { "write" } else { "read" },
+                path: self.path_of(ino),
+            })
+        }
+    }
+
+    fn slot_len(&self, s: Slot) -> u64 {
+        self.slots[s.0 as usize]
+            .as_ref()
+            .map_or(0, |v| v.len() as u64)
+    }
+
+    fn end_of(&self, offset: u64, len: u64) -> Result<u64, FsError> {
+        offset
+            .checked_add(len)
+            .filter(|&e| e <= super::medium::MAX_FILE_BYTES)
+            .ok_or_else(|| FsError::Limit {
+                command: self.command,
+                what: format!(
+                    "a write at offset {offset} of {len} bytes would pass the {}-byte file limit",
+                    super::medium::MAX_FILE_BYTES
+                ),
+            })
+    }
+
+    // Long: one arm per command kind, each resolving and checking that kind.
+    fn resolve(&mut self, c: &Command) -> Result<Resolved, FsError> {
+        let k = self.command;
+        Ok(match c {
+            Command::Open { path, create, into } => {
+                check_path(path)?;
+                let ino = match self.view.lookup(path) {
+                    Some(ino) => {
+                        self.check(ino, false)?;
+                        self.handles[*into as usize] = Some(OpenFile { ino, position: 0 });
+                        return Ok(Resolved::Nop);
+                    }
+                    None if *create => Ino(self.view.next_ino),
+                    None => {
+                        return Err(FsError::NotFound {
+                            command: k,
+                            path: path.clone(),
+                        })
+                    }
+                };
+                if self.view.base.inodes.len() + self.view.inodes.len() >= MAX_FILES {
+                    return Err(FsError::Limit {
+                        command: k,
+                        what: format!("{MAX_FILES} files"),
+                    });
+                }
+                self.view.next_ino += 1;
+                self.handles[*into as usize] = Some(OpenFile { ino, position: 0 });
+                Resolved::Create {
+                    path: path.clone(),
+                    ino,
+                    owner: self.who.uid,
+                    mode: DEFAULT_MODE,
+                }
+            }
+            Command::Read { file, len, into }
+            | Command::Pread {
+                file, len, into, ..
+            } => {
+                let open = self.file(*file)?;
+                self.check(open.ino, false)?;
+                let offset = match c {
+                    Command::Pread { offset, .. } => *offset,
+                    _ => {
+                        let size = self.view.inode(open.ino).map_or(0, |i| i.data.len() as u64);
+                        let read = u64::from(*len).min(size.saturating_sub(open.position));
+                        self.set_position(*file, open.position + read);
+                        open.position
+                    }
+                };
+                if *len as usize > MAX_SLOT_BYTES {
+                    return Err(FsError::Limit {
+                        command: k,
+                        what: format!("a read of {len} bytes is over a slot's {MAX_SLOT_BYTES}"),
+                    });
+                }
+                Resolved::Read {
+                    ino: open.ino,
+                    offset,
+                    len: *len,
+                    into: *into,
+                }
+            }
+            Command::Write { file, from }
+            | Command::Pwrite { file, from, .. }
+            | Command::Append { file, from } => {
+                let open = self.file(*file)?;
+                self.check(open.ino, true)?;
+                let len = self.slot_len(*from);
+                let offset = match c {
+                    Command::Pwrite { offset, .. } => *offset,
+                    Command::Append { .. } => {
+                        self.view.inode(open.ino).map_or(0, |i| i.data.len() as u64)
+                    }
+                    _ => open.position,
+                };
+                let end = self.end_of(offset, len)?;
+                if matches!(c, Command::Write { .. }) {
+                    self.set_position(*file, end);
+                }
+                Resolved::Write {
+                    ino: open.ino,
+                    offset,
+                    from: *from,
+                }
+            }
+            Command::Fsync { file } => {
+                self.file(*file)?;
+                Resolved::Nop
+            }
+            Command::Close { file } => {
+                self.file(*file)?;
+                if let FileRef::Handle(h) = file {
+                    self.handles[*h as usize] = None;
+                }
+                Resolved::Nop
+            }
+            Command::Unlink { path } => {
+                check_path(path)?;
+                let ino = self.view.lookup(path).ok_or_else(|| FsError::NotFound {
+                    command: k,
+                    path: path.clone(),
+                })?;
+                let owner = self.view.inode(ino).map(|i| i.owner);
+                if owner != Some(self.who.uid) {
+                    return Err(FsError::Permission {
+                        command: k,
+                        uid: self.who.uid,
+                        need: "unlink",
+                        path: path.clone(),
+                    });
+                }
+                Resolved::Unlink {
+                    path: path.clone(),
+                    ino,
+                }
+            }
+            Command::Process {
+                stage,
+                inputs,
+                into,
+            } => Resolved::Stage {
+                stage: StageName(stage.name()),
+                inputs: inputs.clone(),
+                into: *into,
+            },
+            Command::Return { .. } => Resolved::Nop,
+        })
+    }
+}
+
+/// Paths are absolute, bounded, and have no empty, `.` or `..` components.
+pub fn check_path(path: &str) -> Result<(), FsError> {
+    let ok = path.len() <= MAX_PATH_BYTES
+        && path.starts_with('/')
+        && path.len() > 1
+        && path[1..]
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != "..");
+    if ok {
+        Ok(())
+    } else {
+        Err(FsError::BadPath(path.chars().take(64).collect()))
+    }
+}

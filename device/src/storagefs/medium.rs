@@ -1,0 +1,150 @@
+//! What StorageFS keeps in place on the medium: the namespace and every inode's data. A
+//! [`Redo`] record is one change to it; applying one twice is the same as applying it once,
+//! so recovery may redo any record it is unsure of.
+
+use super::error::FsError;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The largest file StorageFS keeps: offsets past it are refused, never allocated.
+pub const MAX_FILE_BYTES: u64 = 64 << 20;
+/// Files one StorageFS holds.
+pub const MAX_FILES: usize = 1 << 16;
+/// The longest path.
+pub const MAX_PATH_BYTES: usize = 1024;
+
+/// An inode number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Ino(pub u64);
+
+/// A tenant's identity, as the device checks it on every command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Credentials {
+    pub uid: u32,
+}
+
+/// Permission bits: the owner's and everyone else's (a Unix mode without groups).
+pub const OWNER_READ: u16 = 0o400;
+pub const OWNER_WRITE: u16 = 0o200;
+pub const OTHER_READ: u16 = 0o004;
+pub const OTHER_WRITE: u16 = 0o002;
+/// The mode a created file gets: the owner reads and writes, others read.
+pub const DEFAULT_MODE: u16 = 0o644;
+
+/// One inode: its owner, mode and bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Inode {
+    pub owner: u32,
+    pub mode: u16,
+    pub data: Vec<u8>,
+}
+
+impl Inode {
+    pub fn may_read(&self, who: Credentials) -> bool {
+        let bit = if who.uid == self.owner {
+            OWNER_READ
+        } else {
+            OTHER_READ
+        };
+        self.mode & bit != 0
+    }
+
+    pub fn may_write(&self, who: Credentials) -> bool {
+        let bit = if who.uid == self.owner {
+            OWNER_WRITE
+        } else {
+            OTHER_WRITE
+        };
+        self.mode & bit != 0
+    }
+}
+
+/// One change to the medium.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub enum Redo {
+    /// Bytes at an offset (the file grows to cover them).
+    Write {
+        ino: Ino,
+        offset: u64,
+        bytes: Vec<u8>,
+    },
+    /// A new, empty inode under `path`.
+    Create {
+        path: String,
+        ino: Ino,
+        owner: u32,
+        mode: u16,
+    },
+    /// `path` (inode `ino`) removed.
+    Unlink { path: String, ino: Ino },
+}
+
+impl Redo {
+    /// Bytes the record moves to the medium.
+    pub fn bytes(&self) -> u64 {
+        match self {
+            Redo::Write { bytes, .. } => bytes.len() as u64,
+            Redo::Create { path, .. } | Redo::Unlink { path, .. } => path.len() as u64 + 16,
+        }
+    }
+}
+
+/// The namespace and the inodes: the durable state of StorageFS.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Medium {
+    pub names: BTreeMap<String, Ino>,
+    pub inodes: BTreeMap<Ino, Inode>,
+    pub next_ino: u64,
+}
+
+impl Medium {
+    pub fn lookup(&self, path: &str) -> Option<Ino> {
+        self.names.get(path).copied()
+    }
+
+    /// Applies one record. Idempotent: a write rewrites the same bytes, a create of an
+    /// existing inode or an unlink of a missing name changes nothing.
+    pub fn apply(&mut self, redo: &Redo) -> Result<(), FsError> {
+        match redo {
+            Redo::Write { ino, offset, bytes } => {
+                let end = offset
+                    .checked_add(bytes.len() as u64)
+                    .filter(|&e| e <= MAX_FILE_BYTES)
+                    .ok_or(FsError::TooLarge { ino: ino.0 })?;
+                let inode = self.inodes.get_mut(ino).ok_or(FsError::Corrupt(format!(
+                    "a write to missing inode {}",
+                    ino.0
+                )))?;
+                if inode.data.len() < end as usize {
+                    inode.data.resize(end as usize, 0);
+                }
+                inode.data[*offset as usize..end as usize].copy_from_slice(bytes);
+            }
+            Redo::Create {
+                path,
+                ino,
+                owner,
+                mode,
+            } => {
+                self.names.insert(path.clone(), *ino);
+                self.inodes.entry(*ino).or_insert(Inode {
+                    owner: *owner,
+                    mode: *mode,
+                    data: Vec::new(),
+                });
+                self.next_ino = self.next_ino.max(ino.0 + 1);
+            }
+            Redo::Unlink { path, ino } => {
+                if self.names.get(path) == Some(ino) {
+                    self.names.remove(path);
+                }
+                // An inode no name reaches is freed (StorageFS keeps no open-unlinked files
+                // across a crash).
+                if !self.names.values().any(|i| i == ino) {
+                    self.inodes.remove(ino);
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,180 @@
+//! StorageFS: FusionFS's firmware file system, inside the device.
+//!
+//! Tenants submit CISC ops ([`csd_sdk::cisc`]) or RISC-style calls to per-inode queues; the
+//! firmware checks every command against the tenant's [`Credentials`], runs data-processing
+//! stages in the Wasm sandbox through a [`StageRunner`], and persists the op at its grain
+//! (MacroTx or MicroTx, see [`journal`]). Scheduling device-CPU time across tenants and
+//! inode queues is [`sched`]'s; [`crash`] enumerates every crash point of a workload and
+//! checks recovery against an oracle.
+//!
+//! The namespace and data live on the medium ([`Medium`]) — StorageFS does not borrow hostfs:
+//! the device crate sits below hostfs, and the firmware's structures are flat (one directory
+//! map, whole-file inodes) where hostfs's are ext4's. What it costs is counted per op
+//! ([`OpCost`]) and charged to the device's cores by whoever drives it (`csd fusion`).
+
+pub mod crash;
+mod error;
+pub mod exec;
+pub mod journal;
+pub mod medium;
+pub mod sched;
+mod stage;
+
+pub use error::FsError;
+pub use exec::OpenFile;
+pub use journal::{recover, DurableImage, FsStep, OrderFault, Recovery, TxId};
+pub use medium::{Credentials, Ino, Inode, Medium, Redo, MAX_FILE_BYTES};
+pub use stage::{StageRun, StageRunner};
+
+use csd_sdk::cisc::{CiscOp, Command};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Descriptors one tenant may hold open.
+pub const MAX_OPEN_PER_TENANT: usize = 1024;
+
+/// What an op cost the device: counted here, turned into time by the caller's profile.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct OpCost {
+    pub commands: u64,
+    /// Namespace, descriptor and permission entries examined.
+    pub entries: u64,
+    /// Fuel the op's stages burned.
+    pub fuel: u64,
+    pub read_bytes: u64,
+    /// Bytes persisted: journal or op log, in-place data, commit records.
+    pub persisted_bytes: u64,
+    pub steps: u64,
+}
+
+/// A submitted op's outcome.
+#[derive(Debug)]
+pub struct Submitted {
+    pub tx: TxId,
+    /// The slots the op's `Return` commands sent back, in order.
+    pub returned: Vec<Vec<u8>>,
+    /// The durable steps it took, in order.
+    pub steps: Vec<FsStep>,
+    pub cost: OpCost,
+}
+
+/// The firmware file system.
+#[derive(Debug, Default)]
+pub struct StorageFs {
+    medium: Medium,
+    fds: BTreeMap<(u32, u32), OpenFile>,
+    next_tx: TxId,
+    fault: Option<OrderFault>,
+}
+
+impl StorageFs {
+    pub fn new() -> StorageFs {
+        StorageFs::default()
+    }
+
+    /// The durable state: what a clean shutdown leaves.
+    pub fn medium(&self) -> &Medium {
+        &self.medium
+    }
+
+    /// A file's bytes.
+    pub fn contents(&self, path: &str) -> Option<&[u8]> {
+        let ino = self.medium.lookup(path)?;
+        self.medium.inodes.get(&ino).map(|i| i.data.as_slice())
+    }
+
+    /// Breaks an ordering rule on purpose (crash-checker tests).
+    pub fn inject_fault(&mut self, fault: Option<OrderFault>) {
+        self.fault = fault;
+    }
+
+    /// A RISC-style open: resolves (and with `create`, creates, journaled) `path` and
+    /// returns a descriptor of `who`.
+    pub fn open(
+        &mut self,
+        who: Credentials,
+        path: &str,
+        create: bool,
+        runner: &mut dyn StageRunner,
+    ) -> Result<u32, FsError> {
+        let open_fds = self.fds.range((who.uid, 0)..=(who.uid, u32::MAX)).count();
+        if open_fds >= MAX_OPEN_PER_TENANT {
+            return Err(FsError::Limit {
+                command: 0,
+                what: format!("uid {} holds {MAX_OPEN_PER_TENANT} descriptors", who.uid),
+            });
+        }
+        let op = CiscOp {
+            commands: vec![Command::Open {
+                path: path.into(),
+                create,
+                into: 0,
+            }],
+            ..CiscOp::default()
+        };
+        self.submit(who, &op, runner)?;
+        let ino = self.medium.lookup(path).ok_or(FsError::NotFound {
+            command: 0,
+            path: path.into(),
+        })?;
+        let fd = (0..=u32::MAX)
+            .find(|fd| !self.fds.contains_key(&(who.uid, *fd)))
+            .unwrap_or(u32::MAX);
+        self.fds
+            .insert((who.uid, fd), OpenFile { ino, position: 0 });
+        Ok(fd)
+    }
+
+    /// Closes a descriptor.
+    pub fn close(&mut self, who: Credentials, fd: u32) -> Result<(), FsError> {
+        self.fds
+            .remove(&(who.uid, fd))
+            .map(drop)
+            .ok_or(FsError::BadDescriptor { command: 0, fd })
+    }
+
+    /// Runs one CISC op for `who`: validated, permission-checked command by command,
+    /// executed, and persisted at the op's grain. A refused or failed op changes nothing.
+    pub fn submit(
+        &mut self,
+        who: Credentials,
+        op: &CiscOp,
+        runner: &mut dyn StageRunner,
+    ) -> Result<Submitted, FsError> {
+        let ex = exec::execute(op, who, &self.medium, &self.fds, runner)?;
+        self.next_tx += 1;
+        let tx = self.next_tx;
+        let steps = journal::persist_steps(tx, op.grain, &ex, &op.inputs, self.fault);
+        // The op executed over a view of this very medium, and its records were checked
+        // there, so applying them cannot fail short of a bug in StorageFS itself.
+        for s in &steps {
+            if let FsStep::Apply(r) = s {
+                self.medium
+                    .apply(r)
+                    .map_err(|e| FsError::Corrupt(e.to_string()))?;
+            }
+        }
+        for (fd, position) in &ex.positions {
+            if let Some(o) = self.fds.get_mut(&(who.uid, *fd)) {
+                o.position = *position;
+            }
+        }
+        for fd in &ex.closed {
+            self.fds.remove(&(who.uid, *fd));
+        }
+        let cost = OpCost {
+            commands: op.commands.len() as u64,
+            entries: ex.effects.iter().map(|e| e.entries).sum(),
+            fuel: ex.effects.iter().map(|e| e.fuel).sum(),
+            read_bytes: ex.effects.iter().map(|e| e.read_bytes).sum(),
+            persisted_bytes: steps.iter().map(FsStep::bytes).sum(),
+            steps: steps.len() as u64,
+        };
+        Ok(Submitted {
+            tx,
+            returned: ex.returned,
+            steps,
+            cost,
+        })
+    }
+}

@@ -1,0 +1,428 @@
+//! FusionFS in the device: CISC ops on StorageFS with real Wasm stages, crash consistency at
+//! both grains, refused ops that change nothing, and fair device cores.
+
+use csd::builtin::STAGES;
+use csd_device::storagefs::crash::{enumerate, CrashPlan};
+use csd_device::storagefs::sched::{jain_index, CoreScheduler, Job, Policy};
+use csd_device::storagefs::{Credentials, FsError, OrderFault, StorageFs};
+use csd_device::VirtualTime;
+use csd_runtime::WasmStages;
+use csd_sdk::cisc::*;
+
+const ALICE: Credentials = Credentials { uid: 1 };
+const BOB: Credentials = Credentials { uid: 2 };
+
+fn runner() -> WasmStages {
+    let mut r = WasmStages::new(STAGES).unwrap().with_fuel(50_000_000);
+    // A user stage module: one stage that traps, one that never ends, one that doubles.
+    let wat = r#"(module
+        (memory (export "memory") 2)
+        (global $next (mut i32) (i32.const 1024))
+        (func (export "stage_alloc") (param i32) (result i32)
+            (local $p i32)
+            (local.set $p (global.get $next))
+            (global.set $next (i32.add (global.get $next) (local.get 0)))
+            (local.get $p))
+        (func (export "stage_free") (param i32 i32))
+        (func (export "boom") (param i32 i32 i32 i32) (result i64) unreachable)
+        (func (export "spin") (param i32 i32 i32 i32) (result i64) (loop $l (br $l)) (i64.const 0))
+        (func (export "echo") (param i32 i32 i32 i32) (result i64)
+            (i64.or (i64.shl (i64.extend_i32_u (local.get 0)) (i64.const 32))
+                    (i64.extend_i32_u (local.get 1)))))"#;
+    r.add_module("mine", wat.as_bytes()).unwrap();
+    r
+}
+
+#[test]
+fn the_prebuilt_ops_do_what_they_say_on_the_device() {
+    let mut r = runner();
+    let mut fs = StorageFs::new();
+    let wal = fs.open(ALICE, "/wal", true, &mut r).unwrap();
+    let data = b"hello, storage".to_vec();
+    let op = append_crc_write(FileRef::Fd(wal), data.clone(), TxGrain::Macro).unwrap();
+    let done = fs.submit(ALICE, &op, &mut r).unwrap();
+    assert!(done.cost.fuel > 0, "the CRC ran as Wasm and burned fuel");
+    let mut want = data.clone();
+    want.extend(crc32fast::hash(&data).to_le_bytes());
+    assert_eq!(fs.contents("/wal").unwrap(), want.as_slice());
+
+    let op = read_modify_write(FileRef::Fd(wal), 0, vec![0xff; 5], TxGrain::Micro).unwrap();
+    fs.submit(ALICE, &op, &mut r).unwrap();
+    let flipped: Vec<u8> = data[..5].iter().map(|b| b ^ 0xff).collect();
+    assert_eq!(&fs.contents("/wal").unwrap()[..5], flipped.as_slice());
+
+    let text = b"abcabcabcabc the quick brown fox ".repeat(50);
+    let op = open_write_sync_close("/blob", text.clone(), TxGrain::Macro).unwrap();
+    fs.submit(ALICE, &op, &mut r).unwrap();
+    // Compress on the device, store, and read back decompressed.
+    let mut b = CiscBuilder::new();
+    let f = b.open("/blob", false);
+    let plain = b.pread(f, 0, text.len() as u32);
+    let packed = b.process(Stage::Compress, &[plain]);
+    let g = b.open("/blob.lz4", true);
+    b.write(g, packed).close(g).close(f).ret(packed);
+    let out = fs.submit(ALICE, &b.build().unwrap(), &mut r).unwrap();
+    assert!(
+        out.returned[0].len() < text.len() / 4,
+        "lz4 compresses repeated text"
+    );
+    let z = fs.open(ALICE, "/blob.lz4", false, &mut r).unwrap();
+    let len = fs.contents("/blob.lz4").unwrap().len() as u32;
+    let op = read_decompress(FileRef::Fd(z), 0, len).unwrap();
+    assert_eq!(fs.submit(ALICE, &op, &mut r).unwrap().returned, vec![text]);
+
+    // Sort, search and multiply: real results.
+    let mut b = CiscBuilder::new();
+    let nums = b.input(
+        [9u32, 3, 7, 1]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect(),
+    );
+    let needle = b.input(3u32.to_le_bytes().to_vec());
+    let sorted = b.process(Stage::Sort, &[nums]);
+    let hits = b.process(Stage::Search, &[nums, needle]);
+    let tripled = b.process(Stage::Multiply, &[sorted, needle]);
+    b.ret(sorted).ret(hits).ret(tripled);
+    let out = fs
+        .submit(ALICE, &b.build().unwrap(), &mut r)
+        .unwrap()
+        .returned;
+    let words = |v: &[u8]| -> Vec<u32> {
+        v.chunks(4)
+            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    };
+    assert_eq!(words(&out[0]), vec![1, 3, 7, 9]);
+    assert_eq!(u64::from_le_bytes(out[1].clone().try_into().unwrap()), 1);
+    assert_eq!(words(&out[2]), vec![3, 9, 21, 27]);
+}
+
+#[test]
+fn ten_thousand_crash_points_recover_as_each_grain_promises() {
+    let mut r = runner();
+    let plan = CrashPlan {
+        seed: 7,
+        runs: 40,
+        ops: 40,
+        fault: None,
+    };
+    let report = enumerate(&plan, &mut r).unwrap();
+    assert!(report.points() >= 10_000, "{} points", report.points());
+    assert_eq!(report.violations(), 0, "{:?}", report.first_violation);
+    // Both grains were exercised, and recovery had real work at both.
+    assert!(report.macro_tx.recovery.redone > 0 && report.macro_tx.recovery.discarded > 0);
+    assert!(report.micro_tx.recovery.rolled_forward > 0);
+    assert!(
+        report.micro_tx.recovery.fuel > 0,
+        "MicroTx recovery re-ran stages on the device"
+    );
+}
+
+#[test]
+fn a_broken_persistence_order_is_caught_by_the_checker() {
+    let mut r = runner();
+    for fault in [OrderFault::DoneBeforeData, OrderFault::ApplyBeforeCommit] {
+        let plan = CrashPlan {
+            seed: 3,
+            runs: 4,
+            ops: 20,
+            fault: Some(fault),
+        };
+        let report = enumerate(&plan, &mut r).unwrap();
+        assert!(report.violations() > 0, "{fault:?} went unnoticed");
+        let why = report.first_violation.unwrap();
+        assert!(why.contains("crash after step"), "{why}");
+    }
+}
+
+/// Submits `op` and requires it to be refused with nothing changed.
+fn refused(fs: &mut StorageFs, who: Credentials, op: &CiscOp, r: &mut WasmStages) -> FsError {
+    let before = fs.medium().clone();
+    let e = fs.submit(who, op, r).unwrap_err();
+    assert_eq!(fs.medium(), &before, "a refused op changed the medium: {e}");
+    e
+}
+
+#[test]
+fn bad_ops_are_refused_whole_and_change_nothing() {
+    let mut r = runner();
+    let mut fs = StorageFs::new();
+    let wal = FileRef::Fd(fs.open(ALICE, "/wal", true, &mut r).unwrap());
+    fs.submit(
+        ALICE,
+        &append_crc_write(wal, b"seed".to_vec(), TxGrain::Macro).unwrap(),
+        &mut r,
+    )
+    .unwrap();
+
+    // 33 commands.
+    let mut op = append_crc_write(wal, vec![1; 8], TxGrain::Macro).unwrap();
+    while op.commands.len() < 33 {
+        op.commands.push(op.commands[0].clone());
+    }
+    let e = refused(&mut fs, ALICE, &op, &mut r);
+    assert!(e.to_string().contains("at most 32 commands"), "{e}");
+
+    // A slot read before it was written.
+    let op = CiscOp {
+        commands: vec![Command::Append {
+            file: wal,
+            from: Slot(5),
+        }],
+        ..CiscOp::default()
+    };
+    let e = refused(&mut fs, ALICE, &op, &mut r);
+    assert!(e.to_string().contains("reads slot 5 before"), "{e}");
+
+    // An unknown stage, after a command that would have appended.
+    for (grain, export) in [
+        (TxGrain::Macro, "nosuch"),
+        (TxGrain::Micro, "boom"),
+        (TxGrain::Micro, "spin"),
+    ] {
+        let mut b = CiscBuilder::new();
+        b.grain(grain);
+        let d = b.input(vec![1; 16]);
+        b.append(wal, d);
+        let out = b.process(
+            Stage::User {
+                task: "mine".into(),
+                export: export.into(),
+            },
+            &[d],
+        );
+        b.append(wal, out);
+        let e = refused(&mut fs, ALICE, &b.build().unwrap(), &mut r);
+        assert!(e.to_string().contains("stage mine:"), "{e}");
+        match export {
+            "nosuch" => assert!(e.to_string().contains("no stage export"), "{e}"),
+            "boom" => assert!(e.to_string().contains("unreachable"), "{e}"),
+            _ => assert!(e.to_string().contains("fuel"), "{e}"),
+        }
+    }
+    let mut b = CiscBuilder::new();
+    let d = b.input(vec![1]);
+    b.process(
+        Stage::User {
+            task: "absent".into(),
+            export: "f".into(),
+        },
+        &[d],
+    );
+    let e = refused(&mut fs, ALICE, &b.build().unwrap(), &mut r);
+    assert!(
+        e.to_string().contains("no stage module named 'absent'"),
+        "{e}"
+    );
+
+    // The device keeps serving after the trap and the endless loop.
+    let mut b = CiscBuilder::new();
+    let d = b.input(vec![4, 2]);
+    let e = b.process(
+        Stage::User {
+            task: "mine".into(),
+            export: "echo".into(),
+        },
+        &[d],
+    );
+    b.ret(e);
+    assert_eq!(
+        fs.submit(ALICE, &b.build().unwrap(), &mut r)
+            .unwrap()
+            .returned,
+        vec![vec![4, 2]]
+    );
+
+    // A command on a file the tenant may not write: Bob reads Alice's log, may not append.
+    let bob_fd = fs.open(BOB, "/wal", false, &mut r).unwrap();
+    let mut b = CiscBuilder::new();
+    let d = b.input(vec![9; 4]);
+    let f = b.open("/bob-own", true);
+    b.write(f, d).close(f);
+    b.append(FileRef::Fd(bob_fd), d);
+    let e = refused(&mut fs, BOB, &b.build().unwrap(), &mut r);
+    assert!(e.to_string().contains("uid 2 may not write /wal"), "{e}");
+    assert!(
+        fs.contents("/bob-own").is_none(),
+        "the op's first commands were rolled back"
+    );
+    // Someone else's descriptor is not Bob's.
+    let op = append_crc_write(FileRef::Fd(77), vec![1], TxGrain::Macro).unwrap();
+    let e = refused(&mut fs, BOB, &op, &mut r);
+    assert!(matches!(e, FsError::BadDescriptor { .. }), "{e}");
+    // Offsets past the file limit are refused, never allocated.
+    let mut b = CiscBuilder::new();
+    let d = b.input(vec![1]);
+    b.pwrite(wal, u64::MAX - 1, d);
+    let e = refused(&mut fs, ALICE, &b.build().unwrap(), &mut r);
+    assert!(e.to_string().contains("file limit"), "{e}");
+}
+
+/// Tenant A floods 64 KiB compress ops; tenant B sends small appends every 20 µs. Returns
+/// B's p99 latency and the device-CPU shares of a window where both are backlogged.
+fn flood(policy: Policy) -> (u64, f64) {
+    const HEAVY: u64 = 200_000; // one compress of a 64 KiB slot, ns of a device core
+    const LIGHT: u64 = 3_000; // one small append-CRC-write
+    let mut s = CoreScheduler::new(4, policy);
+    let mut id = 0;
+    let mut job = |tenant, ino, cost_ns| {
+        id += 1;
+        Job {
+            id,
+            tenant,
+            ino,
+            cost_ns,
+        }
+    };
+    // A keeps 64 compress ops queued on 16 inodes from the start.
+    for k in 0..400 {
+        s.submit(job(1, k % 16, HEAVY), VirtualTime::ZERO);
+    }
+    let mut arrivals: Vec<(u64, Job)> = (0..500)
+        .map(|k| (k * 20_000, job(2, 100 + k % 4, LIGHT)))
+        .collect();
+    arrivals.reverse();
+    let mut running: Vec<(VirtualTime, Job)> = Vec::new();
+    let mut latency = Vec::new();
+    let mut served = [0u64; 2];
+    let window = 10_000_000u64; // the first 10 ms: both tenants have work queued
+    let mut now = VirtualTime::ZERO;
+    let mut submitted_at = std::collections::BTreeMap::new();
+    loop {
+        while arrivals.last().is_some_and(|(t, _)| *t <= now.ns()) {
+            let (t, j) = arrivals.pop().unwrap();
+            submitted_at.insert(j.id, t);
+            s.submit(j, VirtualTime(t));
+        }
+        running.retain(|(end, j)| {
+            if *end <= now {
+                s.complete(j.ino);
+                if let Some(t) = submitted_at.get(&j.id) {
+                    latency.push(end.ns() - t);
+                }
+                false
+            } else {
+                true
+            }
+        });
+        for st in s.dispatch(now) {
+            let in_window = st
+                .end
+                .ns()
+                .min(window)
+                .saturating_sub(st.start.ns().min(window));
+            served[(st.job.tenant - 1) as usize] += in_window;
+            running.push((st.end, st.job));
+        }
+        let next = running
+            .iter()
+            .map(|(e, _)| e.ns())
+            .chain(arrivals.last().map(|(t, _)| *t))
+            .min();
+        match next {
+            Some(t) => now = VirtualTime(t),
+            None => break,
+        }
+    }
+    latency.sort_unstable();
+    let p99 = latency[latency.len() * 99 / 100];
+    let total = (served[0] + served[1]) as f64;
+    (
+        p99,
+        jain_index(&[served[0] as f64 / total, served[1] as f64 / total]),
+    )
+}
+
+#[test]
+fn a_tenant_flooding_compress_ops_does_not_starve_small_appends() {
+    let (fifo_p99, _) = flood(Policy::Fifo);
+    let (fair_p99, _) = flood(Policy::Fair);
+    // Under fair queueing, B waits at most for one heavy op per core to finish plus its own
+    // work: the bound is one heavy op (200 µs) plus a light one.
+    assert!(
+        fair_p99 <= 203_000,
+        "B's p99 {fair_p99} ns under fair queueing"
+    );
+    assert!(
+        fifo_p99 > 10 * fair_p99,
+        "FIFO starves B: p99 {fifo_p99} ns"
+    );
+}
+
+#[test]
+fn equal_weights_get_equal_device_cpu_shares() {
+    // Both tenants backlogged: A with heavy ops, B with light ones on as many inodes.
+    let mut s = CoreScheduler::new(4, Policy::Fair);
+    // B's backlog (16 ms of work) outlasts its fair half of the 4 cores x 5 ms window.
+    for k in 0..200u64 {
+        s.submit(
+            Job {
+                id: k,
+                tenant: 1,
+                ino: k % 8,
+                cost_ns: 100_000,
+            },
+            VirtualTime::ZERO,
+        );
+    }
+    for k in 0..8000u64 {
+        s.submit(
+            Job {
+                id: 10_000 + k,
+                tenant: 2,
+                ino: 100 + k % 8,
+                cost_ns: 2_000,
+            },
+            VirtualTime::ZERO,
+        );
+    }
+    let mut served = [0u64; 2];
+    let mut running: Vec<(VirtualTime, u64)> = Vec::new();
+    let mut now = VirtualTime::ZERO;
+    let window = 5_000_000;
+    while now.ns() < window {
+        running.retain(|(end, ino)| {
+            if *end <= now {
+                s.complete(*ino);
+                false
+            } else {
+                true
+            }
+        });
+        for st in s.dispatch(now) {
+            served[(st.job.tenant - 1) as usize] += st.end.ns().min(window) - st.start.ns();
+            running.push((st.end, st.job.ino));
+        }
+        now = VirtualTime(running.iter().map(|(e, _)| e.ns()).min().unwrap());
+    }
+    let j = jain_index(&[served[0] as f64, served[1] as f64]);
+    assert!(j >= 0.9, "Jain index {j} (shares {served:?})");
+    // FIFO over the same backlog hands nearly all the CPU to the heavy tenant.
+    let mut f = CoreScheduler::new(4, Policy::Fifo);
+    for k in 0..200u64 {
+        f.submit(
+            Job {
+                id: 2 * k,
+                tenant: 1,
+                ino: k % 8,
+                cost_ns: 100_000,
+            },
+            VirtualTime(k),
+        );
+        f.submit(
+            Job {
+                id: 2 * k + 1,
+                tenant: 2,
+                ino: 100 + k % 8,
+                cost_ns: 2_000,
+            },
+            VirtualTime(k),
+        );
+    }
+    let mut shares = [0u64; 2];
+    for st in f.dispatch(VirtualTime(1_000)) {
+        shares[(st.job.tenant - 1) as usize] += st.job.cost_ns;
+    }
+    assert!(jain_index(&[shares[0] as f64, shares[1] as f64]) < 0.9);
+}
