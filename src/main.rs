@@ -5,8 +5,8 @@ mod units;
 
 use clap::{Parser, Subcommand};
 use commands::{
-    bench, crashcheck, device, ndp, persist, profiles, replay, repro, runs, serve, task, trace,
-    txapps, txbench,
+    bench, crashcheck, device, fusion, ndp, persist, profiles, replay, repro, runs, serve, task,
+    trace, txapps, txbench,
 };
 use std::process::ExitCode;
 
@@ -108,6 +108,16 @@ enum Command {
     ///
     /// Example: csd repro lightfs --json; csd repro --explain lightfs.fig3b
     Repro(repro::ReproArgs),
+    /// FusionFS's comparison: five file-system designs on one Optane medium, throughput per
+    /// thread count.
+    ///
+    /// kernel-dax (ext4-DAX), nova, user-direct (SplitFS), firmware (CrossFS: one device
+    /// request per call) and fusion (one CISC op per sequence, processing on the device), with
+    /// fast (2.7 GHz) and slow (1.2 GHz) device cores. Costs come from the profile and from
+    /// running the ops on StorageFS with the Wasm stages.
+    ///
+    /// Example: csd fusion --workload read-modify-write --threads 1,4,16
+    Fusion(fusion::FusionArgs),
     /// Measure the speed and memory of the model itself.
     #[command(subcommand)]
     Bench(bench::BenchCmd),
@@ -170,6 +180,7 @@ fn main() -> ExitCode {
         Some(Command::Bench(cmd)) => bench::run(cmd),
         Some(Command::Crashcheck(args)) => crashcheck::run(args),
         Some(Command::Txbench(args)) => txbench::run(args),
+        Some(Command::Fusion(args)) => fusion::run(args),
         Some(Command::Repro(args)) => repro::run(args),
         Some(Command::Txapps(args)) => txapps::run(args),
         Some(Command::Persist(cmd)) => persist::run_cmd(cmd),

@@ -94,6 +94,35 @@ pub struct HostCosts {
     pub page_cache_page_ns: u64,
 }
 
+/// The host file systems FusionFS is compared with, and its device cores' two speeds, from a
+/// profile's `[fusion]` table (`csd fusion`). Each is a cost of software the profile's
+/// testbed ran; the profile says where each comes from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FusionCosts {
+    /// The device cores' clock in the default (fast) configuration; `device_cpu.ns_per_fuel`
+    /// and `device_cpu.request_ns` are at this clock.
+    pub fast_clock_ghz: f64,
+    /// The clock of the slow-device-CPU study: device-core times scale by fast / slow.
+    pub slow_clock_ghz: f64,
+    /// ext4-DAX's in-kernel work per `read`/`write` beyond the system call itself: VFS, the
+    /// inode lock, DAX's block mapping.
+    pub kernel_fs_op_ns: u64,
+    /// The journal work of an op that changes metadata (an append's size and block
+    /// allocation), done under the file system's one journal lock.
+    pub journal_ns: u64,
+    /// NOVA's in-kernel work per op beyond the system call: its per-inode log and radix tree,
+    /// the copy-on-write page allocation.
+    pub nova_fs_op_ns: u64,
+    /// The log entry NOVA persists per write (plus the log tail it updates).
+    pub nova_log_bytes: u64,
+    /// SplitFS's user-space work per data op (its mapping lookup), with no system call.
+    pub user_lib_op_ns: u64,
+    /// What an append adds in SplitFS: its staging file's bookkeeping and its share of the
+    /// relink that moves staged blocks into the file (the metadata op the kernel does).
+    pub user_append_ns: u64,
+}
+
 /// A profile that does not say: about a microsecond for entry, VFS and file-system work of
 /// a cached `read`/`write` (lmbench's `lat_syscall read` on a current Xeon is 0.1–0.3 µs for
 /// a null read; a page-cache hit adds the VFS and page lookups).

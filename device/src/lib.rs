@@ -48,7 +48,7 @@ pub mod timing;
 pub mod txn;
 
 pub use addr::{BlockId, ChannelId, DieId, Extent, Lpn, PageAddr, Ppn, VirtualTime};
-pub use cost::{Accelerator, Accelerators, DeviceCpu, HostCosts};
+pub use cost::{Accelerator, Accelerators, DeviceCpu, FusionCosts, HostCosts};
 pub use device::{Completion, DataMode, Device, DeviceCounters, IoCounters, IoPath};
 pub use error::DeviceError;
 pub use file_mode::FileMode;

@@ -6,7 +6,7 @@
 //! reader can always tell measured from assumed. Profiles are validated on load; a bad one is an
 //! error naming the field and its line, never a panic deep inside the model.
 
-use crate::cost::{Accelerators, DeviceCpu, HostCosts};
+use crate::cost::{Accelerators, DeviceCpu, FusionCosts, HostCosts};
 use crate::geometry::Geometry;
 use crate::persist::PersistCosts;
 use crate::timing::{FlashTiming, HostInterface, WriteCache};
@@ -47,6 +47,9 @@ pub struct Profile {
     /// CPU costs of SIFT's persistence path, for devices that model it (`csd persist`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub persist: Option<PersistCosts>,
+    /// Host file-system and device-core costs of FusionFS's comparison (`csd fusion`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fusion: Option<FusionCosts>,
     /// `"table.field" = "why this value, and where it comes from"`.
     #[serde(default)]
     pub assumptions: BTreeMap<String, String>,
@@ -202,6 +205,19 @@ impl Profile {
         }
         if let Some(p) = &self.persist {
             p.check()?;
+        }
+        if let Some(f) = &self.fusion {
+            for (field, ghz) in [
+                ("fast_clock_ghz", f.fast_clock_ghz),
+                ("slow_clock_ghz", f.slow_clock_ghz),
+            ] {
+                if !(ghz > 0.0 && ghz < 100.0) {
+                    return Err((
+                        format!("fusion.{field}"),
+                        "must be between 0 and 100 GHz".into(),
+                    ));
+                }
+            }
         }
         if self.host.copy_bytes_per_sec == 0 {
             return Err((

@@ -14,6 +14,7 @@
 
 pub mod alloc;
 pub mod fs;
+pub mod fusion;
 pub mod namespace;
 pub mod ndp;
 pub mod ndpmeta;

@@ -3,6 +3,7 @@ pub mod bench_coalesce;
 pub mod bench_replay;
 pub mod crashcheck;
 pub mod device;
+pub mod fusion;
 pub mod memory;
 pub mod ndp;
 pub mod offload;

@@ -47,7 +47,8 @@ pub fn run(id: &str, store: &StoreArgs, json: bool) -> anyhow::Result<()> {
             | SystemKind::PersistOnline { .. }
             | SystemKind::PersistBacklog { .. }
             | SystemKind::Txbench { .. }
-            | SystemKind::Txapps { .. } => None,
+            | SystemKind::Txapps { .. }
+            | SystemKind::Fusion { .. } => None,
         };
         (stored, bytes, modules)
     };
@@ -179,6 +180,10 @@ fn reproduce(
         }
         SystemKind::Txapps { sizes, apps } => Report::Txapps(
             super::txapps::measure_apps(&spec.profile, *sizes, apps, spec.seed)
+                .with_context(|| format!("re-running {id}"))?,
+        ),
+        SystemKind::Fusion { spec: fusion } => Report::Fusion(
+            super::fusion::measure(&spec.profile, fusion)
                 .with_context(|| format!("re-running {id}"))?,
         ),
     })

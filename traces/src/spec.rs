@@ -123,6 +123,10 @@ pub enum SystemKind {
     },
     /// TxISC's applications, each under every placement (`csd repro`'s §V-C run).
     Txapps { sizes: Sizes, apps: Vec<TxApp> },
+    /// FusionFS's design comparison (`csd fusion`).
+    Fusion {
+        spec: csd_hostfs::fusion::FusionSpec,
+    },
 }
 
 impl SystemSpec {

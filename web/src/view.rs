@@ -6,6 +6,7 @@
 
 use csd_device::persist::backlog::BacklogReport;
 use csd_device::persist::online::OnlineReport;
+use csd_hostfs::fusion::FusionReport;
 use csd_hostfs::ndp::Stages;
 use csd_traces::report::{online_label, AppRun, NdpDesign, PersistRun, ReplayRun, Report, TaskRun};
 use csd_traces::store::StoredRun;
@@ -240,6 +241,7 @@ impl RunView {
             Report::Persist(PersistRun::Online(runs)) => v.add_online(runs),
             Report::Persist(PersistRun::Backlog(runs)) => v.add_backlog(runs),
             Report::Repro(r) => v.repro = Some(r.clone()),
+            Report::Fusion(r) => v.add_fusion(r),
             Report::Txbench(_) | Report::Device(_) => {}
             Report::Unreadable(u) => v.unreadable = Some(u.why.clone()),
         }
@@ -348,6 +350,30 @@ impl RunView {
         }
     }
 
+    /// `csd fusion`: throughput per design, one bar per thread count (FusionFS Fig. 3).
+    fn add_fusion(&mut self, r: &FusionReport) {
+        self.charts.push(GroupedChart {
+            title: format!(
+                "{}: throughput by design and thread count",
+                r.workload.name()
+            ),
+            unit: "k ops/s",
+            series: r
+                .threads
+                .iter()
+                .map(|t| format!("{t} thread{}", if *t == 1 { "" } else { "s" }))
+                .collect(),
+            groups: r
+                .curves
+                .iter()
+                .map(|c| Group {
+                    design: c.label(),
+                    values: c.points.iter().map(|p| Some(p.ops_per_sec / 1e3)).collect(),
+                })
+                .collect(),
+        });
+    }
+
     /// `csd persist online`: fsync tails, throughput and CPU cost over the interval sweep.
     fn add_online(&mut self, runs: &[OnlineReport]) {
         for r in runs {
@@ -453,6 +479,14 @@ pub fn headlines(run: &StoredRun) -> Vec<Headline> {
             .map(|r| {
                 let name = r.config.name().to_string();
                 h(name, "checkpoint", r.checkpoint_ms, "ms")
+            })
+            .collect(),
+        Report::Fusion(r) => r
+            .curves
+            .iter()
+            .filter_map(|c| {
+                let p = c.points.last()?;
+                Some(h(c.label(), "throughput", p.ops_per_sec, "ops/s"))
             })
             .collect(),
         Report::Txbench(_) | Report::Device(_) | Report::Repro(_) | Report::Unreadable(_) => {

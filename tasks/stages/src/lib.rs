@@ -64,10 +64,25 @@ pub extern "C" fn sort(a: i32, al: i32, b: i32, bl: i32) -> i64 {
 #[no_mangle]
 pub extern "C" fn xor(a: i32, al: i32, b: i32, bl: i32) -> i64 {
     run(a, al, b, bl, |a, b| {
+        let mut out = a.to_vec();
         if b.is_empty() {
-            return Ok(a.to_vec());
+            return Ok(out);
         }
-        Ok(a.iter().zip(b.iter().cycle()).map(|(x, y)| x ^ y).collect())
+        // Whole repetitions of b a word at a time (the common case: b as long as a).
+        for chunk in out.chunks_mut(b.len()) {
+            let n = chunk.len();
+            let mut words = chunk.chunks_exact_mut(8);
+            let mut mask = b[..n].chunks_exact(8);
+            for (w, m) in (&mut words).zip(&mut mask) {
+                let v = u64::from_le_bytes((&*w).try_into().unwrap())
+                    ^ u64::from_le_bytes(m.try_into().unwrap());
+                w.copy_from_slice(&v.to_le_bytes());
+            }
+            for (x, y) in words.into_remainder().iter_mut().zip(mask.remainder()) {
+                *x ^= y;
+            }
+        }
+        Ok(out)
     })
 }
 

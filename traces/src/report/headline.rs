@@ -228,6 +228,18 @@ impl Report {
                 .iter()
                 .filter_map(|l| Some(h(l.id.clone(), vec![("ours", l.ours_value?)])))
                 .collect(),
+            Report::Fusion(r) => r
+                .curves
+                .iter()
+                .map(|c| Headline {
+                    design: c.label(),
+                    metrics: c
+                        .points
+                        .iter()
+                        .map(|p| (format!("t{}.ops_per_sec", p.threads), p.ops_per_sec))
+                        .collect(),
+                })
+                .collect(),
             Report::Unreadable(_) => Vec::new(),
         }
     }

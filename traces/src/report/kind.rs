@@ -29,6 +29,8 @@ pub enum ReportKind {
     Device,
     /// `csd repro`: the papers' figures against ours.
     Repro,
+    /// `csd fusion`: FusionFS Fig. 3.
+    Fusion,
     /// Stored by csd before report kinds were split (TxISC's runs were one kind); such a
     /// report loads as [`Report::Unreadable`].
     Txisc,
@@ -47,7 +49,8 @@ impl ReportKind {
             | ReportKind::Txapps
             | ReportKind::Persist
             | ReportKind::Device
-            | ReportKind::Repro => 1,
+            | ReportKind::Repro
+            | ReportKind::Fusion => 1,
             ReportKind::Txisc => 0,
         }
     }
@@ -62,6 +65,7 @@ impl ReportKind {
             ReportKind::Persist => "persist",
             ReportKind::Device => "device",
             ReportKind::Repro => "repro",
+            ReportKind::Fusion => "fusion",
             ReportKind::Txisc => "txisc",
         }
     }
@@ -84,6 +88,7 @@ pub enum Report {
     Persist(PersistRun),
     Device(csd_device::synth::SynthReport),
     Repro(crate::repro::Report),
+    Fusion(csd_hostfs::fusion::FusionReport),
     /// A stored report this csd cannot read as its kind: kept as stored, with the reason.
     Unreadable(Unreadable),
 }
@@ -100,6 +105,7 @@ impl Serialize for Report {
             Report::Persist(r) => r.serialize(s),
             Report::Device(r) => r.serialize(s),
             Report::Repro(r) => r.serialize(s),
+            Report::Fusion(r) => r.serialize(s),
             Report::Unreadable(u) => u.json.serialize(s),
         }
     }
@@ -126,6 +132,7 @@ impl Report {
             Report::Persist(_) => ReportKind::Persist,
             Report::Device(_) => ReportKind::Device,
             Report::Repro(_) => ReportKind::Repro,
+            Report::Fusion(_) => ReportKind::Fusion,
             Report::Unreadable(u) => u.kind,
         }
     }
@@ -187,6 +194,9 @@ impl Report {
                 csd_device::synth::SynthReport::deserialize(&json).map(Report::Device)
             }
             ReportKind::Repro => crate::repro::Report::deserialize(&json).map(Report::Repro),
+            ReportKind::Fusion => {
+                csd_hostfs::fusion::FusionReport::deserialize(&json).map(Report::Fusion)
+            }
             ReportKind::Txisc => Err(serde::de::Error::custom("no layout")),
         };
         parsed.unwrap_or_else(|e| unreadable(format!("a {kind} report this csd cannot read: {e}")))
