@@ -3,7 +3,7 @@
 //! running the real ops: stage fuel from the Wasm stages, StorageFS's work from executing the
 //! CISC op (or each of its commands, for the firmware design) on a [`StorageFs`].
 
-use super::{CpuSpeed, Design, FusionError, Workload};
+use super::design::{CpuSpeed, Design, FusionError, Workload};
 use csd_device::storagefs::{Credentials, FsStep, StageRunner, StorageFs};
 use csd_device::{FusionCosts, Profile};
 use csd_sdk::cisc::{self, CiscOp, FileRef, Stage, TxGrain};

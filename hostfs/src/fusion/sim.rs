@@ -23,7 +23,63 @@ struct Thread {
     segs: Vec<Seg>,
     next: usize,
     op_started: VirtualTime,
-    ops_done: u64,
+    ops_done: u32,
+}
+
+/// The shared resources and the event queue: `(time, sequence, thread)`.
+struct Sim<'d> {
+    device: &'d mut Device,
+    sched: CoreScheduler,
+    pcie_command_ns: u64,
+    events: BinaryHeap<Reverse<(VirtualTime, u64, u32)>>,
+    seq: u64,
+}
+
+impl Sim<'_> {
+    fn wake(&mut self, thread: u32, at: VirtualTime) {
+        self.seq += 1;
+        self.events.push(Reverse((at, self.seq, thread)));
+    }
+
+    /// Places waiting device-core work and wakes each thread when its work will be done.
+    fn dispatch(&mut self, now: VirtualTime) {
+        for s in self.sched.dispatch(now) {
+            self.wake(s.job.tenant, s.end);
+        }
+    }
+
+    /// Starts `seg` for `thread` at `now`: when it will end, or `None` when a device core
+    /// will say.
+    fn start(
+        &mut self,
+        thread: u32,
+        seg: &Seg,
+        now: VirtualTime,
+    ) -> Result<Option<VirtualTime>, DeviceError> {
+        let d = &mut *self.device;
+        Ok(Some(match seg {
+            Seg::Host(ns) => now.after(*ns),
+            Seg::Link { bytes } => {
+                d.host_transfer(now.after(self.pcie_command_ns), *bytes)
+                    .done
+            }
+            Seg::Dma { bytes } => d.host_transfer(now, *bytes).done,
+            Seg::Read(ranges) => d.read_ranges(IoPath::Internal, now, ranges, None)?.done,
+            Seg::Write(ranges) => d.write_ranges(IoPath::Internal, now, ranges, None)?.done,
+            Seg::Core(ns) => {
+                self.seq += 1;
+                let job = Job {
+                    id: self.seq,
+                    tenant: thread,
+                    ino: u64::from(thread),
+                    cost_ns: *ns,
+                };
+                self.sched.submit(job, now);
+                self.dispatch(now);
+                return Ok(None);
+            }
+        }))
+    }
 }
 
 /// Runs `threads` closed loops of `ops` ops each; `plan(thread, k)` gives op `k`'s segments.
@@ -36,9 +92,13 @@ pub fn run(
     mut plan: impl FnMut(u32, u32) -> Vec<Seg>,
 ) -> Result<Measured, DeviceError> {
     let start = device.idle_at();
-    let mut sched = CoreScheduler::new(cores, Policy::Fair);
-    let mut events: BinaryHeap<Reverse<(VirtualTime, u64, u32)>> = BinaryHeap::new();
-    let mut seq = 0u64;
+    let mut sim = Sim {
+        device,
+        sched: CoreScheduler::new(cores, Policy::Fair),
+        pcie_command_ns,
+        events: BinaryHeap::new(),
+        seq: 0,
+    };
     let mut state: Vec<Thread> = (0..threads)
         .map(|t| Thread {
             ops_left: ops,
@@ -49,24 +109,17 @@ pub fn run(
         })
         .collect();
     for t in 0..threads {
-        events.push(Reverse((start, t as u64, t)));
+        sim.wake(t, start);
     }
-    seq += threads as u64;
     let mut m = Measured::default();
     let mut end = start;
-    while let Some(Reverse((now, _, t))) = events.pop() {
-        for s in sched.dispatch(now) {
-            seq += 1;
-            events.push(Reverse((s.end, seq, s.job.tenant)));
-        }
+    while let Some(Reverse((now, _, t))) = sim.events.pop() {
+        sim.dispatch(now);
         let th = &mut state[t as usize];
         // A thread whose device-core segment just ended frees its inode queue.
         if th.next > 0 && matches!(th.segs[th.next - 1], Seg::Core(_)) {
-            sched.complete(u64::from(t));
-            for s in sched.dispatch(now) {
-                seq += 1;
-                events.push(Reverse((s.end, seq, s.job.tenant)));
-            }
+            sim.sched.complete(u64::from(t));
+            sim.dispatch(now);
         }
         if th.next == th.segs.len() {
             m.ops += 1;
@@ -77,49 +130,14 @@ pub fn run(
             if th.ops_left == 0 {
                 continue;
             }
-            th.segs = plan(t, th.ops_done as u32);
+            th.segs = plan(t, th.ops_done);
             th.next = 0;
             th.op_started = now;
         }
-        let seg = th.segs[th.next].clone();
         th.next += 1;
-        let done = match seg {
-            Seg::Host(ns) => Some(now.after(ns)),
-            Seg::Link { bytes } => {
-                Some(device.host_transfer(now.after(pcie_command_ns), bytes).done)
-            }
-            Seg::Dma { bytes } => Some(device.host_transfer(now, bytes).done),
-            Seg::Read(ranges) => Some(
-                device
-                    .read_ranges(IoPath::Internal, now, &ranges, None)?
-                    .done,
-            ),
-            Seg::Write(ranges) => Some(
-                device
-                    .write_ranges(IoPath::Internal, now, &ranges, None)?
-                    .done,
-            ),
-            Seg::Core(ns) => {
-                seq += 1;
-                sched.submit(
-                    Job {
-                        id: seq,
-                        tenant: t,
-                        ino: u64::from(t),
-                        cost_ns: ns,
-                    },
-                    now,
-                );
-                for s in sched.dispatch(now) {
-                    seq += 1;
-                    events.push(Reverse((s.end, seq, s.job.tenant)));
-                }
-                None
-            }
-        };
-        if let Some(done) = done {
-            seq += 1;
-            events.push(Reverse((done, seq, t)));
+        let seg = th.segs[th.next - 1].clone();
+        if let Some(done) = sim.start(t, &seg, now)? {
+            sim.wake(t, done);
         }
     }
     m.elapsed_ns = end.since(start);
