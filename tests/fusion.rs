@@ -2,12 +2,16 @@
 //! both grains, refused ops that change nothing, and fair device cores.
 
 use csd::builtin::STAGES;
-use csd_device::storagefs::crash::{enumerate, CrashPlan};
+use csd_device::storagefs::crash::{enumerate, CrashPlan, RecoveryCosts};
 use csd_device::storagefs::sched::{jain_index, CoreScheduler, Job, Policy};
 use csd_device::storagefs::{Credentials, FsError, OrderFault, StorageFs};
 use csd_device::VirtualTime;
 use csd_runtime::WasmStages;
 use csd_sdk::cisc::*;
+
+fn costs() -> RecoveryCosts {
+    RecoveryCosts::of(&csd_device::Profile::load("optane-csd").unwrap())
+}
 
 const ALICE: Credentials = Credentials { uid: 1 };
 const BOB: Credentials = Credentials { uid: 2 };
@@ -107,7 +111,7 @@ fn ten_thousand_crash_points_recover_as_each_grain_promises() {
         ops: 40,
         fault: None,
     };
-    let report = enumerate(&plan, &mut r).unwrap();
+    let report = enumerate(&plan, &costs(), &mut r).unwrap();
     assert!(report.points() >= 10_000, "{} points", report.points());
     assert_eq!(report.violations(), 0, "{:?}", report.first_violation);
     // Both grains were exercised, and recovery had real work at both.
@@ -117,6 +121,9 @@ fn ten_thousand_crash_points_recover_as_each_grain_promises() {
         report.micro_tx.recovery.fuel > 0,
         "MicroTx recovery re-ran stages on the device"
     );
+    // Both grains report a recovery time; finishing ops costs MicroTx compute.
+    assert!(report.macro_tx.mean_recovery_ns() > 0.0);
+    assert!(report.micro_tx.max_recovery_ns > 0);
 }
 
 #[test]
@@ -129,7 +136,7 @@ fn a_broken_persistence_order_is_caught_by_the_checker() {
             ops: 20,
             fault: Some(fault),
         };
-        let report = enumerate(&plan, &mut r).unwrap();
+        let report = enumerate(&plan, &costs(), &mut r).unwrap();
         assert!(report.violations() > 0, "{fault:?} went unnoticed");
         let why = report.first_violation.unwrap();
         assert!(why.contains("crash after step"), "{why}");

@@ -126,10 +126,10 @@ impl WasmStages {
 }
 
 /// The module and export a stage names.
-fn locate(stage: &Stage) -> (String, String) {
+fn locate(stage: &Stage) -> (&str, &str) {
     match stage {
-        Stage::User { task, export } => (task.clone(), export.clone()),
-        builtin => (BUILTIN.to_string(), builtin.name()),
+        Stage::User { task, export } => (task, export),
+        built_in => (BUILTIN, built_in.built_in_name().unwrap_or_default()),
     }
 }
 
@@ -171,14 +171,20 @@ impl Live {
             .ok_or_else(|| format!("its output ({len} bytes at {ptr}) is outside its memory"))?
             .to_vec();
         for (p, n) in [(a_ptr, a.len()), (b_ptr, b.len()), (ptr as i32, len)] {
-            self.free
-                .call(&mut self.store, (p, n as i32))
-                .map_err(trap)?;
+            if n > 0 {
+                self.free
+                    .call(&mut self.store, (p, n as i32))
+                    .map_err(trap)?;
+            }
         }
         Ok(out)
     }
 
     fn copy_in(&mut self, bytes: &[u8]) -> Result<i32, String> {
+        // An empty slot needs no memory (and no call into the module).
+        if bytes.is_empty() {
+            return Ok(0);
+        }
         let n = i32::try_from(bytes.len()).map_err(|_| "a slot over 2 GiB".to_string())?;
         let ptr = self
             .alloc
@@ -194,19 +200,27 @@ impl Live {
 impl StageRunner for WasmStages {
     fn run(&mut self, stage: &Stage, a: &[u8], b: &[u8], max: usize) -> Result<StageRun, String> {
         let (module, export) = locate(stage);
-        let mut live = match self.live.remove(&module) {
-            Some(l) => l,
-            None => self.instantiate(&module)?,
-        };
-        live.store.set_fuel(self.fuel).map_err(|e| e.to_string())?;
-        let out = live.call(&export, a, b, max)?;
-        let left = live.store.get_fuel().map_err(|e| e.to_string())?;
-        // Only a call that succeeded gives its instance back: a trap may have left it
-        // half-way through its allocator.
-        self.live.insert(module, live);
-        Ok(StageRun {
-            output: out,
-            fuel: self.fuel - left,
-        })
+        if !self.live.contains_key(module) {
+            let live = self.instantiate(module)?;
+            self.live.insert(module.to_string(), live);
+        }
+        let live = self.live.get_mut(module).expect("inserted above");
+        let result = live
+            .store
+            .set_fuel(self.fuel)
+            .map_err(|e| e.to_string())
+            .and_then(|()| live.call(export, a, b, max))
+            .and_then(|out| Ok((out, live.store.get_fuel().map_err(|e| e.to_string())?)));
+        match result {
+            Ok((output, left)) => Ok(StageRun {
+                output,
+                fuel: self.fuel - left,
+            }),
+            Err(e) => {
+                // A trap may have left the instance half-way through its allocator.
+                self.live.remove(module);
+                Err(e)
+            }
+        }
     }
 }

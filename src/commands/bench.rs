@@ -19,6 +19,8 @@ pub enum BenchCmd {
     Tasks(TasksArgs),
     /// SIFT's range-tree coalescing on the 5.26 M-update high-overlap replay set (wall time).
     Coalesce(super::bench_coalesce::CoalesceArgs),
+    /// CISC ops StorageFS executes per second of wall time (stages in wasmtime, one core).
+    Cisc(super::bench_cisc::CiscArgs),
     /// Replay speed (events/s) on a metadata-heavy trace, and memory against trace length.
     Replay(super::bench_replay::ReplayBenchArgs),
     /// (internal) one replay measurement, run in a fresh process.
@@ -110,6 +112,7 @@ pub fn run(cmd: &BenchCmd) -> anyhow::Result<()> {
         BenchCmd::Ftl(args) => ftl(args),
         BenchCmd::Tasks(args) => tasks(args),
         BenchCmd::Coalesce(args) => super::bench_coalesce::run(args),
+        BenchCmd::Cisc(args) => super::bench_cisc::run(args),
         BenchCmd::Replay(args) => super::bench_replay::run(args),
         BenchCmd::ReplayChild(args) => super::bench_replay::run_child(args),
         BenchCmd::FtlRss(args) => {

@@ -10,7 +10,11 @@ use csd_device::txn::TxFault;
 pub enum Mechanism {
     Txisc,
     Sift,
+    /// TxISC and SIFT (fusion runs on its own: its medium keeps writes in order).
     All,
+    /// FusionFS's StorageFS: CISC ops under MacroTx and MicroTx, crashed at every durable
+    /// step (persistent memory behind ADR keeps a prefix), recovered with the Wasm stages.
+    Fusion,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -44,6 +48,10 @@ pub enum Fault {
     ReclaimBeforeReplay,
     /// SIFT: acknowledge fsync without the flush after its commit block.
     AckBeforeFence,
+    /// FusionFS: MicroTx marks a command done before its data is in place.
+    DoneBeforeData,
+    /// FusionFS: MacroTx writes in place before its commit record.
+    ApplyBeforeCommit,
 }
 
 #[derive(clap::Args, Debug)]
@@ -57,12 +65,13 @@ pub struct CrashcheckArgs {
     /// How many seeded workloads (seed, seed + 1, …).
     #[arg(long, default_value_t = 30)]
     pub seeds: u64,
-    /// Operations per workload [default: 400 for txisc, 150 for sift].
+    /// Operations per workload [default: 400 for txisc, 150 for sift, 50 for fusion].
     #[arg(long)]
     pub ops: Option<usize>,
-    /// What a power failure may do to writes in flight.
-    #[arg(long, value_enum, default_value = "reorder-torn")]
-    pub model: Model,
+    /// What a power failure may do to writes in flight [default: reorder-torn; fusion:
+    /// in-order, the only model of its persistent-memory medium].
+    #[arg(long, value_enum)]
+    pub model: Option<Model>,
     /// SIFT configurations to check (comma-separated) [default: all three].
     #[arg(long, value_delimiter = ',', value_parser = parse_config)]
     pub config: Vec<Config>,
@@ -94,6 +103,9 @@ const MAX_OPS: usize = 100_000;
 
 // Long: both crash checkers, seed by seed, with one progress bar and one report.
 pub fn run(args: &CrashcheckArgs) -> anyhow::Result<()> {
+    if args.mechanism == Mechanism::Fusion {
+        return fusion(args);
+    }
     if args.seeds == 0 || args.seeds > MAX_SEEDS {
         bail!("--seeds {}: give 1 to {MAX_SEEDS}", args.seeds);
     }
@@ -109,6 +121,12 @@ pub fn run(args: &CrashcheckArgs) -> anyhow::Result<()> {
         Some(Fault::RecordBeforePage) => (Some(TxFault::RecordBeforePage), None),
         Some(Fault::ReclaimBeforeReplay) => (None, Some(OrderFault::ReclaimBeforeReplay)),
         Some(Fault::AckBeforeFence) => (None, Some(OrderFault::AckBeforeFence)),
+        Some(Fault::DoneBeforeData | Fault::ApplyBeforeCommit) => {
+            bail!(
+                "--fault {:?} breaks FusionFS's order: check it with `csd crashcheck fusion`",
+                args.fault.expect("matched")
+            )
+        }
     };
     let want_tx = matches!(args.mechanism, Mechanism::Txisc | Mechanism::All)
         && (args.fault.is_none() || tx_fault.is_some());
@@ -125,7 +143,7 @@ pub fn run(args: &CrashcheckArgs) -> anyhow::Result<()> {
     } else {
         args.config.clone()
     };
-    let model = args.model.crash_model();
+    let model = args.model.unwrap_or(Model::ReorderTorn).crash_model();
     let mut jobs: Vec<(String, SeedCheck)> = Vec::new();
     if want_tx {
         let ops = args.ops.unwrap_or(400);
@@ -232,4 +250,82 @@ fn print(reports: &[CrashReport]) {
         println!("  {}", v.crash);
         println!("  → {}", v.problem);
     }
+}
+
+/// `csd crashcheck fusion`: StorageFS's crash checker, with recovery times on optane-csd.
+fn fusion(args: &CrashcheckArgs) -> anyhow::Result<()> {
+    use csd_device::storagefs::crash::{enumerate, CrashPlan, GrainSummary, RecoveryCosts};
+    use csd_device::storagefs::OrderFault as FsFault;
+    let fault = match args.fault {
+        None => None,
+        Some(Fault::DoneBeforeData) => Some(FsFault::DoneBeforeData),
+        Some(Fault::ApplyBeforeCommit) => Some(FsFault::ApplyBeforeCommit),
+        Some(f) => bail!("--fault {f:?} breaks another mechanism's protocol, not FusionFS's"),
+    };
+    if args.seeds == 0 || args.seeds > MAX_SEEDS {
+        bail!("--seeds {}: give 1 to {MAX_SEEDS}", args.seeds);
+    }
+    let ops = args.ops.unwrap_or(50);
+    if ops == 0 || ops > MAX_OPS {
+        bail!("--ops: give 1 to {MAX_OPS}");
+    }
+    if args.model.is_some_and(|m| m != Model::InOrder) {
+        bail!("FusionFS's medium keeps writes in order (ADR): only --model in-order applies");
+    }
+    let profile = csd_device::Profile::load("optane-csd")?;
+    let mut runner = csd_runtime::WasmStages::new(csd::builtin::STAGES)?;
+    let plan = CrashPlan {
+        seed: args.seed,
+        runs: u32::try_from(args.seeds)?,
+        ops: u32::try_from(ops)?,
+        fault,
+    };
+    let report = enumerate(&plan, &RecoveryCosts::of(&profile), &mut runner)
+        .map_err(|e| anyhow::anyhow!("the workload itself failed: {e}"))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "crash check · fusion · {} run(s) of {ops} CISC ops · crashes after every durable step (in order)",
+            args.seeds
+        );
+        println!(
+            "\n{:<8} {:>12} {:>11} {:>11} {:>10} {:>9} {:>14} {:>12}",
+            "grain",
+            "crash states",
+            "violations",
+            "recoveries",
+            "redone",
+            "finished",
+            "mean recovery",
+            "max recovery"
+        );
+        let row = |name: &str, g: &GrainSummary| {
+            println!(
+                "{:<8} {:>12} {:>11} {:>11} {:>10} {:>9} {:>11.2} µs {:>9.2} µs",
+                name,
+                g.points,
+                g.violations,
+                g.recoveries,
+                g.recovery.redone,
+                g.recovery.rolled_forward,
+                g.mean_recovery_ns() / 1e3,
+                g.max_recovery_ns as f64 / 1e3
+            );
+        };
+        row("MacroTx", &report.macro_tx);
+        row("MicroTx", &report.micro_tx);
+        println!(
+            "(MacroTx redoes committed ops from its journal; MicroTx finishes logged ops, re-running \
+             {} commands with {} fuel of device compute; times on optane-csd)",
+            report.micro_tx.recovery.commands_rerun, report.micro_tx.recovery.fuel
+        );
+        if let Some(v) = &report.first_violation {
+            println!("\nfirst violation: {v}");
+        }
+    }
+    if report.violations() > 0 {
+        bail!("{} crash state(s) recovered wrongly", report.violations());
+    }
+    Ok(())
 }

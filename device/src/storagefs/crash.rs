@@ -31,6 +31,41 @@ pub struct CrashPlan {
     pub fault: Option<OrderFault>,
 }
 
+/// What recovery costs the device, to turn its work into time.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct RecoveryCosts {
+    /// Firmware time per log record read.
+    pub record_ns: u64,
+    /// Device-CPU time per unit of fuel (stages re-run by MicroTx recovery).
+    pub ns_per_fuel: f64,
+    /// The medium's write bandwidth.
+    pub write_bytes_per_sec: u64,
+}
+
+impl RecoveryCosts {
+    /// From a profile: its firmware entry cost, device CPU and all dies programming at once.
+    pub fn of(profile: &crate::Profile) -> RecoveryCosts {
+        let g = &profile.geometry;
+        let dies = u64::from(g.dies());
+        let page = u64::from(g.page_size_bytes);
+        RecoveryCosts {
+            record_ns: profile.device_cpu.metadata_entry_ns,
+            ns_per_fuel: profile.device_cpu.ns_per_fuel,
+            write_bytes_per_sec: (dies * page * 1_000_000_000)
+                .checked_div(profile.timing.page_program_ns)
+                .unwrap_or(u64::MAX)
+                .max(1),
+        }
+    }
+
+    /// The time of one recovery.
+    pub fn ns(&self, r: &Recovery) -> u64 {
+        r.records * self.record_ns
+            + (r.fuel as f64 * self.ns_per_fuel).round() as u64
+            + crate::transfer_ns(r.bytes_written, self.write_bytes_per_sec)
+    }
+}
+
 /// Recovery work summed over the crash points of one grain.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct GrainSummary {
@@ -39,9 +74,16 @@ pub struct GrainSummary {
     /// Points where recovery had something to do.
     pub recoveries: u64,
     pub recovery: Recovery,
-    /// The largest single recovery, in records + commands re-run + bytes.
-    pub max_bytes_written: u64,
-    pub max_fuel: u64,
+    /// Recovery time summed over the points that recovered something, and the longest.
+    pub recovery_ns: u64,
+    pub max_recovery_ns: u64,
+}
+
+impl GrainSummary {
+    /// Mean recovery time over the crash points where recovery had work.
+    pub fn mean_recovery_ns(&self) -> f64 {
+        self.recovery_ns as f64 / self.recoveries.max(1) as f64
+    }
 }
 
 /// The enumeration's result.
@@ -64,7 +106,11 @@ impl CrashReport {
 }
 
 /// Runs the plan and checks every crash point.
-pub fn enumerate(plan: &CrashPlan, runner: &mut dyn StageRunner) -> Result<CrashReport, String> {
+pub fn enumerate(
+    plan: &CrashPlan,
+    costs: &RecoveryCosts,
+    runner: &mut dyn StageRunner,
+) -> Result<CrashReport, String> {
     let mut report = CrashReport::default();
     let mut rng = SimRng::new(plan.seed);
     let who = Credentials { uid: 1 };
@@ -90,8 +136,16 @@ pub fn enumerate(plan: &CrashPlan, runner: &mut dyn StageRunner) -> Result<Crash
                 .submit(who, &op, runner)
                 .map_err(|e| format!("run {run}, op {k}: {e}"))?;
             let after = fs.medium().clone();
-            check_op(&before, &after, &done.steps, grain, runner, &mut report)
-                .map_err(|e| format!("run {run}, op {k}: {e}"))?;
+            check_op(
+                &before,
+                &after,
+                &done.steps,
+                grain,
+                costs,
+                runner,
+                &mut report,
+            )
+            .map_err(|e| format!("run {run}, op {k}: {e}"))?;
             report.ops += 1;
         }
     }
@@ -103,6 +157,7 @@ fn check_op(
     after: &Medium,
     steps: &[FsStep],
     grain: TxGrain,
+    costs: &RecoveryCosts,
     runner: &mut dyn StageRunner,
     report: &mut CrashReport,
 ) -> Result<(), String> {
@@ -128,8 +183,9 @@ fn check_op(
         summary.points += 1;
         if rec != Recovery::default() {
             summary.recoveries += 1;
-            summary.max_bytes_written = summary.max_bytes_written.max(rec.bytes_written);
-            summary.max_fuel = summary.max_fuel.max(rec.fuel);
+            let ns = costs.ns(&rec);
+            summary.recovery_ns += ns;
+            summary.max_recovery_ns = summary.max_recovery_ns.max(ns);
             add(&mut summary.recovery, &rec);
         }
         if let Some(why) = verdict {

@@ -10,7 +10,7 @@
 
 use super::error::FsError;
 use super::medium::{
-    Credentials, Ino, Inode, Medium, Redo, DEFAULT_MODE, MAX_FILES, MAX_PATH_BYTES,
+    Bytes, Credentials, Ino, Inode, Medium, Redo, DEFAULT_MODE, MAX_FILES, MAX_PATH_BYTES,
 };
 use super::stage::StageRunner;
 use csd_sdk::cisc::{
@@ -61,7 +61,7 @@ pub struct StageName(pub String);
 pub struct CmdEffect {
     pub redo: Vec<Redo>,
     /// The slot it wrote and the value, which MicroTx persists as the command's state.
-    pub slot: Option<(Slot, Vec<u8>)>,
+    pub slot: Option<(Slot, Bytes)>,
     pub fuel: u64,
     pub read_bytes: u64,
     /// Namespace or descriptor entries examined (path lookup, permission check).
@@ -86,25 +86,76 @@ pub struct OpenFile {
     pub position: u64,
 }
 
+/// An inode's owner, mode and size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Meta {
+    pub owner: u32,
+    pub mode: u16,
+    pub size: u64,
+}
+
+impl Meta {
+    fn of(i: &Inode) -> Meta {
+        Meta {
+            owner: i.owner,
+            mode: i.mode,
+            size: i.data.len() as u64,
+        }
+    }
+
+    fn may(&self, who: Credentials, write: bool) -> bool {
+        let probe = Inode {
+            owner: self.owner,
+            mode: self.mode,
+            data: Vec::new(),
+        };
+        if write {
+            probe.may_write(who)
+        } else {
+            probe.may_read(who)
+        }
+    }
+}
+
 /// What performing reads and changes: the live medium (recovery) or a view over it.
 pub trait Store {
-    fn inode(&self, ino: Ino) -> Option<&Inode>;
+    fn meta(&self, ino: Ino) -> Option<Meta>;
+    /// Up to `len` bytes at `offset` (fewer at the end of the file).
+    fn read(&self, ino: Ino, offset: u64, len: u64) -> Vec<u8>;
     fn apply(&mut self, redo: &Redo) -> Result<(), FsError>;
 }
 
 impl Store for Medium {
-    fn inode(&self, ino: Ino) -> Option<&Inode> {
-        self.inodes.get(&ino)
+    fn meta(&self, ino: Ino) -> Option<Meta> {
+        self.inodes.get(&ino).map(Meta::of)
+    }
+    fn read(&self, ino: Ino, offset: u64, len: u64) -> Vec<u8> {
+        let Some(i) = self.inodes.get(&ino) else {
+            return Vec::new();
+        };
+        let size = i.data.len() as u64;
+        let (a, b) = (offset.min(size), offset.saturating_add(len).min(size));
+        i.data[a as usize..b as usize].to_vec()
     }
     fn apply(&mut self, redo: &Redo) -> Result<(), FsError> {
         Medium::apply(self, redo)
     }
 }
 
-/// A copy-on-write view: the inodes and names an op touched, over the medium.
+/// An inode as an op has changed it so far: its metadata (`None`: unlinked), whether it was
+/// created by the op (so the medium's bytes are not its), and the writes in order.
+#[derive(Clone, Debug)]
+struct Pending {
+    meta: Option<Meta>,
+    fresh: bool,
+    writes: Vec<(u64, Bytes)>,
+}
+
+/// A view of the medium with an op's changes on top, kept as changes so that an op never
+/// copies a whole file.
 struct View<'m> {
     base: &'m Medium,
-    inodes: BTreeMap<Ino, Option<Inode>>,
+    inodes: BTreeMap<Ino, Pending>,
     names: BTreeMap<String, Option<Ino>>,
     next_ino: u64,
 }
@@ -116,37 +167,96 @@ impl View<'_> {
             None => self.base.lookup(path),
         }
     }
+
+    fn pending(&mut self, ino: Ino) -> Result<&mut Pending, FsError> {
+        if !self.inodes.contains_key(&ino) {
+            let meta = self
+                .base
+                .meta(ino)
+                .ok_or_else(|| FsError::Corrupt(format!("a write to missing inode {}", ino.0)))?;
+            self.inodes.insert(
+                ino,
+                Pending {
+                    meta: Some(meta),
+                    fresh: false,
+                    writes: Vec::new(),
+                },
+            );
+        }
+        Ok(self.inodes.get_mut(&ino).expect("inserted above"))
+    }
 }
 
 impl Store for View<'_> {
-    fn inode(&self, ino: Ino) -> Option<&Inode> {
+    fn meta(&self, ino: Ino) -> Option<Meta> {
         match self.inodes.get(&ino) {
-            Some(i) => i.as_ref(),
-            None => self.base.inodes.get(&ino),
+            Some(p) => p.meta,
+            None => self.base.meta(ino),
         }
     }
 
-    fn apply(&mut self, redo: &Redo) -> Result<(), FsError> {
-        // Apply on a one-inode medium, then keep the result in the view.
-        let mut one = Medium::default();
-        let ino = match redo {
-            Redo::Write { ino, .. } | Redo::Create { ino, .. } | Redo::Unlink { ino, .. } => *ino,
+    fn read(&self, ino: Ino, offset: u64, len: u64) -> Vec<u8> {
+        let Some(p) = self.inodes.get(&ino) else {
+            return self.base.read(ino, offset, len);
         };
-        if let Some(i) = self.inode(ino) {
-            one.inodes.insert(ino, i.clone());
+        let size = p.meta.map_or(0, |m| m.size);
+        let (a, b) = (offset.min(size), offset.saturating_add(len).min(size));
+        let mut out = if p.fresh {
+            Vec::new()
+        } else {
+            self.base.read(ino, a, b - a)
+        };
+        out.resize((b - a) as usize, 0);
+        for (at, bytes) in &p.writes {
+            let end = at + bytes.len() as u64;
+            let (lo, hi) = ((*at).max(a), end.min(b));
+            if lo < hi {
+                out[(lo - a) as usize..(hi - a) as usize]
+                    .copy_from_slice(&bytes[(lo - at) as usize..(hi - at) as usize]);
+            }
         }
+        out
+    }
+
+    fn apply(&mut self, redo: &Redo) -> Result<(), FsError> {
         match redo {
-            Redo::Create { path, .. } => {
-                self.names.insert(path.clone(), Some(ino));
+            Redo::Write { ino, offset, bytes } => {
+                let end = offset
+                    .checked_add(bytes.len() as u64)
+                    .filter(|&e| e <= super::medium::MAX_FILE_BYTES)
+                    .ok_or(FsError::TooLarge { ino: ino.0 })?;
+                let p = self.pending(*ino)?;
+                let meta = p.meta.as_mut().ok_or_else(|| {
+                    FsError::Corrupt(format!("a write to unlinked inode {}", ino.0))
+                })?;
+                meta.size = meta.size.max(end);
+                p.writes.push((*offset, bytes.clone()));
             }
-            Redo::Unlink { path, .. } => {
+            Redo::Create {
+                path,
+                ino,
+                owner,
+                mode,
+            } => {
+                self.names.insert(path.clone(), Some(*ino));
+                self.inodes.insert(
+                    *ino,
+                    Pending {
+                        meta: Some(Meta {
+                            owner: *owner,
+                            mode: *mode,
+                            size: 0,
+                        }),
+                        fresh: true,
+                        writes: Vec::new(),
+                    },
+                );
+            }
+            Redo::Unlink { path, ino } => {
                 self.names.insert(path.clone(), None);
-                one.names.insert(path.clone(), ino);
+                self.pending(*ino)?.meta = None;
             }
-            Redo::Write { .. } => {}
         }
-        one.apply(redo)?;
-        self.inodes.insert(ino, one.inodes.remove(&ino));
         Ok(())
     }
 }
@@ -156,15 +266,17 @@ impl Store for View<'_> {
 pub fn perform(
     r: &Resolved,
     store: &mut dyn Store,
-    slots: &mut [Option<Vec<u8>>],
+    slots: &mut [Option<Bytes>],
     runner: &mut dyn StageRunner,
     command: usize,
 ) -> Result<CmdEffect, FsError> {
-    let slot = |slots: &[Option<Vec<u8>>], s: Slot| -> Result<Vec<u8>, FsError> {
-        slots[s.0 as usize].clone().ok_or(FsError::Corrupt(format!(
-            "command {command} reads slot {} that holds nothing",
-            s.0
-        )))
+    let slot = |slots: &[Option<Bytes>], s: Slot| -> Result<Bytes, FsError> {
+        slots[s.0 as usize].clone().ok_or_else(|| {
+            FsError::Corrupt(format!(
+                "command {command} reads slot {} that holds nothing",
+                s.0
+            ))
+        })
     };
     let mut e = CmdEffect::default();
     match r {
@@ -174,16 +286,12 @@ pub fn perform(
             len,
             into,
         } => {
-            let inode = store
-                .inode(*ino)
-                .ok_or_else(|| FsError::Corrupt(format!("inode {} vanished", ino.0)))?;
-            let start = (*offset).min(inode.data.len() as u64) as usize;
-            let end = offset
-                .saturating_add(u64::from(*len))
-                .min(inode.data.len() as u64) as usize;
-            let bytes = inode.data[start..end].to_vec();
+            if store.meta(*ino).is_none() {
+                return Err(FsError::Corrupt(format!("inode {} vanished", ino.0)));
+            }
+            let bytes = store.read(*ino, *offset, u64::from(*len));
             e.read_bytes = bytes.len() as u64;
-            e.slot = Some((*into, bytes));
+            e.slot = Some((*into, bytes.into()));
         }
         Resolved::Write { ino, offset, from } => {
             let redo = Redo::Write {
@@ -230,7 +338,7 @@ pub fn perform(
             let a = slot(slots, inputs[0])?;
             let b = match inputs.get(1) {
                 Some(s) => slot(slots, *s)?,
-                None => Vec::new(),
+                None => Bytes::from([]),
             };
             let run =
                 runner
@@ -241,7 +349,7 @@ pub fn perform(
                         why,
                     })?;
             e.fuel = run.fuel;
-            e.slot = Some((*into, run.output));
+            e.slot = Some((*into, run.output.into()));
         }
         Resolved::Nop => {}
     }
@@ -266,9 +374,9 @@ pub fn execute(
         names: BTreeMap::new(),
         next_ino: medium.next_ino,
     };
-    let mut slots: Vec<Option<Vec<u8>>> = vec![None; MAX_SLOTS as usize];
+    let mut slots: Vec<Option<Bytes>> = vec![None; MAX_SLOTS as usize];
     for (s, data) in &op.inputs {
-        slots[s.0 as usize] = Some(data.clone());
+        slots[s.0 as usize] = Some(Bytes::from(data.as_slice()));
     }
     let mut handles: [Option<OpenFile>; MAX_HANDLES as usize] = Default::default();
     let mut positions: BTreeMap<u32, u64> = BTreeMap::new();
@@ -287,9 +395,12 @@ pub fn execute(
         let mut effect = perform(&resolved, &mut view, &mut slots, runner, k)?;
         effect.entries += resolver_entries(c);
         match c {
-            Command::Return { from } => out
-                .returned
-                .push(slots[from.0 as usize].clone().unwrap_or_default()),
+            Command::Return { from } => out.returned.push(
+                slots[from.0 as usize]
+                    .as_deref()
+                    .unwrap_or_default()
+                    .to_vec(),
+            ),
             Command::Close {
                 file: FileRef::Fd(fd),
             } => out.closed.push(*fd),
@@ -318,7 +429,7 @@ struct Resolver<'a, 'm> {
     view: &'a mut View<'m>,
     handles: &'a mut [Option<OpenFile>; MAX_HANDLES as usize],
     positions: &'a mut BTreeMap<u32, u64>,
-    slots: &'a [Option<Vec<u8>>],
+    slots: &'a [Option<Bytes>],
     command: usize,
 }
 
@@ -371,16 +482,11 @@ impl Resolver<'_, '_> {
     }
 
     fn check(&self, ino: Ino, write: bool) -> Result<(), FsError> {
-        let inode = self.view.inode(ino).ok_or_else(|| FsError::NotFound {
+        let meta = self.view.meta(ino).ok_or_else(|| FsError::NotFound {
             command: self.command,
             path: self.path_of(ino),
         })?;
-        let ok = if write {
-            inode.may_write(self.who)
-        } else {
-            inode.may_read(self.who)
-        };
-        if ok {
+        if meta.may(self.who, write) {
             Ok(())
         } else {
             Err(FsError::Permission {
@@ -455,7 +561,7 @@ impl Resolver<'_, '_> {
                 let offset = match c {
                     Command::Pread { offset, .. } => *offset,
                     _ => {
-                        let size = self.view.inode(open.ino).map_or(0, |i| i.data.len() as u64);
+                        let size = self.view.meta(open.ino).map_or(0, |m| m.size);
                         let read = u64::from(*len).min(size.saturating_sub(open.position));
                         self.set_position(*file, open.position + read);
                         open.position
@@ -482,9 +588,7 @@ impl Resolver<'_, '_> {
                 let len = self.slot_len(*from);
                 let offset = match c {
                     Command::Pwrite { offset, .. } => *offset,
-                    Command::Append { .. } => {
-                        self.view.inode(open.ino).map_or(0, |i| i.data.len() as u64)
-                    }
+                    Command::Append { .. } => self.view.meta(open.ino).map_or(0, |m| m.size),
                     _ => open.position,
                 };
                 let end = self.end_of(offset, len)?;
@@ -514,7 +618,7 @@ impl Resolver<'_, '_> {
                     command: k,
                     path: path.clone(),
                 })?;
-                let owner = self.view.inode(ino).map(|i| i.owner);
+                let owner = self.view.meta(ino).map(|m| m.owner);
                 if owner != Some(self.who.uid) {
                     return Err(FsError::Permission {
                         command: k,

@@ -18,7 +18,7 @@
 
 use super::error::FsError;
 use super::exec::{perform, CmdEffect, Executed, Resolved};
-use super::medium::{Medium, Redo};
+use super::medium::{Bytes, Medium, Redo};
 use super::stage::StageRunner;
 use csd_sdk::cisc::{Slot, TxGrain, MAX_SLOTS};
 use serde::Serialize;
@@ -48,7 +48,7 @@ pub enum FsStep {
     Done {
         tx: TxId,
         index: usize,
-        slot: Option<(Slot, Vec<u8>)>,
+        slot: Option<(Slot, Bytes)>,
     },
     /// MicroTx: the whole op is in place; its log is free.
     OpEnd { tx: TxId },
@@ -148,7 +148,7 @@ pub struct LogArea {
 struct OpLogEntry {
     commands: Vec<Resolved>,
     inputs: Vec<(Slot, Vec<u8>)>,
-    done: BTreeMap<usize, Option<(Slot, Vec<u8>)>>,
+    done: BTreeMap<usize, Option<(Slot, Bytes)>>,
 }
 
 /// The medium and the log area as a crash left them.
@@ -239,9 +239,9 @@ pub fn recover(
     let oplogs = std::mem::take(&mut image.log.oplogs);
     for (_, op) in oplogs {
         rec.records += 1 + op.done.len() as u64;
-        let mut slots: Vec<Option<Vec<u8>>> = vec![None; MAX_SLOTS as usize];
+        let mut slots: Vec<Option<Bytes>> = vec![None; MAX_SLOTS as usize];
         for (s, d) in &op.inputs {
-            slots[s.0 as usize] = Some(d.clone());
+            slots[s.0 as usize] = Some(Bytes::from(d.as_slice()));
         }
         for (index, cmd) in op.commands.iter().enumerate() {
             if let Some(slot) = op.done.get(&index) {

@@ -13,6 +13,10 @@ pub const MAX_FILES: usize = 1 << 16;
 /// The longest path.
 pub const MAX_PATH_BYTES: usize = 1024;
 
+/// Bytes shared between a slot, the op's records and its log: one copy of the data however
+/// many records name it.
+pub type Bytes = std::sync::Arc<[u8]>;
+
 /// An inode number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct Ino(pub u64);
@@ -63,11 +67,7 @@ impl Inode {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub enum Redo {
     /// Bytes at an offset (the file grows to cover them).
-    Write {
-        ino: Ino,
-        offset: u64,
-        bytes: Vec<u8>,
-    },
+    Write { ino: Ino, offset: u64, bytes: Bytes },
     /// A new, empty inode under `path`.
     Create {
         path: String,
@@ -111,14 +111,18 @@ impl Medium {
                     .checked_add(bytes.len() as u64)
                     .filter(|&e| e <= MAX_FILE_BYTES)
                     .ok_or(FsError::TooLarge { ino: ino.0 })?;
-                let inode = self.inodes.get_mut(ino).ok_or(FsError::Corrupt(format!(
-                    "a write to missing inode {}",
-                    ino.0
-                )))?;
-                if inode.data.len() < end as usize {
-                    inode.data.resize(end as usize, 0);
+                let inode = self.inodes.get_mut(ino).ok_or_else(|| {
+                    FsError::Corrupt(format!("a write to missing inode {}", ino.0))
+                })?;
+                if *offset as usize == inode.data.len() {
+                    // An append: no zero fill to overwrite.
+                    inode.data.extend_from_slice(bytes);
+                } else {
+                    if inode.data.len() < end as usize {
+                        inode.data.resize(end as usize, 0);
+                    }
+                    inode.data[*offset as usize..end as usize].copy_from_slice(bytes);
                 }
-                inode.data[*offset as usize..end as usize].copy_from_slice(bytes);
             }
             Redo::Create {
                 path,

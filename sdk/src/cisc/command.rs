@@ -53,15 +53,23 @@ impl Stage {
     /// The stage's name as commands spell it.
     pub fn name(&self) -> String {
         match self {
-            Stage::Crc32 => "crc32".into(),
-            Stage::Compress => "compress".into(),
-            Stage::Decompress => "decompress".into(),
-            Stage::Search => "search".into(),
-            Stage::Sort => "sort".into(),
-            Stage::Xor => "xor".into(),
-            Stage::Multiply => "multiply".into(),
             Stage::User { task, export } => format!("{task}:{export}"),
+            built_in => built_in.built_in_name().unwrap_or_default().into(),
         }
+    }
+
+    /// A built-in stage's name (its export in the built-in stage module).
+    pub fn built_in_name(&self) -> Option<&'static str> {
+        Some(match self {
+            Stage::Crc32 => "crc32",
+            Stage::Compress => "compress",
+            Stage::Decompress => "decompress",
+            Stage::Search => "search",
+            Stage::Sort => "sort",
+            Stage::Xor => "xor",
+            Stage::Multiply => "multiply",
+            Stage::User { .. } => return None,
+        })
     }
 
     /// Parses a stage name: a built-in, or `task:export`.
