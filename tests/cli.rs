@@ -1644,3 +1644,107 @@ fn no_store_also_stops_reading_stored_traces() {
         stderr(&not)
     );
 }
+
+/// `csd fusion` compares the five designs from the profile's costs, deterministically; the
+/// run is stored and reruns byte for byte; bad input is named and runs nothing.
+#[test]
+fn fusion_compares_the_designs_and_refuses_bad_input() {
+    let dir = scratch("fusion");
+    let store = dir.join("store");
+    let store = store.to_str().unwrap();
+    let args = [
+        "fusion",
+        "--workload",
+        "read-modify-write",
+        "--threads",
+        "1,4",
+        "--ops",
+        "200",
+        "--json",
+    ];
+    let first = csd(&[&args[..], &["--store", store]].concat());
+    assert!(first.status.success(), "{}", stderr(&first));
+    let again = csd(&[&args[..], &["--no-store"]].concat());
+    assert_eq!(
+        first.stdout, again.stdout,
+        "the same spec gives the same report"
+    );
+    let r: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    let curves = r["curves"].as_array().unwrap();
+    assert_eq!(
+        curves.len(),
+        7,
+        "3 host designs, firmware and fusion at two speeds"
+    );
+    let at = |design: &str, speed: &str, k: usize| {
+        curves
+            .iter()
+            .find(|c| c["design"] == design && c["speed"] == speed)
+            .unwrap()["points"][k]["ops_per_sec"]
+            .as_f64()
+            .unwrap()
+    };
+    // One round trip and no system calls: fusion leads the kernel and firmware designs.
+    for other in ["kernel-dax", "nova", "firmware"] {
+        assert!(
+            at("fusion", "fast", 0) > at(other, "fast", 0),
+            "fusion vs {other}"
+        );
+    }
+    // Slow device cores cost fusion throughput.
+    for k in 0..2 {
+        assert!(at("fusion", "slow", k) < at("fusion", "fast", k));
+    }
+    let rerun = csd(&["runs", "rerun", "r1", "--store", store]);
+    assert!(
+        stdout(&rerun).contains("byte-identical"),
+        "{}",
+        stdout(&rerun)
+    );
+
+    let bad: &[(&[&str], &str)] = &[
+        (
+            &["fusion", "--threads", "0"],
+            "thread counts must be 1 to 64",
+        ),
+        (
+            &["fusion", "--threads", "65"],
+            "thread counts must be 1 to 64",
+        ),
+        (&["fusion", "--ops", "0"], "ops per thread"),
+        (&["fusion", "--design", "ext5"], "unknown design 'ext5'"),
+        (&["fusion", "--profile", "cosmos-plus"], "no [fusion] table"),
+    ];
+    for (args, message) in bad {
+        let o = csd(&[&args[..], &["--no-store"]].concat());
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(stderr(&o).contains(message), "{args:?}: {}", stderr(&o));
+        assert!(o.stdout.is_empty(), "{args:?} printed a result");
+    }
+}
+
+#[test]
+fn crashcheck_fusion_checks_both_grains_and_catches_a_broken_order() {
+    let out = csd(&["crashcheck", "fusion", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let points =
+        r["macro_tx"]["points"].as_u64().unwrap() + r["micro_tx"]["points"].as_u64().unwrap();
+    assert!(points >= 10_000, "{points} crash states");
+    assert_eq!(r["macro_tx"]["violations"], 0);
+    assert_eq!(r["micro_tx"]["violations"], 0);
+    assert!(
+        r["micro_tx"]["recovery"]["rolled_forward"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    for fault in ["done-before-data", "apply-before-commit"] {
+        let o = csd(&["crashcheck", "fusion", "--fault", fault, "--seeds", "3"]);
+        assert_eq!(o.status.code(), Some(1), "{fault}: {}", stderr(&o));
+        assert!(stdout(&o).contains("first violation"), "{}", stdout(&o));
+    }
+    let o = csd(&["crashcheck", "fusion", "--model", "reorder"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("in order"), "{}", stderr(&o));
+}

@@ -85,7 +85,11 @@ pub fn spec(args: &FusionArgs) -> anyhow::Result<FusionSpec> {
 }
 
 /// Runs the comparison with the built-in stages.
-pub fn measure(profile: &Profile, spec: &FusionSpec) -> anyhow::Result<FusionReport> {
+pub fn measure(
+    profile: &Profile,
+    spec: &FusionSpec,
+    progress: bool,
+) -> anyhow::Result<FusionReport> {
     let mut runner = WasmStages::new(csd::builtin::STAGES)?;
     let points: usize = spec
         .designs
@@ -93,7 +97,11 @@ pub fn measure(profile: &Profile, spec: &FusionSpec) -> anyhow::Result<FusionRep
         .map(|d| if d.on_device() { spec.speeds.len() } else { 1 })
         .sum::<usize>()
         * spec.threads.len();
-    let bar = indicatif::ProgressBar::new(points as u64);
+    let bar = if progress {
+        indicatif::ProgressBar::new(points as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
     bar.set_style(
         indicatif::ProgressStyle::with_template(
             "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} points",
@@ -109,7 +117,7 @@ pub fn run(args: &FusionArgs) -> anyhow::Result<()> {
     let profile = Profile::load(&args.profile)?;
     let spec = spec(args)?;
     args.store.check()?;
-    let report = measure(&profile, &spec)?;
+    let report = measure(&profile, &spec, true)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

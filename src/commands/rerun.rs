@@ -183,7 +183,7 @@ fn reproduce(
                 .with_context(|| format!("re-running {id}"))?,
         ),
         SystemKind::Fusion { spec: fusion } => Report::Fusion(
-            super::fusion::measure(&spec.profile, fusion)
+            super::fusion::measure(&spec.profile, fusion, false)
                 .with_context(|| format!("re-running {id}"))?,
         ),
     })

@@ -374,7 +374,7 @@ pub fn execute(
         names: BTreeMap::new(),
         next_ino: medium.next_ino,
     };
-    let mut slots: Vec<Option<Bytes>> = vec![None; MAX_SLOTS as usize];
+    let mut slots: [Option<Bytes>; MAX_SLOTS as usize] = Default::default();
     for (s, data) in &op.inputs {
         slots[s.0 as usize] = Some(Bytes::from(data.as_slice()));
     }

@@ -121,9 +121,15 @@ impl CiscBuilder {
         self.push(Command::Return { from })
     }
 
-    /// The op, validated.
+    /// The op, validated (a copy: the builder can go on).
     pub fn build(&self) -> Result<CiscOp, CiscError> {
         self.op.validate()?;
         Ok(self.op.clone())
+    }
+
+    /// The op, validated, without copying its host buffers.
+    pub fn finish(self) -> Result<CiscOp, CiscError> {
+        self.op.validate()?;
+        Ok(self.op)
     }
 }

@@ -65,11 +65,7 @@ struct Entry {
 impl CiscOp {
     /// The encoded size in bytes (header, inputs, commands and strings).
     pub fn encoded_len(&self) -> usize {
-        let strings: usize = self
-            .commands
-            .iter()
-            .filter_map(|c| entry(c).text.map(|t| t.len()))
-            .sum();
+        let strings: usize = self.commands.iter().map(text_len).sum();
         HEADER + INPUT * self.inputs.len() + COMMAND * self.commands.len() + strings
     }
 
@@ -254,6 +250,18 @@ fn entry(c: &Command) -> Entry {
             a: Some(*from),
             ..Entry::default()
         },
+    }
+}
+
+/// The bytes a command puts in the string table (what `entry` would, without building it).
+fn text_len(c: &Command) -> usize {
+    match c {
+        Command::Open { path, .. } | Command::Unlink { path } => path.len(),
+        Command::Process {
+            stage: Stage::User { task, export },
+            ..
+        } => task.len() + 1 + export.len(),
+        _ => 0,
     }
 }
 

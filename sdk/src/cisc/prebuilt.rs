@@ -13,7 +13,7 @@ pub fn append_crc_write(file: FileRef, data: Vec<u8>, grain: TxGrain) -> Result<
     b.append(file, d);
     let crc = b.process(Stage::Crc32, &[d]);
     b.append(file, crc);
-    b.build()
+    b.finish()
 }
 
 /// Reads `len` bytes at `offset`, XORs them with `mask` on the device (the "modify") and
@@ -35,7 +35,7 @@ pub fn read_modify_write(
     let old = b.pread(file, offset, len);
     let new = b.process(Stage::Xor, &[old, m]);
     b.pwrite(file, offset, new);
-    b.build()
+    b.finish()
 }
 
 /// Creates or opens `path`, writes `data`, makes it durable and closes it: the key-value
@@ -50,7 +50,7 @@ pub fn open_write_sync_close(
     let d = b.input(data);
     let f = b.open(path, true);
     b.write(f, d).fsync(f).close(f);
-    b.build()
+    b.finish()
 }
 
 /// Reads `len` compressed bytes at `offset`, decompresses them on the device and returns
@@ -60,5 +60,5 @@ pub fn read_decompress(file: FileRef, offset: u64, len: u32) -> Result<CiscOp, C
     let packed = b.pread(file, offset, len);
     let plain = b.process(Stage::Decompress, &[packed]);
     b.ret(plain);
-    b.build()
+    b.finish()
 }

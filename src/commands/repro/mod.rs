@@ -6,6 +6,7 @@
 //! given as input is shown as `input` and never passes: a reproduction has to come out of the
 //! model, not be typed into it.
 
+mod fusionfs;
 mod lightfs;
 mod sift;
 mod txisc;
@@ -339,22 +340,7 @@ fn sheet_for(paper: PaperArg, ctx: &Ctx) -> anyhow::Result<Sheet> {
                 ),
             ],
         )),
-        PaperArg::Fusionfs => Ok(not_modelled_sheet(
-            "FusionFS",
-            ctx,
-            &[
-                (
-                    "fusionfs.fig8",
-                    "Fig. 8",
-                    "CISC-op throughput vs CrossFS (issue 20)",
-                ),
-                (
-                    "fusionfs.recovery",
-                    "§3.4",
-                    "MacroTx/MicroTx recovery (issue 20)",
-                ),
-            ],
-        )),
+        PaperArg::Fusionfs => fusionfs::run(ctx),
         PaperArg::All => unreachable!("expanded by PaperArg::papers"),
     }
 }
