@@ -683,6 +683,20 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // A `csd fusion` comparison (r8): grouped bars, one per design and thread count.
+    let out = Command::new(CSD)
+        .args(["fusion", "--threads", "1,2", "--ops", "50", "--store"])
+        .arg(&store)
+        .output()
+        .expect("run csd fusion");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, fusion) = get_json(&base, "/api/runs/r8");
+    assert_eq!(fusion["run"]["kind"], "fusion", "{fusion}");
+    let fusion_curves = fusion["run"]["report"]["curves"].as_array().unwrap().len();
     let (_, task) = get_json(&base, "/api/runs/r6");
     assert_eq!(task["run"]["kind"], "task", "{task}");
     let task_bar = task["view"]["breakdowns"][0]["bars"][0].clone();
@@ -856,6 +870,20 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
             .await
             .unwrap();
         assert!(!page.contains("no charts yet"), "{page}");
+
+        // The fusion run: FusionFS Fig. 3 as grouped bars, a bar per design and thread count.
+        c.goto(&format!("{base}/runs/r8")).await.unwrap();
+        c.wait()
+            .at_most(Duration::from_secs(30))
+            .for_element(Locator::Css("svg.grouped rect"))
+            .await
+            .expect("the fusion chart appears");
+        let bars = c.find_all(Locator::Css("svg.grouped rect")).await.unwrap();
+        assert_eq!(
+            bars.len(),
+            fusion_curves * 2,
+            "one bar per design and thread count"
+        );
         c.close().await.unwrap();
     });
 }
