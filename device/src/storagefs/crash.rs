@@ -201,6 +201,7 @@ fn check_op(
     Ok(())
 }
 
+/// Adds one recovery's work to a sum (every field is a count).
 fn add(sum: &mut Recovery, r: &Recovery) {
     sum.redone += r.redone;
     sum.discarded += r.discarded;

@@ -10,7 +10,8 @@
 
 use super::error::FsError;
 use super::medium::{
-    Bytes, Credentials, Ino, Inode, Medium, Redo, DEFAULT_MODE, MAX_FILES, MAX_PATH_BYTES,
+    write_end, Bytes, Credentials, Ino, Inode, Medium, Redo, DEFAULT_MODE, MAX_FILES,
+    MAX_PATH_BYTES,
 };
 use super::stage::StageRunner;
 use csd_sdk::cisc::{
@@ -221,10 +222,7 @@ impl Store for View<'_> {
     fn apply(&mut self, redo: &Redo) -> Result<(), FsError> {
         match redo {
             Redo::Write { ino, offset, bytes } => {
-                let end = offset
-                    .checked_add(bytes.len() as u64)
-                    .filter(|&e| e <= super::medium::MAX_FILE_BYTES)
-                    .ok_or(FsError::TooLarge { ino: ino.0 })?;
+                let end = write_end(*ino, *offset, bytes.len())?;
                 let p = self.pending(*ino)?;
                 let meta = p.meta.as_mut().ok_or_else(|| {
                     FsError::Corrupt(format!("a write to unlinked inode {}", ino.0))

@@ -89,6 +89,14 @@ impl Redo {
     }
 }
 
+/// Where a write of `len` bytes at `offset` ends, if the file may grow that far.
+pub fn write_end(ino: Ino, offset: u64, len: usize) -> Result<u64, FsError> {
+    offset
+        .checked_add(len as u64)
+        .filter(|&e| e <= MAX_FILE_BYTES)
+        .ok_or(FsError::TooLarge { ino: ino.0 })
+}
+
 /// The namespace and the inodes: the durable state of StorageFS.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Medium {
@@ -107,10 +115,7 @@ impl Medium {
     pub fn apply(&mut self, redo: &Redo) -> Result<(), FsError> {
         match redo {
             Redo::Write { ino, offset, bytes } => {
-                let end = offset
-                    .checked_add(bytes.len() as u64)
-                    .filter(|&e| e <= MAX_FILE_BYTES)
-                    .ok_or(FsError::TooLarge { ino: ino.0 })?;
+                let end = write_end(*ino, *offset, bytes.len())?;
                 let inode = self.inodes.get_mut(ino).ok_or_else(|| {
                     FsError::Corrupt(format!("a write to missing inode {}", ino.0))
                 })?;
