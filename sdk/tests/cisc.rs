@@ -174,3 +174,31 @@ fn stage_names_parse_back() {
     assert!(Stage::parse("nosuch").is_none());
     assert!(Stage::parse(":f").is_none());
 }
+
+proptest::proptest! {
+    /// Any page and buffers decode to a valid op or a named error, never a panic; and any
+    /// op that decodes encodes back to the same page.
+    #[test]
+    fn arbitrary_pages_decode_to_a_valid_op_or_an_error(
+        mut page in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..600),
+        buffers in proptest::collection::vec(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..8), 0..3),
+        header in proptest::prelude::any::<[u8; 6]>(),
+    ) {
+        // Often a plausible header, so decoding gets past the magic.
+        if page.len() >= 16 && header[0] % 2 == 0 {
+            page[..4].copy_from_slice(b"CISC");
+            page[4] = 1;
+            page[5] = header[1] % 2;
+            page[6] = header[2] % 8;
+            page[7] = buffers.len() as u8;
+            page[8] = header[3] % 32;
+            page[9] = 0;
+        }
+        if let Ok(op) = CiscOp::decode(&page, buffers) {
+            op.validate().unwrap();
+            let again = op.encode().unwrap();
+            let buffers = op.inputs.iter().map(|(_, d)| d.clone()).collect();
+            proptest::prop_assert_eq!(CiscOp::decode(&again, buffers).unwrap(), op);
+        }
+    }
+}
