@@ -55,6 +55,11 @@ pub enum FsStep {
 }
 
 impl FsStep {
+    /// Whether the step writes the medium in place (else it writes the log area).
+    pub fn in_place(&self) -> bool {
+        matches!(self, FsStep::Apply(_))
+    }
+
     /// Bytes the step writes to the medium.
     pub fn bytes(&self) -> u64 {
         const RECORD: u64 = 64;

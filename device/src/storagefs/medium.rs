@@ -43,24 +43,15 @@ pub struct Inode {
     pub data: Vec<u8>,
 }
 
-impl Inode {
-    pub fn may_read(&self, who: Credentials) -> bool {
-        let bit = if who.uid == self.owner {
-            OWNER_READ
-        } else {
-            OTHER_READ
-        };
-        self.mode & bit != 0
-    }
-
-    pub fn may_write(&self, who: Credentials) -> bool {
-        let bit = if who.uid == self.owner {
-            OWNER_WRITE
-        } else {
-            OTHER_WRITE
-        };
-        self.mode & bit != 0
-    }
+/// Whether `who` may read (or, with `write`, write) a file of `owner` with `mode`.
+pub fn permits(owner: u32, mode: u16, who: Credentials, write: bool) -> bool {
+    let bit = match (who.uid == owner, write) {
+        (true, false) => OWNER_READ,
+        (true, true) => OWNER_WRITE,
+        (false, false) => OTHER_READ,
+        (false, true) => OTHER_WRITE,
+    };
+    mode & bit != 0
 }
 
 /// One change to the medium.

@@ -42,9 +42,10 @@ pub struct OpCost {
     /// Fuel the op's stages burned.
     pub fuel: u64,
     pub read_bytes: u64,
-    /// Bytes persisted: journal or op log, in-place data, commit records.
-    pub persisted_bytes: u64,
-    pub steps: u64,
+    /// Bytes of journal or op-log records (the log area: device RAM in FusionFS).
+    pub log_bytes: u64,
+    /// Bytes written in place on the medium.
+    pub data_bytes: u64,
 }
 
 /// A submitted op's outcome.
@@ -167,8 +168,16 @@ impl StorageFs {
             entries: ex.effects.iter().map(|e| e.entries).sum(),
             fuel: ex.effects.iter().map(|e| e.fuel).sum(),
             read_bytes: ex.effects.iter().map(|e| e.read_bytes).sum(),
-            persisted_bytes: steps.iter().map(FsStep::bytes).sum(),
-            steps: steps.len() as u64,
+            log_bytes: steps
+                .iter()
+                .filter(|s| !s.in_place())
+                .map(FsStep::bytes)
+                .sum(),
+            data_bytes: steps
+                .iter()
+                .filter(|s| s.in_place())
+                .map(FsStep::bytes)
+                .sum(),
         };
         Ok(Submitted {
             tx,

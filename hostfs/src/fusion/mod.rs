@@ -50,8 +50,8 @@ pub struct Curve {
     pub speed: CpuSpeed,
     /// Host-CPU time of the op's data processing where the host does it (0 for fusion).
     pub host_compute_ns: u64,
-    /// Device-core time of one request (firmware: per call; fusion: per CISC op; 0 for the
-    /// host designs).
+    /// Device-core time of one op's requests (firmware: its calls summed; fusion: its one
+    /// CISC op; 0 for the host designs).
     pub device_core_ns: u64,
     pub points: Vec<Point>,
 }
@@ -77,22 +77,27 @@ pub struct FusionReport {
 }
 
 impl FusionReport {
+    /// At the largest thread count, every curve that runs at `speed` (the host designs, and
+    /// the device designs at that speed) with its throughput.
+    pub fn at_max_threads(&self, speed: CpuSpeed) -> impl Iterator<Item = (f64, &Curve)> {
+        self.curves
+            .iter()
+            .filter(move |c| !c.design.on_device() || c.speed == speed)
+            .filter_map(|c| Some((c.points.last()?.ops_per_sec, c)))
+    }
+
     /// At the largest thread count: fusion's throughput over the best other design at the
     /// same device-core speed, and that design.
     pub fn gain(&self, speed: CpuSpeed) -> Option<(f64, String)> {
-        let last = |c: &Curve| c.points.last().map(|p| p.ops_per_sec);
         let fusion = self
-            .curves
-            .iter()
-            .find(|c| c.design == Design::Fusion && c.speed == speed)?;
-        let best = self
-            .curves
-            .iter()
-            .filter(|c| c.design != Design::Fusion)
-            .filter(|c| !c.design.on_device() || c.speed == speed)
-            .filter_map(|c| Some((last(c)?, c.label())))
+            .at_max_threads(speed)
+            .find(|(_, c)| c.design == Design::Fusion)?
+            .0;
+        let (best, c) = self
+            .at_max_threads(speed)
+            .filter(|(_, c)| c.design != Design::Fusion)
             .max_by(|a, b| a.0.total_cmp(&b.0))?;
-        Some((last(fusion)? / best.0, best.1))
+        Some((fusion / best, c.label()))
     }
 }
 
@@ -149,7 +154,7 @@ pub fn compare(
                 },
                 device_core_ns: match design {
                     Design::Fusion => costs.fusion_op_core_ns,
-                    Design::Firmware => costs.firmware_cmd_core_ns,
+                    Design::Firmware => costs.firmware_call_core_ns.iter().sum(),
                     _ => 0,
                 },
                 points,

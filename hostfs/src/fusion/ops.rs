@@ -4,7 +4,7 @@
 //! CISC op (or each of its commands, for the firmware design) on a [`StorageFs`].
 
 use super::design::{CpuSpeed, Design, FusionError, Workload};
-use csd_device::storagefs::{Credentials, FsStep, StageRunner, StorageFs};
+use csd_device::storagefs::{Credentials, StageRunner, StorageFs};
 use csd_device::{FusionCosts, Profile};
 use csd_sdk::cisc::{self, CiscOp, FileRef, Stage, TxGrain};
 
@@ -42,7 +42,8 @@ pub struct Costs {
     pub fusion_op_core_ns: u64,
     /// The fusion op's core time before its medium read (RMW: request and lookup) and after.
     pub fusion_pre_read_core_ns: u64,
-    pub firmware_cmd_core_ns: u64,
+    /// The firmware design's device-core time of each call of the op, in order.
+    pub firmware_call_core_ns: [u64; 2],
     /// Host CPU time of the data processing (CRC or XOR) the app does itself.
     pub host_compute_ns: u64,
 }
@@ -66,16 +67,10 @@ fn at_clock(ns: f64, f: &FusionCosts, speed: CpuSpeed) -> u64 {
 /// into device RAM (the medium gets only the in-place data).
 fn core_ns(profile: &Profile, done: &csd_device::storagefs::Submitted) -> f64 {
     let cpu = &profile.device_cpu;
-    let log_bytes: u64 = done
-        .steps
-        .iter()
-        .filter(|s| !matches!(s, FsStep::Apply(_)))
-        .map(FsStep::bytes)
-        .sum();
     cpu.request_ns as f64
         + (done.cost.entries * cpu.metadata_entry_ns) as f64
         + done.cost.fuel as f64 * cpu.ns_per_fuel
-        + log_bytes as f64 * 1e9 / profile.host.copy_bytes_per_sec as f64
+        + done.cost.log_bytes as f64 * 1e9 / profile.host.copy_bytes_per_sec as f64
 }
 
 /// Runs the workload's op once on a scratch StorageFS (and its commands one by one) to
@@ -130,10 +125,10 @@ pub fn measure(
         }
     };
     let fused = fs.submit(who, &op, runner).map_err(fs_err)?;
-    let mut firmware = 0.0f64;
-    for c in &commands {
+    let mut firmware = [0u64; 2];
+    for (ns, c) in firmware.iter_mut().zip(&commands) {
         let done = fs.submit(who, c, runner).map_err(fs_err)?;
-        firmware = firmware.max(core_ns(profile, &done));
+        *ns = at_clock(core_ns(profile, &done), &fusion, speed);
     }
     let (stage, a, b) = host_stage;
     let host_fuel = runner
@@ -149,7 +144,7 @@ pub fn measure(
         },
         fusion_op_core_ns: at_clock(fused_ns, &fusion, speed),
         fusion_pre_read_core_ns: at_clock(pre_read.min(fused_ns), &fusion, speed),
-        firmware_cmd_core_ns: at_clock(firmware, &fusion, speed),
+        firmware_call_core_ns: firmware,
         host_compute_ns: (host_fuel as f64 * host_ns_per_fuel).round() as u64,
         fusion,
     })
@@ -225,20 +220,20 @@ pub fn plan(design: Design, workload: Workload, at: Place, c: &Costs) -> Vec<Seg
         (Design::Firmware, Workload::AppendCrcWrite) => vec![
             Host(c.host_compute_ns),
             Link { bytes: data },
-            Core(c.firmware_cmd_core_ns),
+            Core(c.firmware_call_core_ns[0]),
             Write(vec![(rec, data)]),
             Link { bytes: CRC },
-            Core(c.firmware_cmd_core_ns),
+            Core(c.firmware_call_core_ns[1]),
             Write(vec![(crc_at, CRC)]),
         ],
         (Design::Firmware, Workload::ReadModifyWrite) => vec![
             Link { bytes: 0 },
-            Core(c.firmware_cmd_core_ns),
+            Core(c.firmware_call_core_ns[0]),
             Read(vec![(rec, RECORD)]),
             Dma { bytes: RECORD },
             Host(c.host_compute_ns),
             Link { bytes: RECORD },
-            Core(c.firmware_cmd_core_ns),
+            Core(c.firmware_call_core_ns[1]),
             Write(vec![(rec, RECORD)]),
         ],
         (Design::Fusion, Workload::AppendCrcWrite) => vec![

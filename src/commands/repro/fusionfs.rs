@@ -28,12 +28,9 @@ const PARAMS: &[&str] = &[
 
 /// The design that leads at the largest thread count, at `speed` for the device designs.
 fn leader(r: &FusionReport, speed: CpuSpeed) -> String {
-    r.curves
-        .iter()
-        .filter(|c| !c.design.on_device() || c.speed == speed)
-        .filter_map(|c| Some((c.points.last()?.ops_per_sec, c.label())))
+    r.at_max_threads(speed)
         .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map_or_else(|| "-".into(), |(_, l)| format!("{l} first"))
+        .map_or_else(|| "-".into(), |(_, c)| format!("{} first", c.label()))
 }
 
 /// Fusion's largest throughput ratio over any other design at any thread count.
