@@ -1,5 +1,6 @@
 //! `csd trace offload` and `csd replay --offload`: a recorded program's scans folded into
-//! `ndp` requests by an offload plan.
+//! `ndp` requests by an offload plan; and `csd trace fuse`, its file-op runs fused into
+//! CISC ops.
 
 use super::replay::{in_memory, Opener, SAMPLE_PLANS};
 use anyhow::Context;
@@ -88,20 +89,19 @@ impl Write for Capped {
     }
 }
 
-/// Folds `trace` into `out` (written beside it and renamed once complete, so a failed fold
-/// leaves what was there).
-pub fn fold_to(trace: &Path, folder: &Folder, out: &Path) -> anyhow::Result<FoldReport> {
-    let input =
-        BufReader::new(File::open(trace).with_context(|| format!("opening {}", trace.display()))?);
+/// Writes `out` through `write`, beside its final name, and renames it once complete: a
+/// failed transform leaves what was there.
+fn write_beside<T>(
+    out: &Path,
+    write: impl FnOnce(BufWriter<File>) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
     let mut name = out.file_name().unwrap_or_default().to_os_string();
     name.push(format!(".partial-{}", std::process::id()));
     let partial = out.with_file_name(name);
     let sink = BufWriter::new(
         File::create(&partial).with_context(|| format!("creating {}", partial.display()))?,
     );
-    let folded = csd_traces::offload::fold_trace(input, folder, sink)
-        .with_context(|| format!("folding {}", trace.display()));
-    match folded {
+    match write(sink) {
         Ok(report) => {
             std::fs::rename(&partial, out)
                 .with_context(|| format!("moving the trace to {}", out.display()))?;
@@ -112,6 +112,70 @@ pub fn fold_to(trace: &Path, folder: &Folder, out: &Path) -> anyhow::Result<Fold
             Err(e)
         }
     }
+}
+
+/// Folds `trace` into `out` (written beside it and renamed once complete, so a failed fold
+/// leaves what was there).
+pub fn fold_to(trace: &Path, folder: &Folder, out: &Path) -> anyhow::Result<FoldReport> {
+    let input =
+        BufReader::new(File::open(trace).with_context(|| format!("opening {}", trace.display()))?);
+    write_beside(out, |sink| {
+        csd_traces::offload::fold_trace(input, folder, sink)
+            .with_context(|| format!("folding {}", trace.display()))
+    })
+}
+
+/// `csd trace fuse`: a trace file, or a bundled sample by name, fused into `out` (or
+/// standard output).
+pub fn fuse(trace: &Path, out: Option<&Path>, json: bool) -> anyhow::Result<()> {
+    let input: Box<dyn std::io::BufRead + Send> = if trace.is_file() {
+        Box::new(BufReader::new(
+            File::open(trace).with_context(|| format!("opening {}", trace.display()))?,
+        ))
+    } else {
+        let name = trace.display().to_string();
+        let text = super::replay::sample(&name).ok_or_else(|| {
+            anyhow::anyhow!(
+                "no trace '{name}': no such file, and no bundled sample of that name ({})",
+                super::replay::SAMPLES.map(|(n, _)| n).join(", ")
+            )
+        })?;
+        Box::new(text.as_bytes())
+    };
+    let fuse = |sink: &mut dyn Write| {
+        csd_traces::fuse::fuse_trace(input, sink)
+            .with_context(|| format!("fusing {}", trace.display()))
+    };
+    let report = match out {
+        Some(out) => write_beside(out, |mut sink| fuse(&mut sink))?,
+        None => {
+            let mut sink = BufWriter::new(std::io::stdout().lock());
+            let r = fuse(&mut sink)?;
+            sink.flush()?;
+            r
+        }
+    };
+    if json {
+        eprintln!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    for (pattern, n) in &report.ops {
+        eprintln!(
+            "csd: {n} {} op(s) from {} events",
+            pattern.name(),
+            report.events_fused.get(pattern).copied().unwrap_or(0)
+        );
+    }
+    if report.ops.is_empty() {
+        eprintln!("csd: nothing in the trace is fusible");
+    }
+    eprintln!(
+        "csd: {} events in, {} out; the fused ops write {}",
+        report.events_in,
+        report.events_out,
+        crate::units::fmt_bytes(report.bytes_written)
+    );
+    Ok(())
 }
 
 pub fn run(trace: &Path, plan: &Path, out: Option<&Path>, json: bool) -> anyhow::Result<()> {

@@ -68,6 +68,25 @@ pub enum TraceCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Fuse a recorded program's fusible runs into FusionFS CISC ops (`cisc` events).
+    ///
+    /// Three patterns of one process on one file are fused: open, writes, fsync, close;
+    /// writes (and reads) up to an fsync or fdatasync; a pread and the pwrite of the same
+    /// range right after it (the modification then runs on the device). Each fused op takes
+    /// the place of its first event; an event of another process naming the file ends a run
+    /// first, so nothing that could see the file moves. Replay the result with `--design
+    /// firmware,fusion` to compare it unfused and fused.
+    ///
+    /// Example: csd trace fuse traces/samples/sqlite.trace -o /tmp/sqlite.fused.trace
+    Fuse {
+        trace: PathBuf,
+        /// Where to write the fused trace (default: standard output).
+        #[arg(short, long)]
+        out: Option<PathBuf>,
+        /// Print what was fused as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Read a csd trace completely and summarise it (events per op, pids, time span).
     ///
     /// Every task its `ndp` and `isc` ops name must resolve (a built-in task, one kept with
@@ -109,6 +128,7 @@ pub fn run(cmd: &TraceCmd) -> anyhow::Result<()> {
             out,
             json,
         } => super::offload::run(trace, plan, out.as_deref(), *json),
+        TraceCmd::Fuse { trace, out, json } => super::offload::fuse(trace, out.as_deref(), *json),
     }
 }
 
@@ -290,14 +310,20 @@ fn check(
         *s.by_op.entry(ev.op.name()).or_default() += 1;
         pids.insert(ev.pid);
         s.span_ns = s.span_ns.max(ev.t + ev.dur.unwrap_or(0));
-        match ev.op {
-            Op::Read { len, .. } | Op::Pread { len, .. } | Op::Bread { len, .. } => {
-                s.bytes_read += len
+        let inner = match &ev.op {
+            Op::Cisc { ops, .. } => ops.as_slice(),
+            _ => std::slice::from_ref(&ev),
+        };
+        for e in inner {
+            match e.op {
+                Op::Read { len, .. } | Op::Pread { len, .. } | Op::Bread { len, .. } => {
+                    s.bytes_read += len
+                }
+                Op::Write { len, .. } | Op::Pwrite { len, .. } | Op::Bwrite { len, .. } => {
+                    s.bytes_written += len
+                }
+                _ => {}
             }
-            Op::Write { len, .. } | Op::Pwrite { len, .. } | Op::Bwrite { len, .. } => {
-                s.bytes_written += len
-            }
-            _ => {}
         }
     }
     s.pids = pids.len();

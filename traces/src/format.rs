@@ -163,6 +163,53 @@ pub struct IscFile {
     pub mode: FileMode,
 }
 
+/// The most events one `cisc` op holds: a CISC op carries at most 32 commands.
+pub const MAX_CISC_EVENTS: usize = csd_sdk::cisc::MAX_COMMANDS;
+
+/// Which fusible sequence a `cisc` op is (FusionFS §3's examples of what applications do
+/// as several system calls and could submit as one op).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum FusePattern {
+    /// `open`, writes, `fsync`, `close` of one file.
+    OpenWriteSyncClose,
+    /// A run of writes to one open file ending in its `fsync` or `fdatasync`.
+    WriteSync,
+    /// A `pread` and the `pwrite` of the same range that follows it: the modification runs
+    /// on the device.
+    ReadModifyWrite,
+}
+
+impl FusePattern {
+    pub const ALL: [FusePattern; 3] = [
+        FusePattern::OpenWriteSyncClose,
+        FusePattern::WriteSync,
+        FusePattern::ReadModifyWrite,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FusePattern::OpenWriteSyncClose => "open-write-sync-close",
+            FusePattern::WriteSync => "write-sync",
+            FusePattern::ReadModifyWrite => "read-modify-write",
+        }
+    }
+}
+
+impl std::str::FromStr for FusePattern {
+    type Err = String;
+    fn from_str(s: &str) -> Result<FusePattern, String> {
+        FusePattern::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| {
+                format!("unknown pattern '{s}' (expected open-write-sync-close, write-sync or read-modify-write)")
+            })
+    }
+}
+
 /// What happened. File-descriptor operations carry the path the fd refers to (the reader
 /// resolves it from the `open` that returned the fd when the line does not name it).
 #[derive(Clone, Debug, PartialEq)]
@@ -244,6 +291,13 @@ pub enum Op {
         files: Vec<IscFile>,
         args: String,
     },
+    /// A CISC op (FusionFS): a run of one pid's file operations that `csd trace fuse` found
+    /// fusible, submitted to the device as one op. `ops` are the original events, in order;
+    /// a system without CISC ops replays them one by one.
+    Cisc {
+        pattern: FusePattern,
+        ops: Vec<Event>,
+    },
     /// Block-level read of `len` bytes at byte `off` of the device (block traces).
     Bread {
         off: u64,
@@ -274,6 +328,7 @@ pub const OPS: &[&str] = &[
     "truncate",
     "ndp",
     "isc",
+    "cisc",
     "bread",
     "bwrite",
 ];
@@ -297,6 +352,7 @@ impl Op {
             Op::Truncate { .. } => "truncate",
             Op::Ndp { .. } => "ndp",
             Op::Isc { .. } => "isc",
+            Op::Cisc { .. } => "cisc",
             Op::Bread { .. } => "bread",
             Op::Bwrite { .. } => "bwrite",
         }
@@ -681,9 +737,64 @@ pub(crate) fn parse_event(line: &str) -> Result<Parsed, String> {
     }
 }
 
-// Long: one arm per op, each naming the fields it requires.
 fn parse_event_general(line: &str) -> Result<Parsed, String> {
     let v: Value = serde_json::from_str(line).map_err(|e| format!("not valid JSON: {e}"))?;
+    event_from_json(v, true)
+}
+
+/// The events of a `cisc` op: file operations of the op's pid, at most [`MAX_CISC_EVENTS`].
+fn cisc_events(v: Option<Value>, pid: u32) -> Result<Vec<Event>, String> {
+    let ops = match v {
+        Some(Value::Array(a)) if !a.is_empty() && a.len() <= MAX_CISC_EVENTS => a,
+        Some(Value::Array(a)) => {
+            return Err(format!(
+                "field \"ops\" holds {} events; a cisc op holds 1 to {MAX_CISC_EVENTS}",
+                a.len()
+            ))
+        }
+        Some(v) => return Err(format!("field \"ops\" must be an array of events, got {v}")),
+        None => return Err("missing field \"ops\"".into()),
+    };
+    ops.into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let ev = match event_from_json(v, false) {
+                Ok(Parsed::Event(ev)) => ev,
+                Ok(Parsed::UnknownOp(op)) => {
+                    return Err(format!("event {i} of the cisc op has unknown op '{op}'"))
+                }
+                Err(e) => return Err(format!("event {i} of the cisc op: {e}")),
+            };
+            let file_op = matches!(
+                ev.op,
+                Op::Open { .. }
+                    | Op::Close { .. }
+                    | Op::Read { .. }
+                    | Op::Write { .. }
+                    | Op::Pread { .. }
+                    | Op::Pwrite { .. }
+                    | Op::Fsync { .. }
+                    | Op::Fdatasync { .. }
+            );
+            if !file_op {
+                return Err(format!(
+                    "event {i} of the cisc op is a {}; a cisc op holds open, close, read, write, pread, pwrite, fsync and fdatasync",
+                    ev.op.name()
+                ));
+            }
+            if ev.pid != pid {
+                return Err(format!(
+                    "event {i} of the cisc op is of pid {}, the op's is {pid}",
+                    ev.pid
+                ));
+            }
+            Ok(ev)
+        })
+        .collect()
+}
+
+// Long: one arm per op, each naming the fields it requires.
+fn event_from_json(v: Value, top: bool) -> Result<Parsed, String> {
     let Value::Object(m) = v else {
         return Err("an event must be a JSON object".into());
     };
@@ -843,6 +954,15 @@ fn parse_event_general(line: &str) -> Result<Parsed, String> {
                 args: f.args(),
             }
         }
+        // One level only: a cisc op's events are plain file operations.
+        "cisc" if top => {
+            let pattern = f.string("pattern")?.parse::<FusePattern>()?;
+            Op::Cisc {
+                pattern,
+                ops: cisc_events(f.take("ops"), pid)?,
+            }
+        }
+        "cisc" => return Err("a cisc op cannot hold another cisc op".into()),
         "bread" | "bwrite" => {
             let off = f.u64("off")?;
             let len = f.u64("len")?;
@@ -934,6 +1054,17 @@ impl Event {
                     .collect();
                 let _ = write!(s, ",\"files\":{}", Value::from(files));
                 push_str(&mut s, "args", args);
+            }
+            Op::Cisc { pattern, ops } => {
+                push_str(&mut s, "pattern", pattern.name());
+                s.push_str(",\"ops\":[");
+                for (i, ev) in ops.iter().enumerate() {
+                    if i > 0 {
+                        s.push(',');
+                    }
+                    s.push_str(&ev.to_line());
+                }
+                s.push(']');
             }
             Op::Bread { off, len } | Op::Bwrite { off, len } => {
                 let _ = write!(s, ",\"off\":{off},\"len\":{len}");

@@ -10,6 +10,7 @@
 //! [`store`] keeps every run (and stored traces) in an embedded sled database.
 
 pub mod format;
+pub mod fuse;
 pub mod import;
 pub mod isc;
 pub mod offload;
@@ -23,6 +24,6 @@ pub mod store;
 pub mod system;
 mod writer;
 
-pub use format::{Event, Header, IscFile, Op, OpenFlags};
+pub use format::{Event, FusePattern, Header, IscFile, Op, OpenFlags};
 pub use reader::{Strictness, TraceError, TraceReader};
 pub use writer::TraceWriter;

@@ -265,6 +265,7 @@ fn breaks_batch(op: &Op) -> bool {
         | Op::Truncate { .. }
         | Op::Ndp { .. }
         | Op::Isc { .. }
+        | Op::Cisc { .. }
         | Op::Bwrite { .. } => true,
         Op::Close { .. } | Op::Read { .. } | Op::Pread { .. } | Op::Stat { .. } => false,
         Op::Bread { .. } => false,

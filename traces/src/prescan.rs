@@ -4,7 +4,7 @@
 //! ranges its reads need, and their directories. Setup creates those, untimed, before the
 //! second pass replays every event.
 
-use crate::format::Op;
+use crate::format::{Event, Op};
 use crate::reader::{Strictness, TraceError, TraceReader};
 use csd_hostfs::namespace::parent_dir as parent;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -105,85 +105,91 @@ impl Prescan {
         }
     }
 
-    /// Reads the whole trace once.
+    /// Notes what one event needs to exist, and where its fd's offset moves.
     // Long: one arm per op that creates, reads or removes a file: together they decide which
     // files must exist before the trace starts.
+    fn visit(&mut self, pos: &mut HashMap<(u32, i64), u64>, ev: &Event) {
+        if ev.ret.is_some_and(|r| r < 0) {
+            return;
+        }
+        let done = ev.ret.map(|r| r.max(0) as u64);
+        match &ev.op {
+            Op::Open { path, flags } => {
+                if flags.directory {
+                    self.dirs.insert(path.clone());
+                    self.note_dirs(path);
+                } else if flags.create || flags.truncate {
+                    self.creates(path);
+                } else {
+                    self.needs(path, 0, 0);
+                }
+                if let Some(fd) = ev.ret {
+                    pos.insert((ev.pid, fd), 0);
+                }
+            }
+            Op::Read { fd, path, off, len } => {
+                let p = pos.entry((ev.pid, *fd)).or_insert(0);
+                let at = off.unwrap_or(*p);
+                let n = done.unwrap_or(*len);
+                // A read that returned nothing hit the end: it says nothing of the size.
+                if n > 0 {
+                    self.needs(path, at, at.saturating_add(n));
+                }
+                *p = at.saturating_add(n);
+            }
+            Op::Pread { path, off, len, .. } => {
+                let n = done.unwrap_or(*len);
+                if n > 0 {
+                    self.needs(path, *off, off.saturating_add(n));
+                }
+            }
+            Op::Write { fd, path, off, len } => {
+                let p = pos.entry((ev.pid, *fd)).or_insert(0);
+                *p = off.unwrap_or(*p).saturating_add(done.unwrap_or(*len));
+                self.creates(path);
+            }
+            Op::Pwrite { path, .. } | Op::Truncate { path, .. } => self.creates(path),
+            Op::Stat { path } | Op::Unlink { path } => self.needs(path, 0, 0),
+            Op::Rename { path, to } => {
+                self.needs(path, 0, 0);
+                self.note_dirs(to);
+            }
+            Op::Mkdir { path } => {
+                if !self.dirs.contains(path) {
+                    self.made.insert(path.clone());
+                }
+                self.note_dirs(path);
+            }
+            Op::Rmdir { path } => {
+                self.dirs.insert(path.clone());
+                self.note_dirs(path);
+            }
+            Op::Ndp {
+                paths, task, sizes, ..
+            } => {
+                for p in paths {
+                    self.note_dirs(p);
+                }
+                // Files a folded scan read: they existed, at the size it read.
+                for (p, &size) in paths.iter().zip(sizes) {
+                    self.needs(p, 0, size);
+                }
+                self.names_task(task);
+            }
+            Op::Isc { task, .. } => self.names_task(task),
+            Op::Cisc { ops, .. } => ops.iter().for_each(|e| self.visit(pos, e)),
+            _ => {}
+        }
+    }
+
+    /// Reads the whole trace once.
     pub fn run(reader: impl BufRead + Send, strictness: Strictness) -> Result<Prescan, TraceError> {
         let mut s = Prescan::default();
         // Offsets of fds without explicit offsets, to size sequential reads.
         let mut pos: HashMap<(u32, i64), u64> = HashMap::new();
         TraceReader::new(reader, strictness)?.for_each_parsed(|ev| -> Result<(), TraceError> {
             s.events += 1;
-            if ev.ret.is_some_and(|r| r < 0) {
-                return Ok(());
-            }
-            let done = ev.ret.map(|r| r.max(0) as u64);
-            match &ev.op {
-                Op::Open { path, flags } => {
-                    if flags.directory {
-                        s.dirs.insert(path.clone());
-                        s.note_dirs(path);
-                    } else if flags.create || flags.truncate {
-                        s.creates(path);
-                    } else {
-                        s.needs(path, 0, 0);
-                    }
-                    if let Some(fd) = ev.ret {
-                        pos.insert((ev.pid, fd), 0);
-                    }
-                }
-                Op::Read { fd, path, off, len } => {
-                    let p = pos.entry((ev.pid, *fd)).or_insert(0);
-                    let at = off.unwrap_or(*p);
-                    let n = done.unwrap_or(*len);
-                    // A read that returned nothing hit the end: it says nothing of the size.
-                    if n > 0 {
-                        s.needs(path, at, at.saturating_add(n));
-                    }
-                    *p = at.saturating_add(n);
-                }
-                Op::Pread { path, off, len, .. } => {
-                    let n = done.unwrap_or(*len);
-                    if n > 0 {
-                        s.needs(path, *off, off.saturating_add(n));
-                    }
-                }
-                Op::Write { fd, path, off, len } => {
-                    let p = pos.entry((ev.pid, *fd)).or_insert(0);
-                    *p = off.unwrap_or(*p).saturating_add(done.unwrap_or(*len));
-                    s.creates(path);
-                }
-                Op::Pwrite { path, .. } | Op::Truncate { path, .. } => s.creates(path),
-                Op::Stat { path } | Op::Unlink { path } => s.needs(path, 0, 0),
-                Op::Rename { path, to } => {
-                    s.needs(path, 0, 0);
-                    s.note_dirs(to);
-                }
-                Op::Mkdir { path } => {
-                    if !s.dirs.contains(path) {
-                        s.made.insert(path.clone());
-                    }
-                    s.note_dirs(path);
-                }
-                Op::Rmdir { path } => {
-                    s.dirs.insert(path.clone());
-                    s.note_dirs(path);
-                }
-                Op::Ndp {
-                    paths, task, sizes, ..
-                } => {
-                    for p in paths {
-                        s.note_dirs(p);
-                    }
-                    // Files a folded scan read: they existed, at the size it read.
-                    for (p, &size) in paths.iter().zip(sizes) {
-                        s.needs(p, 0, size);
-                    }
-                    s.names_task(task);
-                }
-                Op::Isc { task, .. } => s.names_task(task),
-                _ => {}
-            }
+            s.visit(&mut pos, ev);
             Ok(())
         })?;
         // A path used both as a file and a directory is a directory.

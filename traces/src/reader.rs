@@ -141,6 +141,7 @@ fn check_event_paths(op: &Op) -> Result<(), String> {
         Op::Rename { path, to } => return check_path(path).and_then(|()| check_path(to)),
         Op::Ndp { paths, .. } => return paths.iter().try_for_each(|p| check_path(p)),
         Op::Isc { files, .. } => return files.iter().try_for_each(|f| check_path(&f.path)),
+        Op::Cisc { ops, .. } => return ops.iter().try_for_each(|e| check_event_paths(&e.op)),
         Op::Bread { .. } | Op::Bwrite { .. } => return Ok(()),
     };
     check_path(one)
@@ -209,6 +210,9 @@ impl<R: BufRead> TraceReader<R> {
 
     /// Fills in the path of an fd op and keeps the fd table current.
     fn resolve(&mut self, ev: &mut Event) -> Result<(), TraceError> {
+        if let Op::Cisc { ops, .. } = &mut ev.op {
+            return ops.iter_mut().try_for_each(|e| self.resolve(e));
+        }
         if let Op::Open { path, .. } = &ev.op {
             if let Some(fd) = ev.ret.filter(|&r| r >= 0) {
                 self.fds.insert((ev.pid, fd), path.clone());

@@ -13,7 +13,7 @@
 //! data not in the page cache, `fsync` writeback, NDP offloads. A `write` into the page cache
 //! costs no device time (csdlab models no host CPU time per syscall).
 
-use crate::format::Event;
+use crate::format::{Event, Op};
 use crate::isc::IscTotals;
 use crate::reader::{Strictness, TraceError, TraceReader};
 use crate::system::{build, Applied, SetupError, System};
@@ -152,6 +152,12 @@ impl<'s> Replayer<'s> {
     }
 
     fn event(&mut self, ev: &Event) {
+        if let Op::Cisc { ops, .. } = &ev.op {
+            if !self.system.fuses() {
+                ops.iter().for_each(|e| self.event(e));
+                return;
+            }
+        }
         if ev.ret.is_some_and(|r| r < 0) {
             self.skip("failed in the trace");
             return;

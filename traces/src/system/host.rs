@@ -225,6 +225,17 @@ impl<'a> HostSystem<'a> {
                 Ok(Applied::Done)
             }
             Op::Isc { task, files, args } => self.isc(task, files, args),
+            // A host file system has no CISC ops: the events run one after another (the
+            // replay hands them over one by one; this serves a direct caller the same way).
+            Op::Cisc { ops, .. } => {
+                for e in ops {
+                    let at = self.fs.clock();
+                    if let Applied::Skipped(why) = self.apply_op(e, at)? {
+                        return Ok(Applied::Skipped(why));
+                    }
+                }
+                Ok(Applied::Done)
+            }
             Op::Bread { off, len } => {
                 let done = block_io(self.fs.device_mut(), false, start, *off, *len)?;
                 self.fs.advance_to(done);

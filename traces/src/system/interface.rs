@@ -24,6 +24,12 @@ pub trait System {
     /// work due by then runs first. Its failure is returned, and the operation still runs.
     fn begin(&mut self, start: VirtualTime) -> Result<(), String>;
 
+    /// Whether the system takes a `cisc` op whole (FusionFS). A replay hands any other
+    /// system the op's events one by one, each timed as its own operation.
+    fn fuses(&self) -> bool {
+        false
+    }
+
     /// Applies one operation of the trace, begun at `start`.
     fn apply(&mut self, ev: &Event, start: VirtualTime) -> Result<Applied, OpError>;
 
