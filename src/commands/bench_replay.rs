@@ -157,6 +157,7 @@ fn child(args: &ReplayChildArgs) -> anyhow::Result<ChildReport> {
         OpRunners {
             compute: &mut factory,
             isc: None,
+            stages: None,
         },
         &opts,
         |_| {},

@@ -66,12 +66,15 @@ pub struct ReplayArgs {
     /// name), or a bundled sample (untar, sqlite, grep, ndp-mixed). Without one, the
     /// `untar` sample (unpacking a source tarball) is replayed.
     pub trace: Option<PathBuf>,
-    /// Device profile.
-    #[arg(long, default_value = "cosmos-plus")]
-    pub profile: String,
+    /// Device profile [default: cosmos-plus, or optane-csd when every design is firmware
+    /// or fusion].
+    #[arg(long)]
+    pub profile: Option<String>,
     /// Designs to compare, comma-separated: frag-s, frag-m, fsr, lightfs (`all` is these
-    /// four), host (no offload: the host reads and computes itself, the baseline) and device
-    /// (the bare device, for block traces).
+    /// four), host (no offload: the host reads and computes itself, the baseline), device
+    /// (the bare device, for block traces), and FusionFS's firmware file system: firmware
+    /// (one device round trip per file operation) and fusion (a `csd trace fuse`d trace's
+    /// CISC ops as one round trip each).
     #[arg(long, default_value = "all")]
     pub design: String,
     /// `afap`: each pid as fast as possible, keeping its order; `timed`: not before each
@@ -101,6 +104,22 @@ pub struct ReplayArgs {
     pub serve: Option<std::net::SocketAddr>,
     #[command(flatten)]
     pub store: super::runs::StoreArgs,
+}
+
+impl ReplayArgs {
+    /// The profile asked for, or the default for the designs asked for.
+    pub fn profile_name(&self) -> anyhow::Result<String> {
+        if let Some(p) = &self.profile {
+            return Ok(p.clone());
+        }
+        let storagefs = targets(&self.design)?.iter().all(|t| t.on_storagefs());
+        Ok(if storagefs {
+            "optane-csd"
+        } else {
+            "cosmos-plus"
+        }
+        .to_string())
+    }
 }
 
 /// Opens the trace afresh for each pass of each replay.
@@ -205,6 +224,11 @@ pub fn replay_all(
             .map_err(|e| format!("{e:#}"))
         };
         let mut isc = csd::isc::TaskRunner::new(engine.clone(), profile, library.clone());
+        let mut stages = if kind.on_storagefs() {
+            Some(csd_runtime::WasmStages::new(csd::builtin::STAGES)?)
+        } else {
+            None
+        };
         let report = replay_scanned(
             &scan,
             &mut *open,
@@ -213,6 +237,9 @@ pub fn replay_all(
             OpRunners {
                 compute: &mut factory,
                 isc: Some(&mut isc),
+                stages: stages
+                    .as_mut()
+                    .map(|s| s as &mut dyn csd_device::storagefs::StageRunner),
             },
             opts,
             |p| progress(i, kind, p),
@@ -269,10 +296,11 @@ pub fn options(mode: Pace, seed: u64, lenient: bool) -> ReplayOptions {
 /// this, so the dashboard depends on the replay command and not the other way round).
 pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
     // A built-in profile, a file, or one kept in the run store.
-    let profile = match Profile::load(&args.profile) {
+    let profile_name = args.profile_name()?;
+    let profile = match Profile::load(&profile_name) {
         Err(csd_device::ProfileError::Unknown { .. }) if !args.store.no_store => {
             let store = args.store.clone();
-            super::profiles::named(&args.profile, |name| {
+            super::profiles::named(&profile_name, |name| {
                 super::runs::open(&store).ok()?.profile_text(name).ok()
             })?
         }
@@ -418,12 +446,53 @@ fn print(r: &ReplayRun) {
                 i.requests, i.committed, i.aborted
             );
         }
+        if let Some(f) = &d.fusion {
+            println!(
+                "  storagefs: {} round trip(s), {} of them CISC ops · {} command(s) · device cores {} µs · stage fuel {} · host modifying {} µs",
+                f.requests,
+                f.cisc_ops,
+                f.commands,
+                us(f.device_core_ns),
+                f.device_fuel,
+                us(f.host_compute_ns)
+            );
+            println!(
+                "  left {} file(s), {} · contents sha256 {}",
+                f.files,
+                crate::units::fmt_bytes(f.bytes),
+                &f.contents_sha256[..16.min(f.contents_sha256.len())]
+            );
+        }
         for (op, e) in &d.first_errors {
             println!("  first failed {op}: {e}");
         }
         for (why, n) in &d.skipped {
             println!("  skipped {n}: {why}");
         }
+    }
+    let on = |t: ReplayTarget| r.designs.iter().find(|d| d.design == t);
+    if let (Some(unfused), Some(fused)) = (on(ReplayTarget::Firmware), on(ReplayTarget::Fusion)) {
+        let trips =
+            |d: &csd_traces::replay::ReplayReport| d.fusion.as_ref().map_or(0, |f| f.requests);
+        println!(
+            "\nfused against unfused: {} → {} ({:.2}× the unfused speed) · round trips {} → {}",
+            crate::units::fmt_duration(unfused.duration_ns),
+            crate::units::fmt_duration(fused.duration_ns),
+            unfused.duration_ns as f64 / fused.duration_ns.max(1) as f64,
+            trips(unfused),
+            trips(fused)
+        );
+        let digest = |d: &csd_traces::replay::ReplayReport| {
+            d.fusion.as_ref().map(|f| f.contents_sha256.clone())
+        };
+        println!(
+            "final contents: {}",
+            if digest(unfused) == digest(fused) {
+                "the same, byte for byte"
+            } else {
+                "DIFFERENT (a fused op did not do what its events did)"
+            }
+        );
     }
 }
 

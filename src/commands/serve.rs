@@ -160,13 +160,14 @@ pub fn replay_and_serve(args: &ReplayArgs, addr: SocketAddr) -> anyhow::Result<(
         Some(p) => p.display().to_string(),
         None => super::replay::SAMPLE_NAME.to_string(),
     };
-    super::profiles::named(&args.profile, |name| {
+    let profile = args.profile_name()?;
+    super::profiles::named(&profile, |name| {
         state.store.with(|s| s.profile_text(name)).ok()
     })
     .context("csd replay --serve replays through the dashboard, which takes profiles by name")?;
     let req = ReplayRequest {
         trace,
-        profile: args.profile.clone(),
+        profile,
         designs: vec![args.design.clone()],
         seed: args.seed,
         mode: format!("{:?}", args.mode).to_lowercase(),

@@ -16,7 +16,7 @@
 use crate::format::{Event, Op};
 use crate::isc::IscTotals;
 use crate::reader::{Strictness, TraceError, TraceReader};
-use crate::system::{build, Applied, SetupError, System};
+use crate::system::{build, Applied, FusionTotals, SetupError, System};
 use csd_device::{DeviceCounters, Profile, VirtualTime};
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -105,6 +105,9 @@ pub struct ReplayReport {
     pub ndp: Option<NdpTotals>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub isc: Option<IscTotals>,
+    /// StorageFS's round trips and device work (the firmware and fusion designs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fusion: Option<FusionTotals>,
     pub device: DeviceCounters,
 }
 
@@ -243,6 +246,7 @@ impl<'s> Replayer<'s> {
             first_errors: self.first_errors,
             ndp: totals.ndp,
             isc: totals.isc,
+            fusion: totals.fusion,
             device: totals.device,
         }
     }

@@ -314,6 +314,7 @@ fn fuzz_trace_reader_then_replay() {
                 OpRunners {
                     compute: &mut factory,
                     isc: None,
+                    stages: None,
                 },
                 &opts,
                 |_| {},

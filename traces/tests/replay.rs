@@ -28,6 +28,7 @@ fn run_on(trace: &str, target: ReplayTarget, pace: Pace) -> ReplayReport {
         OpRunners {
             compute: &mut factory,
             isc: None,
+            stages: None,
         },
         &opts,
         |_| {},

@@ -24,6 +24,7 @@ fn design(design: DesignKind, duration_ns: u64, ops_per_sec: f64) -> ReplayRepor
         first_errors: Default::default(),
         ndp: None,
         isc: None,
+        fusion: None,
         device: Default::default(),
     }
 }

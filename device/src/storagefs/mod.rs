@@ -56,6 +56,8 @@ pub struct Submitted {
     pub returned: Vec<Vec<u8>>,
     /// The durable steps it took, in order.
     pub steps: Vec<FsStep>,
+    /// What its reads took from the medium: `(inode, offset, bytes)`.
+    pub reads: Vec<(Ino, u64, u64)>,
     pub cost: OpCost,
 }
 
@@ -98,6 +100,18 @@ impl StorageFs {
         create: bool,
         runner: &mut dyn StageRunner,
     ) -> Result<u32, FsError> {
+        self.open_costed(who, path, create, runner)
+            .map(|(fd, _)| fd)
+    }
+
+    /// [`StorageFs::open`], with what the open cost the device.
+    pub fn open_costed(
+        &mut self,
+        who: Credentials,
+        path: &str,
+        create: bool,
+        runner: &mut dyn StageRunner,
+    ) -> Result<(u32, Submitted), FsError> {
         let open_fds = self.fds.range((who.uid, 0)..=(who.uid, u32::MAX)).count();
         if open_fds >= MAX_OPEN_PER_TENANT {
             return Err(FsError::Limit {
@@ -113,7 +127,7 @@ impl StorageFs {
             }],
             ..CiscOp::default()
         };
-        self.submit(who, &op, runner)?;
+        let done = self.submit(who, &op, runner)?;
         let ino = self.medium.lookup(path).ok_or(FsError::NotFound {
             command: 0,
             path: path.into(),
@@ -123,7 +137,7 @@ impl StorageFs {
             .unwrap_or(u32::MAX);
         self.fds
             .insert((who.uid, fd), OpenFile { ino, position: 0 });
-        Ok(fd)
+        Ok((fd, done))
     }
 
     /// Closes a descriptor.
@@ -179,10 +193,20 @@ impl StorageFs {
                 .map(FsStep::bytes)
                 .sum(),
         };
+        let reads = ex
+            .resolved
+            .iter()
+            .zip(&ex.effects)
+            .filter_map(|(r, e)| match r {
+                exec::Resolved::Read { ino, offset, .. } => Some((*ino, *offset, e.read_bytes)),
+                _ => None,
+            })
+            .collect();
         Ok(Submitted {
             tx,
             returned: ex.returned,
             steps,
+            reads,
             cost,
         })
     }

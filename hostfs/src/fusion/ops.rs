@@ -65,7 +65,7 @@ fn at_clock(ns: f64, f: &FusionCosts, speed: CpuSpeed) -> u64 {
 /// StorageFS's device-core time for one submitted op, at the fast clock: taking the request
 /// off its queue, the entries it examines, its stages, and copying its journal or op log
 /// into device RAM (the medium gets only the in-place data).
-fn core_ns(profile: &Profile, done: &csd_device::storagefs::Submitted) -> f64 {
+pub fn core_ns(profile: &Profile, done: &csd_device::storagefs::Submitted) -> f64 {
     let cpu = &profile.device_cpu;
     cpu.request_ns as f64
         + (done.cost.entries * cpu.metadata_entry_ns) as f64

@@ -66,6 +66,7 @@ impl System for DeviceSystem {
         Totals {
             ndp: None,
             isc: None,
+            fusion: None,
             device: self.device.counters(),
         }
     }

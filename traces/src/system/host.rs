@@ -23,6 +23,8 @@ pub type ComputeFactory<'a> = dyn FnMut(&str, &str) -> Result<Box<dyn NdpCompute
 pub struct OpRunners<'a> {
     pub compute: &'a mut ComputeFactory<'a>,
     pub isc: Option<&'a mut dyn IscRunner>,
+    /// Runs CISC-op stages (the firmware and fusion designs need it).
+    pub stages: Option<&'a mut dyn csd_device::storagefs::StageRunner>,
 }
 
 /// A replayed read or write moves at most this much per step, so the host's buffers stay
@@ -399,6 +401,7 @@ impl System for HostSystem<'_> {
         Totals {
             ndp,
             isc: (self.isc.requests > 0).then(|| self.isc.clone()),
+            fusion: None,
             device: self.fs.device().counters(),
         }
     }

@@ -56,6 +56,7 @@ pub enum Applied {
 pub struct Totals {
     pub ndp: Option<NdpTotals>,
     pub isc: Option<IscTotals>,
+    pub fusion: Option<FusionTotals>,
     pub device: DeviceCounters,
 }
 
@@ -67,6 +68,28 @@ pub struct NdpTotals {
     /// Mean per-file stages over every request.
     pub breakdown: Stages,
     pub pao: f64,
+}
+
+/// What a StorageFS replay (the firmware and fusion designs) asked of the device.
+#[derive(Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct FusionTotals {
+    /// Host↔device round trips.
+    pub requests: u64,
+    /// Of them, fused CISC ops.
+    pub cisc_ops: u64,
+    /// Commands StorageFS executed.
+    pub commands: u64,
+    /// Device-core time, ns (all cores).
+    pub device_core_ns: u64,
+    /// Fuel the device's stages burned.
+    pub device_fuel: u64,
+    /// Host CPU time spent modifying data the program read, ns.
+    pub host_compute_ns: u64,
+    /// What the replay left: files, their bytes, and a SHA-256 over every path, size and
+    /// byte (fused and unfused replays of one program must leave the same).
+    pub files: u64,
+    pub bytes: u64,
+    pub contents_sha256: String,
 }
 
 /// Why one op of the trace could not be replayed.
@@ -82,6 +105,8 @@ pub enum OpError {
     IscAborted(String),
     #[error("{0}")]
     Range(String),
+    #[error("StorageFS: {0}")]
+    Storage(String),
     #[error("{0}")]
     Unsupported(String),
 }
@@ -93,6 +118,8 @@ pub enum SetupError {
     Files(String),
     #[error("device: {0}")]
     Device(#[from] csd_device::DeviceError),
+    #[error("{0}")]
+    Profile(String),
 }
 
 /// A block request (`bread`/`bwrite`) on `device` from `start`; returns when it completes.

@@ -7,18 +7,23 @@
 //!
 //! - [`HostSystem`]: hostfs over the device, under one offload design (frag-s, frag-m,
 //!   FSR, LightFS), with the task runtime for `isc` ops;
-//! - [`DeviceSystem`]: the bare device, for block traces (`bread`, `bwrite`).
-//!
-//! A file system that lives in the device (FusionFS's StorageFS, ISPFS) is a third: a
-//! `System` that takes file operations itself, with no `HostFs` in front, named by a new
-//! [`ReplayTarget`] and built in [`build`].
+//! - [`DeviceSystem`]: the bare device, for block traces (`bread`, `bwrite`);
+//! - [`FusionSystem`]: FusionFS's StorageFS in the device, taking file operations itself
+//!   with no `HostFs` in front: `firmware` (one round trip per operation) or `fusion` (a
+//!   trace's `cisc` ops whole).
 
+pub mod contents;
 mod device;
+mod fusion;
 mod host;
 mod interface;
+mod placement;
 mod target;
 
 pub use device::DeviceSystem;
+pub use fusion::FusionSystem;
 pub use host::{ComputeFactory, HostSystem, OpRunners};
-pub use interface::{Applied, NdpTotals, OpError, SetupError, System, Totals, MAX_RW_COUNT};
+pub use interface::{
+    Applied, FusionTotals, NdpTotals, OpError, SetupError, System, Totals, MAX_RW_COUNT,
+};
 pub use target::{build, ReplayTarget};

@@ -1,6 +1,7 @@
 //! Which system a replay builds: [`ReplayTarget`] names it, [`build`] makes it.
 
 use super::device::DeviceSystem;
+use super::fusion::FusionSystem;
 use super::host::{HostSystem, OpRunners};
 use super::interface::{SetupError, System};
 use crate::prescan::Prescan;
@@ -8,12 +9,17 @@ use csd_device::Profile;
 use csd_hostfs::ndp::DesignKind;
 use serde::{Deserialize, Serialize};
 
-/// What a trace replays on: a host design or the bare device. Named as in reports and on
-/// the command line (`frag-s`, `frag-m`, `fsr`, `lightfs`, `device`).
+/// What a trace replays on: a host design, the bare device, or FusionFS's StorageFS. Named
+/// as in reports and on the command line (`frag-s`, `frag-m`, `fsr`, `lightfs`, `device`,
+/// `firmware`, `fusion`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ReplayTarget {
     Host(DesignKind),
     Device,
+    /// StorageFS, one round trip per file operation (CrossFS-like).
+    Firmware,
+    /// StorageFS, a trace's `cisc` ops as one round trip each (FusionFS).
+    Fusion,
 }
 
 impl ReplayTarget {
@@ -25,10 +31,17 @@ impl ReplayTarget {
         ReplayTarget::Host(DesignKind::LightFs),
     ];
 
+    /// Whether it replays on StorageFS, the file system in the device (firmware, fusion).
+    pub fn on_storagefs(self) -> bool {
+        matches!(self, ReplayTarget::Firmware | ReplayTarget::Fusion)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             ReplayTarget::Host(d) => d.name(),
             ReplayTarget::Device => "device",
+            ReplayTarget::Firmware => "firmware",
+            ReplayTarget::Fusion => "fusion",
         }
     }
 }
@@ -43,13 +56,16 @@ impl std::str::FromStr for ReplayTarget {
     type Err = String;
 
     fn from_str(s: &str) -> Result<ReplayTarget, String> {
-        if s == "device" {
-            return Ok(ReplayTarget::Device);
+        match s {
+            "device" => return Ok(ReplayTarget::Device),
+            "firmware" => return Ok(ReplayTarget::Firmware),
+            "fusion" => return Ok(ReplayTarget::Fusion),
+            _ => {}
         }
         s.parse::<DesignKind>()
             .map(ReplayTarget::Host)
             .map_err(|_| {
-                format!("unknown design '{s}' (expected frag-s, frag-m, fsr, lightfs or device)")
+                format!("unknown design '{s}' (expected frag-s, frag-m, fsr, lightfs, device, firmware or fusion)")
             })
     }
 }
@@ -80,5 +96,19 @@ pub fn build<'a>(
             Box::new(HostSystem::new(scan, profile, design, seed, runners)?)
         }
         ReplayTarget::Device => Box::new(DeviceSystem::new(profile)?),
+        ReplayTarget::Firmware | ReplayTarget::Fusion => {
+            let stages = runners.stages.ok_or_else(|| {
+                SetupError::Profile(format!(
+                    "the {target} design needs a stage runner to replay"
+                ))
+            })?;
+            Box::new(FusionSystem::new(
+                scan,
+                profile,
+                seed,
+                stages,
+                target == ReplayTarget::Fusion,
+            )?)
+        }
     })
 }

@@ -1,0 +1,886 @@
+//! FusionFS as a system under test: the trace's file operations go to StorageFS, the
+//! firmware file system, with no host file system in front. Two designs share it:
+//!
+//! - `firmware` (CrossFS-like): every file operation is its own host↔device round trip, a
+//!   one-command op; a program that modifies data it read does so on the host;
+//! - `fusion`: a `cisc` op of the trace (see [`crate::fuse`]) is one round trip carrying all
+//!   its commands, its modifications run as a device stage; other operations go as in
+//!   `firmware`.
+//!
+//! A round trip costs what `csd fusion` charges (the profile's `[fusion]` table and device
+//! CPU): the UserLib's per-call work and any host computation, the PCIe command delay and
+//! the DMA of the op's buffers, StorageFS's device-core time as measured by running the op,
+//! the medium's reads and writes through the device model, and the DMA of what it returns.
+//! Device cores are shared by every pid of the trace.
+//!
+//! StorageFS keeps bytes, so this system writes real contents ([`super::contents`]) and
+//! fused and unfused replays can be compared byte for byte. Its namespace is flat (a path is
+//! a name, directories have no inodes): `mkdir`, `rmdir`, a directory's `open`/`fsync`/
+//! `close` and `stat` are lookups on the device. It has no `rename` and no `truncate`: a
+//! trace's are reported as failed operations.
+
+use super::contents::{Contents, KeptRead, MAX_KEPT_READ};
+use super::interface::{Applied, FusionTotals, OpError, SetupError, System, Totals};
+use super::placement::Placement;
+use crate::format::{Event, Op, OpenFlags};
+use crate::prescan::Prescan;
+use csd_device::storagefs::{
+    Credentials, FsStep, Redo, StageRunner, StorageFs, Submitted, MAX_FILE_BYTES,
+};
+use csd_device::{DataMode, Device, IoPath, Profile, VirtualTime};
+use csd_hostfs::fusion::ops::core_ns;
+use csd_sdk::cisc::{CiscBuilder, FileRef, Slot, Stage, MAX_INPUTS, MAX_SLOT_BYTES};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeSet, HashMap};
+
+/// Who replays: the traces carry no credentials.
+const WHO: Credentials = Credentials { uid: 0 };
+/// Bytes of a `stat` answer DMA'd back.
+const STAT_BYTES: u64 = 144;
+/// The most data one round trip carries: one slot per host buffer.
+const CALL_BYTES: u64 = (MAX_INPUTS * MAX_SLOT_BYTES) as u64;
+
+/// A trace fd, as StorageFS knows it.
+#[derive(Clone, Debug)]
+enum TraceFd {
+    File {
+        fd: u32,
+        append: bool,
+        pos: u64,
+    },
+    /// A directory: StorageFS keeps none, so it names only a path.
+    Dir,
+}
+
+/// A read whose data a later write of the same op may modify, on the device.
+struct InOpRead {
+    path: String,
+    offset: u64,
+    len: u64,
+    slot: Slot,
+}
+
+/// One round trip being put together: a CISC op and the host's own work for it.
+#[derive(Default)]
+struct Call {
+    b: CiscBuilder,
+    host_ns: u64,
+    in_bytes: u64,
+    /// Files this op opens, by trace fd.
+    handles: HashMap<i64, (FileRef, bool, u64)>,
+    /// The op's previous event was this read.
+    last_read: Option<InOpRead>,
+    /// Reads whose data is returned, in order: (path, offset, trace length), for the pid's
+    /// kept read.
+    returns: Vec<(String, u64, u64)>,
+    /// The op's last event was a read, whose return is the last one.
+    ends_in_read: bool,
+    /// Events translated into it so far.
+    events: usize,
+}
+
+/// The costs of a round trip that do not depend on the op.
+#[derive(Clone, Debug)]
+struct CallCosts {
+    user_lib_op_ns: u64,
+    pcie_command_ns: u64,
+    request_ns: u64,
+    metadata_entry_ns: u64,
+    host_ns_per_fuel: f64,
+}
+
+/// StorageFS over the device, replaying fused ops whole (`fusion`) or not (`firmware`).
+pub struct FusionSystem<'a> {
+    fs: StorageFs,
+    device: Device,
+    profile: Profile,
+    runner: &'a mut dyn StageRunner,
+    fuses: bool,
+    costs: CallCosts,
+    fds: HashMap<(u32, i64), TraceFd>,
+    dirs: BTreeSet<String>,
+    placement: Placement,
+    contents: Contents,
+    kept: HashMap<u32, KeptRead>,
+    /// When each device core is next free.
+    cores: Vec<VirtualTime>,
+    started: VirtualTime,
+    clock: VirtualTime,
+    totals: FusionTotals,
+}
+
+fn storage(e: csd_device::storagefs::FsError) -> OpError {
+    OpError::Storage(e.to_string())
+}
+
+/// The bytes a data op moves (what it returned, else what it asked), at most what one round
+/// trip carries.
+fn call_bytes(ev: &Event, len: u64) -> Result<u64, OpError> {
+    let n = ev.ret.map_or(len, |r| r.max(0) as u64);
+    if n > CALL_BYTES {
+        return Err(OpError::Range(format!(
+            "{} of {n} bytes: one StorageFS call carries at most {CALL_BYTES} ({MAX_INPUTS} buffers of {MAX_SLOT_BYTES})",
+            ev.op.name()
+        )));
+    }
+    Ok(n)
+}
+
+/// Every ancestor directory of `path` (`/a/b/c` → `/a`, `/a/b`).
+fn parents(path: &str) -> impl Iterator<Item = &str> {
+    path.match_indices('/')
+        .map(move |(i, _)| &path[..i])
+        .filter(|p| !p.is_empty())
+}
+
+impl<'a> FusionSystem<'a> {
+    /// StorageFS on a fresh device of `profile`, holding the files the trace uses without
+    /// creating them (their contents drawn from `seed`), clock and counters at zero.
+    pub fn new(
+        scan: &Prescan,
+        profile: &Profile,
+        seed: u64,
+        runner: &'a mut dyn StageRunner,
+        fuses: bool,
+    ) -> Result<FusionSystem<'a>, SetupError> {
+        let needs = |what: &str| {
+            SetupError::Profile(format!(
+                "profile '{}' has no {what}; the firmware and fusion designs need one (try --profile optane-csd)",
+                profile.name
+            ))
+        };
+        let fusion = profile
+            .fusion
+            .as_ref()
+            .ok_or_else(|| needs("[fusion] table"))?;
+        let host_ns_per_fuel = profile
+            .host
+            .cpu_ns_per_fuel
+            .ok_or_else(|| needs("host.cpu_ns_per_fuel"))?;
+        let device = Device::new(profile, DataMode::TimingOnly)?;
+        let placement = Placement::new(
+            device.capacity_bytes() / device.page_size(),
+            device.page_size(),
+        );
+        let mut sys = FusionSystem {
+            fs: StorageFs::new(),
+            placement,
+            device,
+            runner,
+            fuses,
+            costs: CallCosts {
+                user_lib_op_ns: fusion.user_lib_op_ns,
+                pcie_command_ns: profile.host_interface.pcie_command_ns,
+                request_ns: profile.device_cpu.request_ns,
+                metadata_entry_ns: profile.device_cpu.metadata_entry_ns,
+                host_ns_per_fuel,
+            },
+            profile: profile.clone(),
+            fds: HashMap::new(),
+            dirs: scan.dirs.iter().cloned().collect(),
+            contents: Contents::new(seed),
+            kept: HashMap::new(),
+            cores: vec![VirtualTime::ZERO; profile.device_cpu.cores.max(1) as usize],
+            started: VirtualTime::ZERO,
+            clock: VirtualTime::ZERO,
+            totals: FusionTotals::default(),
+        };
+        sys.make_initial_files(scan)?;
+        sys.device.reset_measurements();
+        sys.totals = FusionTotals::default();
+        Ok(sys)
+    }
+
+    /// The files the trace reads without creating them, with their initial contents.
+    fn make_initial_files(&mut self, scan: &Prescan) -> Result<(), SetupError> {
+        let setup = |e: &dyn std::fmt::Display| SetupError::Files(e.to_string());
+        let needed: u64 = scan.files.values().fold(0, |a, f| a.saturating_add(f.size));
+        if needed > self.device.capacity_bytes() {
+            return Err(SetupError::Files(format!(
+                "the trace reads {needed} bytes of files it never writes, more than the {}-byte device of profile '{}' holds",
+                self.device.capacity_bytes(),
+                self.profile.name
+            )));
+        }
+        for (path, f) in &scan.files {
+            if f.size > MAX_FILE_BYTES {
+                return Err(SetupError::Files(format!(
+                    "{path} must hold {} bytes before the trace starts; StorageFS files hold at most {MAX_FILE_BYTES}",
+                    f.size
+                )));
+            }
+            for p in parents(path) {
+                self.dirs.insert(p.to_string());
+            }
+            let fd = self
+                .fs
+                .open(WHO, path, true, self.runner)
+                .map_err(|e| setup(&e))?;
+            let data = self.contents.initial(path, f.size as usize);
+            for (i, chunk) in data.chunks(MAX_SLOT_BYTES).enumerate() {
+                let mut b = CiscBuilder::new();
+                let s = b.input(chunk.to_vec());
+                b.pwrite(FileRef::Fd(fd), (i * MAX_SLOT_BYTES) as u64, s);
+                let op = b.finish().map_err(|e| setup(&e))?;
+                let done = self
+                    .fs
+                    .submit(WHO, &op, self.runner)
+                    .map_err(|e| setup(&e))?;
+                let ranges = self.placed_writes(&done).map_err(|e| setup(&e))?;
+                self.device
+                    .write_ranges(IoPath::Host, VirtualTime::ZERO, &ranges, None)?;
+            }
+            self.fs.close(WHO, fd).map_err(|e| setup(&e))?;
+        }
+        Ok(())
+    }
+
+    /// StorageFS, for checks of what the replay left.
+    pub fn storage(&self) -> &StorageFs {
+        &self.fs
+    }
+
+    /// The device byte ranges an op's in-place writes land on; unlinked files' pages freed.
+    fn placed_writes(&mut self, done: &Submitted) -> Result<Vec<(u64, u64)>, OpError> {
+        let mut ranges = Vec::new();
+        for s in &done.steps {
+            match s {
+                FsStep::Apply(Redo::Write { ino, offset, bytes }) => ranges.extend(
+                    self.placement
+                        .ranges(*ino, *offset, bytes.len() as u64)
+                        .map_err(|e| OpError::Storage(e.to_string()))?,
+                ),
+                FsStep::Apply(Redo::Unlink { ino, .. }) => self
+                    .placement
+                    .free(*ino)
+                    .map_err(|e| OpError::Storage(e.to_string()))?,
+                _ => {}
+            }
+        }
+        Ok(ranges)
+    }
+
+    /// `ns` of work on the first device core free at `at`; when it ends.
+    fn on_core(&mut self, at: VirtualTime, ns: u64) -> VirtualTime {
+        let core = (0..self.cores.len())
+            .min_by_key(|&i| self.cores[i])
+            .expect("at least one core");
+        let end = self.cores[core].max(at).after(ns);
+        self.cores[core] = end;
+        self.totals.device_core_ns += ns;
+        end
+    }
+
+    /// A round trip that only looks up names (`entries` of them) and returns `out` bytes.
+    fn lookup_call(&mut self, at: VirtualTime, entries: u64, out: u64) -> VirtualTime {
+        self.totals.requests += 1;
+        let t = at.after(self.costs.user_lib_op_ns);
+        let t = self
+            .device
+            .host_transfer(t.after(self.costs.pcie_command_ns), 0)
+            .done;
+        let ns = self.costs.request_ns + entries * self.costs.metadata_entry_ns;
+        let t = self.on_core(t, ns);
+        if out > 0 {
+            self.device.host_transfer(t, out).done
+        } else {
+            t
+        }
+    }
+
+    /// Times a submitted op as one round trip from `at`.
+    fn time(
+        &mut self,
+        at: VirtualTime,
+        done: &Submitted,
+        host_ns: u64,
+        in_bytes: u64,
+    ) -> Result<VirtualTime, OpError> {
+        self.totals.requests += 1;
+        self.totals.commands += done.cost.commands;
+        self.totals.device_fuel += done.cost.fuel;
+        self.totals.host_compute_ns += host_ns;
+        let mut reads = Vec::new();
+        for &(ino, offset, n) in &done.reads {
+            reads.extend(
+                self.placement
+                    .ranges(ino, offset, n)
+                    .map_err(|e| OpError::Storage(e.to_string()))?,
+            );
+        }
+        let writes = self.placed_writes(done)?;
+        let t = at.after(self.costs.user_lib_op_ns + host_ns);
+        let t = self
+            .device
+            .host_transfer(t.after(self.costs.pcie_command_ns), in_bytes)
+            .done;
+        let core = core_ns(&self.profile, done).round() as u64;
+        let mut t = self.on_core(t, core);
+        if !reads.is_empty() {
+            t = self
+                .device
+                .read_ranges(IoPath::Internal, t, &reads, None)?
+                .done;
+        }
+        if !writes.is_empty() {
+            t = self
+                .device
+                .write_ranges(IoPath::Internal, t, &writes, None)?
+                .done;
+        }
+        let out: u64 = done.returned.iter().map(|r| r.len() as u64).sum();
+        if out > 0 {
+            t = self.device.host_transfer(t, out).done;
+        }
+        Ok(t)
+    }
+
+    /// Submits `call` from `at`, keeps the pid's last read, and returns when it is done.
+    fn submit(&mut self, pid: u32, call: Call, at: VirtualTime) -> Result<VirtualTime, OpError> {
+        let op = call
+            .b
+            .finish()
+            .map_err(|e| OpError::Storage(format!("the op is not valid: {e}")))?;
+        let done = self.fs.submit(WHO, &op, self.runner).map_err(storage)?;
+        let end = self.time(at, &done, call.host_ns, call.in_bytes)?;
+        self.kept.remove(&pid);
+        if call.ends_in_read {
+            if let (Some((path, offset, len)), Some(data)) =
+                (call.returns.last(), done.returned.last())
+            {
+                self.kept.insert(
+                    pid,
+                    KeptRead {
+                        path: path.clone(),
+                        offset: *offset,
+                        len: *len,
+                        data: data.clone(),
+                    },
+                );
+            }
+        }
+        Ok(end)
+    }
+
+    /// The file a data op of `pid` names, from the op's own handles or the pid's fds.
+    fn file(&self, call: &Call, pid: u32, fd: i64) -> Result<(FileRef, bool, u64), OpError> {
+        if let Some(h) = call.handles.get(&fd) {
+            return Ok(*h);
+        }
+        match self.fds.get(&(pid, fd)) {
+            Some(TraceFd::File { fd, append, pos }) => Ok((FileRef::Fd(*fd), *append, *pos)),
+            Some(TraceFd::Dir) => Err(OpError::Unsupported(format!(
+                "fd {fd} is a directory: StorageFS keeps no directory data"
+            ))),
+            None => Err(OpError::Range(format!(
+                "fd {fd} of pid {pid} is not open here"
+            ))),
+        }
+    }
+
+    fn set_pos(&mut self, call: &mut Call, pid: u32, fd: i64, pos: u64) {
+        if let Some(h) = call.handles.get_mut(&fd) {
+            h.2 = pos;
+        } else if let Some(TraceFd::File { pos: p, .. }) = self.fds.get_mut(&(pid, fd)) {
+            *p = pos;
+        }
+    }
+
+    /// Adds one event's commands to `call`.
+    // Long: one arm per file operation a CISC op can carry.
+    fn translate(&mut self, call: &mut Call, ev: &Event) -> Result<(), OpError> {
+        let previous = call.last_read.take();
+        call.ends_in_read = false;
+        call.events += 1;
+        match &ev.op {
+            Op::Open { path, flags } => {
+                self.check_truncate(path, flags)?;
+                let file = call.b.open(path, flags.create);
+                for p in parents(path) {
+                    self.dirs.insert(p.to_string());
+                }
+                let fd = ev.ret.unwrap_or(-1);
+                call.handles.insert(fd, (file, flags.append, 0));
+            }
+            Op::Close { fd, .. } => {
+                let (file, ..) = self.file(call, ev.pid, *fd)?;
+                call.b.close(file);
+                if call.handles.remove(fd).is_none() {
+                    self.fds.remove(&(ev.pid, *fd));
+                }
+            }
+            Op::Fsync { fd, .. } | Op::Fdatasync { fd, .. } => {
+                let (file, ..) = self.file(call, ev.pid, *fd)?;
+                call.b.fsync(file);
+            }
+            Op::Read { fd, path, off, len } => self.read(call, ev, *fd, path, *off, *len)?,
+            Op::Pread { fd, path, off, len } => self.read(call, ev, *fd, path, Some(*off), *len)?,
+            Op::Write { fd, path, off, len } => {
+                self.write(call, ev, *fd, path, *off, *len, previous)?
+            }
+            Op::Pwrite { fd, path, off, len } => {
+                self.write(call, ev, *fd, path, Some(*off), *len, previous)?
+            }
+            other => {
+                return Err(OpError::Unsupported(format!(
+                    "{} cannot be part of a CISC op",
+                    other.name()
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// A read into slots, returned to the host.
+    fn read(
+        &mut self,
+        call: &mut Call,
+        ev: &Event,
+        fd: i64,
+        path: &str,
+        off: Option<u64>,
+        len: u64,
+    ) -> Result<(), OpError> {
+        let n = call_bytes(ev, len)?;
+        let (file, _, pos) = self.file(call, ev.pid, fd)?;
+        let at = off.unwrap_or(pos);
+        let end = at
+            .checked_add(n)
+            .filter(|&e| e <= MAX_FILE_BYTES)
+            .ok_or_else(|| {
+                OpError::Range(format!(
+                    "a read of {n} bytes at {at} is past StorageFS's {MAX_FILE_BYTES}-byte files"
+                ))
+            })?;
+        if matches!(ev.op, Op::Read { .. }) {
+            self.set_pos(call, ev.pid, fd, end);
+        }
+        let mut o = at;
+        let mut last = None;
+        while o < end || last.is_none() {
+            let step = (end - o).min(MAX_SLOT_BYTES as u64);
+            let s = call.b.pread(file, o, step as u32);
+            call.b.ret(s);
+            last = Some(s);
+            o += step;
+            if step == 0 {
+                break;
+            }
+        }
+        call.returns.push((path.to_string(), at, n));
+        call.ends_in_read = n as usize <= MAX_KEPT_READ;
+        if let (Some(slot), true) = (last, n as usize <= MAX_KEPT_READ) {
+            call.last_read = Some(InOpRead {
+                path: path.to_string(),
+                offset: at,
+                len: n,
+                slot,
+            });
+        }
+        Ok(())
+    }
+
+    /// A write of the next pattern, or, right after a read of the same range, of that read
+    /// modified (on the device when the read is in this op, on the host when it came back
+    /// earlier).
+    #[allow(clippy::too_many_arguments)]
+    fn write(
+        &mut self,
+        call: &mut Call,
+        ev: &Event,
+        fd: i64,
+        path: &str,
+        off: Option<u64>,
+        len: u64,
+        previous: Option<InOpRead>,
+    ) -> Result<(), OpError> {
+        let n = call_bytes(ev, len)?;
+        let (file, append, pos) = self.file(call, ev.pid, fd)?;
+        let at = off.unwrap_or(pos);
+        let end = at
+            .checked_add(n)
+            .filter(|&e| e <= MAX_FILE_BYTES)
+            .ok_or_else(|| {
+                OpError::Range(format!(
+                    "a write of {n} bytes at {at} is past StorageFS's {MAX_FILE_BYTES}-byte files"
+                ))
+            })?;
+        if matches!(ev.op, Op::Write { .. }) {
+            self.set_pos(call, ev.pid, fd, end);
+        }
+        let modifies = |p: &str, o: u64, l: u64| !append && p == path && o == at && l == n;
+        let pattern = self.contents.next_write(path, n as usize);
+        call.in_bytes += n;
+        if let Some(r) = previous.filter(|r| modifies(&r.path, r.offset, r.len)) {
+            let p = call.b.input(pattern);
+            let out = call.b.process(Stage::Xor, &[p, r.slot]);
+            call.b.pwrite(file, at, out);
+            return Ok(());
+        }
+        // Only the op's first event follows the pid's previous op directly.
+        let first = call.events == 1;
+        let kept = self
+            .kept
+            .get(&ev.pid)
+            .filter(|k| first && modifies(&k.path, k.offset, k.len));
+        let data = match kept {
+            Some(k) => {
+                // The program modifies what it read, on its own CPU.
+                let run = self
+                    .runner
+                    .run(&Stage::Xor, &pattern, &k.data, MAX_SLOT_BYTES)
+                    .map_err(OpError::Storage)?;
+                call.host_ns += (run.fuel as f64 * self.costs.host_ns_per_fuel).round() as u64;
+                run.output
+            }
+            None => pattern,
+        };
+        for (i, chunk) in data.chunks(MAX_SLOT_BYTES).enumerate() {
+            let s = call.b.input(chunk.to_vec());
+            if append {
+                call.b.append(file, s);
+            } else {
+                call.b.pwrite(file, at + (i * MAX_SLOT_BYTES) as u64, s);
+            }
+        }
+        if data.is_empty() {
+            let s = call.b.input(Vec::new());
+            call.b.pwrite(file, at, s);
+        }
+        Ok(())
+    }
+
+    /// StorageFS has no truncate: an `O_TRUNC` open of a file with data in it is refused.
+    fn check_truncate(&self, path: &str, flags: &OpenFlags) -> Result<(), OpError> {
+        let has_data = self.fs.contents(path).is_some_and(|d| !d.is_empty());
+        if flags.truncate && flags.write && has_data {
+            return Err(OpError::Unsupported(format!(
+                "open of {path} with O_TRUNC: StorageFS has no truncate"
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl FusionSystem<'_> {
+    /// A RISC-style open: one round trip; a directory is only looked up.
+    fn open(
+        &mut self,
+        ev: &Event,
+        path: &str,
+        flags: &OpenFlags,
+        at: VirtualTime,
+    ) -> Result<VirtualTime, OpError> {
+        let entries = path.split('/').filter(|c| !c.is_empty()).count() as u64;
+        if flags.directory || self.dirs.contains(path) || path == "/" {
+            let end = self.lookup_call(at, entries, 0);
+            if let Some(fd) = ev.ret {
+                self.fds.insert((ev.pid, fd), TraceFd::Dir);
+            }
+            return Ok(end);
+        }
+        self.check_truncate(path, flags)?;
+        let (fd, done) = self
+            .fs
+            .open_costed(WHO, path, flags.create, self.runner)
+            .map_err(storage)?;
+        for p in parents(path) {
+            self.dirs.insert(p.to_string());
+        }
+        let end = self.time(at, &done, 0, path.len() as u64)?;
+        match ev.ret {
+            Some(tfd) => {
+                let f = TraceFd::File {
+                    fd,
+                    append: flags.append,
+                    pos: 0,
+                };
+                if let Some(TraceFd::File { fd: old, .. }) = self.fds.insert((ev.pid, tfd), f) {
+                    let _ = self.fs.close(WHO, old);
+                }
+            }
+            None => self.fs.close(WHO, fd).map_err(storage)?,
+        }
+        Ok(end)
+    }
+
+    /// A trace fd the trace never showed opened (inherited): opened here first, as its own
+    /// round trip.
+    fn implicit_open(&mut self, ev: &Event, at: VirtualTime) -> Result<VirtualTime, OpError> {
+        let Some((fd, path)) = ev.op.fd().zip(fd_path(&ev.op)) else {
+            return Ok(at);
+        };
+        if self.fds.contains_key(&(ev.pid, fd)) {
+            return Ok(at);
+        }
+        let write = matches!(ev.op, Op::Write { .. } | Op::Pwrite { .. });
+        let open = Event {
+            op: Op::Open {
+                path: path.to_string(),
+                flags: OpenFlags {
+                    read: true,
+                    write,
+                    create: write,
+                    ..OpenFlags::default()
+                },
+            },
+            ret: Some(fd),
+            ..ev.clone()
+        };
+        let Op::Open { path, flags } = &open.op else {
+            unreachable!("built above")
+        };
+        self.open(&open, path, flags, at)
+    }
+
+    /// One event that is not a fused op: its own round trip (or none, for what StorageFS
+    /// keeps no state of).
+    // Long: one arm per trace op, each a StorageFS call or a lookup.
+    fn apply_single(&mut self, ev: &Event, at: VirtualTime) -> Result<VirtualTime, OpError> {
+        let entries = |p: &str| p.split('/').filter(|c| !c.is_empty()).count() as u64;
+        match &ev.op {
+            Op::Open { path, flags } => {
+                self.kept.remove(&ev.pid);
+                self.open(ev, path, flags, at)
+            }
+            Op::Close { fd, .. }
+                if matches!(self.fds.get(&(ev.pid, *fd)), Some(TraceFd::Dir) | None) =>
+            {
+                self.kept.remove(&ev.pid);
+                self.fds.remove(&(ev.pid, *fd));
+                Ok(self.lookup_call(at, 0, 0))
+            }
+            Op::Fsync { fd, .. } | Op::Fdatasync { fd, .. }
+                if matches!(self.fds.get(&(ev.pid, *fd)), Some(TraceFd::Dir)) =>
+            {
+                // StorageFS journals its namespace with every op: a directory has nothing
+                // left to flush.
+                self.kept.remove(&ev.pid);
+                Ok(self.lookup_call(at, 0, 0))
+            }
+            Op::Close { .. }
+            | Op::Read { .. }
+            | Op::Write { .. }
+            | Op::Pread { .. }
+            | Op::Pwrite { .. }
+            | Op::Fsync { .. }
+            | Op::Fdatasync { .. } => {
+                let at = self.implicit_open(ev, at)?;
+                let mut call = Call::default();
+                self.translate(&mut call, ev)?;
+                self.submit(ev.pid, call, at)
+            }
+            Op::Cisc { ops, .. } => {
+                let mut t = at;
+                for e in ops {
+                    t = self.apply_single(e, t)?;
+                }
+                Ok(t)
+            }
+            Op::Unlink { path } => {
+                self.kept.remove(&ev.pid);
+                let mut call = Call::default();
+                call.b.unlink(path);
+                self.submit(ev.pid, call, at)
+            }
+            Op::Stat { path } => {
+                self.kept.remove(&ev.pid);
+                if self.fs.medium().lookup(path).is_none()
+                    && !self.dirs.contains(path)
+                    && path != "/"
+                {
+                    return Err(OpError::Storage(format!(
+                        "stat of {path}: no such file or directory"
+                    )));
+                }
+                Ok(self.lookup_call(at, entries(path), STAT_BYTES))
+            }
+            Op::Mkdir { path } => {
+                self.kept.remove(&ev.pid);
+                if self.fs.medium().lookup(path).is_some() || !self.dirs.insert(path.clone()) {
+                    return Err(OpError::Storage(format!("mkdir of {path}: it exists")));
+                }
+                for p in parents(path) {
+                    self.dirs.insert(p.to_string());
+                }
+                Ok(self.lookup_call(at, entries(path), 0))
+            }
+            Op::Rmdir { path } => {
+                self.kept.remove(&ev.pid);
+                let below = format!("{}/", path.trim_end_matches('/'));
+                let has_file = self
+                    .fs
+                    .medium()
+                    .names
+                    .range(below.clone()..)
+                    .next()
+                    .is_some_and(|(n, _)| n.starts_with(&below));
+                let has_dir = self
+                    .dirs
+                    .range(below.clone()..)
+                    .next()
+                    .is_some_and(|d| d.starts_with(&below));
+                if has_file || has_dir {
+                    return Err(OpError::Storage(format!("rmdir of {path}: not empty")));
+                }
+                if !self.dirs.remove(path) {
+                    return Err(OpError::Storage(format!(
+                        "rmdir of {path}: no such directory"
+                    )));
+                }
+                Ok(self.lookup_call(at, entries(path), 0))
+            }
+            Op::Rename { .. } | Op::Truncate { .. } => Err(OpError::Unsupported(format!(
+                "{}: StorageFS has none",
+                ev.op.name()
+            ))),
+            Op::Ndp { .. } | Op::Isc { .. } | Op::Bread { .. } | Op::Bwrite { .. } => {
+                unreachable!("skipped in apply")
+            }
+        }
+    }
+
+    /// A fused op: one round trip carrying every event's commands.
+    fn apply_fused(
+        &mut self,
+        ev: &Event,
+        ops: &[Event],
+        at: VirtualTime,
+    ) -> Result<VirtualTime, OpError> {
+        let mut t = at;
+        for e in ops {
+            if !matches!(e.op, Op::Open { .. }) {
+                let opened_here = ops
+                    .iter()
+                    .any(|o| matches!(o.op, Op::Open { .. }) && o.ret == e.op.fd());
+                if !opened_here {
+                    t = self.implicit_open(e, t)?;
+                }
+            }
+        }
+        let mut call = Call::default();
+        for e in ops {
+            self.translate(&mut call, e)?;
+        }
+        // The op's opens that it did not close stay open as the pid's fds: StorageFS closes
+        // an op's own handles when it ends, so they are opened again, as the program holds them.
+        let left: Vec<i64> = call.handles.keys().copied().collect();
+        let end = self.submit(ev.pid, call, t)?;
+        self.totals.cisc_ops += 1;
+        let mut end = end;
+        for fd in left {
+            if let Some(Op::Open { path, flags }) =
+                ops.iter().find(|o| o.ret == Some(fd)).map(|o| &o.op)
+            {
+                let reopen = Event {
+                    op: Op::Open {
+                        path: path.clone(),
+                        flags: OpenFlags {
+                            create: false,
+                            truncate: false,
+                            ..*flags
+                        },
+                    },
+                    ret: Some(fd),
+                    ..ev.clone()
+                };
+                end = self.open(&reopen, path, flags, end)?;
+            }
+        }
+        Ok(end)
+    }
+}
+
+/// The path of an fd op.
+fn fd_path(op: &Op) -> Option<&str> {
+    match op {
+        Op::Close { path, .. }
+        | Op::Read { path, .. }
+        | Op::Write { path, .. }
+        | Op::Pread { path, .. }
+        | Op::Pwrite { path, .. }
+        | Op::Fsync { path, .. }
+        | Op::Fdatasync { path, .. } => Some(path),
+        _ => None,
+    }
+}
+
+impl System for FusionSystem<'_> {
+    fn name(&self) -> String {
+        if self.fuses { "fusion" } else { "firmware" }.to_string()
+    }
+
+    fn op_started(&self) -> VirtualTime {
+        self.started
+    }
+
+    fn begin(&mut self, start: VirtualTime) -> Result<(), String> {
+        assert!(
+            start >= self.started,
+            "operations begin in time order: {start:?} after {:?}",
+            self.started
+        );
+        self.started = start;
+        self.clock = start;
+        Ok(())
+    }
+
+    fn fuses(&self) -> bool {
+        self.fuses
+    }
+
+    fn apply(&mut self, ev: &Event, start: VirtualTime) -> Result<Applied, OpError> {
+        if matches!(
+            ev.op,
+            Op::Ndp { .. } | Op::Isc { .. } | Op::Bread { .. } | Op::Bwrite { .. }
+        ) {
+            return Ok(Applied::Skipped(format!(
+                "{} (StorageFS replays file operations)",
+                ev.op.name()
+            )));
+        }
+        let end = match &ev.op {
+            Op::Cisc { ops, .. } if self.fuses => self.apply_fused(ev, ops, start)?,
+            _ => self.apply_single(ev, start)?,
+        };
+        self.clock = end.max(start);
+        Ok(Applied::Done)
+    }
+
+    fn clock(&self) -> VirtualTime {
+        self.clock
+    }
+
+    fn totals(&self) -> Totals {
+        let medium = self.fs.medium();
+        let mut sha = Sha256::new();
+        let mut bytes = 0u64;
+        for (path, ino) in &medium.names {
+            let data = medium
+                .inodes
+                .get(ino)
+                .map_or(&[][..], |i| i.data.as_slice());
+            sha.update((path.len() as u64).to_le_bytes());
+            sha.update(path.as_bytes());
+            sha.update((data.len() as u64).to_le_bytes());
+            sha.update(data);
+            bytes += data.len() as u64;
+        }
+        let digest: String = sha.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        Totals {
+            ndp: None,
+            isc: None,
+            fusion: Some(FusionTotals {
+                files: medium.names.len() as u64,
+                bytes,
+                contents_sha256: digest,
+                ..self.totals.clone()
+            }),
+            device: self.device.counters(),
+        }
+    }
+
+    fn check_invariants(&self) -> Result<(), String> {
+        self.device.check_invariants().map_err(|e| e.to_string())
+    }
+}
