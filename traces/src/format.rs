@@ -1175,4 +1175,34 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn a_cisc_op_round_trips_and_bad_ones_are_named() {
+        let line = r#"{"t":5,"pid":9,"op":"cisc","pattern":"write-sync","ops":[{"t":5,"pid":9,"op":"pwrite","fd":3,"path":"/f","off":0,"len":4,"ret":4},{"t":6,"pid":9,"op":"fsync","fd":3,"path":"/f","ret":0}],"ret":0,"dur":2}"#;
+        let Ok(Parsed::Event(ev)) = parse_event(line) else {
+            panic!("a cisc op parses")
+        };
+        let Op::Cisc { pattern, ops } = &ev.op else {
+            panic!("it is a cisc op")
+        };
+        assert_eq!((*pattern, ops.len()), (FusePattern::WriteSync, 2));
+        assert_eq!(ev.to_line(), line);
+
+        let bad = |ops: &str| {
+            let line =
+                format!(r#"{{"t":1,"pid":9,"op":"cisc","pattern":"write-sync","ops":{ops}}}"#);
+            parse_event(&line).err().unwrap_or_default()
+        };
+        let stat = r#"{"t":1,"pid":9,"op":"stat","path":"/f"}"#;
+        assert!(bad(&format!("[{stat}]")).contains("is a stat"));
+        let other = r#"{"t":1,"pid":8,"op":"fsync","fd":3,"path":"/f"}"#;
+        assert!(bad(&format!("[{other}]")).contains("pid 8"));
+        assert!(bad(&format!("[{line}]")).contains("another cisc op"));
+        assert!(bad("[]").contains("1 to 32"));
+        let many = vec![other.replace("8", "9"); 33].join(",");
+        assert!(bad(&format!("[{many}]")).contains("33 events"));
+        assert!(parse_event(&line.replace("write-sync", "bogus"))
+            .unwrap_err()
+            .contains("unknown pattern"));
+    }
 }

@@ -473,3 +473,193 @@ pub fn fuse_trace(
     w.finish()?;
     Ok(report)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::OpenFlags;
+
+    fn ev(t: u64, pid: u32, op: Op, ret: i64) -> Event {
+        Event {
+            t,
+            pid,
+            op,
+            ret: Some(ret),
+            dur: Some(1),
+            extra: BTreeMap::new(),
+        }
+    }
+
+    fn open(t: u64, pid: u32, path: &str, fd: i64) -> Event {
+        let flags = OpenFlags::parse("O_RDWR|O_CREAT");
+        ev(
+            t,
+            pid,
+            Op::Open {
+                path: path.into(),
+                flags,
+            },
+            fd,
+        )
+    }
+
+    fn pwrite(t: u64, pid: u32, fd: i64, path: &str, off: u64, len: u64) -> Event {
+        let path = path.into();
+        ev(t, pid, Op::Pwrite { fd, path, off, len }, len as i64)
+    }
+
+    fn pread(t: u64, pid: u32, fd: i64, path: &str, off: u64, len: u64) -> Event {
+        let path = path.into();
+        ev(t, pid, Op::Pread { fd, path, off, len }, len as i64)
+    }
+
+    fn fsync(t: u64, pid: u32, fd: i64, path: &str) -> Event {
+        ev(
+            t,
+            pid,
+            Op::Fdatasync {
+                fd,
+                path: path.into(),
+            },
+            0,
+        )
+    }
+
+    fn close(t: u64, pid: u32, fd: i64, path: &str) -> Event {
+        ev(
+            t,
+            pid,
+            Op::Close {
+                fd,
+                path: path.into(),
+            },
+            0,
+        )
+    }
+
+    fn fuse(events: Vec<Event>) -> (Vec<Event>, FuseReport) {
+        let mut f = Fuser::new();
+        let mut out: Vec<Event> = events.into_iter().flat_map(|e| f.push(e)).collect();
+        let (rest, report) = f.finish();
+        out.extend(rest);
+        (out, report)
+    }
+
+    fn patterns(out: &[Event]) -> Vec<Option<FusePattern>> {
+        out.iter()
+            .map(|e| match &e.op {
+                Op::Cisc { pattern, .. } => Some(*pattern),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_pattern_becomes_one_cisc_op() {
+        let f = "/f";
+        let (out, report) = fuse(vec![
+            open(1, 7, f, 3),
+            pwrite(2, 7, 3, f, 0, 100),
+            fsync(3, 7, 3, f),
+            close(4, 7, 3, f),
+            open(5, 7, f, 3),
+            ev(6, 7, Op::Stat { path: f.into() }, 0),
+            pwrite(7, 7, 3, f, 0, 10),
+            pread(8, 7, 3, f, 10, 10),
+            fsync(9, 7, 3, f),
+            pread(10, 7, 3, f, 0, 64),
+            pwrite(11, 7, 3, f, 0, 64),
+            close(12, 7, 3, f),
+        ]);
+        use FusePattern::*;
+        assert_eq!(
+            patterns(&out),
+            vec![
+                Some(OpenWriteSyncClose),
+                None,
+                None,
+                Some(WriteSync),
+                Some(ReadModifyWrite),
+                None
+            ]
+        );
+        assert_eq!((report.events_in, report.events_out), (12, 6));
+        assert_eq!(report.bytes_written, 174);
+        let Op::Cisc { ops, .. } = &out[0].op else {
+            unreachable!()
+        };
+        assert_eq!(ops.len(), 4, "the open, write, sync and close");
+        assert_eq!(out[0].t, 1, "the op takes its first event's place");
+    }
+
+    #[test]
+    fn another_pid_naming_the_file_ends_a_run_before_it() {
+        let f = "/f";
+        let (out, _) = fuse(vec![
+            open(1, 1, f, 3),
+            pwrite(2, 1, 3, f, 0, 10),
+            ev(3, 2, Op::Stat { path: f.into() }, 0),
+            fsync(4, 1, 3, f),
+            ev(
+                5,
+                2,
+                Op::Stat {
+                    path: "/other".into(),
+                },
+                0,
+            ),
+            close(6, 1, 3, f),
+        ]);
+        // The stat of /f stops the open…close run; its fsync alone is no op. The stat of
+        // another file does not.
+        assert!(patterns(&out).iter().all(Option::is_none), "{out:?}");
+        assert_eq!(
+            out.iter().map(|e| e.t).collect::<Vec<_>>(),
+            [1, 2, 3, 4, 5, 6]
+        );
+
+        let (out, _) = fuse(vec![
+            pwrite(1, 1, 3, f, 0, 10),
+            ev(
+                2,
+                2,
+                Op::Stat {
+                    path: "/other".into(),
+                },
+                0,
+            ),
+            fsync(3, 1, 3, f),
+        ]);
+        assert_eq!(out.len(), 2);
+        assert_eq!(patterns(&out)[0], Some(FusePattern::WriteSync));
+        assert_eq!(out[1].t, 2, "the other pid's event follows the fused op");
+    }
+
+    #[test]
+    fn a_run_too_long_for_one_op_sheds_its_oldest_writes() {
+        let f = "/f";
+        let mut events: Vec<Event> = (0..20).map(|i| pwrite(i, 1, 3, f, i * 10, 10)).collect();
+        events.push(fsync(20, 1, 3, f));
+        let (out, report) = fuse(events);
+        // Eight host buffers per op: the last eight writes and the sync are fused.
+        assert_eq!(out.len(), 13);
+        assert!(patterns(&out)[..12].iter().all(Option::is_none));
+        let Op::Cisc { ops, .. } = &out[12].op else {
+            unreachable!()
+        };
+        assert_eq!(ops.len(), 9);
+        assert_eq!(ops[0].t, 12);
+        assert_eq!(report.fused_ops(), 1);
+    }
+
+    #[test]
+    fn failed_and_oversized_calls_are_not_fused() {
+        let f = "/f";
+        let mut bad = pwrite(1, 1, 3, f, 0, 10);
+        bad.ret = Some(-5);
+        let big = pwrite(3, 1, 3, f, 0, MAX_SLOT_BYTES as u64 + 1);
+        let (out, report) = fuse(vec![bad, fsync(2, 1, 3, f), big, fsync(4, 1, 3, f)]);
+        assert_eq!(report.fused_ops(), 0);
+        assert_eq!(out.len(), 4);
+    }
+}
