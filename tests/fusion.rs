@@ -446,3 +446,174 @@ fn equal_weights_get_equal_device_cpu_shares() {
     }
     assert!(jain_index(&[shares[0] as f64, shares[1] as f64]) < 0.9);
 }
+
+/// One action of a generated program: what a process does with its files.
+#[derive(Clone, Debug)]
+enum Act {
+    Open { path: u8, append: bool },
+    Write { fd: u8, len: u16 },
+    Pwrite { fd: u8, off: u16, len: u16 },
+    Read { fd: u8, len: u16 },
+    Pread { fd: u8, off: u16, len: u16 },
+    /// A pread and the pwrite of the same range.
+    Modify { fd: u8, off: u16, len: u16 },
+    Sync { fd: u8 },
+    Close { fd: u8 },
+    Stat { path: u8 },
+    Unlink { path: u8 },
+}
+
+fn act() -> impl proptest::strategy::Strategy<Value = Act> {
+    use proptest::prelude::*;
+    let len = 0u16..6000;
+    prop_oneof![
+        (0u8..3, proptest::bool::weighted(0.2)).prop_map(|(path, append)| Act::Open { path, append }),
+        (any::<u8>(), len.clone()).prop_map(|(fd, len)| Act::Write { fd, len }),
+        (any::<u8>(), 0u16..20000, len.clone()).prop_map(|(fd, off, len)| Act::Pwrite { fd, off, len }),
+        (any::<u8>(), len.clone()).prop_map(|(fd, len)| Act::Read { fd, len }),
+        (any::<u8>(), 0u16..20000, len.clone()).prop_map(|(fd, off, len)| Act::Pread { fd, off, len }),
+        (any::<u8>(), 0u16..20000, len).prop_map(|(fd, off, len)| Act::Modify { fd, off, len }),
+        any::<u8>().prop_map(|fd| Act::Sync { fd }),
+        any::<u8>().prop_map(|fd| Act::Close { fd }),
+        (0u8..3).prop_map(|path| Act::Stat { path }),
+        (0u8..3).prop_map(|path| Act::Unlink { path }),
+    ]
+}
+
+/// A valid trace of `acts`, each by one of three processes: fds name open files, files are
+/// stat or unlinked only when they exist, and unlinked only when no process holds them open.
+fn program(acts: &[(u32, Act)]) -> Vec<u8> {
+    use csd_traces::{Event, Header, Op, OpenFlags, TraceWriter};
+    use std::collections::BTreeMap;
+    let mut open: BTreeMap<u32, Vec<(i64, String)>> = BTreeMap::new();
+    let mut next_fd: BTreeMap<u32, i64> = BTreeMap::new();
+    let mut exists = std::collections::BTreeSet::new();
+    let mut events = Vec::new();
+    let mut t = 0;
+    let mut push = |pid: u32, op: Op, ret: i64| {
+        t += 1000;
+        events.push(Event { t, pid, op, ret: Some(ret), dur: Some(500), extra: BTreeMap::new() });
+    };
+    for (pid, a) in acts {
+        let pid = *pid;
+        let fds = open.entry(pid).or_default();
+        let pick = |fd: u8| (!fds.is_empty()).then(|| fds[fd as usize % fds.len()].clone());
+        match *a {
+            Act::Open { path, append } => {
+                let path = format!("/data/f{path}");
+                let fd = next_fd.entry(pid).or_insert(3);
+                let flags = OpenFlags::parse(if append { "O_RDWR|O_CREAT|O_APPEND" } else { "O_RDWR|O_CREAT" });
+                fds.push((*fd, path.clone()));
+                exists.insert(path.clone());
+                push(pid, Op::Open { path, flags }, *fd);
+                *fd += 1;
+            }
+            Act::Write { fd, len } | Act::Read { fd, len } => {
+                let Some((fd, path)) = pick(fd) else { continue };
+                let len = u64::from(len);
+                let op = if matches!(a, Act::Write { .. }) {
+                    Op::Write { fd, path, off: None, len }
+                } else {
+                    Op::Read { fd, path, off: None, len }
+                };
+                push(pid, op, len as i64);
+            }
+            Act::Pwrite { fd, off, len } | Act::Pread { fd, off, len } | Act::Modify { fd, off, len } => {
+                let Some((fd, path)) = pick(fd) else { continue };
+                let (off, len) = (u64::from(off), u64::from(len));
+                if !matches!(a, Act::Pwrite { .. }) {
+                    push(pid, Op::Pread { fd, path: path.clone(), off, len }, len as i64);
+                }
+                if !matches!(a, Act::Pread { .. }) {
+                    push(pid, Op::Pwrite { fd, path, off, len }, len as i64);
+                }
+            }
+            Act::Sync { fd } => {
+                let Some((fd, path)) = pick(fd) else { continue };
+                push(pid, Op::Fdatasync { fd, path }, 0);
+            }
+            Act::Close { fd } => {
+                let Some((fd, path)) = pick(fd) else { continue };
+                fds.retain(|(f, _)| *f != fd);
+                push(pid, Op::Close { fd, path }, 0);
+            }
+            Act::Stat { path } => {
+                let path = format!("/data/f{path}");
+                if exists.contains(&path) {
+                    push(pid, Op::Stat { path }, 0);
+                }
+            }
+            Act::Unlink { path } => {
+                let path = format!("/data/f{path}");
+                if open.values().flatten().any(|(_, p)| *p == path) || !exists.remove(&path) {
+                    continue;
+                }
+                push(pid, Op::Unlink { path }, 0);
+            }
+        }
+    }
+    let mut w = TraceWriter::new(Vec::new(), &Header::new("synthetic")).unwrap();
+    for e in &events {
+        w.write(e).unwrap();
+    }
+    w.finish().unwrap()
+}
+
+fn replay_on(
+    trace: &[u8],
+    target: csd_traces::replay::ReplayTarget,
+    stages: &mut WasmStages,
+) -> csd_traces::replay::ReplayReport {
+    use csd_traces::replay::{replay, OpRunners, Pace, ReplayOptions};
+    let profile = csd_device::Profile::load("optane-csd").unwrap();
+    let mut compute = |_: &str, _: &str| -> Result<Box<dyn csd_hostfs::ndp::NdpCompute>, String> {
+        Err("no ndp ops here".into())
+    };
+    let opts = ReplayOptions {
+        pace: Pace::Afap,
+        seed: 7,
+        strictness: csd_traces::Strictness::Strict,
+    };
+    let runners = OpRunners {
+        compute: &mut compute,
+        isc: None,
+        stages: Some(stages),
+    };
+    replay(|| Ok(trace), &profile, target, runners, &opts, |_| {}).unwrap()
+}
+
+#[test]
+fn a_fused_replay_leaves_every_file_as_the_unfused_one_does() {
+    use csd_traces::replay::ReplayTarget;
+    use proptest::test_runner::{Config, TestRunner};
+    let stages = std::cell::RefCell::new(WasmStages::new(STAGES).unwrap());
+    let fused_ops = std::cell::Cell::new(0u64);
+    let mut runner = TestRunner::new(Config::with_cases(24));
+    let programs = proptest::collection::vec((0u32..3, act()), 1..120);
+    runner
+        .run(&programs, |acts| {
+            let trace = program(&acts);
+            let mut fused = Vec::new();
+            let report = csd_traces::fuse::fuse_trace(&trace[..], &mut fused).unwrap();
+            fused_ops.set(fused_ops.get() + report.fused_ops());
+            let stages = &mut *stages.borrow_mut();
+            let unfused = replay_on(&trace, ReplayTarget::Fusion, stages);
+            let whole = replay_on(&fused, ReplayTarget::Fusion, stages);
+            let expanded = replay_on(&fused, ReplayTarget::Firmware, stages);
+            let f = |r: &csd_traces::replay::ReplayReport| r.fusion.clone().unwrap();
+            proptest::prop_assert!(unfused.first_errors.is_empty(), "{:?}", unfused.first_errors);
+            proptest::prop_assert!(whole.first_errors.is_empty(), "{:?}", whole.first_errors);
+            proptest::prop_assert_eq!(
+                (f(&whole).files, f(&whole).bytes, f(&whole).contents_sha256),
+                (f(&unfused).files, f(&unfused).bytes, f(&unfused).contents_sha256)
+            );
+            // Replayed event by event, the fused trace is the program again (other
+            // processes' events may have moved past a fused op, never on its files).
+            proptest::prop_assert_eq!(f(&expanded).contents_sha256, f(&unfused).contents_sha256);
+            proptest::prop_assert_eq!(f(&expanded).cisc_ops, 0);
+            proptest::prop_assert_eq!(f(&whole).cisc_ops, report.fused_ops());
+            Ok(())
+        })
+        .unwrap();
+    assert!(fused_ops.get() > 24, "the programs exercise fusion: {} ops", fused_ops.get());
+}
