@@ -1748,3 +1748,121 @@ fn crashcheck_fusion_checks_both_grains_and_catches_a_broken_order() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("in order"), "{}", stderr(&o));
 }
+
+/// `csd trace fuse` of the bundled SQLite recording is deterministic, and `csd replay` of
+/// the result sets the fused replay beside the unfused one: fewer round trips, less time,
+/// the same files. Bad input is named.
+#[test]
+fn trace_fuse_is_deterministic_and_replays_against_the_unfused_program() {
+    let dir = scratch("fuse");
+    let (a, b) = (dir.join("a.trace"), dir.join("b.trace"));
+    let fuse = |out: &std::path::Path| {
+        csd(&[
+            "trace",
+            "fuse",
+            "sqlite-inserts",
+            "--json",
+            "-o",
+            out.to_str().unwrap(),
+        ])
+    };
+    let (ra, rb) = (fuse(&a), fuse(&b));
+    assert!(ra.status.success(), "{}", stderr(&ra));
+    assert_eq!(ra.stderr, rb.stderr, "the same report");
+    assert_eq!(
+        std::fs::read(&a).unwrap(),
+        std::fs::read(&b).unwrap(),
+        "byte-identical traces"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&ra.stderr).unwrap();
+    let fused = report["ops"]["write-sync"].as_u64().unwrap();
+    assert!(fused > 0, "a database's commits are fusible: {report}");
+    assert_eq!(
+        report["events_in"].as_u64().unwrap() - report["events_out"].as_u64().unwrap(),
+        report["events_fused"]["write-sync"].as_u64().unwrap() - fused,
+        "each op replaces its events"
+    );
+
+    let replay = csd(&[
+        "replay",
+        a.to_str().unwrap(),
+        "--design",
+        "firmware,fusion",
+        "--json",
+        "--no-store",
+    ]);
+    assert!(replay.status.success(), "{}", stderr(&replay));
+    let r: serde_json::Value = serde_json::from_slice(&replay.stdout).unwrap();
+    assert_eq!(r["profile"], "optane-csd", "the designs' default profile");
+    let (unfused, whole) = (&r["designs"][0], &r["designs"][1]);
+    assert_eq!(
+        (unfused["design"].as_str(), whole["design"].as_str()),
+        (Some("firmware"), Some("fusion"))
+    );
+    assert_eq!(whole["fusion"]["cisc_ops"].as_u64(), Some(fused));
+    assert_eq!(unfused["fusion"]["cisc_ops"].as_u64(), Some(0));
+    assert!(whole["fusion"]["requests"].as_u64() < unfused["fusion"]["requests"].as_u64());
+    assert!(whole["duration_ns"].as_u64() < unfused["duration_ns"].as_u64());
+    assert_eq!(
+        whole["fusion"]["contents_sha256"],
+        unfused["fusion"]["contents_sha256"]
+    );
+    assert!(
+        whole["first_errors"].as_object().unwrap().is_empty(),
+        "{}",
+        whole["first_errors"]
+    );
+    let text = csd(&[
+        "replay",
+        a.to_str().unwrap(),
+        "--design",
+        "firmware,fusion",
+        "--no-store",
+    ]);
+    assert!(
+        stdout(&text).contains("final contents: the same, byte for byte"),
+        "{}",
+        stdout(&text)
+    );
+
+    let broken = dir.join("broken.trace");
+    std::fs::write(
+        &broken,
+        "{\"format\":\"csd-trace\",\"version\":1}\n{\"t\":1,\"pid\":1,\"op\":\"cisc\",\"pattern\":\"write-sync\",\"ops\":[{\"t\":1,\"pid\":1,\"op\":\"mkdir\",\"path\":\"/d\"}]}\n",
+    )
+    .unwrap();
+    let bad: &[(&[&str], &str)] = &[
+        (
+            &["trace", "fuse", "/no/such.trace"],
+            "no trace '/no/such.trace'",
+        ),
+        (&["trace", "fuse", broken.to_str().unwrap()], "line 2"),
+        (
+            &[
+                "replay",
+                broken.to_str().unwrap(),
+                "--design",
+                "fusion",
+                "--no-store",
+            ],
+            "is a mkdir",
+        ),
+        (
+            &[
+                "replay",
+                "sqlite",
+                "--design",
+                "fusion",
+                "--profile",
+                "cosmos-plus",
+                "--no-store",
+            ],
+            "no [fusion] table",
+        ),
+    ];
+    for (args, message) in bad {
+        let o = csd(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(stderr(&o).contains(message), "{args:?}: {}", stderr(&o));
+    }
+}

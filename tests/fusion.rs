@@ -450,28 +450,66 @@ fn equal_weights_get_equal_device_cpu_shares() {
 /// One action of a generated program: what a process does with its files.
 #[derive(Clone, Debug)]
 enum Act {
-    Open { path: u8, append: bool },
-    Write { fd: u8, len: u16 },
-    Pwrite { fd: u8, off: u16, len: u16 },
-    Read { fd: u8, len: u16 },
-    Pread { fd: u8, off: u16, len: u16 },
+    Open {
+        path: u8,
+        append: bool,
+    },
+    Write {
+        fd: u8,
+        len: u16,
+    },
+    Pwrite {
+        fd: u8,
+        off: u16,
+        len: u16,
+    },
+    Read {
+        fd: u8,
+        len: u16,
+    },
+    Pread {
+        fd: u8,
+        off: u16,
+        len: u16,
+    },
     /// A pread and the pwrite of the same range.
-    Modify { fd: u8, off: u16, len: u16 },
-    Sync { fd: u8 },
-    Close { fd: u8 },
-    Stat { path: u8 },
-    Unlink { path: u8 },
+    Modify {
+        fd: u8,
+        off: u16,
+        len: u16,
+    },
+    Sync {
+        fd: u8,
+    },
+    Close {
+        fd: u8,
+    },
+    Stat {
+        path: u8,
+    },
+    Unlink {
+        path: u8,
+    },
 }
 
 fn act() -> impl proptest::strategy::Strategy<Value = Act> {
     use proptest::prelude::*;
     let len = 0u16..6000;
     prop_oneof![
-        (0u8..3, proptest::bool::weighted(0.2)).prop_map(|(path, append)| Act::Open { path, append }),
+        (0u8..3, proptest::bool::weighted(0.2))
+            .prop_map(|(path, append)| Act::Open { path, append }),
         (any::<u8>(), len.clone()).prop_map(|(fd, len)| Act::Write { fd, len }),
-        (any::<u8>(), 0u16..20000, len.clone()).prop_map(|(fd, off, len)| Act::Pwrite { fd, off, len }),
+        (any::<u8>(), 0u16..20000, len.clone()).prop_map(|(fd, off, len)| Act::Pwrite {
+            fd,
+            off,
+            len
+        }),
         (any::<u8>(), len.clone()).prop_map(|(fd, len)| Act::Read { fd, len }),
-        (any::<u8>(), 0u16..20000, len.clone()).prop_map(|(fd, off, len)| Act::Pread { fd, off, len }),
+        (any::<u8>(), 0u16..20000, len.clone()).prop_map(|(fd, off, len)| Act::Pread {
+            fd,
+            off,
+            len
+        }),
         (any::<u8>(), 0u16..20000, len).prop_map(|(fd, off, len)| Act::Modify { fd, off, len }),
         any::<u8>().prop_map(|fd| Act::Sync { fd }),
         any::<u8>().prop_map(|fd| Act::Close { fd }),
@@ -492,7 +530,14 @@ fn program(acts: &[(u32, Act)]) -> Vec<u8> {
     let mut t = 0;
     let mut push = |pid: u32, op: Op, ret: i64| {
         t += 1000;
-        events.push(Event { t, pid, op, ret: Some(ret), dur: Some(500), extra: BTreeMap::new() });
+        events.push(Event {
+            t,
+            pid,
+            op,
+            ret: Some(ret),
+            dur: Some(500),
+            extra: BTreeMap::new(),
+        });
     };
     for (pid, a) in acts {
         let pid = *pid;
@@ -502,7 +547,11 @@ fn program(acts: &[(u32, Act)]) -> Vec<u8> {
             Act::Open { path, append } => {
                 let path = format!("/data/f{path}");
                 let fd = next_fd.entry(pid).or_insert(3);
-                let flags = OpenFlags::parse(if append { "O_RDWR|O_CREAT|O_APPEND" } else { "O_RDWR|O_CREAT" });
+                let flags = OpenFlags::parse(if append {
+                    "O_RDWR|O_CREAT|O_APPEND"
+                } else {
+                    "O_RDWR|O_CREAT"
+                });
                 fds.push((*fd, path.clone()));
                 exists.insert(path.clone());
                 push(pid, Op::Open { path, flags }, *fd);
@@ -512,17 +561,38 @@ fn program(acts: &[(u32, Act)]) -> Vec<u8> {
                 let Some((fd, path)) = pick(fd) else { continue };
                 let len = u64::from(len);
                 let op = if matches!(a, Act::Write { .. }) {
-                    Op::Write { fd, path, off: None, len }
+                    Op::Write {
+                        fd,
+                        path,
+                        off: None,
+                        len,
+                    }
                 } else {
-                    Op::Read { fd, path, off: None, len }
+                    Op::Read {
+                        fd,
+                        path,
+                        off: None,
+                        len,
+                    }
                 };
                 push(pid, op, len as i64);
             }
-            Act::Pwrite { fd, off, len } | Act::Pread { fd, off, len } | Act::Modify { fd, off, len } => {
+            Act::Pwrite { fd, off, len }
+            | Act::Pread { fd, off, len }
+            | Act::Modify { fd, off, len } => {
                 let Some((fd, path)) = pick(fd) else { continue };
                 let (off, len) = (u64::from(off), u64::from(len));
                 if !matches!(a, Act::Pwrite { .. }) {
-                    push(pid, Op::Pread { fd, path: path.clone(), off, len }, len as i64);
+                    push(
+                        pid,
+                        Op::Pread {
+                            fd,
+                            path: path.clone(),
+                            off,
+                            len,
+                        },
+                        len as i64,
+                    );
                 }
                 if !matches!(a, Act::Pread { .. }) {
                     push(pid, Op::Pwrite { fd, path, off, len }, len as i64);
@@ -601,11 +671,19 @@ fn a_fused_replay_leaves_every_file_as_the_unfused_one_does() {
             let whole = replay_on(&fused, ReplayTarget::Fusion, stages);
             let expanded = replay_on(&fused, ReplayTarget::Firmware, stages);
             let f = |r: &csd_traces::replay::ReplayReport| r.fusion.clone().unwrap();
-            proptest::prop_assert!(unfused.first_errors.is_empty(), "{:?}", unfused.first_errors);
+            proptest::prop_assert!(
+                unfused.first_errors.is_empty(),
+                "{:?}",
+                unfused.first_errors
+            );
             proptest::prop_assert!(whole.first_errors.is_empty(), "{:?}", whole.first_errors);
             proptest::prop_assert_eq!(
                 (f(&whole).files, f(&whole).bytes, f(&whole).contents_sha256),
-                (f(&unfused).files, f(&unfused).bytes, f(&unfused).contents_sha256)
+                (
+                    f(&unfused).files,
+                    f(&unfused).bytes,
+                    f(&unfused).contents_sha256
+                )
             );
             // Replayed event by event, the fused trace is the program again (other
             // processes' events may have moved past a fused op, never on its files).
@@ -615,5 +693,9 @@ fn a_fused_replay_leaves_every_file_as_the_unfused_one_does() {
             Ok(())
         })
         .unwrap();
-    assert!(fused_ops.get() > 24, "the programs exercise fusion: {} ops", fused_ops.get());
+    assert!(
+        fused_ops.get() > 24,
+        "the programs exercise fusion: {} ops",
+        fused_ops.get()
+    );
 }

@@ -30,7 +30,7 @@ pub const SAMPLE_PLANS: [(&str, &str); 1] = [(
 )];
 
 /// The sample traces compiled into csd (`traces/samples/`), replayable by name.
-pub const SAMPLES: [(&str, &str); 5] = [
+pub const SAMPLES: [(&str, &str); 6] = [
     (
         "untar.trace",
         include_str!("../../traces/samples/untar.trace"),
@@ -51,6 +51,10 @@ pub const SAMPLES: [(&str, &str); 5] = [
         "grep-src.trace",
         include_str!("../../traces/samples/grep-src.trace"),
     ),
+    (
+        "sqlite-inserts.trace",
+        include_str!("../../traces/samples/sqlite-inserts.trace"),
+    ),
 ];
 
 pub fn sample(name: &str) -> Option<&'static str> {
@@ -63,7 +67,8 @@ pub fn sample(name: &str) -> Option<&'static str> {
 #[derive(clap::Args, Debug)]
 pub struct ReplayArgs {
     /// The trace (csd trace format): a file, a trace stored with `csd trace add` (id or
-    /// name), or a bundled sample (untar, sqlite, grep, ndp-mixed). Without one, the
+    /// name), or a bundled sample (untar, sqlite, sqlite-inserts, grep, grep-src,
+    /// ndp-mixed). Without one, the
     /// `untar` sample (unpacking a source tarball) is replayed.
     pub trace: Option<PathBuf>,
     /// Device profile [default: cosmos-plus, or optane-csd when every design is firmware
