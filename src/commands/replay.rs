@@ -199,6 +199,7 @@ fn file_id(p: &std::path::Path) -> anyhow::Result<String> {
 
 /// Replays one trace under each design: what `csd replay` and the dashboard's replay form
 /// run. `progress` hears (design index, design, progress) as the replay goes.
+// Long: the prescan, one replay per design with the runners it needs, then the run's spec.
 pub fn replay_all(
     open: &mut Opener,
     trace: &TraceRef,
@@ -452,21 +453,7 @@ fn print(r: &ReplayRun) {
             );
         }
         if let Some(f) = &d.fusion {
-            println!(
-                "  storagefs: {} round trip(s), {} of them CISC ops · {} command(s) · device cores {} µs · stage fuel {} · host modifying {} µs",
-                f.requests,
-                f.cisc_ops,
-                f.commands,
-                us(f.device_core_ns),
-                f.device_fuel,
-                us(f.host_compute_ns)
-            );
-            println!(
-                "  left {} file(s), {} · contents sha256 {}",
-                f.files,
-                crate::units::fmt_bytes(f.bytes),
-                &f.contents_sha256[..16.min(f.contents_sha256.len())]
-            );
+            print_storagefs(f);
         }
         for (op, e) in &d.first_errors {
             println!("  first failed {op}: {e}");
@@ -475,6 +462,49 @@ fn print(r: &ReplayRun) {
             println!("  skipped {n}: {why}");
         }
     }
+    print_fused_against_unfused(r);
+}
+
+/// The systems `spec` names: a comma-separated list of designs, where `all` stands for
+/// the four offload designs (`all,host` adds the host-only baseline).
+pub fn targets(spec: &str) -> anyhow::Result<Vec<ReplayTarget>> {
+    let mut out = Vec::new();
+    for d in spec.split(',').map(str::trim) {
+        let named = if d == "all" {
+            ReplayTarget::HOSTS.to_vec()
+        } else {
+            vec![d.parse::<ReplayTarget>().map_err(anyhow::Error::msg)?]
+        };
+        for t in named {
+            if !out.contains(&t) {
+                out.push(t);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What a StorageFS replay (firmware, fusion) asked of the device and left behind.
+fn print_storagefs(f: &csd_traces::system::FusionTotals) {
+    println!(
+            "  storagefs: {} round trip(s), {} of them CISC ops · {} command(s) · device cores {} µs · stage fuel {} · host modifying {} µs",
+            f.requests,
+            f.cisc_ops,
+            f.commands,
+            us(f.device_core_ns),
+            f.device_fuel,
+            us(f.host_compute_ns)
+        );
+    println!(
+        "  left {} file(s), {} · contents sha256 {}",
+        f.files,
+        crate::units::fmt_bytes(f.bytes),
+        &f.contents_sha256[..16.min(f.contents_sha256.len())]
+    );
+}
+
+/// With both StorageFS designs in the run: the fused replay against the unfused one.
+fn print_fused_against_unfused(r: &ReplayRun) {
     let on = |t: ReplayTarget| r.designs.iter().find(|d| d.design == t);
     if let (Some(unfused), Some(fused)) = (on(ReplayTarget::Firmware), on(ReplayTarget::Fusion)) {
         let trips =
@@ -499,23 +529,4 @@ fn print(r: &ReplayRun) {
             }
         );
     }
-}
-
-/// The systems `spec` names: a comma-separated list of designs, where `all` stands for
-/// the four offload designs (`all,host` adds the host-only baseline).
-pub fn targets(spec: &str) -> anyhow::Result<Vec<ReplayTarget>> {
-    let mut out = Vec::new();
-    for d in spec.split(',').map(str::trim) {
-        let named = if d == "all" {
-            ReplayTarget::HOSTS.to_vec()
-        } else {
-            vec![d.parse::<ReplayTarget>().map_err(anyhow::Error::msg)?]
-        };
-        for t in named {
-            if !out.contains(&t) {
-                out.push(t);
-            }
-        }
-    }
-    Ok(out)
 }

@@ -991,6 +991,7 @@ fn push_str(out: &mut String, key: &str, v: &str) {
 impl Event {
     /// The event as one line of the format (no newline). Key order is fixed: `t`, `pid`,
     /// `op`, the op's fields, `ret`, `dur`, then unknown fields.
+    // Long: one arm per op, each writing its fields in the format's order.
     pub fn to_line(&self) -> String {
         let mut s = String::with_capacity(96);
         let _ = write!(
