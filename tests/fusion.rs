@@ -102,6 +102,70 @@ fn the_prebuilt_ops_do_what_they_say_on_the_device() {
     assert_eq!(words(&out[2]), vec![3, 9, 21, 27]);
 }
 
+/// Truncate cuts (what a later write past the cut leaves is zeros, in one op too), rename
+/// moves a file over another and frees the one it replaced, and both check who asks.
+#[test]
+fn truncate_and_rename_do_what_posix_says() {
+    let mut r = runner();
+    let mut fs = StorageFs::new();
+    let op = open_write_sync_close("/a", vec![7; 100], TxGrain::Macro).unwrap();
+    fs.submit(ALICE, &op, &mut r).unwrap();
+    let mut b = CiscBuilder::new();
+    let f = b.open("/a", false);
+    let five = b.input(vec![1; 5]);
+    b.truncate(f, 10).pwrite(f, 50, five);
+    let read = b.pread(f, 0, 100);
+    b.ret(read).close(f);
+    let done = fs.submit(ALICE, &b.build().unwrap(), &mut r).unwrap();
+    let mut want = vec![7; 10];
+    want.resize(50, 0);
+    want.extend([1; 5]);
+    assert_eq!(
+        done.returned,
+        vec![want.clone()],
+        "the op reads its own cut"
+    );
+    assert_eq!(fs.contents("/a").unwrap(), want.as_slice());
+
+    let op = open_write_sync_close("/b", vec![9; 3], TxGrain::Micro).unwrap();
+    fs.submit(ALICE, &op, &mut r).unwrap();
+    let inodes = fs.medium().inodes.len();
+    let mut b = CiscBuilder::new();
+    b.rename("/a", "/b");
+    fs.submit(ALICE, &b.build().unwrap(), &mut r).unwrap();
+    assert_eq!(fs.contents("/b").unwrap(), want.as_slice());
+    assert!(fs.contents("/a").is_none());
+    assert_eq!(
+        fs.medium().inodes.len(),
+        inodes - 1,
+        "the replaced file is freed"
+    );
+
+    // Bob may not move or cut Alice's file; a missing source and a cut past the file limit
+    // are named. Nothing changes.
+    let before = fs.medium().clone();
+    let mut b = CiscBuilder::new();
+    b.rename("/b", "/c");
+    assert!(matches!(
+        refused(&mut fs, BOB, &b.build().unwrap(), &mut r),
+        FsError::Permission { .. }
+    ));
+    let mut b = CiscBuilder::new();
+    b.rename("/nope", "/c");
+    assert!(matches!(
+        refused(&mut fs, ALICE, &b.build().unwrap(), &mut r),
+        FsError::NotFound { .. }
+    ));
+    let mut b = CiscBuilder::new();
+    let f = b.open("/b", false);
+    b.truncate(f, u64::MAX).close(f);
+    assert!(matches!(
+        refused(&mut fs, ALICE, &b.build().unwrap(), &mut r),
+        FsError::Limit { .. }
+    ));
+    assert_eq!(fs.medium(), &before);
+}
+
 #[test]
 fn ten_thousand_crash_points_recover_as_each_grain_promises() {
     let mut r = runner();
@@ -450,9 +514,10 @@ fn equal_weights_get_equal_device_cpu_shares() {
 /// One action of a generated program: what a process does with its files.
 #[derive(Clone, Debug)]
 enum Act {
+    /// `how`: 0–1 appends, 2 truncates, else plain.
     Open {
         path: u8,
-        append: bool,
+        how: u8,
     },
     Write {
         fd: u8,
@@ -490,14 +555,21 @@ enum Act {
     Unlink {
         path: u8,
     },
+    Rename {
+        from: u8,
+        to: u8,
+    },
+    Truncate {
+        path: u8,
+        len: u16,
+    },
 }
 
 fn act() -> impl proptest::strategy::Strategy<Value = Act> {
     use proptest::prelude::*;
     let len = 0u16..6000;
     prop_oneof![
-        (0u8..3, proptest::bool::weighted(0.2))
-            .prop_map(|(path, append)| Act::Open { path, append }),
+        (0u8..3, 0u8..10).prop_map(|(path, how)| Act::Open { path, how }),
         (any::<u8>(), len.clone()).prop_map(|(fd, len)| Act::Write { fd, len }),
         (any::<u8>(), 0u16..20000, len.clone()).prop_map(|(fd, off, len)| Act::Pwrite {
             fd,
@@ -515,11 +587,14 @@ fn act() -> impl proptest::strategy::Strategy<Value = Act> {
         any::<u8>().prop_map(|fd| Act::Close { fd }),
         (0u8..3).prop_map(|path| Act::Stat { path }),
         (0u8..3).prop_map(|path| Act::Unlink { path }),
+        (0u8..3, 0u8..3).prop_map(|(from, to)| Act::Rename { from, to }),
+        (0u8..3, 0u16..20000).prop_map(|(path, len)| Act::Truncate { path, len }),
     ]
 }
 
 /// A valid trace of `acts`, each by one of three processes: fds name open files, files are
-/// stat or unlinked only when they exist, and unlinked only when no process holds them open.
+/// stat, cut, renamed or unlinked only when they exist, and unlinked or replaced only when
+/// no process holds them open.
 fn program(acts: &[(u32, Act)]) -> Vec<u8> {
     use csd_traces::{Event, Header, Op, OpenFlags, TraceWriter};
     use std::collections::BTreeMap;
@@ -544,13 +619,13 @@ fn program(acts: &[(u32, Act)]) -> Vec<u8> {
         let fds = open.entry(pid).or_default();
         let pick = |fd: u8| (!fds.is_empty()).then(|| fds[fd as usize % fds.len()].clone());
         match *a {
-            Act::Open { path, append } => {
+            Act::Open { path, how } => {
                 let path = format!("/data/f{path}");
                 let fd = next_fd.entry(pid).or_insert(3);
-                let flags = OpenFlags::parse(if append {
-                    "O_RDWR|O_CREAT|O_APPEND"
-                } else {
-                    "O_RDWR|O_CREAT"
+                let flags = OpenFlags::parse(match how {
+                    0 | 1 => "O_RDWR|O_CREAT|O_APPEND",
+                    2 => "O_RDWR|O_CREAT|O_TRUNC",
+                    _ => "O_RDWR|O_CREAT",
                 });
                 fds.push((*fd, path.clone()));
                 exists.insert(path.clone());
@@ -619,6 +694,35 @@ fn program(acts: &[(u32, Act)]) -> Vec<u8> {
                     continue;
                 }
                 push(pid, Op::Unlink { path }, 0);
+            }
+            Act::Rename { from, to } => {
+                let (path, to) = (format!("/data/f{from}"), format!("/data/f{to}"));
+                // StorageFS frees a replaced file at once: none may be open.
+                if !exists.contains(&path) || open.values().flatten().any(|(_, p)| *p == to) {
+                    continue;
+                }
+                exists.remove(&path);
+                exists.insert(to.clone());
+                // Open fds follow the file (as `strace -y` names them afterwards).
+                for (_, p) in open.values_mut().flatten() {
+                    if *p == path {
+                        *p = to.clone();
+                    }
+                }
+                push(pid, Op::Rename { path, to }, 0);
+            }
+            Act::Truncate { path, len } => {
+                let path = format!("/data/f{path}");
+                if exists.contains(&path) {
+                    push(
+                        pid,
+                        Op::Truncate {
+                            path,
+                            len: u64::from(len),
+                        },
+                        0,
+                    );
+                }
             }
         }
     }

@@ -22,8 +22,10 @@ fn every_command() -> CiscOp {
     );
     b.append(f, user)
         .fsync(f)
+        .truncate(f, 1 << 33)
         .ret(user)
         .close(f)
+        .rename("/logs/wal", "/logs/wal.1")
         .unlink("/logs/old");
     b.build().unwrap()
 }

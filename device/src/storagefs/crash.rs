@@ -297,7 +297,7 @@ fn random_op(
     let data_fd = |rng: &mut SimRng| {
         FileRef::Fd(fds[LOGS.len() + (rng.next_u64() % DATA.len() as u64) as usize])
     };
-    match rng.next_u64() % 5 {
+    match rng.next_u64() % 6 {
         0 | 1 => {
             let len = 1 + (rng.next_u64() % 300) as usize;
             let mut record = (len as u32).to_le_bytes().to_vec();
@@ -314,6 +314,21 @@ fn random_op(
             let path = format!("/kv/{:03}", rng.next_u64() % 8);
             let data = format!("value {k}").into_bytes();
             cisc::open_write_sync_close(&path, data, grain)
+        }
+        5 => {
+            // A key rewritten through a temporary file renamed over it, and a data file cut.
+            let key = format!("/kv/{:03}", rng.next_u64() % 8);
+            let tmp = format!("{key}.tmp");
+            let mut b = CiscBuilder::new();
+            b.grain(grain);
+            let data = b.input(format!("new value {k}").into_bytes());
+            let h = b.open(&tmp, true);
+            b.truncate(h, 0)
+                .pwrite(h, 0, data)
+                .close(h)
+                .rename(&tmp, &key);
+            b.truncate(data_fd(rng), 64 + rng.next_u64() % 256);
+            b.build()
         }
         _ => {
             // read → compress → append, then the same data multiplied back in place.

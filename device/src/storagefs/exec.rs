@@ -44,6 +44,17 @@ pub enum Resolved {
         path: String,
         ino: Ino,
     },
+    Truncate {
+        ino: Ino,
+        len: u64,
+    },
+    /// `from` renamed to `to`, unlinking `replaced` (the file `to` named) first.
+    Rename {
+        from: String,
+        to: String,
+        ino: Ino,
+        replaced: Option<Ino>,
+    },
     Stage {
         stage: StageName,
         inputs: Vec<Slot>,
@@ -140,6 +151,8 @@ impl Store for Medium {
 struct Pending {
     meta: Option<Meta>,
     fresh: bool,
+    /// The medium's bytes from here on were truncated away by the op.
+    cut: Option<u64>,
     writes: Vec<(u64, Bytes)>,
 }
 
@@ -171,6 +184,7 @@ impl View<'_> {
                 Pending {
                     meta: Some(meta),
                     fresh: false,
+                    cut: None,
                     writes: Vec::new(),
                 },
             );
@@ -193,10 +207,11 @@ impl Store for View<'_> {
         };
         let size = p.meta.map_or(0, |m| m.size);
         let (a, b) = (offset.min(size), offset.saturating_add(len).min(size));
+        let base_end = p.cut.map_or(b, |c| c.clamp(a, b));
         let mut out = if p.fresh {
             Vec::new()
         } else {
-            self.base.read(ino, a, b - a)
+            self.base.read(ino, a, base_end - a)
         };
         out.resize((b - a) as usize, 0);
         for (at, bytes) in &p.writes {
@@ -237,6 +252,7 @@ impl Store for View<'_> {
                             size: 0,
                         }),
                         fresh: true,
+                        cut: None,
                         writes: Vec::new(),
                     },
                 );
@@ -244,6 +260,28 @@ impl Store for View<'_> {
             Redo::Unlink { path, ino } => {
                 self.names.insert(path.clone(), None);
                 self.pending(*ino)?.meta = None;
+            }
+            Redo::Truncate { ino, len } => {
+                let end = write_end(*ino, *len, 0)?;
+                let p = self.pending(*ino)?;
+                let meta = p.meta.as_mut().ok_or_else(|| {
+                    FsError::Corrupt(format!("a truncate of unlinked inode {}", ino.0))
+                })?;
+                // Bytes past the cut are gone: the medium's from here on, and the op's own.
+                p.cut = Some(p.cut.map_or(end, |c| c.min(end)).min(meta.size));
+                meta.size = end;
+                for (at, bytes) in &mut p.writes {
+                    let keep = end.saturating_sub(*at).min(bytes.len() as u64) as usize;
+                    if keep < bytes.len() {
+                        *bytes = Bytes::from(&bytes[..keep]);
+                    }
+                }
+            }
+            Redo::Rename { from, to, ino } => {
+                if self.lookup(from) == Some(*ino) {
+                    self.names.insert(from.clone(), None);
+                }
+                self.names.insert(to.clone(), Some(*ino));
             }
         }
         Ok(())
@@ -309,6 +347,36 @@ pub fn perform(
         Resolved::Unlink { path, ino } => {
             let redo = Redo::Unlink {
                 path: path.clone(),
+                ino: *ino,
+            };
+            store.apply(&redo)?;
+            e.redo.push(redo);
+        }
+        Resolved::Truncate { ino, len } => {
+            let redo = Redo::Truncate {
+                ino: *ino,
+                len: *len,
+            };
+            store.apply(&redo).map_err(|x| x.at(command))?;
+            e.redo.push(redo);
+        }
+        Resolved::Rename {
+            from,
+            to,
+            ino,
+            replaced,
+        } => {
+            if let Some(old) = replaced {
+                let redo = Redo::Unlink {
+                    path: to.clone(),
+                    ino: *old,
+                };
+                store.apply(&redo)?;
+                e.redo.push(redo);
+            }
+            let redo = Redo::Rename {
+                from: from.clone(),
+                to: to.clone(),
                 ino: *ino,
             };
             store.apply(&redo)?;
@@ -407,6 +475,7 @@ pub fn execute(
 fn resolver_entries(c: &Command) -> u64 {
     match c {
         Command::Open { .. } | Command::Unlink { .. } => 2,
+        Command::Rename { .. } => 3,
         Command::Process { .. } | Command::Return { .. } => 0,
         _ => 1,
     }
@@ -491,6 +560,24 @@ impl Resolver<'_, '_> {
         self.slots[s.0 as usize]
             .as_ref()
             .map_or(0, |v| v.len() as u64)
+    }
+
+    /// The inode `path` names, if the tenant owns it (what removing or moving a name asks:
+    /// a flat namespace has no directory to hold write permission on).
+    fn owned(&self, path: &str, need: &'static str) -> Result<Ino, FsError> {
+        let ino = self.view.lookup(path).ok_or_else(|| FsError::NotFound {
+            command: self.command,
+            path: path.to_string(),
+        })?;
+        if self.view.meta(ino).map(|m| m.owner) != Some(self.who.uid) {
+            return Err(FsError::Permission {
+                command: self.command,
+                uid: self.who.uid,
+                need,
+                path: path.to_string(),
+            });
+        }
+        Ok(ino)
     }
 
     fn end_of(&self, offset: u64, len: u64) -> Result<u64, FsError> {
@@ -603,22 +690,31 @@ impl Resolver<'_, '_> {
             }
             Command::Unlink { path } => {
                 check_path(path)?;
-                let ino = self.view.lookup(path).ok_or_else(|| FsError::NotFound {
-                    command: k,
-                    path: path.clone(),
-                })?;
-                let owner = self.view.meta(ino).map(|m| m.owner);
-                if owner != Some(self.who.uid) {
-                    return Err(FsError::Permission {
-                        command: k,
-                        uid: self.who.uid,
-                        need: "unlink",
-                        path: path.clone(),
-                    });
-                }
+                let ino = self.owned(path, "unlink")?;
                 Resolved::Unlink {
                     path: path.clone(),
                     ino,
+                }
+            }
+            Command::Truncate { file, len } => {
+                let open = self.file(*file)?;
+                self.check(open.ino, true)?;
+                let len = self.end_of(*len, 0)?;
+                Resolved::Truncate { ino: open.ino, len }
+            }
+            Command::Rename { from, to } => {
+                check_path(from)?;
+                check_path(to)?;
+                let ino = self.owned(from, "rename")?;
+                let replaced = match self.view.lookup(to) {
+                    Some(old) if old != ino => Some(self.owned(to, "replace")?),
+                    _ => None,
+                };
+                Resolved::Rename {
+                    from: from.clone(),
+                    to: to.clone(),
+                    ino,
+                    replaced,
                 }
             }
             Command::Process {

@@ -68,6 +68,10 @@ pub enum Redo {
     },
     /// `path` (inode `ino`) removed.
     Unlink { path: String, ino: Ino },
+    /// The inode's size set to `len` (cut, or grown with zeros).
+    Truncate { ino: Ino, len: u64 },
+    /// Inode `ino` moved from `from` to `to` (a file at `to` was unlinked by a record before).
+    Rename { from: String, to: String, ino: Ino },
 }
 
 impl Redo {
@@ -76,6 +80,8 @@ impl Redo {
         match self {
             Redo::Write { bytes, .. } => bytes.len() as u64,
             Redo::Create { path, .. } | Redo::Unlink { path, .. } => path.len() as u64 + 16,
+            Redo::Truncate { .. } => 16,
+            Redo::Rename { from, to, .. } => (from.len() + to.len()) as u64 + 16,
         }
     }
 }
@@ -142,6 +148,22 @@ impl Medium {
                 // across a crash).
                 if !self.names.values().any(|i| i == ino) {
                     self.inodes.remove(ino);
+                }
+            }
+            Redo::Truncate { ino, len } => {
+                let end = write_end(*ino, *len, 0)?;
+                let inode = self.inodes.get_mut(ino).ok_or_else(|| {
+                    FsError::Corrupt(format!("a truncate of missing inode {}", ino.0))
+                })?;
+                inode.data.resize(end as usize, 0);
+            }
+            Redo::Rename { from, to, ino } => {
+                // Redone after it happened, `from` no longer names `ino`: only `to` is set.
+                if self.names.get(from) == Some(ino) {
+                    self.names.remove(from);
+                }
+                if self.inodes.contains_key(ino) {
+                    self.names.insert(to.clone(), *ino);
                 }
             }
         }

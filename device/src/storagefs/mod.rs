@@ -100,16 +100,18 @@ impl StorageFs {
         create: bool,
         runner: &mut dyn StageRunner,
     ) -> Result<u32, FsError> {
-        self.open_costed(who, path, create, runner)
+        self.open_costed(who, path, create, false, runner)
             .map(|(fd, _)| fd)
     }
 
-    /// [`StorageFs::open`], with what the open cost the device.
+    /// [`StorageFs::open`], cutting the file to nothing with `truncate` (`O_TRUNC`), and
+    /// with what the open cost the device.
     pub fn open_costed(
         &mut self,
         who: Credentials,
         path: &str,
         create: bool,
+        truncate: bool,
         runner: &mut dyn StageRunner,
     ) -> Result<(u32, Submitted), FsError> {
         let open_fds = self.fds.range((who.uid, 0)..=(who.uid, u32::MAX)).count();
@@ -119,12 +121,19 @@ impl StorageFs {
                 what: format!("uid {} holds {MAX_OPEN_PER_TENANT} descriptors", who.uid),
             });
         }
+        let mut commands = vec![Command::Open {
+            path: path.into(),
+            create,
+            into: 0,
+        }];
+        if truncate {
+            commands.push(Command::Truncate {
+                file: csd_sdk::cisc::FileRef::Handle(0),
+                len: 0,
+            });
+        }
         let op = CiscOp {
-            commands: vec![Command::Open {
-                path: path.into(),
-                create,
-                into: 0,
-            }],
+            commands,
             ..CiscOp::default()
         };
         let done = self.submit(who, &op, runner)?;

@@ -105,6 +105,17 @@ impl CiscBuilder {
         self.push(Command::Unlink { path: path.into() })
     }
 
+    pub fn truncate(&mut self, file: FileRef, len: u64) -> &mut Self {
+        self.push(Command::Truncate { file, len })
+    }
+
+    pub fn rename(&mut self, from: &str, to: &str) -> &mut Self {
+        self.push(Command::Rename {
+            from: from.into(),
+            to: to.into(),
+        })
+    }
+
     /// Runs `stage` over `inputs` into a fresh slot.
     pub fn process(&mut self, stage: Stage, inputs: &[Slot]) -> Slot {
         let into = self.slot();

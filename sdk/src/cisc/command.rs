@@ -139,6 +139,10 @@ pub enum Command {
     Close { file: FileRef },
     /// Removes `path`.
     Unlink { path: String },
+    /// Sets the file's size to `len` (cutting it, or growing it with zeros).
+    Truncate { file: FileRef, len: u64 },
+    /// Renames `from` to `to`, replacing a file already at `to`.
+    Rename { from: String, to: String },
     /// Runs a stage over one or two slots into a slot.
     Process {
         stage: Stage,
@@ -181,7 +185,8 @@ impl Command {
             | Command::Pwrite { file, .. }
             | Command::Append { file, .. }
             | Command::Fsync { file }
-            | Command::Close { file } => Some(*file),
+            | Command::Close { file }
+            | Command::Truncate { file, .. } => Some(*file),
             _ => None,
         }
     }
@@ -195,6 +200,8 @@ impl Command {
                 | Command::Pwrite { .. }
                 | Command::Append { .. }
                 | Command::Unlink { .. }
+                | Command::Truncate { .. }
+                | Command::Rename { .. }
         )
     }
 }

@@ -34,6 +34,8 @@ mod opcode {
     pub const UNLINK: u8 = 0x89;
     pub const PROCESS: u8 = 0x8A;
     pub const RETURN: u8 = 0x8B;
+    pub const TRUNCATE: u8 = 0x8C;
+    pub const RENAME: u8 = 0x8D;
 }
 
 const BUILT_IN: [Stage; 7] = [
@@ -228,6 +230,18 @@ fn entry(c: &Command) -> Entry {
             text: Some(path.clone()),
             ..Entry::default()
         },
+        Command::Truncate { file, len } => Entry {
+            opcode: TRUNCATE,
+            file: Some(*file),
+            offset: *len,
+            ..Entry::default()
+        },
+        // Both paths in one string, split at a NUL (which no path holds).
+        Command::Rename { from, to } => Entry {
+            opcode: RENAME,
+            text: Some(format!("{from}\0{to}")),
+            ..Entry::default()
+        },
         Command::Process {
             stage,
             inputs,
@@ -257,6 +271,7 @@ fn entry(c: &Command) -> Entry {
 fn text_len(c: &Command) -> usize {
     match c {
         Command::Open { path, .. } | Command::Unlink { path } => path.len(),
+        Command::Rename { from, to } => from.len() + 1 + to.len(),
         Command::Process {
             stage: Stage::User { task, export },
             ..
@@ -332,6 +347,20 @@ fn decode_command(i: usize, e: &[u8], strings: &[u8]) -> Result<Command, CiscErr
         FSYNC => Command::Fsync { file: file()? },
         CLOSE => Command::Close { file: file()? },
         UNLINK => Command::Unlink { path: text()? },
+        TRUNCATE => Command::Truncate {
+            file: file()?,
+            len: offset,
+        },
+        RENAME => {
+            let both = text()?;
+            let (from, to) = both
+                .split_once('\0')
+                .ok_or_else(|| malformed("a rename names one path".into()))?;
+            Command::Rename {
+                from: from.into(),
+                to: to.into(),
+            }
+        }
         PROCESS => {
             let stage = match e[6] {
                 0 => {

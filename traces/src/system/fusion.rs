@@ -16,8 +16,7 @@
 //! StorageFS keeps bytes, so this system writes real contents ([`super::contents`]) and
 //! fused and unfused replays can be compared byte for byte. Its namespace is flat (a path is
 //! a name, directories have no inodes): `mkdir`, `rmdir`, a directory's `open`/`fsync`/
-//! `close` and `stat` are lookups on the device. It has no `rename` and no `truncate`: a
-//! trace's are reported as failed operations.
+//! `close` and `stat` are lookups on the device.
 
 use super::contents::{Contents, KeptRead, MAX_KEPT_READ};
 use super::interface::{Applied, FusionTotals, OpError, SetupError, System, Totals};
@@ -394,8 +393,10 @@ impl<'a> FusionSystem<'a> {
         call.events += 1;
         match &ev.op {
             Op::Open { path, flags } => {
-                self.check_truncate(path, flags)?;
                 let file = call.b.open(path, flags.create);
+                if flags.truncate && flags.write {
+                    call.b.truncate(file, 0);
+                }
                 for p in parents(path) {
                     self.dirs.insert(p.to_string());
                 }
@@ -549,17 +550,6 @@ impl<'a> FusionSystem<'a> {
         }
         Ok(())
     }
-
-    /// StorageFS has no truncate: an `O_TRUNC` open of a file with data in it is refused.
-    fn check_truncate(&self, path: &str, flags: &OpenFlags) -> Result<(), OpError> {
-        let has_data = self.fs.contents(path).is_some_and(|d| !d.is_empty());
-        if flags.truncate && flags.write && has_data {
-            return Err(OpError::Unsupported(format!(
-                "open of {path} with O_TRUNC: StorageFS has no truncate"
-            )));
-        }
-        Ok(())
-    }
 }
 
 impl FusionSystem<'_> {
@@ -579,10 +569,10 @@ impl FusionSystem<'_> {
             }
             return Ok(end);
         }
-        self.check_truncate(path, flags)?;
+        let truncate = flags.truncate && flags.write;
         let (fd, done) = self
             .fs
-            .open_costed(WHO, path, flags.create, self.runner)
+            .open_costed(WHO, path, flags.create, truncate, self.runner)
             .map_err(storage)?;
         for p in parents(path) {
             self.dirs.insert(p.to_string());
@@ -730,10 +720,23 @@ impl FusionSystem<'_> {
                 }
                 Ok(self.lookup_call(at, entries(path), 0))
             }
-            Op::Rename { .. } | Op::Truncate { .. } => Err(OpError::Unsupported(format!(
-                "{}: StorageFS has none",
-                ev.op.name()
-            ))),
+            Op::Rename { path, to } => {
+                self.kept.remove(&ev.pid);
+                for p in parents(to) {
+                    self.dirs.insert(p.to_string());
+                }
+                let mut call = Call::default();
+                call.b.rename(path, to);
+                self.submit(ev.pid, call, at)
+            }
+            // By path: the op opens the file for itself, one round trip in all.
+            Op::Truncate { path, len } => {
+                self.kept.remove(&ev.pid);
+                let mut call = Call::default();
+                let h = call.b.open(path, false);
+                call.b.truncate(h, *len).close(h);
+                self.submit(ev.pid, call, at)
+            }
             Op::Ndp { .. } | Op::Isc { .. } | Op::Bread { .. } | Op::Bwrite { .. } => {
                 unreachable!("skipped in apply")
             }
