@@ -697,6 +697,42 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
     let (_, fusion) = get_json(&base, "/api/runs/r8");
     assert_eq!(fusion["run"]["kind"], "fusion", "{fusion}");
     let fusion_curves = fusion["run"]["report"]["curves"].as_array().unwrap().len();
+    // A fused SQLite recording replayed unfused and fused on StorageFS (r9): round trips
+    // and time as grouped bars, fused against unfused.
+    let fused = scratch("browser-fused").join("inserts.trace");
+    let out = Command::new(CSD)
+        .args(["trace", "fuse", "sqlite", "-o"])
+        .arg(&fused)
+        .output()
+        .expect("run csd trace fuse");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(CSD)
+        .arg("replay")
+        .arg(&fused)
+        .args(["--design", "firmware,fusion", "--store"])
+        .arg(&store)
+        .output()
+        .expect("run csd replay of the fused trace");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, storagefs) = get_json(&base, "/api/runs/r9");
+    let trips = storagefs["view"]["charts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["title"] == "StorageFS host↔device round trips")
+        .unwrap_or_else(|| panic!("{}", storagefs["view"]))
+        .clone();
+    let all = |k: usize| trips["groups"][k]["values"][0].as_f64().unwrap();
+    assert_eq!(trips["groups"][0]["design"], "firmware");
+    assert!(all(1) < all(0), "fused ops make fewer round trips: {trips}");
     let (_, task) = get_json(&base, "/api/runs/r6");
     assert_eq!(task["run"]["kind"], "task", "{task}");
     let task_bar = task["view"]["breakdowns"][0]["bars"][0].clone();
@@ -870,6 +906,24 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
             .await
             .unwrap();
         assert!(!page.contains("no charts yet"), "{page}");
+
+        // The fused replay: two charts of two designs, two series each.
+        c.goto(&format!("{base}/runs/r9")).await.unwrap();
+        c.wait()
+            .at_most(Duration::from_secs(30))
+            .for_element(Locator::Css("svg.grouped rect"))
+            .await
+            .expect("the StorageFS charts appear");
+        let bars = c.find_all(Locator::Css("svg.grouped rect")).await.unwrap();
+        assert_eq!(bars.len(), 8);
+        let page = c
+            .find(Locator::Css("main"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(page.contains("StorageFS host↔device round trips"), "{page}");
 
         // The fusion run: FusionFS Fig. 3 as grouped bars, a bar per design and thread count.
         c.goto(&format!("{base}/runs/r8")).await.unwrap();

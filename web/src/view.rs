@@ -264,6 +264,7 @@ impl RunView {
                 bars,
             });
         }
+        self.add_storagefs(r);
         for d in &r.designs {
             let design = d.design.to_string();
             let ops = d
@@ -315,6 +316,43 @@ impl RunView {
             .collect();
             self.device.push(DesignCounters { design, counters });
         }
+    }
+
+    /// The StorageFS designs (firmware, fusion): the replay's time and the device cores'
+    /// share of it, and the round trips each made, fused against unfused.
+    fn add_storagefs(&mut self, r: &ReplayRun) {
+        let on: Vec<_> = r
+            .designs
+            .iter()
+            .filter_map(|d| Some((d.design.to_string(), d.duration_ns, d.fusion.as_ref()?)))
+            .collect();
+        if on.is_empty() {
+            return;
+        }
+        self.charts.push(GroupedChart {
+            title: "StorageFS replay time".into(),
+            unit: "µs",
+            series: vec!["replay".into(), "device cores".into()],
+            groups: on
+                .iter()
+                .map(|(design, ns, f)| Group {
+                    design: design.clone(),
+                    values: vec![Some(*ns as f64 / 1e3), Some(f.device_core_ns as f64 / 1e3)],
+                })
+                .collect(),
+        });
+        self.charts.push(GroupedChart {
+            title: "StorageFS host↔device round trips".into(),
+            unit: "requests",
+            series: vec!["all".into(), "CISC ops".into()],
+            groups: on
+                .iter()
+                .map(|(design, _, f)| Group {
+                    design: design.clone(),
+                    values: vec![Some(f.requests as f64), Some(f.cisc_ops as f64)],
+                })
+                .collect(),
+        });
     }
 
     /// One invocation: where its latency went.
