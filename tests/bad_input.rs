@@ -478,3 +478,54 @@ fn importers_refuse_empty_fio_logs_and_count_what_they_skip() {
         r.stderr
     );
 }
+
+/// StorageFS keeps file contents, so the firmware and fusion designs hold no more than the
+/// device does: writes far into many files fail one by one once it is full, and writes or
+/// cuts past a file's limit are refused, in bounded time and memory.
+#[test]
+fn storagefs_holds_no_more_than_its_device_and_refuses_what_passes_a_file() {
+    let profile = data_home().join("small-optane.toml");
+    std::fs::create_dir_all(data_home()).unwrap();
+    let text = include_str!("../device/profiles/optane-csd.toml")
+        .replace("blocks_per_plane = 1024", "blocks_per_plane = 256")
+        .replace("pages_per_block = 256", "pages_per_block = 64")
+        .replace("name = \"optane-csd\"", "name = \"small-optane\"");
+    std::fs::write(&profile, text).unwrap();
+    let mut lines = Vec::new();
+    for i in 0..8 {
+        let fd = 3 + i;
+        lines.push(format!(
+            r#"{{"t":{},"pid":1,"op":"open","path":"/f{i}","flags":"O_WRONLY|O_CREAT","ret":{fd}}}"#,
+            10 * i
+        ));
+        lines.push(format!(
+            r#"{{"t":{},"pid":1,"op":"pwrite","fd":{fd},"off":60000000,"len":1,"ret":1}}"#,
+            10 * i + 1
+        ));
+    }
+    lines.push(r#"{"t":100,"pid":1,"op":"pwrite","fd":3,"off":70000000,"len":1,"ret":1}"#.into());
+    lines.push(
+        r#"{"t":101,"pid":1,"op":"truncate","path":"/f0","len":18446744073709551615}"#.into(),
+    );
+    let t = trace("storagefs-full.trace", &lines);
+    let r = csd(&[
+        "replay",
+        &t,
+        "--no-store",
+        "--design",
+        "fusion",
+        "--profile",
+        profile.to_str().unwrap(),
+        "--json",
+    ]);
+    bounded(&r, 0, 30, 600);
+    let report: serde_json::Value = serde_json::from_str(&r.stdout).expect("JSON report");
+    let d = &report["designs"][0];
+    // 128 MiB of device: two files of 60 MB fit, the other six do not; the far write fails.
+    assert_eq!(d["latency"]["pwrite"]["count"].as_u64(), Some(2), "{d}");
+    assert_eq!(d["latency"]["pwrite"]["failed"].as_u64(), Some(7), "{d}");
+    let first = d["first_errors"]["pwrite"].as_str().unwrap();
+    assert!(first.contains("StorageFS is full"), "{first}");
+    assert_eq!(d["latency"]["truncate"]["failed"].as_u64(), Some(1), "{d}");
+    assert!(d["fusion"]["bytes"].as_u64().unwrap() <= 128 << 20, "{d}");
+}

@@ -100,11 +100,18 @@ pub struct Medium {
     pub names: BTreeMap<String, Ino>,
     pub inodes: BTreeMap<Ino, Inode>,
     pub next_ino: u64,
+    /// Bytes all files hold (kept as records apply, so a bound on it costs nothing).
+    bytes: u64,
 }
 
 impl Medium {
     pub fn lookup(&self, path: &str) -> Option<Ino> {
         self.names.get(path).copied()
+    }
+
+    /// Bytes all files hold.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
     }
 
     /// Applies one record. Idempotent: a write rewrites the same bytes, a create of an
@@ -116,6 +123,7 @@ impl Medium {
                 let inode = self.inodes.get_mut(ino).ok_or_else(|| {
                     FsError::Corrupt(format!("a write to missing inode {}", ino.0))
                 })?;
+                self.bytes += end.saturating_sub(inode.data.len() as u64);
                 if *offset as usize == inode.data.len() {
                     // An append: no zero fill to overwrite.
                     inode.data.extend_from_slice(bytes);
@@ -147,7 +155,9 @@ impl Medium {
                 // An inode no name reaches is freed (StorageFS keeps no open-unlinked files
                 // across a crash).
                 if !self.names.values().any(|i| i == ino) {
-                    self.inodes.remove(ino);
+                    if let Some(gone) = self.inodes.remove(ino) {
+                        self.bytes -= gone.data.len() as u64;
+                    }
                 }
             }
             Redo::Truncate { ino, len } => {
@@ -155,6 +165,7 @@ impl Medium {
                 let inode = self.inodes.get_mut(ino).ok_or_else(|| {
                     FsError::Corrupt(format!("a truncate of missing inode {}", ino.0))
                 })?;
+                self.bytes = self.bytes - inode.data.len() as u64 + end;
                 inode.data.resize(end as usize, 0);
             }
             Redo::Rename { from, to, ino } => {

@@ -76,6 +76,28 @@ struct Call {
     ends_in_read: bool,
     /// Events translated into it so far.
     events: usize,
+    /// What its writes and cuts would leave each file holding, and the bytes they add.
+    sizes: HashMap<String, u64>,
+    growth: u64,
+}
+
+impl Call {
+    /// Notes that `path` will end at least at `end` (`cut`: exactly at it).
+    fn grows(&mut self, fs: &StorageFs, path: &str, end: u64, cut: bool) {
+        let size = self
+            .sizes
+            .entry(path.to_string())
+            .or_insert_with(|| fs.contents(path).map_or(0, |d| d.len() as u64));
+        self.growth += end.saturating_sub(*size);
+        *size = if cut { end } else { (*size).max(end) };
+    }
+
+    fn size(&self, fs: &StorageFs, path: &str) -> u64 {
+        self.sizes
+            .get(path)
+            .copied()
+            .unwrap_or_else(|| fs.contents(path).map_or(0, |d| d.len() as u64))
+    }
 }
 
 /// The costs of a round trip that do not depend on the op.
@@ -336,6 +358,15 @@ impl<'a> FusionSystem<'a> {
 
     /// Submits `call` from `at`, keeps the pid's last read, and returns when it is done.
     fn submit(&mut self, pid: u32, call: Call, at: VirtualTime) -> Result<VirtualTime, OpError> {
+        // StorageFS keeps its files in memory here: no more than the device holds.
+        let held = self.fs.medium().bytes();
+        let room = self.device.capacity_bytes();
+        if held.saturating_add(call.growth) > room {
+            return Err(OpError::Range(format!(
+                "StorageFS is full: its files hold {held} bytes and the op would add {}, past the {room}-byte device",
+                call.growth
+            )));
+        }
         let op = call
             .b
             .finish()
@@ -396,6 +427,7 @@ impl<'a> FusionSystem<'a> {
                 let file = call.b.open(path, flags.create);
                 if flags.truncate && flags.write {
                     call.b.truncate(file, 0);
+                    call.grows(&self.fs, path, 0, true);
                 }
                 for p in parents(path) {
                     self.dirs.insert(p.to_string());
@@ -508,6 +540,12 @@ impl<'a> FusionSystem<'a> {
             })?;
         if matches!(ev.op, Op::Write { .. }) {
             self.set_pos(call, ev.pid, fd, end);
+        }
+        if append {
+            let size = call.size(&self.fs, path);
+            call.grows(&self.fs, path, size.saturating_add(n), false);
+        } else {
+            call.grows(&self.fs, path, end, false);
         }
         let modifies = |p: &str, o: u64, l: u64| !append && p == path && o == at && l == n;
         let pattern = self.contents.next_write(path, n as usize);
@@ -732,9 +770,15 @@ impl FusionSystem<'_> {
             // By path: the op opens the file for itself, one round trip in all.
             Op::Truncate { path, len } => {
                 self.kept.remove(&ev.pid);
+                if *len > MAX_FILE_BYTES {
+                    return Err(OpError::Range(format!(
+                        "truncate of {path} to {len} bytes: StorageFS files hold at most {MAX_FILE_BYTES}"
+                    )));
+                }
                 let mut call = Call::default();
                 let h = call.b.open(path, false);
                 call.b.truncate(h, *len).close(h);
+                call.grows(&self.fs, path, *len, true);
                 self.submit(ev.pid, call, at)
             }
             Op::Ndp { .. } | Op::Isc { .. } | Op::Bread { .. } | Op::Bwrite { .. } => {
