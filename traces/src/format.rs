@@ -358,18 +358,23 @@ impl Op {
         }
     }
 
-    /// The fd this op works on, if it is an fd op.
-    pub fn fd(&self) -> Option<i64> {
+    /// The fd this op works on and the file's path, if it is an fd op.
+    pub fn fd_path(&self) -> Option<(i64, &str)> {
         match self {
-            Op::Close { fd, .. }
-            | Op::Read { fd, .. }
-            | Op::Write { fd, .. }
-            | Op::Pread { fd, .. }
-            | Op::Pwrite { fd, .. }
-            | Op::Fsync { fd, .. }
-            | Op::Fdatasync { fd, .. } => Some(*fd),
+            Op::Close { fd, path }
+            | Op::Read { fd, path, .. }
+            | Op::Write { fd, path, .. }
+            | Op::Pread { fd, path, .. }
+            | Op::Pwrite { fd, path, .. }
+            | Op::Fsync { fd, path }
+            | Op::Fdatasync { fd, path } => Some((*fd, path)),
             _ => None,
         }
+    }
+
+    /// The fd this op works on, if it is an fd op.
+    pub fn fd(&self) -> Option<i64> {
+        self.fd_path().map(|(fd, _)| fd)
     }
 }
 

@@ -21,10 +21,11 @@
 //! 8 host buffers, 1 MiB per buffer. A run that outgrows it before its sync drops its oldest
 //! events (they stay unfused). The fold streams, with its queue bounded by [`MAX_PENDING`].
 
+use crate::decision::DecisionQueue;
 use crate::format::{Event, FusePattern, Op, MAX_CISC_EVENTS};
 use csd_sdk::cisc::{MAX_COMMANDS, MAX_INPUTS, MAX_SLOTS, MAX_SLOT_BYTES};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 
 /// Events that may wait for a decision at once; past this, the oldest candidate is decided.
 pub const MAX_PENDING: usize = 1 << 16;
@@ -134,25 +135,9 @@ impl Candidate {
 /// call returns the events decided so far, in order; [`Fuser::finish`] returns the rest.
 #[derive(Default)]
 pub struct Fuser {
-    queue: VecDeque<Slot>,
-    /// The queue position of `queue[0]`.
-    base: u64,
+    queue: DecisionQueue<Slot>,
     pending: HashMap<u32, Candidate>,
     report: FuseReport,
-}
-
-/// The fd, path and data length of a data or sync op on a file (`None` for anything else).
-fn on_fd(op: &Op) -> Option<(i64, &str)> {
-    match op {
-        Op::Write { fd, path, .. }
-        | Op::Pwrite { fd, path, .. }
-        | Op::Read { fd, path, .. }
-        | Op::Pread { fd, path, .. }
-        | Op::Fsync { fd, path }
-        | Op::Fdatasync { fd, path }
-        | Op::Close { fd, path } => Some((*fd, path)),
-        _ => None,
-    }
 }
 
 /// Whether `op` names `path` (so it may not move across a fused op on it).
@@ -169,7 +154,7 @@ fn names(op: &Op, path: &str) -> bool {
         Op::Isc { files, .. } => files.iter().any(|f| f.path == path),
         Op::Cisc { ops, .. } => ops.iter().any(|e| names(&e.op, path)),
         Op::Bread { .. } | Op::Bwrite { .. } => false,
-        other => on_fd(other).is_some_and(|(_, p)| p == path),
+        other => other.fd_path().is_some_and(|(_, p)| p == path),
     }
 }
 
@@ -205,14 +190,11 @@ impl Fuser {
     }
 
     fn slot(&mut self, s: Slot) -> u64 {
-        let at = self.base + self.queue.len() as u64;
-        self.queue.push_back(s);
-        at
+        self.queue.push(s)
     }
 
     fn at(&mut self, pos: u64) -> &mut Slot {
-        let i = (pos - self.base) as usize;
-        &mut self.queue[i]
+        self.queue.at(pos)
     }
 
     /// Takes one event; returns the events now decided, in order.
@@ -260,7 +242,7 @@ impl Fuser {
         let pid = ev.pid;
         let failed = ev.ret.is_some_and(|r| r < 0);
         if let Some(c) = self.pending.get(&pid) {
-            let same_fd = on_fd(&ev.op).is_some_and(|(fd, _)| fd == c.fd);
+            let same_fd = ev.op.fd_path().is_some_and(|(fd, _)| fd == c.fd);
             let last_was_sync = c.synced == c.events.len();
             let closes = matches!(ev.op, Op::Close { .. }) && same_fd;
             let wrote = c.events.iter().any(|(_, e)| written(e).is_some());
@@ -318,7 +300,7 @@ impl Fuser {
         let (fd, path) = match &ev.op {
             Op::Open { path, .. } => (ev.ret.unwrap_or(-1), path.clone()),
             op => {
-                let (fd, path) = on_fd(op).expect("a data op");
+                let (fd, path) = op.fd_path().expect("a data op");
                 (fd, path.to_string())
             }
         };
@@ -377,7 +359,7 @@ impl Fuser {
             }
         }
         for (at, ev) in c.events.drain(..) {
-            if matches!(self.queue.get((at - self.base) as usize), Some(Slot::Held)) {
+            if matches!(self.queue.get(at), Some(Slot::Held)) {
                 *self.at(at) = Slot::Ready(ev);
             }
         }
@@ -418,16 +400,15 @@ impl Fuser {
 
     /// The decided events at the queue's front.
     fn drain(&mut self) -> Vec<Event> {
-        let mut out = Vec::new();
-        while let Some(front) = self.queue.front() {
-            if matches!(front, Slot::Held) {
-                break;
-            }
-            if let Some(Slot::Ready(ev)) = self.queue.pop_front() {
-                out.push(ev);
-            }
-            self.base += 1;
-        }
+        let out: Vec<Event> = self
+            .queue
+            .drain(|s| !matches!(s, Slot::Held))
+            .into_iter()
+            .filter_map(|s| match s {
+                Slot::Ready(ev) => Some(ev),
+                _ => None,
+            })
+            .collect();
         self.report.events_out += out.len() as u64;
         out
     }

@@ -9,6 +9,7 @@
 //! time ([`isc`]: its task transactions, through a runner the task runtime provides);
 //! [`store`] keeps every run (and stored traces) in an embedded sled database.
 
+mod decision;
 pub mod format;
 pub mod fuse;
 pub mod import;

@@ -15,9 +15,10 @@
 //! undecided, and the queue is bounded ([`MAX_PENDING`]): past it, open batches close and
 //! undecided scans stay as they are.
 
+use crate::decision::DecisionQueue;
 use crate::format::{Event, Op};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 
 /// Events that may wait for a decision at once; past this, pending work is settled.
 pub const MAX_PENDING: usize = 1 << 20;
@@ -200,9 +201,7 @@ enum Slot {
 /// returns the events decided so far, in order; [`Fold::finish`] returns the rest.
 pub struct Fold<'f> {
     folder: &'f Folder,
-    queue: VecDeque<Slot>,
-    /// The queue position of `queue[0]`.
-    base: u64,
+    queue: DecisionQueue<Slot>,
     scans: HashMap<(u32, i64), Scan>,
     /// Open batches by (pid, rule), and their contents by id.
     open: HashMap<(u32, usize), u64>,
@@ -215,8 +214,7 @@ impl Folder {
     pub fn fold(&self) -> Fold<'_> {
         Fold {
             folder: self,
-            queue: VecDeque::new(),
-            base: 0,
+            queue: DecisionQueue::default(),
             scans: HashMap::new(),
             open: HashMap::new(),
             batches: HashMap::new(),
@@ -274,14 +272,11 @@ fn breaks_batch(op: &Op) -> bool {
 
 impl Fold<'_> {
     fn slot(&mut self, s: Slot) -> u64 {
-        let at = self.base + self.queue.len() as u64;
-        self.queue.push_back(s);
-        at
+        self.queue.push(s)
     }
 
     fn at(&mut self, pos: u64) -> &mut Slot {
-        let i = (pos - self.base) as usize;
-        &mut self.queue[i]
+        self.queue.at(pos)
     }
 
     /// Takes one event; returns the events now decided, in order.
@@ -530,19 +525,15 @@ impl Fold<'_> {
 
     /// The decided events at the front of the queue.
     fn drain(&mut self) -> Vec<Event> {
-        let mut out = Vec::new();
-        while let Some(front) = self.queue.front() {
-            match front {
-                Slot::Scan(..) | Slot::Batch => break,
-                _ => {}
-            }
-            match self.queue.pop_front().expect("front exists") {
-                Slot::Keep(ev) | Slot::Done(ev) => out.push(ev),
-                Slot::Drop => {}
-                Slot::Scan(..) | Slot::Batch => unreachable!("checked above"),
-            }
-            self.base += 1;
-        }
+        let out: Vec<Event> = self
+            .queue
+            .drain(|s| !matches!(s, Slot::Scan(..) | Slot::Batch))
+            .into_iter()
+            .filter_map(|s| match s {
+                Slot::Keep(ev) | Slot::Done(ev) => Some(ev),
+                _ => None,
+            })
+            .collect();
         self.report.events_out += out.len() as u64;
         out
     }

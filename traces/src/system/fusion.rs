@@ -51,6 +51,15 @@ enum TraceFd {
     Dir,
 }
 
+/// Where a data op lands.
+struct Span {
+    file: FileRef,
+    append: bool,
+    at: u64,
+    n: u64,
+    end: u64,
+}
+
 /// A read whose data a later write of the same op may modify, on the device.
 struct InOpRead {
     path: String,
@@ -464,6 +473,40 @@ impl<'a> FusionSystem<'a> {
         Ok(())
     }
 
+    /// Where a data op lands: its file, at `off` or the fd's position (which a `read` or
+    /// `write` then moves past it).
+    fn span(
+        &mut self,
+        call: &mut Call,
+        ev: &Event,
+        fd: i64,
+        off: Option<u64>,
+        len: u64,
+    ) -> Result<Span, OpError> {
+        let n = call_bytes(ev, len)?;
+        let (file, append, pos) = self.file(call, ev.pid, fd)?;
+        let at = off.unwrap_or(pos);
+        let end = at
+            .checked_add(n)
+            .filter(|&e| e <= MAX_FILE_BYTES)
+            .ok_or_else(|| {
+                OpError::Range(format!(
+                    "{} of {n} bytes at {at} is past StorageFS's {MAX_FILE_BYTES}-byte files",
+                    ev.op.name()
+                ))
+            })?;
+        if matches!(ev.op, Op::Read { .. } | Op::Write { .. }) {
+            self.set_pos(call, ev.pid, fd, end);
+        }
+        Ok(Span {
+            file,
+            append,
+            at,
+            n,
+            end,
+        })
+    }
+
     /// A read into slots, returned to the host.
     fn read(
         &mut self,
@@ -474,20 +517,9 @@ impl<'a> FusionSystem<'a> {
         off: Option<u64>,
         len: u64,
     ) -> Result<(), OpError> {
-        let n = call_bytes(ev, len)?;
-        let (file, _, pos) = self.file(call, ev.pid, fd)?;
-        let at = off.unwrap_or(pos);
-        let end = at
-            .checked_add(n)
-            .filter(|&e| e <= MAX_FILE_BYTES)
-            .ok_or_else(|| {
-                OpError::Range(format!(
-                    "a read of {n} bytes at {at} is past StorageFS's {MAX_FILE_BYTES}-byte files"
-                ))
-            })?;
-        if matches!(ev.op, Op::Read { .. }) {
-            self.set_pos(call, ev.pid, fd, end);
-        }
+        let Span {
+            file, at, n, end, ..
+        } = self.span(call, ev, fd, off, len)?;
         let mut o = at;
         let mut last = None;
         while o < end || last.is_none() {
@@ -527,20 +559,13 @@ impl<'a> FusionSystem<'a> {
         len: u64,
         previous: Option<InOpRead>,
     ) -> Result<(), OpError> {
-        let n = call_bytes(ev, len)?;
-        let (file, append, pos) = self.file(call, ev.pid, fd)?;
-        let at = off.unwrap_or(pos);
-        let end = at
-            .checked_add(n)
-            .filter(|&e| e <= MAX_FILE_BYTES)
-            .ok_or_else(|| {
-                OpError::Range(format!(
-                    "a write of {n} bytes at {at} is past StorageFS's {MAX_FILE_BYTES}-byte files"
-                ))
-            })?;
-        if matches!(ev.op, Op::Write { .. }) {
-            self.set_pos(call, ev.pid, fd, end);
-        }
+        let Span {
+            file,
+            append,
+            at,
+            n,
+            end,
+        } = self.span(call, ev, fd, off, len)?;
         if append {
             let size = call.size(&self.fs, path);
             call.grows(&self.fs, path, size.saturating_add(n), false);
@@ -635,7 +660,7 @@ impl FusionSystem<'_> {
     /// A trace fd the trace never showed opened (inherited): opened here first, as its own
     /// round trip.
     fn implicit_open(&mut self, ev: &Event, at: VirtualTime) -> Result<VirtualTime, OpError> {
-        let Some((fd, path)) = ev.op.fd().zip(fd_path(&ev.op)) else {
+        let Some((fd, path)) = ev.op.fd_path() else {
             return Ok(at);
         };
         if self.fds.contains_key(&(ev.pid, fd)) {
@@ -835,20 +860,6 @@ impl FusionSystem<'_> {
             }
         }
         Ok(end)
-    }
-}
-
-/// The path of an fd op.
-fn fd_path(op: &Op) -> Option<&str> {
-    match op {
-        Op::Close { path, .. }
-        | Op::Read { path, .. }
-        | Op::Write { path, .. }
-        | Op::Pread { path, .. }
-        | Op::Pwrite { path, .. }
-        | Op::Fsync { path, .. }
-        | Op::Fdatasync { path, .. } => Some(path),
-        _ => None,
     }
 }
 
