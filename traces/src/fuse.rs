@@ -189,14 +189,6 @@ impl Fuser {
         &self.report
     }
 
-    fn slot(&mut self, s: Slot) -> u64 {
-        self.queue.push(s)
-    }
-
-    fn at(&mut self, pos: u64) -> &mut Slot {
-        self.queue.at(pos)
-    }
-
     /// Takes one event; returns the events now decided, in order.
     pub fn push(&mut self, ev: Event) -> Vec<Event> {
         self.report.events_in += 1;
@@ -247,7 +239,7 @@ impl Fuser {
             let closes = matches!(ev.op, Op::Close { .. }) && same_fd;
             let wrote = c.events.iter().any(|(_, e)| written(e).is_some());
             if closes && !failed && c.opened && last_was_sync && wrote {
-                let at = self.slot(Slot::Held);
+                let at = self.queue.push(Slot::Held);
                 let mut c = self.pending.remove(&pid).expect("checked");
                 c.events.push((at, ev));
                 let n = c.events.len();
@@ -268,7 +260,7 @@ impl Fuser {
                 self.shed(pid, budget);
             }
             let sync = matches!(ev.op, Op::Fsync { .. } | Op::Fdatasync { .. });
-            let at = self.slot(Slot::Held);
+            let at = self.queue.push(Slot::Held);
             let c = self
                 .pending
                 .get_mut(&pid)
@@ -294,7 +286,7 @@ impl Fuser {
                 _ => false,
             };
         if !starts {
-            self.slot(Slot::Ready(ev));
+            self.queue.push(Slot::Ready(ev));
             return;
         }
         let (fd, path) = match &ev.op {
@@ -304,7 +296,7 @@ impl Fuser {
                 (fd, path.to_string())
             }
         };
-        let at = self.slot(Slot::Held);
+        let at = self.queue.push(Slot::Held);
         self.pending.insert(pid, Candidate::start(at, ev, fd, path));
     }
 
@@ -324,7 +316,7 @@ impl Fuser {
             released.push((at, ev));
         }
         for (at, ev) in released {
-            *self.at(at) = Slot::Ready(ev);
+            *self.queue.at(at) = Slot::Ready(ev);
         }
     }
 
@@ -360,7 +352,7 @@ impl Fuser {
         }
         for (at, ev) in c.events.drain(..) {
             if matches!(self.queue.get(at), Some(Slot::Held)) {
-                *self.at(at) = Slot::Ready(ev);
+                *self.queue.at(at) = Slot::Ready(ev);
             }
         }
     }
@@ -376,7 +368,7 @@ impl Fuser {
         let first_at = events[range.start].0;
         let mut ops = Vec::with_capacity(range.len());
         for (at, ev) in &mut events[range] {
-            *self.at(*at) = Slot::Gone;
+            *self.queue.at(*at) = Slot::Gone;
             ops.push(std::mem::replace(ev, placeholder()));
         }
         let first = &ops[0];
@@ -395,7 +387,7 @@ impl Fuser {
             extra: BTreeMap::new(),
             op: Op::Cisc { pattern, ops },
         };
-        *self.at(first_at) = Slot::Ready(cisc);
+        *self.queue.at(first_at) = Slot::Ready(cisc);
     }
 
     /// The decided events at the queue's front.

@@ -271,14 +271,6 @@ fn breaks_batch(op: &Op) -> bool {
 }
 
 impl Fold<'_> {
-    fn slot(&mut self, s: Slot) -> u64 {
-        self.queue.push(s)
-    }
-
-    fn at(&mut self, pos: u64) -> &mut Slot {
-        self.queue.at(pos)
-    }
-
     /// Takes one event; returns the events now decided, in order.
     pub fn push(&mut self, ev: Event) -> Vec<Event> {
         self.report.events_in += 1;
@@ -287,7 +279,7 @@ impl Fold<'_> {
         match &ev.op {
             // A failed call did nothing: it stays, and neither starts nor spoils anything.
             _ if ev.ret.is_some_and(|r| r < 0) => {
-                self.slot(Slot::Keep(ev));
+                self.queue.push(Slot::Keep(ev));
             }
             Op::Open { flags, .. }
                 if !(flags.write || flags.create || flags.truncate || flags.directory) =>
@@ -298,7 +290,7 @@ impl Fold<'_> {
             Op::Stat { .. } => self.stat(ev),
             Op::Close { fd, .. } if on_scan(fd) => {
                 let key = (pid, *fd);
-                let at = self.slot(Slot::Scan(ev));
+                let at = self.queue.push(Slot::Scan(ev));
                 self.scans.get_mut(&key).expect("checked").slots.push(at);
                 self.settle_scan(key, true);
             }
@@ -321,13 +313,13 @@ impl Fold<'_> {
             .then(|| self.folder.rule_for(pid, path))
             .flatten();
         let Some(rule) = rule else {
-            self.slot(Slot::Keep(ev));
+            self.queue.push(Slot::Keep(ev));
             return;
         };
         // A reused fd without a close in between: the old scan is not whole.
         self.settle_scan((pid, fd), false);
         let path = path.clone();
-        let at = self.slot(Slot::Scan(ev));
+        let at = self.queue.push(Slot::Scan(ev));
         let scan = Scan {
             rule,
             path,
@@ -349,7 +341,7 @@ impl Fold<'_> {
         };
         let key = (ev.pid, fd);
         let n = ev.ret.map_or(len, |r| r.max(0) as u64);
-        let at = self.slot(Slot::Scan(ev));
+        let at = self.queue.push(Slot::Scan(ev));
         let scan = self.scans.get_mut(&key).expect("called for scanned fds");
         scan.slots.push(at);
         if explicit.is_some_and(|o| o != scan.pos) || scan.at_end && n > 0 {
@@ -375,11 +367,11 @@ impl Fold<'_> {
             .min();
         match key {
             Some(key) => {
-                let at = self.slot(Slot::Scan(ev));
+                let at = self.queue.push(Slot::Scan(ev));
                 self.scans.get_mut(&key).expect("found").slots.push(at);
             }
             None => {
-                self.slot(Slot::Keep(ev));
+                self.queue.push(Slot::Keep(ev));
             }
         }
     }
@@ -403,7 +395,7 @@ impl Fold<'_> {
         if breaks_batch(&ev.op) {
             self.close_batches_of(ev.pid);
         }
-        self.slot(Slot::Keep(ev));
+        self.queue.push(Slot::Keep(ev));
     }
 
     /// Decides a scan: folded into its pid's batch under its rule when `closed` and it read
@@ -429,7 +421,7 @@ impl Fold<'_> {
             _ => {
                 self.close_batch(pid, rule);
                 let first = scan.slots[0];
-                let t = match self.at(first) {
+                let t = match self.queue.at(first) {
                     Slot::Scan(ev) => ev.t,
                     _ => unreachable!("a scan's first slot is its open"),
                 };
@@ -447,7 +439,7 @@ impl Fold<'_> {
                     },
                 );
                 self.open.insert((pid, rule), id);
-                *self.at(first) = Slot::Batch;
+                *self.queue.at(first) = Slot::Batch;
                 id
             }
         };
@@ -459,15 +451,15 @@ impl Fold<'_> {
         r.bytes += scan.pos;
         r.events += scan.slots.len() as u64;
         for &at in &scan.slots {
-            if !matches!(self.at(at), Slot::Batch) {
-                *self.at(at) = Slot::Drop;
+            if !matches!(self.queue.at(at), Slot::Batch) {
+                *self.queue.at(at) = Slot::Drop;
             }
         }
     }
 
     /// A slot of a scan that stays: its event is kept where it was.
     fn unpend(&mut self, at: u64) {
-        let slot = self.at(at);
+        let slot = self.queue.at(at);
         if matches!(slot, Slot::Scan(_)) {
             if let Slot::Scan(ev) = std::mem::replace(slot, Slot::Drop) {
                 *slot = Slot::Keep(ev);
@@ -508,7 +500,7 @@ impl Fold<'_> {
             dur: None,
             extra: BTreeMap::new(),
         };
-        *self.at(b.slot) = Slot::Done(ev);
+        *self.queue.at(b.slot) = Slot::Done(ev);
     }
 
     /// Past [`MAX_PENDING`]: every scan still open stays as it is, every batch closes.
