@@ -39,6 +39,7 @@ pub mod file_mode;
 pub mod ftl;
 pub mod geometry;
 pub mod invocation;
+pub mod isp;
 pub mod persist;
 pub mod profile;
 pub mod rng;

@@ -1,0 +1,15 @@
+//! ISPFS's in-storage processing engine (ISPFS §3.2–3.4): the instructions a host writes to
+//! a directory's command file, and the word-query engine that runs them beside the PCM data
+//! path.
+//!
+//! [`instruction`] is the paper's `Search` structure, byte for byte, with the checks the
+//! engine makes before it starts; [`wordquery`] is what the engine's comparators compute,
+//! streamed over the file's bytes in the chunks the controller delivers. The engine's
+//! timing model and the file system that resolves a filename to the file's physical
+//! extents come on top of these (issue 21).
+
+pub mod instruction;
+pub mod wordquery;
+
+pub use instruction::{IspError, Scmd, Search, SEARCH_BYTES};
+pub use wordquery::{WordQuery, MAX_ADDRS};
