@@ -182,6 +182,7 @@ impl CiscOp {
     }
 }
 
+// Long: one arm per command, each naming the fields its opcode uses.
 fn entry(c: &Command) -> Entry {
     use opcode::*;
     match c {
