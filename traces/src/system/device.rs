@@ -1,15 +1,13 @@
 //! The bare device: block traces (`bread`, `bwrite`) straight onto the flash model, with no
 //! file system in front.
 
-use super::interface::{block_io, Applied, OpError, SetupError, System, Totals};
+use super::interface::{block_io, Applied, OpClock, OpError, SetupError, System, Totals};
 use crate::format::{Event, Op};
 use csd_device::{DataMode, Device, Profile, VirtualTime};
 
 pub struct DeviceSystem {
     device: Device,
-    /// When the operation in progress began, and when the last one ended.
-    started: VirtualTime,
-    clock: VirtualTime,
+    clock: OpClock,
 }
 
 impl DeviceSystem {
@@ -17,8 +15,7 @@ impl DeviceSystem {
     pub fn new(profile: &Profile) -> Result<DeviceSystem, SetupError> {
         Ok(DeviceSystem {
             device: Device::new(profile, DataMode::TimingOnly)?,
-            started: VirtualTime::ZERO,
-            clock: VirtualTime::ZERO,
+            clock: OpClock::default(),
         })
     }
 }
@@ -29,17 +26,11 @@ impl System for DeviceSystem {
     }
 
     fn op_started(&self) -> VirtualTime {
-        self.started
+        self.clock.started
     }
 
     fn begin(&mut self, start: VirtualTime) -> Result<(), String> {
-        assert!(
-            start >= self.started,
-            "operations begin in time order: {start:?} after {:?}",
-            self.started
-        );
-        self.started = start;
-        self.clock = start;
+        self.clock.begin(start);
         Ok(())
     }
 
@@ -54,12 +45,12 @@ impl System for DeviceSystem {
                 )))
             }
         };
-        self.clock = block_io(&mut self.device, write, start, off, len)?;
+        self.clock.ended = block_io(&mut self.device, write, start, off, len)?;
         Ok(Applied::Done)
     }
 
     fn clock(&self) -> VirtualTime {
-        self.clock
+        self.clock.ended
     }
 
     fn totals(&self) -> Totals {

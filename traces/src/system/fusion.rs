@@ -19,7 +19,7 @@
 //! `close` and `stat` are lookups on the device.
 
 use super::contents::{Contents, KeptRead, MAX_KEPT_READ};
-use super::interface::{Applied, FusionTotals, OpError, SetupError, System, Totals};
+use super::interface::{Applied, FusionTotals, OpClock, OpError, SetupError, System, Totals};
 use super::placement::Placement;
 use crate::format::{Event, Op, OpenFlags};
 use crate::prescan::Prescan;
@@ -134,8 +134,7 @@ pub struct FusionSystem<'a> {
     kept: HashMap<u32, KeptRead>,
     /// When each device core is next free.
     cores: Vec<VirtualTime>,
-    started: VirtualTime,
-    clock: VirtualTime,
+    clock: OpClock,
     totals: FusionTotals,
 }
 
@@ -211,8 +210,7 @@ impl<'a> FusionSystem<'a> {
             contents: Contents::new(seed),
             kept: HashMap::new(),
             cores: vec![VirtualTime::ZERO; profile.device_cpu.cores.max(1) as usize],
-            started: VirtualTime::ZERO,
-            clock: VirtualTime::ZERO,
+            clock: OpClock::default(),
             totals: FusionTotals::default(),
         };
         sys.make_initial_files(scan)?;
@@ -869,17 +867,11 @@ impl System for FusionSystem<'_> {
     }
 
     fn op_started(&self) -> VirtualTime {
-        self.started
+        self.clock.started
     }
 
     fn begin(&mut self, start: VirtualTime) -> Result<(), String> {
-        assert!(
-            start >= self.started,
-            "operations begin in time order: {start:?} after {:?}",
-            self.started
-        );
-        self.started = start;
-        self.clock = start;
+        self.clock.begin(start);
         Ok(())
     }
 
@@ -901,12 +893,12 @@ impl System for FusionSystem<'_> {
             Op::Cisc { ops, .. } if self.fuses => self.apply_fused(ev, ops, start)?,
             _ => self.apply_single(ev, start)?,
         };
-        self.clock = end.max(start);
+        self.clock.ended = end.max(start);
         Ok(Applied::Done)
     }
 
     fn clock(&self) -> VirtualTime {
-        self.clock
+        self.clock.ended
     }
 
     fn totals(&self) -> Totals {

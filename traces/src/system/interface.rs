@@ -43,6 +43,27 @@ pub trait System {
     fn check_invariants(&self) -> Result<(), String>;
 }
 
+/// When the operation in progress began and when the last one ended: the clock of a system
+/// whose model keeps none of its own (the bare device, StorageFS).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct OpClock {
+    pub started: VirtualTime,
+    pub ended: VirtualTime,
+}
+
+impl OpClock {
+    /// Starts the next operation at `start`, never before the one in progress.
+    pub fn begin(&mut self, start: VirtualTime) {
+        assert!(
+            start >= self.started,
+            "operations begin in time order: {start:?} after {:?}",
+            self.started
+        );
+        self.started = start;
+        self.ended = start;
+    }
+}
+
 /// What became of an operation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Applied {
