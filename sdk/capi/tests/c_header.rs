@@ -5,13 +5,31 @@ use csd_sdk::cisc::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Where cargo put this crate's static library: beside the test binary's `deps` directory.
+/// Where cargo put this crate's static library: in `deps` beside the test binary, with a
+/// hash in its name (a `cargo build` also copies it one level up). The newest is the one
+/// built for this test.
 fn staticlib() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(Path::parent).unwrap();
-    let lib = dir.join("libcsd_sdk_capi.a");
-    assert!(lib.is_file(), "no {}", lib.display());
-    lib
+    let deps = exe.parent().unwrap();
+    let up = deps.parent().unwrap();
+    let mut found: Vec<(std::time::SystemTime, PathBuf)> = [deps, up]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten())
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            name.starts_with("libcsd_sdk_capi") && name.ends_with(".a")
+        })
+        .filter_map(|p| Some((p.metadata().ok()?.modified().ok()?, p)))
+        .collect();
+    found.sort();
+    found.pop().map(|(_, p)| p).unwrap_or_else(|| {
+        panic!(
+            "no libcsd_sdk_capi*.a in {} or {}",
+            deps.display(),
+            up.display()
+        )
+    })
 }
 
 fn rust_pages() -> Vec<Vec<u8>> {
