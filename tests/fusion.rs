@@ -803,3 +803,28 @@ fn a_fused_replay_leaves_every_file_as_the_unfused_one_does() {
         fused_ops.get()
     );
 }
+
+/// A `cisc` op may leave a file it opened open (a hand-written trace can): the program
+/// goes on using the descriptor after it, and the file is what the events did, fused or not.
+#[test]
+fn a_file_a_cisc_op_leaves_open_stays_open_as_it_is() {
+    use csd_traces::replay::ReplayTarget;
+    let trace = concat!(
+        "{\"format\":\"csd-trace\",\"version\":1}\n",
+        "{\"t\":1,\"pid\":1,\"op\":\"cisc\",\"pattern\":\"write-sync\",\"ops\":[",
+        "{\"t\":1,\"pid\":1,\"op\":\"open\",\"path\":\"/d/f\",\"flags\":\"O_RDWR|O_CREAT|O_TRUNC\",\"ret\":3},",
+        "{\"t\":2,\"pid\":1,\"op\":\"pwrite\",\"fd\":3,\"path\":\"/d/f\",\"off\":0,\"len\":100,\"ret\":100},",
+        "{\"t\":3,\"pid\":1,\"op\":\"fsync\",\"fd\":3,\"path\":\"/d/f\",\"ret\":0}],\"ret\":0}\n",
+        "{\"t\":4,\"pid\":1,\"op\":\"pwrite\",\"fd\":3,\"path\":\"/d/f\",\"off\":100,\"len\":50,\"ret\":50}\n",
+        "{\"t\":5,\"pid\":1,\"op\":\"close\",\"fd\":3,\"path\":\"/d/f\",\"ret\":0}\n",
+    )
+    .as_bytes();
+    let mut stages = WasmStages::new(STAGES).unwrap();
+    let fused = replay_on(trace, ReplayTarget::Fusion, &mut stages);
+    let unfused = replay_on(trace, ReplayTarget::Firmware, &mut stages);
+    assert!(fused.first_errors.is_empty(), "{:?}", fused.first_errors);
+    let (f, u) = (fused.fusion.unwrap(), unfused.fusion.unwrap());
+    assert_eq!((f.files, f.bytes), (1, 150));
+    assert_eq!(f.cisc_ops, 1);
+    assert_eq!(f.contents_sha256, u.contents_sha256);
+}

@@ -842,19 +842,21 @@ impl FusionSystem<'_> {
             if let Some(Op::Open { path, flags }) =
                 ops.iter().find(|o| o.ret == Some(fd)).map(|o| &o.op)
             {
+                // Opened again as it is now: it exists, and its cut is done.
+                let again = OpenFlags {
+                    create: false,
+                    truncate: false,
+                    ..*flags
+                };
                 let reopen = Event {
                     op: Op::Open {
                         path: path.clone(),
-                        flags: OpenFlags {
-                            create: false,
-                            truncate: false,
-                            ..*flags
-                        },
+                        flags: again,
                     },
                     ret: Some(fd),
                     ..ev.clone()
                 };
-                end = self.open(&reopen, path, flags, end)?;
+                end = self.open(&reopen, path, &again, end)?;
             }
         }
         Ok(end)
