@@ -50,6 +50,9 @@ pub struct Profile {
     /// Host file-system and device-core costs of FusionFS's comparison (`csd fusion`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fusion: Option<FusionCosts>,
+    /// The PCM board and ISP engine of ISPFS (`csd ispfs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isp: Option<crate::isp::IspCosts>,
     /// `"table.field" = "why this value, and where it comes from"`.
     #[serde(default)]
     pub assumptions: BTreeMap<String, String>,
@@ -218,6 +221,9 @@ impl Profile {
                     ));
                 }
             }
+        }
+        if let Some(isp) = &self.isp {
+            isp.check()?;
         }
         if self.host.copy_bytes_per_sec == 0 {
             return Err((

@@ -4,12 +4,16 @@
 //!
 //! [`instruction`] is the paper's `Search` structure, byte for byte, with the checks the
 //! engine makes before it starts; [`wordquery`] is what the engine's comparators compute,
-//! streamed over the file's bytes in the chunks the controller delivers. The engine's
-//! timing model and the file system that resolves a filename to the file's physical
-//! extents come on top of these (issue 21).
+//! streamed over the file's bytes in the chunks the controller delivers; [`engine`] is how
+//! long that takes on the board, derived from its controllers' clock, width and timing. The
+//! file system that owns the command file and resolves a filename to the file's physical
+//! extents is ISPFS, in `csd-hostfs`.
 
+pub mod engine;
 pub mod instruction;
 pub mod wordquery;
+
+pub use engine::{Engine, HostRequest, IspCosts, Shared};
 
 pub use instruction::{IspError, Scmd, Search, SEARCH_BYTES};
 pub use wordquery::{WordQuery, MAX_ADDRS};
