@@ -9,12 +9,14 @@
 //! POSIX access check; [`pagecache`]: dirty pages and their seeded, out-of-order writeback;
 //! [`fs`]: `HostFs`, all of them over the device (cold and warm lookups, `fiemap`, file I/O
 //! through the page cache); [`ndpmeta`]: LightFS's per-directory index file format; [`ndp`]:
-//! the offload designs frag-s, frag-m, FSR and LightFS. Talks to the flash only through
+//! the offload designs frag-s, frag-m, FSR and LightFS; [`fusion`]: FusionFS's comparison;
+//! [`ispfs`]: ISPFS, its command file and its word-query evaluation. Talks to the flash only through
 //! `csd_device::Device`.
 
 pub mod alloc;
 pub mod fs;
 pub mod fusion;
+pub mod ispfs;
 pub mod namespace;
 pub mod ndp;
 pub mod ndpmeta;

@@ -328,7 +328,10 @@ mod tests {
         // the setup, within the double-indirect top block and the double-indirect step of the
         // map (two blocks' reads) and the rounding of per-access steps.
         let per_byte = 1e9 / e.bytes_per_sec();
-        assert!((slope / per_byte - 1.0).abs() < 0.001, "{slope} vs {per_byte}");
+        assert!(
+            (slope / per_byte - 1.0).abs() < 0.001,
+            "{slope} vs {per_byte}"
+        );
         let slack = 2.0 * e.host_ns(BLOCK_BYTES) + 2.0 * e.step_ns();
         assert!(
             (intercept - e.setup_ns()).abs() < slack,

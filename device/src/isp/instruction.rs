@@ -60,11 +60,54 @@ pub enum IspError {
         offset: u32,
         len: u32,
     },
+    /// No file of that name in the command file's directory.
+    NoSuchFile(String),
+    /// No file has that inode number.
+    NoSuchInode(u32),
+    /// The target is a directory, or the command file itself.
+    NotAFile(String),
+    /// The submitting application may not read the target.
+    PermissionDenied(String),
+    /// The range starts at or past the file's end.
+    PastEnd {
+        offset: u32,
+        size: u64,
+    },
 }
+
+impl IspError {
+    /// The code the engine leaves in `flag` for a refused instruction ([`FLAG_DONE`] means
+    /// the results are valid, 0 that nothing ran).
+    pub fn code(&self) -> u32 {
+        0x100
+            + match self {
+                IspError::Size { .. } => 1,
+                IspError::UnknownScmd { .. } => 2,
+                IspError::NoKeywords => 3,
+                IspError::TooManyKeywords { .. } => 4,
+                IspError::ZeroLength => 5,
+                IspError::Filename(_) => 6,
+                IspError::Range { .. } => 7,
+                IspError::NoSuchFile(_) => 8,
+                IspError::NoSuchInode(_) => 9,
+                IspError::NotAFile(_) => 10,
+                IspError::PermissionDenied(_) => 11,
+                IspError::PastEnd { .. } => 12,
+            }
+    }
+}
+
+/// `flag` once an instruction's results are valid.
+pub const FLAG_DONE: u32 = 1;
 
 impl fmt::Display for IspError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            IspError::Size { bytes } if *bytes == SEARCH_BYTES + 4 => write!(
+                f,
+                "an instruction is {SEARCH_BYTES} bytes (a Search structure), not {bytes}: \
+                 a fifth keyword does not fit its {KEYWORDS} slots"
+            ),
             IspError::Size { bytes } => write!(
                 f,
                 "an instruction is {SEARCH_BYTES} bytes (a Search structure), not {bytes}"
@@ -81,6 +124,18 @@ impl fmt::Display for IspError {
             IspError::Filename(why) => write!(f, "filename: {why}"),
             IspError::Range { offset, len } => {
                 write!(f, "offset {offset} + length {len} overflows 32 bits")
+            }
+            IspError::NoSuchFile(name) => write!(f, "no file '{name}' in this directory"),
+            IspError::NoSuchInode(ino) => write!(f, "no file has inode {ino}"),
+            IspError::NotAFile(what) => write!(f, "'{what}' is not a regular file"),
+            IspError::PermissionDenied(what) => {
+                write!(f, "permission denied: the caller may not read '{what}'")
+            }
+            IspError::PastEnd { offset, size } => {
+                write!(
+                    f,
+                    "offset {offset} is at or past the file's end ({size} bytes)"
+                )
             }
         }
     }
