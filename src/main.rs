@@ -5,8 +5,8 @@ mod units;
 
 use clap::{Parser, Subcommand};
 use commands::{
-    bench, crashcheck, device, fusion, ndp, persist, profiles, replay, repro, runs, serve, task,
-    trace, txapps, txbench,
+    bench, crashcheck, device, fusion, ispfs, ndp, persist, profiles, replay, repro, runs, serve,
+    task, trace, txapps, txbench,
 };
 use std::process::ExitCode;
 
@@ -118,6 +118,11 @@ enum Command {
     ///
     /// Example: csd fusion --workload read-modify-write --threads 1,4,16
     Fusion(fusion::FusionArgs),
+    /// ISPFS's evaluation on its PCM board: the ISP engine through a directory's command file
+    /// against software on the host.
+    ///
+    /// Example: csd ispfs query --sizes 0.1m,1m,10m,100m
+    Ispfs(ispfs::IspfsArgs),
     /// Measure the speed and memory of the model itself.
     #[command(subcommand)]
     Bench(bench::BenchCmd),
@@ -181,6 +186,7 @@ fn main() -> ExitCode {
         Some(Command::Crashcheck(args)) => crashcheck::run(args),
         Some(Command::Txbench(args)) => txbench::run(args),
         Some(Command::Fusion(args)) => fusion::run(args),
+        Some(Command::Ispfs(args)) => ispfs::run(args),
         Some(Command::Repro(args)) => repro::run(args),
         Some(Command::Txapps(args)) => txapps::run(args),
         Some(Command::Persist(cmd)) => persist::run_cmd(cmd),

@@ -5,6 +5,7 @@ pub mod bench_replay;
 pub mod crashcheck;
 pub mod device;
 pub mod fusion;
+pub mod ispfs;
 pub mod memory;
 pub mod ndp;
 pub mod offload;

@@ -48,7 +48,8 @@ pub fn run(id: &str, store: &StoreArgs, json: bool) -> anyhow::Result<()> {
             | SystemKind::PersistBacklog { .. }
             | SystemKind::Txbench { .. }
             | SystemKind::Txapps { .. }
-            | SystemKind::Fusion { .. } => None,
+            | SystemKind::Fusion { .. }
+            | SystemKind::IspfsQuery { .. } => None,
         };
         (stored, bytes, modules)
     };
@@ -184,6 +185,10 @@ fn reproduce(
         ),
         SystemKind::Fusion { spec: fusion } => Report::Fusion(
             super::fusion::measure(&spec.profile, fusion, false)
+                .with_context(|| format!("re-running {id}"))?,
+        ),
+        SystemKind::IspfsQuery { spec: query } => Report::Ispfs(
+            super::ispfs::measure_query(&spec.profile, query, spec.seed, false)
                 .with_context(|| format!("re-running {id}"))?,
         ),
     })

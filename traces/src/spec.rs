@@ -127,6 +127,10 @@ pub enum SystemKind {
     Fusion {
         spec: csd_hostfs::fusion::FusionSpec,
     },
+    /// ISPFS's word query, engine against software, per file size (`csd ispfs query`).
+    IspfsQuery {
+        spec: csd_hostfs::ispfs::query::QuerySpec,
+    },
 }
 
 impl SystemSpec {

@@ -7,6 +7,7 @@
 use csd_device::persist::backlog::BacklogReport;
 use csd_device::persist::online::OnlineReport;
 use csd_hostfs::fusion::FusionReport;
+use csd_hostfs::ispfs::query::{QueryReport, Solution};
 use csd_hostfs::ndp::Stages;
 use csd_traces::report::{online_label, AppRun, NdpDesign, PersistRun, ReplayRun, Report, TaskRun};
 use csd_traces::store::StoredRun;
@@ -242,6 +243,7 @@ impl RunView {
             Report::Persist(PersistRun::Backlog(runs)) => v.add_backlog(runs),
             Report::Repro(r) => v.repro = Some(r.clone()),
             Report::Fusion(r) => v.add_fusion(r),
+            Report::Ispfs(r) => v.add_ispfs(r),
             Report::Txbench(_) | Report::Device(_) => {}
             Report::Unreadable(u) => v.unreadable = Some(u.why.clone()),
         }
@@ -412,6 +414,37 @@ impl RunView {
         });
     }
 
+    /// `csd ispfs query`: search speed, I/O requests and host CPU of both solutions per file
+    /// size (ISPFS Figs. 8–9).
+    fn add_ispfs(&mut self, r: &QueryReport) {
+        let series: Vec<String> = r.points.iter().map(|p| format!("{} B", p.bytes)).collect();
+        let chart = |title: &str, unit: &'static str, f: fn(&Solution) -> f64| GroupedChart {
+            title: title.to_string(),
+            unit,
+            series: series.clone(),
+            groups: ["isp", "software"]
+                .into_iter()
+                .map(|design| Group {
+                    design: design.to_string(),
+                    values: r
+                        .points
+                        .iter()
+                        .map(|p| Some(f(if design == "isp" { &p.isp } else { &p.software })))
+                        .collect(),
+                })
+                .collect(),
+        };
+        self.charts.extend([
+            chart("word query: search speed by file size", "MB/s", |s| s.mb_per_sec),
+            chart(
+                "I/O requests (ISP: system calls; software: block requests)",
+                "requests",
+                |s| s.io_requests as f64,
+            ),
+            chart("host CPU utilisation", "%", |s| s.host_cpu_share * 100.0),
+        ]);
+    }
+
     /// `csd persist online`: fsync tails, throughput and CPU cost over the interval sweep.
     fn add_online(&mut self, runs: &[OnlineReport]) {
         for r in runs {
@@ -527,6 +560,12 @@ pub fn headlines(run: &StoredRun) -> Vec<Headline> {
                 Some(h(c.label(), "throughput", p.ops_per_sec, "ops/s"))
             })
             .collect(),
+        Report::Ispfs(r) => r.points.last().map_or(Vec::new(), |p| {
+            vec![
+                h("isp".into(), "speed", p.isp.mb_per_sec, "MB/s"),
+                h("software".into(), "speed", p.software.mb_per_sec, "MB/s"),
+            ]
+        }),
         Report::Txbench(_) | Report::Device(_) | Report::Repro(_) | Report::Unreadable(_) => {
             Vec::new()
         }

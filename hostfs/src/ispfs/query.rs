@@ -442,7 +442,11 @@ mod tests {
         assert!(big.isp.io_requests * 4 < big.software.io_requests);
         assert!((big.isp.mb_per_sec / r.engine_mb_per_sec - 1.0).abs() < 0.01);
         // Host reads during the query wait at most one engine access.
-        assert!(r.host_io.max_during_query_ns > r.host_io.idle_ns, "{:?}", r.host_io);
+        assert!(
+            r.host_io.max_during_query_ns > r.host_io.idle_ns,
+            "{:?}",
+            r.host_io
+        );
         assert!(r.host_io.max_during_query_ns <= r.host_io.idle_ns + 214);
         assert!((r.search_fuel_per_byte - 4.0).abs() < 0.001);
     }

@@ -240,6 +240,20 @@ impl Report {
                         .collect(),
                 })
                 .collect(),
+            Report::Ispfs(r) => ["isp", "software"]
+                .into_iter()
+                .map(|design| Headline {
+                    design: design.to_string(),
+                    metrics: r
+                        .points
+                        .iter()
+                        .map(|p| {
+                            let s = if design == "isp" { &p.isp } else { &p.software };
+                            (format!("{}B.mb_per_sec", p.bytes), s.mb_per_sec)
+                        })
+                        .collect(),
+                })
+                .collect(),
             Report::Unreadable(_) => Vec::new(),
         }
     }

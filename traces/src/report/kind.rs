@@ -31,6 +31,8 @@ pub enum ReportKind {
     Repro,
     /// `csd fusion`: FusionFS Fig. 3.
     Fusion,
+    /// `csd ispfs query`: ISPFS Figs. 8–9.
+    Ispfs,
     /// Stored by csd before report kinds were split (TxISC's runs were one kind); such a
     /// report loads as [`Report::Unreadable`].
     Txisc,
@@ -50,7 +52,8 @@ impl ReportKind {
             | ReportKind::Persist
             | ReportKind::Device
             | ReportKind::Repro
-            | ReportKind::Fusion => 1,
+            | ReportKind::Fusion
+            | ReportKind::Ispfs => 1,
             ReportKind::Txisc => 0,
         }
     }
@@ -66,6 +69,7 @@ impl ReportKind {
             ReportKind::Device => "device",
             ReportKind::Repro => "repro",
             ReportKind::Fusion => "fusion",
+            ReportKind::Ispfs => "ispfs",
             ReportKind::Txisc => "txisc",
         }
     }
@@ -89,6 +93,7 @@ pub enum Report {
     Device(csd_device::synth::SynthReport),
     Repro(crate::repro::Report),
     Fusion(csd_hostfs::fusion::FusionReport),
+    Ispfs(csd_hostfs::ispfs::query::QueryReport),
     /// A stored report this csd cannot read as its kind: kept as stored, with the reason.
     Unreadable(Unreadable),
 }
@@ -106,6 +111,7 @@ impl Serialize for Report {
             Report::Device(r) => r.serialize(s),
             Report::Repro(r) => r.serialize(s),
             Report::Fusion(r) => r.serialize(s),
+            Report::Ispfs(r) => r.serialize(s),
             Report::Unreadable(u) => u.json.serialize(s),
         }
     }
@@ -133,6 +139,7 @@ impl Report {
             Report::Device(_) => ReportKind::Device,
             Report::Repro(_) => ReportKind::Repro,
             Report::Fusion(_) => ReportKind::Fusion,
+            Report::Ispfs(_) => ReportKind::Ispfs,
             Report::Unreadable(u) => u.kind,
         }
     }
@@ -196,6 +203,9 @@ impl Report {
             ReportKind::Repro => crate::repro::Report::deserialize(&json).map(Report::Repro),
             ReportKind::Fusion => {
                 csd_hostfs::fusion::FusionReport::deserialize(&json).map(Report::Fusion)
+            }
+            ReportKind::Ispfs => {
+                csd_hostfs::ispfs::query::QueryReport::deserialize(&json).map(Report::Ispfs)
             }
             ReportKind::Txisc => Err(serde::de::Error::custom("no layout")),
         };

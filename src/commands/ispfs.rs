@@ -1,0 +1,240 @@
+//! `csd ispfs`: ISPFS's evaluation on its PCM board (`pcm-zynq`).
+//!
+//! `query` is the word query of Figs. 8–9: the ISP engine through a directory's command
+//! file against a software search through an EXT4-like page cache, per file size.
+
+use anyhow::bail;
+use csd_device::Profile;
+use csd_hostfs::ispfs::query::{self, QueryReport, QuerySpec};
+use csd_runtime::WasmStages;
+use csd_traces::report::Report;
+use csd_traces::spec::{SystemKind, SystemSpec};
+use csd_traces::store::NewRun;
+
+#[derive(clap::Args, Debug)]
+pub struct IspfsArgs {
+    #[command(subcommand)]
+    pub command: IspfsCommand,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum IspfsCommand {
+    /// The word query (ISPFS Figs. 8–9): search speed, I/O requests, host CPU and memory of
+    /// the ISP engine and of a software search, per file size.
+    ///
+    /// Example: csd ispfs query --sizes 0.1m,1m,10m,100m
+    Query(QueryArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct QueryArgs {
+    /// File sizes: bytes, or with k/m suffixes in decimal units (0.1m = 100,000 bytes), at
+    /// most 256 MiB each.
+    #[arg(long, value_delimiter = ',', default_value = "0.1m,1m,10m,100m")]
+    pub sizes: Vec<String>,
+    /// The keywords: up to four words of exactly 4 bytes (the engine compares 32-bit words).
+    #[arg(long, value_delimiter = ',', default_value = "data,disk,page,file")]
+    pub words: Vec<String>,
+    /// Bytes per read() of the software solution.
+    #[arg(long, default_value_t = 4096)]
+    pub read_size: u64,
+    /// Device profile (ISPFS's board is pcm-zynq).
+    #[arg(long, default_value = "pcm-zynq")]
+    pub profile: String,
+    /// Seed of the files' text.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub store: super::runs::StoreArgs,
+}
+
+/// `100000`, `100k`, `0.1m`: decimal units, as the paper gives its file sizes.
+pub fn parse_size(s: &str) -> anyhow::Result<u64> {
+    let t = s.trim().to_ascii_lowercase();
+    let (num, mult) = match t.as_bytes().last() {
+        Some(b'k') => (&t[..t.len() - 1], 1e3),
+        Some(b'm') => (&t[..t.len() - 1], 1e6),
+        Some(b'g') => (&t[..t.len() - 1], 1e9),
+        _ => (&t[..], 1.0),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| anyhow::anyhow!("size '{s}': expected bytes or a number with k, m or g"))?;
+    let bytes = v * mult;
+    if !(bytes >= 1.0 && bytes <= query::MAX_QUERY_BYTES as f64) {
+        bail!(
+            "size '{s}': a file is 1 byte to {} bytes",
+            query::MAX_QUERY_BYTES
+        );
+    }
+    Ok(bytes.round() as u64)
+}
+
+pub fn query_spec(args: &QueryArgs) -> anyhow::Result<QuerySpec> {
+    Ok(QuerySpec {
+        sizes: args
+            .sizes
+            .iter()
+            .map(|s| parse_size(s))
+            .collect::<anyhow::Result<_>>()?,
+        keywords: args.words.clone(),
+        read_bytes: args.read_size,
+    })
+}
+
+/// Runs the word query with the built-in `search` stage as the host's software.
+pub fn measure_query(
+    profile: &Profile,
+    spec: &QuerySpec,
+    seed: u64,
+    progress: bool,
+) -> anyhow::Result<QueryReport> {
+    let mut runner = WasmStages::new(csd::builtin::STAGES)?;
+    let bar = if progress {
+        indicatif::ProgressBar::new(spec.sizes.len() as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} file sizes",
+        )
+        .expect("static template"),
+    );
+    let report = query::compare(profile, spec, seed, &mut runner, || bar.inc(1))?;
+    bar.finish_and_clear();
+    Ok(report)
+}
+
+pub fn run(args: &IspfsArgs) -> anyhow::Result<()> {
+    match &args.command {
+        IspfsCommand::Query(a) => run_query(a),
+    }
+}
+
+fn run_query(args: &QueryArgs) -> anyhow::Result<()> {
+    let profile = Profile::load(&args.profile)?;
+    let spec = query_spec(args)?;
+    args.store.check()?;
+    let report = measure_query(&profile, &spec, args.seed, true)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_query(&report);
+    }
+    args.store.save_and_say(NewRun {
+        trace: None,
+        profile: profile.name.clone(),
+        designs: vec!["isp".into(), "software".into()],
+        seed: args.seed,
+        report: Report::Ispfs(report),
+        spec: Some(SystemSpec::new(
+            profile,
+            args.seed,
+            SystemKind::IspfsQuery { spec },
+        )),
+    })
+}
+
+fn print_query(r: &QueryReport) {
+    println!(
+        "ISPFS Figs. 8-9: word query for {} on {}",
+        r.spec.keywords.join(", "),
+        r.profile
+    );
+    println!(
+        "engine: {:.1} MB/s from the board's timing, {:.2} µs setup per instruction; host search: {:.1} fuel per byte",
+        r.engine_mb_per_sec,
+        r.engine_setup_ns as f64 / 1e3,
+        r.search_fuel_per_byte
+    );
+    println!(
+        "\n{:>10}  {:<9} {:>10} {:>11} {:>9} {:>9} {:>9} {:>8} {:>11}  found",
+        "file",
+        "solution",
+        "MB/s",
+        "time",
+        "syscalls",
+        "blk reqs",
+        "I/O reqs",
+        "host CPU",
+        "host mem"
+    );
+    for p in &r.points {
+        for (name, s) in [("isp", &p.isp), ("software", &p.software)] {
+            println!(
+                "{:>10}  {:<9} {:>10.2} {:>11} {:>9} {:>9} {:>9} {:>7.2}% {:>11}  {:?}",
+                size(p.bytes),
+                name,
+                s.mb_per_sec,
+                time(s.search_ns),
+                s.syscalls,
+                s.block_requests,
+                s.io_requests,
+                s.host_cpu_share * 100.0,
+                size(s.host_memory_bytes),
+                s.found
+            );
+        }
+    }
+    let (isp, sw) = r.mean_speeds();
+    println!(
+        "\nmean speed: ISP {isp:.1} MB/s, software {sw:.2} MB/s: {:.1}x",
+        isp / sw.max(f64::MIN_POSITIVE)
+    );
+    if let Some(p) = r.points.iter().max_by_key(|p| p.bytes) {
+        let (a, b) = (p.isp.io_requests, p.software.io_requests);
+        println!(
+            "I/O requests at {}: ISP {a} system calls, software {b} block requests ({:.0}% fewer)",
+            size(p.bytes),
+            100.0 * (1.0 - a as f64 / b.max(1) as f64)
+        );
+    }
+    let h = &r.host_io;
+    println!(
+        "host 4 KiB reads of the PCM: {} alone; during the largest query mean {}, max {} ({} reads; the engine took {:.2}x as long)",
+        time(h.idle_ns),
+        time(h.mean_during_query_ns),
+        time(h.max_during_query_ns),
+        h.requests,
+        h.engine_slowdown
+    );
+}
+
+fn size(b: u64) -> String {
+    if b >= 1_000_000 {
+        format!("{:.1} MB", b as f64 / 1e6)
+    } else if b >= 1000 {
+        format!("{:.1} kB", b as f64 / 1e3)
+    } else {
+        format!("{b} B")
+    }
+}
+
+fn time(ns: u64) -> String {
+    match ns {
+        n if n >= 1_000_000_000 => format!("{:.2} s", n as f64 / 1e9),
+        n if n >= 1_000_000 => format!("{:.2} ms", n as f64 / 1e6),
+        n if n >= 1000 => format!("{:.2} µs", n as f64 / 1e3),
+        n => format!("{n} ns"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_in_decimal_units() {
+        assert_eq!(parse_size("0.1m").unwrap(), 100_000);
+        assert_eq!(parse_size("100M").unwrap(), 100_000_000);
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("2k").unwrap(), 2000);
+        for bad in ["0", "-1m", "1g", "x", "nanm", ""] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
+}
