@@ -1866,3 +1866,68 @@ fn trace_fuse_is_deterministic_and_replays_against_the_unfused_program() {
         assert!(stderr(&o).contains(message), "{args:?}: {}", stderr(&o));
     }
 }
+
+/// `csd ispfs query` reports both solutions per size with the real `search` stage on the
+/// host, is deterministic, is saved and reruns byte for byte; bad input is named.
+#[test]
+fn ispfs_query_compares_the_engine_with_software_and_refuses_bad_input() {
+    let dir = scratch("ispfs");
+    let store = dir.join("store");
+    let store = store.to_str().unwrap();
+    let args = ["ispfs", "query", "--sizes", "20k,300k", "--json"];
+    let first = csd(&[&args[..], &["--store", store]].concat());
+    assert!(first.status.success(), "{}", stderr(&first));
+    let again = csd(&[&args[..], &["--no-store"]].concat());
+    assert_eq!(
+        first.stdout, again.stdout,
+        "the same spec gives the same report"
+    );
+    let r: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    let points = r["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    for p in points {
+        let (isp, sw) = (&p["isp"], &p["software"]);
+        assert_eq!(isp["found"], sw["found"], "both count the same words");
+        assert!(isp["found"][0].as_u64().unwrap() > 0);
+        assert!(isp["mb_per_sec"].as_f64().unwrap() > 5.0 * sw["mb_per_sec"].as_f64().unwrap());
+        assert!(isp["host_cpu_share"].as_f64().unwrap() < 0.03);
+        assert!(sw["host_memory_bytes"].as_u64().unwrap() >= p["bytes"].as_u64().unwrap());
+    }
+    // The software's requests grow with the file; ISP's stay a handful of calls.
+    let sw_reqs = |i: usize| points[i]["software"]["io_requests"].as_u64().unwrap();
+    assert!(sw_reqs(1) > sw_reqs(0));
+    assert!(points[1]["isp"]["io_requests"].as_u64().unwrap() <= 5);
+    let rerun = csd(&["runs", "rerun", "r1", "--store", store]);
+    assert!(
+        stdout(&rerun).contains("byte-identical"),
+        "{}",
+        stdout(&rerun)
+    );
+    let table = csd(&["ispfs", "query", "--sizes", "20k", "--no-store"]);
+    assert!(
+        stdout(&table).contains("mean speed: ISP"),
+        "{}",
+        stdout(&table)
+    );
+
+    let bad: &[(&[&str], &str)] = &[
+        (&["ispfs", "query", "--sizes", "0"], "size '0'"),
+        (&["ispfs", "query", "--sizes", "1g"], "size '1g'"),
+        (&["ispfs", "query", "--words", "abcde"], "keyword 'abcde'"),
+        (
+            &["ispfs", "query", "--words", "a,b,c,d,e"],
+            "1 to 4 keywords",
+        ),
+        (
+            &["ispfs", "query", "--profile", "cosmos-plus"],
+            "no [isp] table",
+        ),
+        (&["ispfs", "query", "--read-size", "0"], "read size"),
+    ];
+    for (args, message) in bad {
+        let o = csd(&[&args[..], &["--no-store"]].concat());
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(stderr(&o).contains(message), "{args:?}: {}", stderr(&o));
+        assert!(o.stdout.is_empty(), "{args:?} printed a result");
+    }
+}

@@ -435,7 +435,9 @@ impl RunView {
                 .collect(),
         };
         self.charts.extend([
-            chart("word query: search speed by file size", "MB/s", |s| s.mb_per_sec),
+            chart("word query: search speed by file size", "MB/s", |s| {
+                s.mb_per_sec
+            }),
             chart(
                 "I/O requests (ISP: system calls; software: block requests)",
                 "requests",

@@ -70,6 +70,8 @@ pub struct Ispfs {
     engine: Engine,
     /// Each directory's results buffer: the last instruction written to its command file.
     results: BTreeMap<Ino, Outcome>,
+    /// Bytes the engine model compares per chunk it reads.
+    chunk_bytes: u64,
 }
 
 impl Ispfs {
@@ -84,6 +86,7 @@ impl Ispfs {
             fs: HostFs::format(device, root)?,
             engine: Engine::new(costs),
             results: BTreeMap::new(),
+            chunk_bytes: CHUNK_BYTES,
         })
     }
 
@@ -97,6 +100,12 @@ impl Ispfs {
 
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// Streams files to the comparison in chunks of `bytes` (1 to 1 MiB; default 1 MiB). The
+    /// results never depend on it; tests use small chunks so that keywords straddle them.
+    pub fn set_chunk_bytes(&mut self, bytes: u64) {
+        self.chunk_bytes = bytes.clamp(1, CHUNK_BYTES);
     }
 
     /// The directory whose command file `path` names, if it names one.
@@ -193,7 +202,7 @@ impl Ispfs {
         for (at, n) in ranges {
             let mut done = 0;
             while done < n {
-                let take = (n - done).min(CHUNK_BYTES);
+                let take = (n - done).min(self.chunk_bytes);
                 buf.resize(take as usize, 0);
                 self.fs
                     .device()
@@ -384,6 +393,60 @@ mod tests {
             Err(IspfsError::Fs(_))
         ));
         fs.fs().check_invariants().unwrap();
+    }
+
+    /// Every occurrence of `key` in `data[offset..offset + len]`, at any alignment (a
+    /// keyword of 0 is an unused slot).
+    fn plain(data: &[u8], key: u32, offset: usize, len: usize) -> (u32, Vec<u32>) {
+        if key == 0 {
+            return (0, Vec::new());
+        }
+        let end = (offset + len).min(data.len());
+        let at: Vec<u32> = (offset..end.saturating_sub(3))
+            .filter(|&i| data[i..i + 4] == key.to_le_bytes())
+            .map(|i| i as u32)
+            .collect();
+        (at.len() as u32, at.into_iter().take(4).collect())
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+        #[test]
+        fn the_command_file_finds_what_a_plain_search_finds(
+            data in proptest::collection::vec(0u8..3, 4..20_000),
+            picks in proptest::collection::vec(0usize..20_000, 3),
+            chunk in 1u64..64,
+            offset in 0usize..4000,
+            len in 1u32..30_000,
+            // Another file written first and removed, so this one may lie in pieces.
+            gap in 0usize..3,
+        ) {
+            let mut fs = fs_with(&[]);
+            let open = Perms { uid: 0, gid: 0, mode: 0o644 };
+            for i in 0..gap {
+                fs.fs_mut().put_file(&format!("/pad{i}"), &[1; 5000], open, Cred::ROOT).unwrap();
+            }
+            fs.fs_mut().put_file("/pad9", &[1; 9000], open, Cred::ROOT).unwrap();
+            fs.fs_mut().unlink("/pad0", Cred::ROOT).ok();
+            fs.fs_mut().put_file("/f", &data, open, Cred::ROOT).unwrap();
+            fs.set_chunk_bytes(chunk);
+            let offset = offset % data.len();
+            let mut keys = [0u32; 4];
+            for (k, p) in keys.iter_mut().zip(&picks) {
+                let at = p % (data.len() - 3);
+                *k = u32::from_le_bytes(data[at..at + 4].try_into().unwrap());
+            }
+            keys[3] = 0x0202_0101;
+            let s = Search::word_query(&keys, "f", offset as u32, len).unwrap();
+            fs.write_command("/.isp", &s.encode().unwrap(), USER).unwrap();
+            let back = Search::decode(&fs.read_command("/.isp", USER).unwrap()).unwrap();
+            proptest::prop_assert_eq!(back.flag, FLAG_DONE);
+            for (k, key) in keys.iter().enumerate() {
+                let (cnt, addrs) = plain(&data, *key, offset, len as usize);
+                proptest::prop_assert_eq!(back.cnt[k], cnt, "keyword {}", k);
+                proptest::prop_assert_eq!(&back.addr[k][..addrs.len()], &addrs[..]);
+            }
+        }
     }
 
     #[test]

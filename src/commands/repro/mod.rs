@@ -7,6 +7,7 @@
 //! model, not be typed into it.
 
 mod fusionfs;
+mod ispfs;
 mod lightfs;
 mod sift;
 mod txisc;
@@ -324,33 +325,10 @@ fn sheet_for(paper: PaperArg, ctx: &Ctx) -> anyhow::Result<Sheet> {
         PaperArg::Lightfs => lightfs::run(ctx),
         PaperArg::Txisc => txisc::run(ctx),
         PaperArg::Sift => sift::run(ctx),
-        PaperArg::Ispfs => Ok(not_modelled_sheet(
-            "ISPFS",
-            ctx,
-            &[
-                (
-                    "ispfs.fig7",
-                    "Fig. 7",
-                    "iozone on ISPFS vs EXT4 over PCM (issue 21)",
-                ),
-                (
-                    "ispfs.fig9",
-                    "Fig. 9",
-                    "word query: ISP engine vs host (issue 21)",
-                ),
-            ],
-        )),
+        PaperArg::Ispfs => ispfs::run(ctx),
         PaperArg::Fusionfs => fusionfs::run(ctx),
         PaperArg::All => unreachable!("expanded by PaperArg::papers"),
     }
-}
-
-fn not_modelled_sheet(paper: &'static str, ctx: &Ctx, figs: &[(&str, &str, &str)]) -> Sheet {
-    let mut s = Sheet::new(paper, ctx);
-    for (id, figure, what) in figs {
-        s.not_modelled(Fig::new(id, figure, what, "", None, &[]), "-");
-    }
-    s
 }
 
 pub fn run(args: &ReproArgs) -> anyhow::Result<()> {

@@ -1,0 +1,192 @@
+//! ISPFS (§5.2–5.3, Figs. 8–9) on `pcm-zynq`: the word query, ISP engine against software.
+
+use super::{Ctx, Fig, Sheet};
+use crate::commands::ispfs;
+use csd_hostfs::ispfs::query::{QueryReport, QuerySpec};
+use csd_traces::report::Report;
+use csd_traces::spec::{SystemKind, SystemSpec};
+use csd_traces::store::NewRun;
+
+const PROFILE: &str = "pcm-zynq";
+const ENGINE: &[&str] = &[
+    "isp.chip_read_bytes_per_sec",
+    "isp.row_buffer_bytes",
+    "isp.chips_per_group",
+    "isp.controllers",
+    "isp.fabric_clock_mhz",
+    "isp.comparator_bytes_per_cycle",
+];
+const SOFTWARE: &[&str] = &[
+    "host.cpu_ns_per_fuel",
+    "host.syscall_ns",
+    "host.copy_bytes_per_sec",
+    "host.page_cache_page_ns",
+    "isp.block_request_ns",
+    "host_interface.pcie_bytes_per_sec",
+];
+const REQUESTS: &[&str] = &["isp.poll_interval_ns", "isp.readahead_bytes"];
+
+/// ISP's and software's speed at the smallest and largest file.
+fn ends(r: &QueryReport) -> Option<((f64, f64), (f64, f64))> {
+    let (small, large) = (r.points.first()?, r.points.last()?);
+    Some((
+        (small.isp.mb_per_sec, large.isp.mb_per_sec),
+        (small.software.mb_per_sec, large.software.mb_per_sec),
+    ))
+}
+
+// Long: one statement per figure line, in the paper's order.
+pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
+    let profile = ctx.profile(PROFILE)?;
+    let mut s = Sheet::new("ISPFS", ctx);
+    let spec = QuerySpec::paper();
+    let r = ispfs::measure_query(&profile, &spec, ctx.seed, false)?;
+    let run = NewRun {
+        trace: None,
+        profile: profile.name.clone(),
+        designs: vec!["isp".into(), "software".into()],
+        seed: ctx.seed,
+        report: Report::Ispfs(r.clone()),
+        spec: Some(SystemSpec::new(
+            profile.clone(),
+            ctx.seed,
+            SystemKind::IspfsQuery { spec },
+        )),
+    };
+    let e = Some(s.experiment("csd ispfs query", PROFILE, None, Some(run)));
+    let (isp, sw) = r.mean_speeds();
+    let f = |id, figure, what, unit, params| Fig::new(id, figure, what, unit, e, params);
+    s.value(
+        f(
+            "ispfs.fig8.isp-speed",
+            "§5.2, Fig. 8",
+            "ISP word query, mean speed",
+            "MB/s",
+            ENGINE,
+        ),
+        74.0,
+        isp,
+    );
+    s.value(
+        f(
+            "ispfs.fig8.sw-speed",
+            "§5.2, Fig. 8",
+            "software word query, mean speed",
+            "MB/s",
+            SOFTWARE,
+        ),
+        3.59,
+        sw,
+    );
+    s.value(
+        f(
+            "ispfs.fig8.gain",
+            "§5.2, Fig. 8",
+            "ISP over software, mean speed",
+            "×",
+            ENGINE,
+        ),
+        19.0,
+        isp / sw.max(f64::MIN_POSITIVE),
+    );
+    if let Some(((isp_small, isp_large), (sw_small, sw_large))) = ends(&r) {
+        let flat = (isp_large / isp_small - 1.0).abs() < 0.05;
+        s.trend(
+            f(
+                "ispfs.fig8.isp-flat",
+                "§5.2",
+                "ISP speed the same at every file size",
+                "",
+                ENGINE,
+            ),
+            "flat",
+            if flat { "flat" } else { "varies" },
+        );
+        s.trend(
+            f(
+                "ispfs.fig8.sw-small",
+                "§5.2",
+                "software queries small files more slowly",
+                "",
+                SOFTWARE,
+            ),
+            "small slower",
+            if sw_small < sw_large {
+                "small slower"
+            } else {
+                "not slower"
+            },
+        );
+    }
+    if let Some(p) = r.points.iter().max_by_key(|p| p.bytes) {
+        s.value(
+            f(
+                "ispfs.fig9b.isp-requests",
+                "§5.3, Fig. 9b",
+                "ISP system calls (100 MB)",
+                "",
+                REQUESTS,
+            ),
+            17.0,
+            p.isp.io_requests as f64,
+        );
+        s.value(
+            f(
+                "ispfs.fig9b.sw-requests",
+                "§5.3, Fig. 9b",
+                "software block requests (100 MB)",
+                "",
+                REQUESTS,
+            ),
+            833.0,
+            p.software.io_requests as f64,
+        );
+        s.value(
+            f(
+                "ispfs.fig9b.fewer",
+                "§5.3, Fig. 9b",
+                "I/O requests ISP saves",
+                "%",
+                REQUESTS,
+            ),
+            97.0,
+            100.0 * (1.0 - p.isp.io_requests as f64 / p.software.io_requests.max(1) as f64),
+        );
+        s.range(
+            f(
+                "ispfs.fig9a.isp-cpu",
+                "§5.3, Fig. 9a",
+                "ISP host CPU utilisation (100 MB)",
+                "%",
+                REQUESTS,
+            ),
+            0.0,
+            3.0,
+            p.isp.host_cpu_share * 100.0,
+        );
+        // Every step of the software path runs on the host CPU: 100 % by construction.
+        s.input(
+            f(
+                "ispfs.fig9a.sw-cpu",
+                "§5.3, Fig. 9a",
+                "software host CPU utilisation (by construction)",
+                "%",
+                SOFTWARE,
+            ),
+            100.0,
+            p.software.host_cpu_share * 100.0,
+        );
+    }
+    s.not_modelled(
+        Fig::new(
+            "ispfs.fig7",
+            "Fig. 7",
+            "iozone on ISPFS vs EXT4 over PCM (not built yet)",
+            "",
+            None,
+            &[],
+        ),
+        "-",
+    );
+    Ok(s)
+}
