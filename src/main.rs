@@ -101,10 +101,10 @@ enum Command {
     Crashcheck(crashcheck::CrashcheckArgs),
     /// Re-measure the papers' headline figures and compare each with the paper.
     ///
-    /// Runs the experiments behind LightFS's, TxISC's and SIFT's figures (scaled down where
-    /// it says so) and prints, per figure, the paper's value, ours, the ratio and ✓ (within
-    /// ±15 %, or the paper's trend), ✗, `input` (the paper's value is an input of the model)
-    /// or `not modelled`. The run is saved with a run per experiment.
+    /// Runs the experiments behind LightFS's, TxISC's, SIFT's, ISPFS's and FusionFS's figures
+    /// (scaled down where it says so) and prints, per figure, the paper's value, ours, the
+    /// ratio and ✓ (within ±15 %, or the paper's trend), ✗ or `input` (the paper's value is an
+    /// input of the model). The run is saved with a run per experiment.
     ///
     /// Example: csd repro lightfs --json; csd repro --explain lightfs.fig3b
     Repro(repro::ReproArgs),

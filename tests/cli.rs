@@ -1931,3 +1931,60 @@ fn ispfs_query_compares_the_engine_with_software_and_refuses_bad_input() {
         assert!(o.stdout.is_empty(), "{args:?} printed a result");
     }
 }
+
+/// `csd ispfs iozone` compares ISPFS with the EXT4-like path per test and size,
+/// deterministically, is saved and reruns; bad sizes are named.
+#[test]
+fn ispfs_iozone_compares_both_paths_and_refuses_bad_sizes() {
+    let dir = scratch("iozone");
+    let store = dir.join("store");
+    let store = store.to_str().unwrap();
+    let args = [
+        "ispfs",
+        "iozone",
+        "--files",
+        "1m",
+        "--records",
+        "4k,1m",
+        "--json",
+    ];
+    let first = csd(&[&args[..], &["--store", store]].concat());
+    assert!(first.status.success(), "{}", stderr(&first));
+    let again = csd(&[&args[..], &["--no-store"]].concat());
+    assert_eq!(first.stdout, again.stdout);
+    let r: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    let points = r["points"].as_array().unwrap();
+    assert_eq!(points.len(), 8, "4 tests at 2 record sizes");
+    for p in points {
+        let (i, e) = (
+            p["ispfs_mb_per_sec"].as_f64().unwrap(),
+            p["ext4_mb_per_sec"].as_f64().unwrap(),
+        );
+        if p["test"] == "reread" || p["test"] == "random-read" {
+            assert!(i > e, "ISPFS reads skip the page cache: {p}");
+        }
+    }
+    let rerun = csd(&["runs", "rerun", "r1", "--store", store]);
+    assert!(
+        stdout(&rerun).contains("byte-identical"),
+        "{}",
+        stdout(&rerun)
+    );
+    let bad: &[(&[&str], &str)] = &[
+        (&["ispfs", "iozone", "--files", "1g"], "size '1g'"),
+        (&["ispfs", "iozone", "--records", "0"], "size '0'"),
+        (
+            &["ispfs", "iozone", "--files", "4k", "--records", "8k"],
+            "(file, record) pairs",
+        ),
+        (
+            &["ispfs", "iozone", "--profile", "optane-csd"],
+            "no [isp] table",
+        ),
+    ];
+    for (args, message) in bad {
+        let o = csd(&[&args[..], &["--no-store"]].concat());
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(stderr(&o).contains(message), "{args:?}: {}", stderr(&o));
+    }
+}

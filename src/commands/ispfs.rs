@@ -1,10 +1,12 @@
 //! `csd ispfs`: ISPFS's evaluation on its PCM board (`pcm-zynq`).
 //!
 //! `query` is the word query of Figs. 8–9: the ISP engine through a directory's command
-//! file against a software search through an EXT4-like page cache, per file size.
+//! file against a software search through an EXT4-like page cache, per file size. `iozone`
+//! is Fig. 7: ISPFS's POSIX path against an EXT4-like one over the same board.
 
 use anyhow::bail;
 use csd_device::Profile;
+use csd_hostfs::ispfs::iozone::{self, IozoneReport, IozoneSpec, Test};
 use csd_hostfs::ispfs::query::{self, QueryReport, QuerySpec};
 use csd_runtime::WasmStages;
 use csd_traces::report::Report;
@@ -24,6 +26,32 @@ pub enum IspfsCommand {
     ///
     /// Example: csd ispfs query --sizes 0.1m,1m,10m,100m
     Query(QueryArgs),
+    /// iozone's rewrite, reread, random write and random read (ISPFS Fig. 7) through ISPFS
+    /// and through an EXT4-like path over the same PCM, per file and record size.
+    ///
+    /// Example: csd ispfs iozone --files 1m,100m --records 4k,1m
+    Iozone(IozoneArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct IozoneArgs {
+    /// File sizes (binary units: 1m = 1 MiB), at most 256 MiB.
+    #[arg(long, value_delimiter = ',', default_value = "1m,10m,100m")]
+    pub files: Vec<String>,
+    /// Record sizes (binary units), at most 16 MiB; a record larger than a file is skipped.
+    #[arg(long, value_delimiter = ',', default_value = "4k,64k,1m")]
+    pub records: Vec<String>,
+    /// Device profile (ISPFS's board is pcm-zynq).
+    #[arg(long, default_value = "pcm-zynq")]
+    pub profile: String,
+    /// Seed of the random tests' order.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub store: super::runs::StoreArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -51,26 +79,118 @@ pub struct QueryArgs {
     pub store: super::runs::StoreArgs,
 }
 
-/// `100000`, `100k`, `0.1m`: decimal units, as the paper gives its file sizes.
+/// `100000`, `100k`, `0.1m`: decimal units, as the paper gives its word-query file sizes.
 pub fn parse_size(s: &str) -> anyhow::Result<u64> {
+    size_in(s, 1e3, query::MAX_QUERY_BYTES)
+}
+
+/// A size with k, m or g in units of `unit`, from 1 byte to `max`.
+fn size_in(s: &str, unit: f64, max: u64) -> anyhow::Result<u64> {
     let t = s.trim().to_ascii_lowercase();
     let (num, mult) = match t.as_bytes().last() {
-        Some(b'k') => (&t[..t.len() - 1], 1e3),
-        Some(b'm') => (&t[..t.len() - 1], 1e6),
-        Some(b'g') => (&t[..t.len() - 1], 1e9),
+        Some(b'k') => (&t[..t.len() - 1], unit),
+        Some(b'm') => (&t[..t.len() - 1], unit * unit),
+        Some(b'g') => (&t[..t.len() - 1], unit * unit * unit),
         _ => (&t[..], 1.0),
     };
     let v: f64 = num
         .parse()
         .map_err(|_| anyhow::anyhow!("size '{s}': expected bytes or a number with k, m or g"))?;
     let bytes = v * mult;
-    if !(bytes >= 1.0 && bytes <= query::MAX_QUERY_BYTES as f64) {
-        bail!(
-            "size '{s}': a file is 1 byte to {} bytes",
-            query::MAX_QUERY_BYTES
-        );
+    if !(bytes >= 1.0 && bytes <= max as f64) {
+        bail!("size '{s}': 1 byte to {max} bytes");
     }
     Ok(bytes.round() as u64)
+}
+
+pub fn iozone_spec(args: &IozoneArgs) -> anyhow::Result<IozoneSpec> {
+    let list = |v: &[String], max| {
+        v.iter()
+            .map(|s| size_in(s, 1024.0, max))
+            .collect::<anyhow::Result<Vec<u64>>>()
+    };
+    Ok(IozoneSpec {
+        file_bytes: list(&args.files, iozone::MAX_FILE_BYTES)?,
+        record_bytes: list(&args.records, iozone::MAX_RECORD_BYTES)?,
+    })
+}
+
+/// Runs the iozone comparison.
+pub fn measure_iozone(
+    profile: &Profile,
+    spec: &IozoneSpec,
+    seed: u64,
+    progress: bool,
+) -> anyhow::Result<IozoneReport> {
+    let n = spec.file_bytes.len() * spec.record_bytes.len();
+    let bar = if progress {
+        indicatif::ProgressBar::new(n as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let report = iozone::compare(profile, spec, seed, || bar.inc(1))?;
+    bar.finish_and_clear();
+    Ok(report)
+}
+
+fn run_iozone(args: &IozoneArgs) -> anyhow::Result<()> {
+    let profile = Profile::load(&args.profile)?;
+    let spec = iozone_spec(args)?;
+    args.store.check()?;
+    let report = measure_iozone(&profile, &spec, args.seed, true)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_iozone(&report);
+    }
+    args.store.save_and_say(NewRun {
+        trace: None,
+        profile: profile.name.clone(),
+        designs: vec!["ispfs".into(), "ext4".into()],
+        seed: args.seed,
+        report: Report::Iozone(report),
+        spec: Some(SystemSpec::new(
+            profile,
+            args.seed,
+            SystemKind::IspfsIozone { spec },
+        )),
+    })
+}
+
+fn print_iozone(r: &IozoneReport) {
+    println!(
+        "ISPFS Fig. 7: iozone through ISPFS and an EXT4-like path on {}",
+        r.profile
+    );
+    println!(
+        "\n{:<13} {:>10} {:>10} {:>13} {:>13} {:>9}",
+        "test", "file", "record", "ISPFS MB/s", "EXT4 MB/s", "ISPFS/EXT4"
+    );
+    for p in &r.points {
+        println!(
+            "{:<13} {:>10} {:>10} {:>13.2} {:>13.2} {:>9.2}x",
+            p.test.name(),
+            binary(p.file_bytes),
+            binary(p.record_bytes),
+            p.ispfs_mb_per_sec,
+            p.ext4_mb_per_sec,
+            p.ratio()
+        );
+    }
+    println!();
+    for t in Test::ALL {
+        if let Some(m) = r.mean_ratio(t) {
+            println!("mean ISPFS/EXT4 {:<13} {m:.2}x", t.name());
+        }
+    }
+}
+
+fn binary(b: u64) -> String {
+    match b {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
+        b => format!("{b} B"),
+    }
 }
 
 pub fn query_spec(args: &QueryArgs) -> anyhow::Result<QuerySpec> {
@@ -112,6 +232,7 @@ pub fn measure_query(
 pub fn run(args: &IspfsArgs) -> anyhow::Result<()> {
     match &args.command {
         IspfsCommand::Query(a) => run_query(a),
+        IspfsCommand::Iozone(a) => run_iozone(a),
     }
 }
 

@@ -49,7 +49,8 @@ pub fn run(id: &str, store: &StoreArgs, json: bool) -> anyhow::Result<()> {
             | SystemKind::Txbench { .. }
             | SystemKind::Txapps { .. }
             | SystemKind::Fusion { .. }
-            | SystemKind::IspfsQuery { .. } => None,
+            | SystemKind::IspfsQuery { .. }
+            | SystemKind::IspfsIozone { .. } => None,
         };
         (stored, bytes, modules)
     };
@@ -189,6 +190,10 @@ fn reproduce(
         ),
         SystemKind::IspfsQuery { spec: query } => Report::Ispfs(
             super::ispfs::measure_query(&spec.profile, query, spec.seed, false)
+                .with_context(|| format!("re-running {id}"))?,
+        ),
+        SystemKind::IspfsIozone { spec: grid } => Report::Iozone(
+            super::ispfs::measure_iozone(&spec.profile, grid, spec.seed, false)
                 .with_context(|| format!("re-running {id}"))?,
         ),
     })

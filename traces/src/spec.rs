@@ -131,6 +131,10 @@ pub enum SystemKind {
     IspfsQuery {
         spec: csd_hostfs::ispfs::query::QuerySpec,
     },
+    /// ISPFS's iozone comparison with an EXT4-like path (`csd ispfs iozone`).
+    IspfsIozone {
+        spec: csd_hostfs::ispfs::iozone::IozoneSpec,
+    },
 }
 
 impl SystemSpec {

@@ -7,6 +7,7 @@
 use csd_device::persist::backlog::BacklogReport;
 use csd_device::persist::online::OnlineReport;
 use csd_hostfs::fusion::FusionReport;
+use csd_hostfs::ispfs::iozone::{IozonePoint, IozoneReport, Test};
 use csd_hostfs::ispfs::query::{QueryReport, Solution};
 use csd_hostfs::ndp::Stages;
 use csd_traces::report::{online_label, AppRun, NdpDesign, PersistRun, ReplayRun, Report, TaskRun};
@@ -244,6 +245,7 @@ impl RunView {
             Report::Repro(r) => v.repro = Some(r.clone()),
             Report::Fusion(r) => v.add_fusion(r),
             Report::Ispfs(r) => v.add_ispfs(r),
+            Report::Iozone(r) => v.add_iozone(r),
             Report::Txbench(_) | Report::Device(_) => {}
             Report::Unreadable(u) => v.unreadable = Some(u.why.clone()),
         }
@@ -447,6 +449,34 @@ impl RunView {
         ]);
     }
 
+    /// `csd ispfs iozone`: ISPFS and EXT4 throughput per test, one group per (file,
+    /// record) size (ISPFS Fig. 7).
+    fn add_iozone(&mut self, r: &IozoneReport) {
+        for test in Test::ALL {
+            let points: Vec<_> = r.points.iter().filter(|p| p.test == test).collect();
+            if points.is_empty() {
+                continue;
+            }
+            let series = points
+                .iter()
+                .map(|p| format!("{} KiB of {} KiB", p.record_bytes >> 10, p.file_bytes >> 10))
+                .collect();
+            let group = |design: &str, f: fn(&IozonePoint) -> f64| Group {
+                design: design.to_string(),
+                values: points.iter().map(|p| Some(f(p))).collect(),
+            };
+            self.charts.push(GroupedChart {
+                title: format!("iozone {}: throughput by record and file size", test.name()),
+                unit: "MB/s",
+                series,
+                groups: vec![
+                    group("ispfs", |p| p.ispfs_mb_per_sec),
+                    group("ext4", |p| p.ext4_mb_per_sec),
+                ],
+            });
+        }
+    }
+
     /// `csd persist online`: fsync tails, throughput and CPU cost over the interval sweep.
     fn add_online(&mut self, runs: &[OnlineReport]) {
         for r in runs {
@@ -568,6 +598,18 @@ pub fn headlines(run: &StoredRun) -> Vec<Headline> {
                 h("software".into(), "speed", p.software.mb_per_sec, "MB/s"),
             ]
         }),
+        Report::Iozone(r) => Test::ALL
+            .into_iter()
+            .filter_map(|t| {
+                let ratio = r.mean_ratio(t)?;
+                Some(h(
+                    format!("ispfs/ext4 {}", t.name()),
+                    "mean ratio",
+                    ratio,
+                    "x",
+                ))
+            })
+            .collect(),
         Report::Txbench(_) | Report::Device(_) | Report::Repro(_) | Report::Unreadable(_) => {
             Vec::new()
         }

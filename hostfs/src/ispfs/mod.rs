@@ -13,6 +13,7 @@
 //! [`query`] is the paper's word-query evaluation (Figs. 8–9): this path against a software
 //! search through an EXT4-like page cache.
 
+pub mod iozone;
 pub mod query;
 
 use crate::fs::{file_ranges, FsError, HostFs};

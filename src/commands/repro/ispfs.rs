@@ -1,7 +1,9 @@
-//! ISPFS (§5.2–5.3, Figs. 8–9) on `pcm-zynq`: the word query, ISP engine against software.
+//! ISPFS on `pcm-zynq`: the word query, ISP engine against software (§5.2–5.3, Figs. 8–9),
+//! and iozone through ISPFS against an EXT4-like path (§5.1, Fig. 7).
 
 use super::{Ctx, Fig, Sheet};
 use crate::commands::ispfs;
+use csd_hostfs::ispfs::iozone::{IozoneSpec, Test};
 use csd_hostfs::ispfs::query::{QueryReport, QuerySpec};
 use csd_traces::report::Report;
 use csd_traces::spec::{SystemKind, SystemSpec};
@@ -177,16 +179,73 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
             p.software.host_cpu_share * 100.0,
         );
     }
-    s.not_modelled(
-        Fig::new(
-            "ispfs.fig7",
-            "Fig. 7",
-            "iozone on ISPFS vs EXT4 over PCM (not built yet)",
-            "",
-            None,
-            &[],
-        ),
-        "-",
-    );
+    iozone_lines(ctx, &profile, &mut s)?;
     Ok(s)
+}
+
+const IOZONE: &[&str] = &[
+    "timing.page_program_ns",
+    "host.syscall_ns",
+    "host.copy_bytes_per_sec",
+    "host.page_cache_page_ns",
+    "host_interface.pcie_bytes_per_sec",
+];
+
+/// Fig. 7: ISPFS over the EXT4-like path, averaged over the default grid, per test.
+fn iozone_lines(ctx: &Ctx, profile: &csd_device::Profile, s: &mut Sheet) -> anyhow::Result<()> {
+    let spec = IozoneSpec::default_grid();
+    let r = ispfs::measure_iozone(profile, &spec, ctx.seed, false)?;
+    let run = NewRun {
+        trace: None,
+        profile: profile.name.clone(),
+        designs: vec!["ispfs".into(), "ext4".into()],
+        seed: ctx.seed,
+        report: Report::Iozone(r.clone()),
+        spec: Some(SystemSpec::new(
+            profile.clone(),
+            ctx.seed,
+            SystemKind::IspfsIozone { spec },
+        )),
+    };
+    let e = Some(s.experiment(
+        "csd ispfs iozone",
+        PROFILE,
+        Some("files of 1–100 MiB, records of 4 KiB–1 MiB (the paper: 256 MB, 1 KiB–16 MiB)".into()),
+        Some(run),
+    ));
+    for (test, paper, id, what) in [
+        (
+            Test::Rewrite,
+            4.10,
+            "ispfs.fig7.rewrite",
+            "ISPFS over EXT4, rewrite (mean)",
+        ),
+        (
+            Test::Reread,
+            1.34,
+            "ispfs.fig7.reread",
+            "ISPFS over EXT4, reread (mean)",
+        ),
+        (
+            Test::RandomWrite,
+            8.30,
+            "ispfs.fig7.random-write",
+            "ISPFS over EXT4, random write (mean)",
+        ),
+        (
+            Test::RandomRead,
+            3.32,
+            "ispfs.fig7.random-read",
+            "ISPFS over EXT4, random read (mean)",
+        ),
+    ] {
+        if let Some(ours) = r.mean_ratio(test) {
+            s.value(
+                Fig::new(id, "§5.1, Fig. 7", what, "×", e, IOZONE),
+                paper,
+                ours,
+            );
+        }
+    }
+    Ok(())
 }

@@ -281,16 +281,6 @@ impl Sheet {
             verdict,
         );
     }
-
-    pub fn not_modelled(&mut self, f: Fig<'_>, paper: &str) {
-        self.push(
-            f,
-            Check::NotModelled,
-            (None, paper.to_string()),
-            (None, "-".into()),
-            Verdict::NotModelled,
-        );
-    }
 }
 
 /// A number as the tables print it: three significant digits, no exponent.

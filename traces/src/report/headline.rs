@@ -254,6 +254,30 @@ impl Report {
                         .collect(),
                 })
                 .collect(),
+            Report::Iozone(r) => ["ispfs", "ext4"]
+                .into_iter()
+                .map(|design| Headline {
+                    design: design.to_string(),
+                    metrics: r
+                        .points
+                        .iter()
+                        .map(|p| {
+                            let v = if design == "ispfs" {
+                                p.ispfs_mb_per_sec
+                            } else {
+                                p.ext4_mb_per_sec
+                            };
+                            let key = format!(
+                                "{}.{}B.{}B.mb_per_sec",
+                                p.test.name(),
+                                p.file_bytes,
+                                p.record_bytes
+                            );
+                            (key, v)
+                        })
+                        .collect(),
+                })
+                .collect(),
             Report::Unreadable(_) => Vec::new(),
         }
     }

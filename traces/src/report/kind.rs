@@ -33,6 +33,8 @@ pub enum ReportKind {
     Fusion,
     /// `csd ispfs query`: ISPFS Figs. 8–9.
     Ispfs,
+    /// `csd ispfs iozone`: ISPFS Fig. 7.
+    Iozone,
     /// Stored by csd before report kinds were split (TxISC's runs were one kind); such a
     /// report loads as [`Report::Unreadable`].
     Txisc,
@@ -53,7 +55,8 @@ impl ReportKind {
             | ReportKind::Device
             | ReportKind::Repro
             | ReportKind::Fusion
-            | ReportKind::Ispfs => 1,
+            | ReportKind::Ispfs
+            | ReportKind::Iozone => 1,
             ReportKind::Txisc => 0,
         }
     }
@@ -70,6 +73,7 @@ impl ReportKind {
             ReportKind::Repro => "repro",
             ReportKind::Fusion => "fusion",
             ReportKind::Ispfs => "ispfs",
+            ReportKind::Iozone => "iozone",
             ReportKind::Txisc => "txisc",
         }
     }
@@ -94,6 +98,7 @@ pub enum Report {
     Repro(crate::repro::Report),
     Fusion(csd_hostfs::fusion::FusionReport),
     Ispfs(csd_hostfs::ispfs::query::QueryReport),
+    Iozone(csd_hostfs::ispfs::iozone::IozoneReport),
     /// A stored report this csd cannot read as its kind: kept as stored, with the reason.
     Unreadable(Unreadable),
 }
@@ -112,6 +117,7 @@ impl Serialize for Report {
             Report::Repro(r) => r.serialize(s),
             Report::Fusion(r) => r.serialize(s),
             Report::Ispfs(r) => r.serialize(s),
+            Report::Iozone(r) => r.serialize(s),
             Report::Unreadable(u) => u.json.serialize(s),
         }
     }
@@ -140,6 +146,7 @@ impl Report {
             Report::Repro(_) => ReportKind::Repro,
             Report::Fusion(_) => ReportKind::Fusion,
             Report::Ispfs(_) => ReportKind::Ispfs,
+            Report::Iozone(_) => ReportKind::Iozone,
             Report::Unreadable(u) => u.kind,
         }
     }
@@ -206,6 +213,9 @@ impl Report {
             }
             ReportKind::Ispfs => {
                 csd_hostfs::ispfs::query::QueryReport::deserialize(&json).map(Report::Ispfs)
+            }
+            ReportKind::Iozone => {
+                csd_hostfs::ispfs::iozone::IozoneReport::deserialize(&json).map(Report::Iozone)
             }
             ReportKind::Txisc => Err(serde::de::Error::custom("no layout")),
         };
