@@ -1988,3 +1988,44 @@ fn ispfs_iozone_compares_both_paths_and_refuses_bad_sizes() {
         assert!(stderr(&o).contains(message), "{args:?}: {}", stderr(&o));
     }
 }
+
+/// The bundled ISPFS sample replays on `--design ispfs` (default profile pcm-zynq): its
+/// command-file writes run as ISP instructions, the refused ones are counted, host reads
+/// during the query wait for the engine, and the replay is deterministic.
+#[test]
+fn the_ispfs_sample_runs_its_instructions_through_command_files() {
+    let args = [
+        "replay",
+        "ispfs-query",
+        "--design",
+        "ispfs",
+        "--json",
+        "--no-store",
+    ];
+    let a = csd(&args);
+    assert!(a.status.success(), "{}", stderr(&a));
+    assert_eq!(a.stdout, csd(&args).stdout, "two replays differ");
+    let v: serde_json::Value = serde_json::from_slice(&a.stdout).unwrap();
+    assert_eq!(v["profile"], "pcm-zynq");
+    let d = &v["designs"][0];
+    assert_eq!(d["ops"], 1171);
+    assert!(d["first_errors"].as_object().unwrap().is_empty(), "{d}");
+    let isp = &d["isp"];
+    assert_eq!(isp["instructions"], 3);
+    assert_eq!(isp["refused"], 2);
+    assert_eq!(isp["bytes_compared"], 4 << 20);
+    assert!(isp["engine_ns"].as_u64().unwrap() > 40_000_000, "{isp}");
+    assert!(isp["host_wait_ns"].as_u64().unwrap() > 0, "{isp}");
+    // A profile without the engine is refused by name.
+    let o = csd(&[
+        "replay",
+        "ispfs-query",
+        "--design",
+        "ispfs",
+        "--profile",
+        "cosmos-plus",
+        "--no-store",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("[isp] table"), "{}", stderr(&o));
+}

@@ -30,7 +30,7 @@ pub const SAMPLE_PLANS: [(&str, &str); 1] = [(
 )];
 
 /// The sample traces compiled into csd (`traces/samples/`), replayable by name.
-pub const SAMPLES: [(&str, &str); 6] = [
+pub const SAMPLES: [(&str, &str); 7] = [
     (
         "untar.trace",
         include_str!("../../traces/samples/untar.trace"),
@@ -55,6 +55,10 @@ pub const SAMPLES: [(&str, &str); 6] = [
         "sqlite-inserts.trace",
         include_str!("../../traces/samples/sqlite-inserts.trace"),
     ),
+    (
+        "ispfs-query.trace",
+        include_str!("../../traces/samples/ispfs-query.trace"),
+    ),
 ];
 
 pub fn sample(name: &str) -> Option<&'static str> {
@@ -68,18 +72,19 @@ pub fn sample(name: &str) -> Option<&'static str> {
 pub struct ReplayArgs {
     /// The trace (csd trace format): a file, a trace stored with `csd trace add` (id or
     /// name), or a bundled sample (untar, sqlite, sqlite-inserts, grep, grep-src,
-    /// ndp-mixed). Without one, the
+    /// ndp-mixed, ispfs-query). Without one, the
     /// `untar` sample (unpacking a source tarball) is replayed.
     pub trace: Option<PathBuf>,
-    /// Device profile [default: cosmos-plus, or optane-csd when every design is firmware
-    /// or fusion].
+    /// Device profile [default: cosmos-plus; optane-csd when every design is firmware or
+    /// fusion; pcm-zynq when it is ispfs].
     #[arg(long)]
     pub profile: Option<String>,
     /// Designs to compare, comma-separated: frag-s, frag-m, fsr, lightfs (`all` is these
     /// four), host (no offload: the host reads and computes itself, the baseline), device
     /// (the bare device, for block traces), and FusionFS's firmware file system: firmware
     /// (one device round trip per file operation) and fusion (a `csd trace fuse`d trace's
-    /// CISC ops as one round trip each).
+    /// CISC ops as one round trip each), and ispfs (ISPFS on PCM: no page cache, and writes
+    /// to a directory's `.isp` command file run as ISP instructions).
     #[arg(long, default_value = "all")]
     pub design: String,
     /// `afap`: each pid as fast as possible, keeping its order; `timed`: not before each
@@ -117,9 +122,11 @@ impl ReplayArgs {
         if let Some(p) = &self.profile {
             return Ok(p.clone());
         }
-        let storagefs = targets(&self.design)?.iter().all(|t| t.on_storagefs());
-        Ok(if storagefs {
+        let targets = targets(&self.design)?;
+        Ok(if targets.iter().all(|t| t.on_storagefs()) {
             "optane-csd"
+        } else if targets.iter().all(|t| *t == ReplayTarget::Ispfs) {
+            "pcm-zynq"
         } else {
             "cosmos-plus"
         }
@@ -454,6 +461,17 @@ fn print(r: &ReplayRun) {
         }
         if let Some(f) = &d.fusion {
             print_storagefs(f);
+        }
+        if let Some(i) = &d.isp {
+            println!(
+                "  isp: {} instruction(s) through command files, {} refused; engine busy {:.3} ms over {} bytes, done at {:.3} ms; host I/O waited {:.3} µs for it",
+                i.instructions,
+                i.refused,
+                i.engine_ns as f64 / 1e6,
+                i.bytes_compared,
+                i.engine_done_ns as f64 / 1e6,
+                i.host_wait_ns as f64 / 1e3
+            );
         }
         for (op, e) in &d.first_errors {
             println!("  first failed {op}: {e}");

@@ -108,6 +108,9 @@ pub struct ReplayReport {
     /// StorageFS's round trips and device work (the firmware and fusion designs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fusion: Option<FusionTotals>,
+    /// ISP instructions written to command files (the ispfs design).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isp: Option<crate::system::IspTotals>,
     pub device: DeviceCounters,
 }
 
@@ -247,6 +250,7 @@ impl<'s> Replayer<'s> {
             ndp: totals.ndp,
             isc: totals.isc,
             fusion: totals.fusion,
+            isp: totals.isp,
             device: totals.device,
         }
     }

@@ -233,6 +233,14 @@ impl Engine {
         self.fetch_ns(bytes.max(1))
     }
 
+    /// How long a host request waits when it arrives `since_ns` after an instruction's
+    /// first fetch began (the engine streaming without pause since): the rest of the access
+    /// in flight, if one is.
+    pub fn wait_ns(&self, since_ns: f64) -> f64 {
+        let phase = since_ns.max(0.0) % self.step_ns();
+        (self.access_ns() - phase).max(0.0)
+    }
+
     /// Runs an instruction of `len` bytes from time 0 while `host` requests (in arrival
     /// order) arrive. A host request waits only for the engine's access in flight; the
     /// engine's next access waits for the host's.

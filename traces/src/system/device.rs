@@ -58,6 +58,7 @@ impl System for DeviceSystem {
             ndp: None,
             isc: None,
             fusion: None,
+            isp: None,
             device: self.device.counters(),
         }
     }

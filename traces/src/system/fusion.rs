@@ -928,6 +928,7 @@ impl System for FusionSystem<'_> {
                 contents_sha256: digest,
                 ..self.totals.clone()
             }),
+            isp: None,
             device: self.device.counters(),
         }
     }

@@ -69,7 +69,7 @@ pub struct HostSystem<'a> {
     zeros: Vec<u8>,
 }
 
-fn mkdir_p(fs: &mut HostFs, dir: &str) -> Result<(), FsError> {
+pub(super) fn mkdir_p(fs: &mut HostFs, dir: &str) -> Result<(), FsError> {
     // Nearly always the directory is there already: an untimed check, no walk of mkdirs.
     if fs.namespace().find(dir, WHO).is_ok() {
         return Ok(());
@@ -402,6 +402,7 @@ impl System for HostSystem<'_> {
             ndp,
             isc: (self.isc.requests > 0).then(|| self.isc.clone()),
             fusion: None,
+            isp: None,
             device: self.fs.device().counters(),
         }
     }
@@ -446,7 +447,7 @@ fn prepare(
 
 /// Makes the directories and files the trace needs to exist before it starts, the files
 /// zero-filled where the trace reads them.
-fn make_initial_files(fs: &mut HostFs, scan: &Prescan) -> Result<(), FsError> {
+pub(super) fn make_initial_files(fs: &mut HostFs, scan: &Prescan) -> Result<(), FsError> {
     // Only the deepest directories: making one makes its ancestors, and a set of every
     // ancestor of a deep path would otherwise cost its depth squared.
     let mut dirs = scan.dirs.iter().peekable();

@@ -78,7 +78,23 @@ pub struct Totals {
     pub ndp: Option<NdpTotals>,
     pub isc: Option<IscTotals>,
     pub fusion: Option<FusionTotals>,
+    pub isp: Option<IspTotals>,
     pub device: DeviceCounters,
+}
+
+/// ISP instructions a replay wrote to command files (the ispfs design).
+#[derive(Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct IspTotals {
+    pub instructions: u64,
+    /// Of them, refused by the engine (the reason went back through the command file).
+    pub refused: u64,
+    /// The engine's busy time, ns.
+    pub engine_ns: u64,
+    /// When the engine finished the last instruction, ns from the replay's start.
+    pub engine_done_ns: u64,
+    pub bytes_compared: u64,
+    /// What host reads and writes waited for the engine's accesses in flight, ns.
+    pub host_wait_ns: u64,
 }
 
 /// The offload requests of a replay.

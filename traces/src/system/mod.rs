@@ -11,12 +11,15 @@
 //! - [`FusionSystem`]: FusionFS's StorageFS in the device, taking file operations itself
 //!   with no `HostFs` in front: `firmware` (one round trip per operation) or `fusion` (a
 //!   trace's `cisc` ops whole).
+//! - [`IspfsSystem`]: ISPFS on the PCM board, no page cache, its command files running the
+//!   trace's ISP instructions on the engine.
 
 pub mod contents;
 mod device;
 mod fusion;
 mod host;
 mod interface;
+mod ispfs;
 mod placement;
 mod target;
 
@@ -24,6 +27,7 @@ pub use device::DeviceSystem;
 pub use fusion::FusionSystem;
 pub use host::{ComputeFactory, HostSystem, OpRunners};
 pub use interface::{
-    Applied, FusionTotals, NdpTotals, OpError, SetupError, System, Totals, MAX_RW_COUNT,
+    Applied, FusionTotals, IspTotals, NdpTotals, OpError, SetupError, System, Totals, MAX_RW_COUNT,
 };
+pub use ispfs::IspfsSystem;
 pub use target::{build, ReplayTarget};

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 /// What a trace replays on: a host design, the bare device, or FusionFS's StorageFS. Named
 /// as in reports and on the command line (`frag-s`, `frag-m`, `fsr`, `lightfs`, `device`,
-/// `firmware`, `fusion`).
+/// `firmware`, `fusion`, `ispfs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ReplayTarget {
     Host(DesignKind),
@@ -20,6 +20,8 @@ pub enum ReplayTarget {
     Firmware,
     /// StorageFS, a trace's `cisc` ops as one round trip each (FusionFS).
     Fusion,
+    /// ISPFS on PCM, with command files (ISPFS).
+    Ispfs,
 }
 
 impl ReplayTarget {
@@ -42,6 +44,7 @@ impl ReplayTarget {
             ReplayTarget::Device => "device",
             ReplayTarget::Firmware => "firmware",
             ReplayTarget::Fusion => "fusion",
+            ReplayTarget::Ispfs => "ispfs",
         }
     }
 }
@@ -60,12 +63,13 @@ impl std::str::FromStr for ReplayTarget {
             "device" => return Ok(ReplayTarget::Device),
             "firmware" => return Ok(ReplayTarget::Firmware),
             "fusion" => return Ok(ReplayTarget::Fusion),
+            "ispfs" => return Ok(ReplayTarget::Ispfs),
             _ => {}
         }
         s.parse::<DesignKind>()
             .map(ReplayTarget::Host)
             .map_err(|_| {
-                format!("unknown design '{s}' (expected frag-s, frag-m, fsr, lightfs, device, firmware or fusion)")
+                format!("unknown design '{s}' (expected frag-s, frag-m, fsr, lightfs, device, firmware, fusion or ispfs)")
             })
     }
 }
@@ -96,6 +100,7 @@ pub fn build<'a>(
             Box::new(HostSystem::new(scan, profile, design, seed, runners)?)
         }
         ReplayTarget::Device => Box::new(DeviceSystem::new(profile)?),
+        ReplayTarget::Ispfs => Box::new(super::ispfs::IspfsSystem::new(scan, profile)?),
         ReplayTarget::Firmware | ReplayTarget::Fusion => {
             let stages = runners.stages.ok_or_else(|| {
                 SetupError::Profile(format!(

@@ -1,0 +1,490 @@
+//! ISPFS as a system under test (`--design ispfs`): the trace's file operations on ISPFS
+//! over the PCM board, and its writes to a directory's command file (`.isp`) run as ISP
+//! instructions on the engine.
+//!
+//! ISPFS has no page cache (ISPFS §3.1). A `read` is a system call and one copy from the
+//! PCM at the slowest of the CPU's copy, the FMC link and the PCM controllers; a `write` is
+//! a system call and the PCM's program time (the file system's bytes go to the device at
+//! once). Namespace operations are hostfs's, on the same device.
+//!
+//! A write to a command file carries its instruction in the event's `search` field (see
+//! `traces/FORMAT.md`): traces hold no data, so a write without one sends 152 zero bytes,
+//! which the engine refuses as it would. The instruction is checked and its target resolved
+//! at the write; the engine then runs in the background, one instruction at a time, while
+//! the trace goes on. A read of the command file costs a system call and a 152-byte copy.
+//! The replay's `isp` totals count instructions, refusals, the engine's busy time and the
+//! bytes it compared.
+
+use super::interface::{Applied, IspTotals, OpError, SetupError, System, Totals, MAX_RW_COUNT};
+use crate::format::{Event, Op};
+use crate::prescan::Prescan;
+use csd_device::isp::{Search, SEARCH_BYTES};
+use csd_device::{IoPath, Profile, VirtualTime};
+use csd_hostfs::fs::{file_end, FsError, OpenOptions};
+use csd_hostfs::ispfs::Ispfs;
+use csd_hostfs::namespace::parent_dir as parent;
+use csd_hostfs::perms::{Cred, Perms};
+use serde::Deserialize;
+use std::collections::HashMap;
+
+const WHO: Cred = Cred::ROOT;
+const FILE_PERMS: Perms = Perms {
+    uid: 0,
+    gid: 0,
+    mode: 0o644,
+};
+const DIR_PERMS: Perms = Perms {
+    uid: 0,
+    gid: 0,
+    mode: 0o755,
+};
+/// A write moves at most this much per device request, so buffers stay small.
+const DATA_STEP: u64 = 1 << 20;
+
+/// The `search` field of a write to a command file: the instruction the program wrote.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchField {
+    #[serde(default = "word_query")]
+    scmd: u32,
+    /// Up to four 4-byte keywords (more are kept, for the engine to refuse).
+    keywords: Vec<String>,
+    #[serde(default)]
+    file: String,
+    #[serde(default)]
+    ino: u32,
+    #[serde(default)]
+    off: u32,
+    len: u32,
+}
+
+fn word_query() -> u32 {
+    1
+}
+
+/// The instruction bytes an event writes to a command file.
+fn instruction(ev: &Event) -> Result<Vec<u8>, OpError> {
+    let Some(v) = ev.extra.get("search") else {
+        return Ok(vec![0; SEARCH_BYTES]);
+    };
+    let f = SearchField::deserialize(v)
+        .map_err(|e| OpError::Unsupported(format!("the write's search field: {e}")))?;
+    let mut keys = Vec::new();
+    for k in &f.keywords {
+        let b: [u8; 4] = k.as_bytes().try_into().map_err(|_| {
+            OpError::Unsupported(format!(
+                "search keyword '{k}': the engine compares 4-byte words"
+            ))
+        })?;
+        keys.push(u32::from_le_bytes(b));
+    }
+    // Encoded as the program would lay it out; what the engine makes of it is its business.
+    let mut s = Search {
+        scmd: f.scmd,
+        filename: f.file,
+        ino: f.ino,
+        offset: f.off,
+        len: f.len,
+        ..Search::default()
+    };
+    let mut bytes = Vec::with_capacity(SEARCH_BYTES + 16);
+    for (slot, k) in s.keyword.iter_mut().zip(&keys) {
+        *slot = *k;
+    }
+    let encoded = s
+        .encode()
+        .map_err(|e| OpError::Unsupported(format!("search: {e}")))?;
+    bytes.extend_from_slice(&encoded);
+    // A fifth keyword onwards: the program's structure was longer than the engine's.
+    for k in keys.iter().skip(4) {
+        bytes.splice(20..20, k.to_le_bytes());
+    }
+    Ok(bytes)
+}
+
+enum TraceFd {
+    File { fd: csd_hostfs::fs::Fd, pos: u64 },
+    Command { path: String },
+}
+
+/// ISPFS over the PCM board, replaying a trace.
+pub struct IspfsSystem {
+    fs: Ispfs,
+    profile: Profile,
+    fds: HashMap<(u32, i64), TraceFd>,
+    /// When the engine's current run of instructions began fetching, and when it finishes
+    /// the instructions it was given so far.
+    engine_origin: VirtualTime,
+    engine_free: VirtualTime,
+    isp: IspTotals,
+    zeros: Vec<u8>,
+}
+
+impl IspfsSystem {
+    pub fn new(scan: &Prescan, profile: &Profile) -> Result<IspfsSystem, SetupError> {
+        // ISPFS has no page cache: hostfs's stands in only for bytes on their way to the
+        // PCM, written through at once, so its per-page work is not ISPFS's.
+        let mut p = profile.clone();
+        p.host.page_cache_page_ns = 0;
+        let mut fs = Ispfs::format(&p, DIR_PERMS).map_err(|e| match e {
+            csd_hostfs::ispfs::IspfsError::NoEngine(name) => SetupError::Profile(format!(
+                "the ispfs design needs a profile with an [isp] table; '{name}' has none (use pcm-zynq)"
+            )),
+            e => SetupError::Files(e.to_string()),
+        })?;
+        let needed: u64 = scan.files.values().fold(0, |a, f| a.saturating_add(f.size));
+        if needed > fs.fs().device().capacity_bytes() {
+            return Err(SetupError::Files(format!(
+                "the trace reads {needed} bytes of files it never writes, more than the {}-byte PCM of '{}' holds",
+                fs.fs().device().capacity_bytes(),
+                profile.name
+            )));
+        }
+        super::host::make_initial_files(fs.fs_mut(), scan)
+            .map_err(|e| SetupError::Files(e.to_string()))?;
+        fs.fs_mut().device_mut().reset_measurements();
+        fs.fs_mut().restart_time();
+        Ok(IspfsSystem {
+            fs,
+            profile: profile.clone(),
+            fds: HashMap::new(),
+            engine_origin: VirtualTime::ZERO,
+            engine_free: VirtualTime::ZERO,
+            isp: IspTotals::default(),
+            zeros: Vec::new(),
+        })
+    }
+
+    fn cpu(&mut self, ns: u64) {
+        let t = self.fs.fs().clock().after(ns);
+        self.fs.fs_mut().advance_to(t);
+    }
+
+    /// A host access of `bytes` to the PCM: while the engine runs, it waits for the engine's
+    /// access in flight, and the engine waits for it (ISPFS §3.2: host requests come first).
+    fn host_access(&mut self, bytes: u64) {
+        let now = self.fs.fs().clock();
+        if now >= self.engine_origin && now < self.engine_free {
+            let e = self.fs.engine();
+            let wait = e.wait_ns(now.since(self.engine_origin) as f64).round() as u64;
+            let busy = e.host_ns(bytes).round() as u64;
+            self.engine_free = self.engine_free.after(busy);
+            self.isp.host_wait_ns += wait;
+            self.cpu(wait);
+        }
+    }
+
+    /// One copy between a user buffer and the PCM.
+    fn copy_ns(&self, bytes: u64) -> u64 {
+        let cpu = bytes as f64 * 1e9 / self.profile.host.copy_bytes_per_sec as f64;
+        let link = bytes as f64 * 1e9 / self.profile.host_interface.pcie_bytes_per_sec as f64;
+        cpu.max(link).max(self.fs.engine().host_ns(bytes)).round() as u64
+    }
+
+    fn open(
+        &mut self,
+        ev: &Event,
+        path: &str,
+        write: bool,
+        create: bool,
+    ) -> Result<TraceFd, OpError> {
+        if Ispfs::command_dir(path).is_some() {
+            let dir = Ispfs::command_dir(path).unwrap_or("/");
+            self.fs.fs_mut().lookup(dir, WHO)?;
+            return Ok(TraceFd::Command {
+                path: path.to_string(),
+            });
+        }
+        if create {
+            if let Some(p) = parent(path) {
+                super::host::mkdir_p(self.fs.fs_mut(), p)?;
+            }
+        }
+        let how = OpenOptions {
+            write,
+            create: create.then_some(FILE_PERMS),
+        };
+        let fd = self.fs.fs_mut().open(path, how, WHO)?;
+        let _ = ev;
+        Ok(TraceFd::File { fd, pos: 0 })
+    }
+
+    fn command_write(&mut self, ev: &Event, path: &str) -> Result<Applied, OpError> {
+        let bytes = instruction(ev)?;
+        self.cpu(self.profile.host.syscall_ns + 2 * self.profile.host.path_component_ns);
+        let o = self
+            .fs
+            .write_command(path, &bytes, WHO)
+            .map_err(|e| OpError::Unsupported(e.to_string()))?;
+        let (refused, ns, bytes) = (o.error.is_some(), o.engine_ns, o.bytes);
+        self.isp.instructions += 1;
+        if refused {
+            self.isp.refused += 1;
+        } else {
+            let now = self.fs.fs().clock();
+            if now >= self.engine_free {
+                let setup = self.fs.engine().setup_ns().round() as u64;
+                self.engine_origin = now.after(setup);
+            }
+            self.engine_free = self.engine_free.max(now).after(ns);
+            self.isp.engine_ns += ns;
+            self.isp.bytes_compared += bytes;
+        }
+        Ok(Applied::Done)
+    }
+
+    // Long: a read or a write on a file or a command file, with the trace's bounds checks.
+    fn data(
+        &mut self,
+        ev: &Event,
+        fd: i64,
+        path: &str,
+        off: Option<u64>,
+        len: u64,
+        write: bool,
+    ) -> Result<Applied, OpError> {
+        let n = ev.ret.map_or(len, |r| r.max(0) as u64);
+        if n > MAX_RW_COUNT {
+            return Err(OpError::Range(format!(
+                "length {n} is over Linux's per-call maximum of {MAX_RW_COUNT} bytes (MAX_RW_COUNT)"
+            )));
+        }
+        if !self.fds.contains_key(&(ev.pid, fd)) {
+            let f = self.open(ev, path, write, write)?;
+            self.fds.insert((ev.pid, fd), f);
+        }
+        let positional = matches!(ev.op, Op::Pread { .. } | Op::Pwrite { .. });
+        let (f, at) = match self.fds.get_mut(&(ev.pid, fd)) {
+            Some(TraceFd::Command { path }) => {
+                let path = path.clone();
+                if write {
+                    return self.command_write(ev, &path);
+                }
+                let copy = self.copy_ns(SEARCH_BYTES as u64);
+                self.cpu(self.profile.host.syscall_ns + copy);
+                return Ok(Applied::Done);
+            }
+            Some(TraceFd::File { fd, pos }) => {
+                let at = off.unwrap_or(*pos);
+                let end = file_end(at, n)?;
+                if !positional {
+                    *pos = end;
+                }
+                (*fd, at)
+            }
+            None => unreachable!("opened above"),
+        };
+        let end = file_end(at, n)?;
+        let capacity = self.fs.fs().device().capacity_bytes();
+        if end > capacity {
+            return Err(OpError::Range(format!(
+                "offset {at} + length {n} is beyond the PCM's {capacity} bytes"
+            )));
+        }
+        self.cpu(self.profile.host.syscall_ns);
+        if !write {
+            let ino = self.fs.fs().fd_ino(f)?;
+            let size = self.fs.fs().file_layout(ino).map_or(0, |(s, _)| s);
+            let bytes = end.min(size).saturating_sub(at);
+            self.host_access(bytes);
+            let copy = self.copy_ns(bytes);
+            self.cpu(copy);
+            return Ok(Applied::Done);
+        }
+        self.host_access(n);
+        let mut pos = at;
+        while pos < end {
+            let step = (end - pos).min(DATA_STEP);
+            if self.zeros.len() < step as usize {
+                self.zeros.resize(step as usize, 0);
+            }
+            self.fs
+                .fs_mut()
+                .write(f, pos, &self.zeros[..step as usize])?;
+            pos += step;
+        }
+        // Written through: the PCM has the bytes when the call returns.
+        let ino = self.fs.fs().fd_ino(f)?;
+        self.fs.fs_mut().sync_file(ino)?;
+        Ok(Applied::Done)
+    }
+
+    // Long: one arm per trace op.
+    fn apply_op(&mut self, ev: &Event) -> Result<Applied, OpError> {
+        let syscall = self.profile.host.syscall_ns;
+        let done = |r: Result<(), FsError>| r.map(|_| Applied::Done).map_err(OpError::from);
+        match &ev.op {
+            Op::Open { path, flags } => {
+                self.cpu(syscall);
+                if flags.directory {
+                    return done(self.fs.fs_mut().lookup(path, WHO).map(|_| ()));
+                }
+                let f = self.open(ev, path, flags.write, flags.create)?;
+                if flags.truncate && flags.write && matches!(f, TraceFd::File { .. }) {
+                    self.fs.fs_mut().truncate(path, 0, WHO)?;
+                }
+                match ev.ret {
+                    Some(fd) => {
+                        if let Some(TraceFd::File { fd, .. }) = self.fds.insert((ev.pid, fd), f) {
+                            let _ = self.fs.fs_mut().close(fd);
+                        }
+                    }
+                    None => {
+                        if let TraceFd::File { fd, .. } = f {
+                            let _ = self.fs.fs_mut().close(fd);
+                        }
+                    }
+                }
+                Ok(Applied::Done)
+            }
+            Op::Close { fd, .. } => {
+                self.cpu(syscall);
+                if let Some(TraceFd::File { fd, .. }) = self.fds.remove(&(ev.pid, *fd)) {
+                    self.fs.fs_mut().close(fd)?;
+                }
+                Ok(Applied::Done)
+            }
+            Op::Read { fd, path, off, len } => self.data(ev, *fd, path, *off, *len, false),
+            Op::Pread { fd, path, off, len } => self.data(ev, *fd, path, Some(*off), *len, false),
+            Op::Write { fd, path, off, len } => self.data(ev, *fd, path, *off, *len, true),
+            Op::Pwrite { fd, path, off, len } => self.data(ev, *fd, path, Some(*off), *len, true),
+            // Writes are already on the PCM.
+            Op::Fsync { .. } | Op::Fdatasync { .. } => {
+                self.cpu(syscall);
+                Ok(Applied::Done)
+            }
+            Op::Mkdir { path } => {
+                self.cpu(syscall);
+                if let Some(p) = parent(path) {
+                    super::host::mkdir_p(self.fs.fs_mut(), p)?;
+                }
+                done(self.fs.fs_mut().mkdir(path, DIR_PERMS, WHO).map(|_| ()))
+            }
+            Op::Rmdir { path } => {
+                self.cpu(syscall);
+                done(self.fs.fs_mut().rmdir(path, WHO).map(|_| ()))
+            }
+            Op::Unlink { path } => {
+                self.cpu(syscall);
+                done(self.fs.fs_mut().unlink(path, WHO).map(|_| ()))
+            }
+            Op::Rename { path, to } => {
+                self.cpu(syscall);
+                done(self.fs.fs_mut().rename(path, to, WHO).map(|_| ()))
+            }
+            Op::Stat { path } => {
+                self.cpu(syscall);
+                if Ispfs::command_dir(path).is_some() {
+                    let dir = Ispfs::command_dir(path).unwrap_or("/");
+                    return done(self.fs.fs_mut().lookup(dir, WHO).map(|_| ()));
+                }
+                done(self.fs.fs_mut().lookup(path, WHO).map(|_| ()))
+            }
+            Op::Truncate { path, len } => {
+                self.cpu(syscall);
+                done(self.fs.fs_mut().truncate(path, *len, WHO))
+            }
+            Op::Cisc { ops, .. } => {
+                for e in ops {
+                    if let Applied::Skipped(why) = self.apply_op(e)? {
+                        return Ok(Applied::Skipped(why));
+                    }
+                }
+                Ok(Applied::Done)
+            }
+            Op::Ndp { .. } | Op::Isc { .. } => Ok(Applied::Skipped(format!(
+                "{} (ISPFS offloads through its command files)",
+                ev.op.name()
+            ))),
+            Op::Bread { off, len } | Op::Bwrite { off, len } => {
+                let write = matches!(ev.op, Op::Bwrite { .. });
+                let at = self.fs.fs().clock();
+                let d = self.fs.fs_mut().device_mut();
+                let c = if write {
+                    d.write_at(IoPath::Internal, at, *off, *len, None)
+                } else {
+                    d.read_at(IoPath::Internal, at, *off, *len, None)
+                }?;
+                self.fs.fs_mut().advance_to(c.done);
+                Ok(Applied::Done)
+            }
+        }
+    }
+}
+
+impl System for IspfsSystem {
+    fn name(&self) -> String {
+        "ispfs".into()
+    }
+
+    fn op_started(&self) -> VirtualTime {
+        self.fs.fs().op_started()
+    }
+
+    fn begin(&mut self, start: VirtualTime) -> Result<(), String> {
+        self.fs.fs_mut().start_op(start);
+        self.fs.fs_mut().set_clock(start);
+        Ok(())
+    }
+
+    fn apply(&mut self, ev: &Event, _start: VirtualTime) -> Result<Applied, OpError> {
+        self.apply_op(ev)
+    }
+
+    fn clock(&self) -> VirtualTime {
+        self.fs.fs().clock()
+    }
+
+    fn totals(&self) -> Totals {
+        let mut isp = self.isp.clone();
+        isp.engine_done_ns = self.engine_free.since(VirtualTime::ZERO);
+        Totals {
+            ndp: None,
+            isc: None,
+            fusion: None,
+            isp: (isp.instructions > 0).then_some(isp),
+            device: self.fs.fs().device().counters(),
+        }
+    }
+
+    fn check_invariants(&self) -> Result<(), String> {
+        self.fs.fs().check_invariants().map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(line: &str) -> Event {
+        match crate::format::parse_event(line).unwrap() {
+            crate::format::Parsed::Event(e) => e,
+            crate::format::Parsed::UnknownOp(op) => panic!("unknown op {op}"),
+        }
+    }
+
+    #[test]
+    fn the_search_field_becomes_the_instruction() {
+        let ev = event(
+            r#"{"t":0,"pid":1,"op":"write","fd":3,"path":"/d/.isp","len":152,"search":{"keywords":["data","disk"],"file":"words.txt","len":1000}}"#,
+        );
+        let s = Search::decode(&instruction(&ev).unwrap()).unwrap();
+        assert_eq!(s.filename, "words.txt");
+        assert_eq!(s.keyword[0], u32::from_le_bytes(*b"data"));
+        assert_eq!((s.scmd, s.len), (1, 1000));
+        // Five keywords make a structure the engine cannot take; a bad field is named.
+        let five = event(
+            r#"{"t":0,"pid":1,"op":"write","fd":3,"path":"/d/.isp","len":156,"search":{"keywords":["aaaa","bbbb","cccc","dddd","eeee"],"file":"f","len":1}}"#,
+        );
+        assert_eq!(instruction(&five).unwrap().len(), SEARCH_BYTES + 4);
+        let bad = event(
+            r#"{"t":0,"pid":1,"op":"write","fd":3,"path":"/d/.isp","len":152,"search":{"keywords":["toolong"],"len":1}}"#,
+        );
+        assert!(instruction(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("toolong"));
+        let none = event(r#"{"t":0,"pid":1,"op":"write","fd":3,"path":"/d/.isp","len":152}"#);
+        assert_eq!(instruction(&none).unwrap(), vec![0; SEARCH_BYTES]);
+    }
+}
