@@ -25,6 +25,7 @@ fn design(design: DesignKind, duration_ns: u64, ops_per_sec: f64) -> ReplayRepor
         ndp: None,
         isc: None,
         fusion: None,
+        isp: None,
         device: Default::default(),
     }
 }
