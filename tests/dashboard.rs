@@ -742,6 +742,39 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
     let all = |k: usize| trips["groups"][k]["values"][0].as_f64().unwrap();
     assert_eq!(trips["groups"][0]["design"], "firmware");
     assert!(all(1) < all(0), "fused ops make fewer round trips: {trips}");
+    // ISPFS's word query (r10) and iozone (r11): speed, requests and host CPU per file size;
+    // throughput per test.
+    for args in [
+        &["ispfs", "query", "--sizes", "20k,50k"][..],
+        &["ispfs", "iozone", "--files", "1m", "--records", "4k"][..],
+    ] {
+        let out = Command::new(CSD)
+            .args(args)
+            .arg("--store")
+            .arg(&store)
+            .output()
+            .expect("run csd ispfs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let (_, query) = get_json(&base, "/api/runs/r10");
+    assert_eq!(query["run"]["kind"], "ispfs", "{query}");
+    let speed = query["view"]["charts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["title"] == "word query: search speed by file size")
+        .unwrap_or_else(|| panic!("{}", query["view"]))
+        .clone();
+    assert_eq!(speed["groups"][0]["design"], "isp");
+    let at = |g: usize| speed["groups"][g]["values"][1].as_f64().unwrap();
+    assert!(at(0) > at(1), "the engine searches faster: {speed}");
+    let (_, iozone) = get_json(&base, "/api/runs/r11");
+    assert_eq!(iozone["run"]["kind"], "iozone", "{iozone}");
+    assert_eq!(iozone["view"]["charts"].as_array().unwrap().len(), 4);
     let (_, task) = get_json(&base, "/api/runs/r6");
     assert_eq!(task["run"]["kind"], "task", "{task}");
     let task_bar = task["view"]["breakdowns"][0]["bars"][0].clone();
@@ -947,6 +980,24 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
             fusion_curves * 2,
             "one bar per design and thread count"
         );
+
+        // The word query: three charts, each a bar per solution and file size.
+        c.goto(&format!("{base}/runs/r10")).await.unwrap();
+        c.wait()
+            .at_most(Duration::from_secs(30))
+            .for_element(Locator::Css("svg.grouped rect"))
+            .await
+            .expect("the word-query charts appear");
+        let bars = c.find_all(Locator::Css("svg.grouped rect")).await.unwrap();
+        assert_eq!(bars.len(), 3 * 2 * 2);
+        let page = c
+            .find(Locator::Css("main"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(page.contains("host CPU utilisation"), "{page}");
         c.close().await.unwrap();
     });
 }

@@ -533,6 +533,7 @@ impl RunView {
 }
 
 /// The numbers the runs table shows for a run, per design.
+// Long: one arm per report kind.
 pub fn headlines(run: &StoredRun) -> Vec<Headline> {
     let h = |design: String, label, value, unit| Headline {
         design,
