@@ -2008,12 +2008,13 @@ fn the_ispfs_sample_runs_its_instructions_through_command_files() {
     let v: serde_json::Value = serde_json::from_slice(&a.stdout).unwrap();
     assert_eq!(v["profile"], "pcm-zynq");
     let d = &v["designs"][0];
-    assert_eq!(d["ops"], 1171);
+    assert_eq!(d["ops"], 1173);
     assert!(d["first_errors"].as_object().unwrap().is_empty(), "{d}");
     let isp = &d["isp"];
-    assert_eq!(isp["instructions"], 3);
+    // A word query over 4 MiB, a CRC-32 stage over 64 KiB, and two refused.
+    assert_eq!(isp["instructions"], 4);
     assert_eq!(isp["refused"], 2);
-    assert_eq!(isp["bytes_compared"], 4 << 20);
+    assert_eq!(isp["bytes_compared"], (4 << 20) + (64 << 10));
     assert!(isp["engine_ns"].as_u64().unwrap() > 40_000_000, "{isp}");
     assert!(isp["host_wait_ns"].as_u64().unwrap() > 0, "{isp}");
     // A profile without the engine is refused by name.

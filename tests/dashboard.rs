@@ -997,7 +997,10 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
             .text()
             .await
             .unwrap();
-        assert!(page.to_lowercase().contains("host cpu utilisation"), "{page}");
+        assert!(
+            page.to_lowercase().contains("host cpu utilisation"),
+            "{page}"
+        );
         c.close().await.unwrap();
     });
 }

@@ -237,7 +237,7 @@ pub fn replay_all(
             .map_err(|e| format!("{e:#}"))
         };
         let mut isc = csd::isc::TaskRunner::new(engine.clone(), profile, library.clone());
-        let mut stages = if kind.on_storagefs() {
+        let mut stages = if kind.on_storagefs() || kind == ReplayTarget::Ispfs {
             Some(csd_runtime::WasmStages::new(csd::builtin::STAGES)?)
         } else {
             None

@@ -24,19 +24,32 @@ pub const FILENAME_BYTES: usize = 32;
 pub enum Scmd {
     /// Count the keywords and report where the first ones are.
     WordQuery,
+    /// Run a CISC-op stage (a built-in or `task:export` of a Wasm task) over the range; its
+    /// name fills the 16 keyword bytes, its output comes back in the results.
+    Stage,
 }
 
 impl Scmd {
     pub const fn code(self) -> u32 {
         match self {
             Scmd::WordQuery => 1,
+            Scmd::Stage => 2,
         }
     }
 
     pub fn from_code(code: u32) -> Option<Scmd> {
-        (code == 1).then_some(Scmd::WordQuery)
+        match code {
+            1 => Some(Scmd::WordQuery),
+            2 => Some(Scmd::Stage),
+            _ => None,
+        }
     }
 }
+
+/// Bytes of a stage's name (the keyword field's).
+pub const STAGE_NAME_BYTES: usize = 4 * KEYWORDS;
+/// Bytes of a stage's output the results region holds after its length (`cnt[0]`).
+pub const STAGE_OUTPUT_BYTES: usize = 4 * (KEYWORDS - 1) + 4 * KEYWORDS * 4;
 
 /// Why an instruction is refused (the engine reports it through the command file's read).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,6 +86,8 @@ pub enum IspError {
         offset: u32,
         size: u64,
     },
+    /// A stage instruction the engine cannot run: its name, its input, or the stage failed.
+    Stage(String),
 }
 
 impl IspError {
@@ -93,6 +108,7 @@ impl IspError {
                 IspError::NotAFile(_) => 10,
                 IspError::PermissionDenied(_) => 11,
                 IspError::PastEnd { .. } => 12,
+                IspError::Stage(_) => 13,
             }
     }
 }
@@ -137,6 +153,7 @@ impl fmt::Display for IspError {
                     "offset {offset} is at or past the file's end ({size} bytes)"
                 )
             }
+            IspError::Stage(why) => write!(f, "stage: {why}"),
         }
     }
 }
@@ -188,10 +205,81 @@ impl Search {
         Ok(s)
     }
 
+    /// An instruction that runs `stage` (at most [`STAGE_NAME_BYTES`] bytes: a built-in such
+    /// as `crc32`, or `task:export`) over `len` bytes at `offset` of `filename`.
+    pub fn stage(stage: &str, filename: &str, offset: u32, len: u32) -> Result<Search, IspError> {
+        let name = stage.as_bytes();
+        if name.is_empty() || name.len() > STAGE_NAME_BYTES || name.contains(&0) {
+            return Err(IspError::Stage(format!(
+                "a stage name is 1 to {STAGE_NAME_BYTES} bytes without NUL, not '{}'",
+                stage.escape_debug()
+            )));
+        }
+        let mut bytes = [0u8; STAGE_NAME_BYTES];
+        bytes[..name.len()].copy_from_slice(name);
+        let mut keyword = [0; KEYWORDS];
+        for (k, c) in keyword.iter_mut().zip(bytes.chunks_exact(4)) {
+            *k = u32::from_le_bytes(c.try_into().expect("4 bytes"));
+        }
+        let s = Search {
+            scmd: Scmd::Stage.code(),
+            keyword,
+            filename: filename.to_string(),
+            offset,
+            len,
+            ..Search::default()
+        };
+        s.check()?;
+        Ok(s)
+    }
+
+    /// The stage a [`Scmd::Stage`] instruction names (its keyword bytes up to the first NUL).
+    pub fn stage_name(&self) -> Result<String, IspError> {
+        let bytes: Vec<u8> = self.keyword.iter().flat_map(|k| k.to_le_bytes()).collect();
+        let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+        let name = std::str::from_utf8(&bytes[..end])
+            .map_err(|_| IspError::Stage("the stage name is not UTF-8".into()))?;
+        if name.is_empty() {
+            return Err(IspError::Stage("no stage named".into()));
+        }
+        Ok(name.to_string())
+    }
+
+    /// Puts a stage's output in the results: its length in `cnt[0]`, then as many of its
+    /// bytes as fit ([`STAGE_OUTPUT_BYTES`]) through `cnt[1..]` and `addr`.
+    pub fn set_stage_output(&mut self, output: &[u8]) {
+        self.cnt[0] = u32::try_from(output.len()).unwrap_or(u32::MAX);
+        let mut region = [0u8; STAGE_OUTPUT_BYTES];
+        let n = output.len().min(STAGE_OUTPUT_BYTES);
+        region[..n].copy_from_slice(&output[..n]);
+        let mut words = region
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")));
+        for c in self.cnt.iter_mut().skip(1) {
+            *c = words.next().unwrap_or(0);
+        }
+        for a in self.addr.iter_mut().flatten() {
+            *a = words.next().unwrap_or(0);
+        }
+    }
+
+    /// The stage output the results hold (at most [`STAGE_OUTPUT_BYTES`] of it).
+    pub fn stage_output(&self) -> Vec<u8> {
+        let bytes: Vec<u8> = self.cnt[1..]
+            .iter()
+            .chain(self.addr.iter().flatten())
+            .flat_map(|w| w.to_le_bytes())
+            .collect();
+        let n = (self.cnt[0] as usize).min(STAGE_OUTPUT_BYTES);
+        bytes[..n].to_vec()
+    }
+
     /// The checks the engine makes before it starts.
     pub fn check(&self) -> Result<Scmd, IspError> {
         let scmd = Scmd::from_code(self.scmd).ok_or(IspError::UnknownScmd { code: self.scmd })?;
-        if self.keyword.iter().all(|&k| k == 0) {
+        if scmd == Scmd::Stage {
+            self.stage_name()?;
+        } else if self.keyword.iter().all(|&k| k == 0) {
             return Err(IspError::NoKeywords);
         }
         if self.len == 0 {
@@ -323,6 +411,23 @@ mod tests {
         assert_eq!(SEARCH_BYTES, 152);
         assert_eq!(Search::decode(&bytes).unwrap(), s);
         assert_eq!(s.check(), Ok(Scmd::WordQuery));
+    }
+
+    #[test]
+    fn a_stage_instruction_names_its_stage_and_carries_its_output() {
+        let mut s = Search::stage("crc32", "log", 0, 4096).unwrap();
+        assert_eq!(s.check(), Ok(Scmd::Stage));
+        assert_eq!(s.stage_name().unwrap(), "crc32");
+        let back = Search::decode(&s.encode().unwrap()).unwrap();
+        assert_eq!(back.stage_name().unwrap(), "crc32");
+        let out: Vec<u8> = (0..100).collect();
+        s.set_stage_output(&out);
+        assert_eq!(s.cnt[0], 100);
+        assert_eq!(s.stage_output(), out[..STAGE_OUTPUT_BYTES].to_vec());
+        s.set_stage_output(&[7, 8, 9]);
+        assert_eq!(s.stage_output(), vec![7, 8, 9]);
+        assert!(Search::stage("", "f", 0, 1).is_err());
+        assert!(Search::stage("seventeen-bytes!!", "f", 0, 1).is_err());
     }
 
     #[test]

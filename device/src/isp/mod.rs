@@ -15,5 +15,7 @@ pub mod wordquery;
 
 pub use engine::{Engine, HostRequest, IspCosts, Shared};
 
-pub use instruction::{IspError, Scmd, Search, FLAG_DONE, KEYWORDS, SEARCH_BYTES};
+pub use instruction::{
+    IspError, Scmd, Search, FLAG_DONE, KEYWORDS, SEARCH_BYTES, STAGE_NAME_BYTES, STAGE_OUTPUT_BYTES,
+};
 pub use wordquery::{WordQuery, MAX_ADDRS};

@@ -10,6 +10,11 @@
 //! comes back with an error code in `flag` ([`IspError::code`]) and its reason in
 //! [`Outcome::error`]; the file system itself keeps serving.
 //!
+//! The same channel is a generic offload interface: a [`Scmd::Stage`] instruction names a
+//! CISC-op stage (a built-in, or `task:export` of a Wasm task) in its keyword bytes; ISPFS
+//! reads the range through the controllers and runs the stage through a [`StageRunner`] on
+//! the board's CPU, costed by its fuel, and returns its output in the results region.
+//!
 //! [`query`] is the paper's word-query evaluation (Figs. 8–9): this path against a software
 //! search through an EXT4-like page cache.
 
@@ -22,7 +27,9 @@ use crate::perms::{Access, Cred, Perms};
 use csd_device::isp::{
     engine::BLOCK_BYTES, Engine, IspError, Scmd, Search, WordQuery, FLAG_DONE, SEARCH_BYTES,
 };
+use csd_device::storagefs::StageRunner;
 use csd_device::{DataMode, Device, Profile};
+use csd_sdk::cisc::{Stage, MAX_SLOT_BYTES};
 use std::collections::BTreeMap;
 
 /// The command file's name in every directory.
@@ -53,6 +60,19 @@ pub enum IspfsError {
     Spec(String),
 }
 
+/// The most output a stage instruction may produce.
+const STAGE_OUTPUT_MAX: usize = 64 << 10;
+
+/// An instruction's target, resolved: its range clipped to the file, and where it lies.
+struct Target {
+    name: String,
+    offset: u64,
+    len: u64,
+    /// The file's blocks (its indirect blocks are what the engine reads to map it).
+    blocks: u64,
+    ranges: Vec<(u64, u64)>,
+}
+
 /// What the last instruction written to a command file came to.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Outcome {
@@ -73,6 +93,8 @@ pub struct Ispfs {
     results: BTreeMap<Ino, Outcome>,
     /// Bytes the engine model compares per chunk it reads.
     chunk_bytes: u64,
+    /// The board CPU's ns per unit of Wasm fuel, for stage instructions.
+    ns_per_fuel: f64,
 }
 
 impl Ispfs {
@@ -88,6 +110,7 @@ impl Ispfs {
             engine: Engine::new(costs),
             results: BTreeMap::new(),
             chunk_bytes: CHUNK_BYTES,
+            ns_per_fuel: profile.device_cpu.ns_per_fuel,
         })
     }
 
@@ -120,12 +143,14 @@ impl Ispfs {
 
     /// A `write` of `bytes` to the command file at `path` by `who`: parses the instruction
     /// and runs it. A bad instruction is not an `Err`: it is kept, with its reason, for the
-    /// next read, as the engine would.
+    /// next read, as the engine would. Stage instructions run on `runner` (without one they
+    /// are refused).
     pub fn write_command(
         &mut self,
         path: &str,
         bytes: &[u8],
         who: Cred,
+        runner: Option<&mut dyn StageRunner>,
     ) -> Result<&Outcome, IspfsError> {
         let dir =
             Ispfs::command_dir(path).ok_or_else(|| IspfsError::NotCommandFile(path.to_string()))?;
@@ -135,7 +160,7 @@ impl Ispfs {
         }
         let outcome = match Search::decode(bytes) {
             Err(e) => refused(Search::default(), e),
-            Ok(search) => match self.run(dir, &search, who) {
+            Ok(search) => match self.run(dir, &search, who, runner) {
                 Ok(o) => o,
                 Err(e) => refused(search, e),
             },
@@ -162,9 +187,75 @@ impl Ispfs {
             .ok_or_else(|| IspfsError::NothingWritten(path.to_string()))
     }
 
-    /// Checks an instruction, resolves its target in `dir`, and runs the engine over it.
-    fn run(&mut self, dir: &str, search: &Search, who: Cred) -> Result<Outcome, IspError> {
-        let Scmd::WordQuery = search.check()?;
+    /// Checks an instruction, resolves its target in `dir`, and runs it.
+    fn run(
+        &mut self,
+        dir: &str,
+        search: &Search,
+        who: Cred,
+        runner: Option<&mut dyn StageRunner>,
+    ) -> Result<Outcome, IspError> {
+        let scmd = search.check()?;
+        let t = self.resolve(dir, search, who)?;
+        let mut done = search.clone();
+        let (engine_ns, bytes) = match scmd {
+            Scmd::WordQuery => {
+                let mut q = WordQuery::new(search.keyword, t.offset);
+                self.stream(&t, |chunk| q.feed(chunk))?;
+                done.cnt = q.cnt;
+                done.addr = q.addr;
+                (self.engine.instruction_ns(t.len, t.blocks), q.bytes)
+            }
+            Scmd::Stage => {
+                let runner = runner.ok_or_else(|| {
+                    IspError::Stage("this ISPFS has no stage runner: only word queries run".into())
+                })?;
+                let (output, ns) = self.stage(search, &t, runner)?;
+                done.set_stage_output(&output);
+                (ns, t.len)
+            }
+        };
+        done.flag = FLAG_DONE;
+        done.us = u32::try_from(engine_ns.div_ceil(1000)).unwrap_or(u32::MAX);
+        Ok(Outcome {
+            search: done,
+            error: None,
+            engine_ns,
+            bytes,
+        })
+    }
+
+    /// A stage instruction: the range read through the controllers, then the stage's Wasm
+    /// on the board's CPU, costed by its fuel (`device_cpu.ns_per_fuel`).
+    fn stage(
+        &mut self,
+        search: &Search,
+        t: &Target,
+        runner: &mut dyn StageRunner,
+    ) -> Result<(Vec<u8>, u64), IspError> {
+        let name = search.stage_name()?;
+        let stage = Stage::parse(&name)
+            .filter(|s| s.takes(1))
+            .ok_or_else(|| IspError::Stage(format!("'{name}' is not a one-input stage")))?;
+        if t.len > MAX_SLOT_BYTES as u64 {
+            return Err(IspError::Stage(format!(
+                "a stage takes at most {MAX_SLOT_BYTES} bytes; the range holds {}",
+                t.len
+            )));
+        }
+        let mut input = Vec::with_capacity(t.len as usize);
+        self.stream(t, |chunk| input.extend_from_slice(chunk))?;
+        let run = runner
+            .run(&stage, &input, &[], STAGE_OUTPUT_MAX)
+            .map_err(|e| IspError::Stage(format!("'{name}': {e}")))?;
+        let ns = self.engine.setup_ns()
+            + self.engine.host_ns(t.len)
+            + run.fuel as f64 * self.ns_per_fuel;
+        Ok((run.output, ns.round() as u64))
+    }
+
+    /// Resolves an instruction's target in `dir` and clips its range to the file.
+    fn resolve(&mut self, dir: &str, search: &Search, who: Cred) -> Result<Target, IspError> {
         let ino = self.target(dir, search, who)?;
         let inode = self
             .fs
@@ -192,15 +283,20 @@ impl Ispfs {
         }
         // The engine covers what the file holds of the range.
         let len = u64::from(search.len).min(size - offset);
-        let ranges = file_ranges(
-            extents,
-            self.fs.namespace().layout().block_bytes,
+        let bs = self.fs.namespace().layout().block_bytes;
+        Ok(Target {
+            name,
             offset,
             len,
-        );
-        let mut q = WordQuery::new(search.keyword, offset);
+            blocks: size.div_ceil(BLOCK_BYTES),
+            ranges: file_ranges(extents, bs, offset, len),
+        })
+    }
+
+    /// Feeds the target's bytes to `f` in chunks of at most `chunk_bytes`.
+    fn stream(&self, t: &Target, mut f: impl FnMut(&[u8])) -> Result<(), IspError> {
         let mut buf = Vec::new();
-        for (at, n) in ranges {
+        for &(at, n) in &t.ranges {
             let mut done = 0;
             while done < n {
                 let take = (n - done).min(self.chunk_bytes);
@@ -208,23 +304,12 @@ impl Ispfs {
                 self.fs
                     .device()
                     .peek_ranges(&[(at + done, take)], &mut buf)
-                    .map_err(|e| IspError::NotAFile(format!("{name}: {e}")))?;
-                q.feed(&buf);
+                    .map_err(|e| IspError::NotAFile(format!("{}: {e}", t.name)))?;
+                f(&buf);
                 done += take;
             }
         }
-        let engine_ns = self.engine.instruction_ns(len, size.div_ceil(BLOCK_BYTES));
-        let mut done = search.clone();
-        done.cnt = q.cnt;
-        done.addr = q.addr;
-        done.flag = FLAG_DONE;
-        done.us = u32::try_from(engine_ns.div_ceil(1000)).unwrap_or(u32::MAX);
-        Ok(Outcome {
-            search: done,
-            error: None,
-            engine_ns,
-            bytes: q.bytes,
-        })
+        Ok(())
     }
 
     /// The instruction's target: its filename in `dir`, else its inode number.
@@ -310,7 +395,7 @@ mod tests {
         let mut fs = fs_with(&[("/notes.txt", &text, 0o644)]);
         let s = Search::word_query(&[key(b"the "), key(b"mat;")], "notes.txt", 0, u32::MAX - 1)
             .unwrap();
-        fs.write_command("/.isp", &s.encode().unwrap(), USER)
+        fs.write_command("/.isp", &s.encode().unwrap(), USER, None)
             .unwrap();
         let back = Search::decode(&fs.read_command("/.isp", USER).unwrap()).unwrap();
         assert_eq!(back.flag, FLAG_DONE);
@@ -364,20 +449,20 @@ mod tests {
         past.offset = 8;
         cases.push((past.encode().unwrap().to_vec(), "past the file's end"));
         for (bytes, want) in cases {
-            let o = fs.write_command("/.isp", &bytes, USER).unwrap();
+            let o = fs.write_command("/.isp", &bytes, USER, None).unwrap();
             let e = o.error.as_ref().expect("refused").to_string();
             assert!(e.contains(want), "{e:?} should say {want:?}");
             let back = Search::decode(&fs.read_command("/.isp", USER).unwrap()).unwrap();
             assert!(back.flag > FLAG_DONE, "flag {}", back.flag);
             // And the next good instruction runs.
-            fs.write_command("/.isp", &good.encode().unwrap(), USER)
+            fs.write_command("/.isp", &good.encode().unwrap(), USER, None)
                 .unwrap();
             let back = Search::decode(&fs.read_command("/.isp", USER).unwrap()).unwrap();
             assert_eq!((back.flag, back.cnt[0]), (FLAG_DONE, 2));
         }
         // The command file of a subdirectory names that directory's files.
         let o = fs
-            .write_command("/d/.isp", &good.encode().unwrap(), USER)
+            .write_command("/d/.isp", &good.encode().unwrap(), USER, None)
             .unwrap();
         assert!(o
             .error
@@ -386,11 +471,11 @@ mod tests {
             .to_string()
             .contains("no file 'a'"));
         assert!(matches!(
-            fs.write_command("/a", &good.encode().unwrap(), USER),
+            fs.write_command("/a", &good.encode().unwrap(), USER, None),
             Err(IspfsError::NotCommandFile(_))
         ));
         assert!(matches!(
-            fs.write_command("/nodir/.isp", &good.encode().unwrap(), USER),
+            fs.write_command("/nodir/.isp", &good.encode().unwrap(), USER, None),
             Err(IspfsError::Fs(_))
         ));
         fs.fs().check_invariants().unwrap();
@@ -439,7 +524,7 @@ mod tests {
             }
             keys[3] = 0x0202_0101;
             let s = Search::word_query(&keys, "f", offset as u32, len).unwrap();
-            fs.write_command("/.isp", &s.encode().unwrap(), USER).unwrap();
+            fs.write_command("/.isp", &s.encode().unwrap(), USER, None).unwrap();
             let back = Search::decode(&fs.read_command("/.isp", USER).unwrap()).unwrap();
             proptest::prop_assert_eq!(back.flag, FLAG_DONE);
             for (k, key) in keys.iter().enumerate() {

@@ -219,7 +219,7 @@ fn isp(
         .and_then(|s| s.encode())
         .map_err(|e| IspfsError::Spec(e.to_string()))?;
     let cmd = format!("/{COMMAND_FILE}");
-    let o = fs.write_command(&cmd, &bytes, Cred::ROOT)?.clone();
+    let o = fs.write_command(&cmd, &bytes, Cred::ROOT, None)?.clone();
     if let Some(e) = &o.error {
         return Err(IspfsError::Spec(format!("{cmd}: {e}")));
     }

@@ -18,7 +18,8 @@
 use super::interface::{Applied, IspTotals, OpError, SetupError, System, Totals, MAX_RW_COUNT};
 use crate::format::{Event, Op};
 use crate::prescan::Prescan;
-use csd_device::isp::{Search, SEARCH_BYTES};
+use csd_device::isp::{Scmd, Search, SEARCH_BYTES, STAGE_NAME_BYTES};
+use csd_device::storagefs::StageRunner;
 use csd_device::{IoPath, Profile, VirtualTime};
 use csd_hostfs::fs::{file_end, FsError, OpenOptions};
 use csd_hostfs::ispfs::Ispfs;
@@ -48,7 +49,11 @@ struct SearchField {
     #[serde(default = "word_query")]
     scmd: u32,
     /// Up to four 4-byte keywords (more are kept, for the engine to refuse).
+    #[serde(default)]
     keywords: Vec<String>,
+    /// A stage to run instead of a word query (a built-in or `task:export`).
+    #[serde(default)]
+    stage: Option<String>,
     #[serde(default)]
     file: String,
     #[serde(default)]
@@ -69,6 +74,38 @@ fn instruction(ev: &Event) -> Result<Vec<u8>, OpError> {
     };
     let f = SearchField::deserialize(v)
         .map_err(|e| OpError::Unsupported(format!("the write's search field: {e}")))?;
+    if let Some(stage) = &f.stage {
+        if !f.keywords.is_empty() {
+            return Err(OpError::Unsupported(
+                "the write's search field: a stage instruction has no keywords".into(),
+            ));
+        }
+        if stage.len() > STAGE_NAME_BYTES {
+            return Err(OpError::Unsupported(format!(
+                "search stage '{stage}': a name is at most {STAGE_NAME_BYTES} bytes"
+            )));
+        }
+        // Laid out as the program would; what the engine makes of it is its business.
+        let mut name = [0u8; STAGE_NAME_BYTES];
+        name[..stage.len()].copy_from_slice(stage.as_bytes());
+        let mut keyword = [0u32; 4];
+        for (k, c) in keyword.iter_mut().zip(name.chunks_exact(4)) {
+            *k = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        }
+        let s = Search {
+            scmd: Scmd::Stage.code(),
+            keyword,
+            filename: f.file,
+            ino: f.ino,
+            offset: f.off,
+            len: f.len,
+            ..Search::default()
+        };
+        return s
+            .encode()
+            .map(|b| b.to_vec())
+            .map_err(|e| OpError::Unsupported(format!("search: {e}")));
+    }
     let mut keys = Vec::new();
     for k in &f.keywords {
         let b: [u8; 4] = k.as_bytes().try_into().map_err(|_| {
@@ -108,8 +145,10 @@ enum TraceFd {
 }
 
 /// ISPFS over the PCM board, replaying a trace.
-pub struct IspfsSystem {
+pub struct IspfsSystem<'a> {
     fs: Ispfs,
+    /// Runs stage instructions (without one they are refused, as by a board without it).
+    stages: Option<&'a mut dyn StageRunner>,
     profile: Profile,
     fds: HashMap<(u32, i64), TraceFd>,
     /// When the engine's current run of instructions began fetching, and when it finishes
@@ -120,8 +159,12 @@ pub struct IspfsSystem {
     zeros: Vec<u8>,
 }
 
-impl IspfsSystem {
-    pub fn new(scan: &Prescan, profile: &Profile) -> Result<IspfsSystem, SetupError> {
+impl<'a> IspfsSystem<'a> {
+    pub fn new(
+        scan: &Prescan,
+        profile: &Profile,
+        stages: Option<&'a mut dyn StageRunner>,
+    ) -> Result<IspfsSystem<'a>, SetupError> {
         // ISPFS has no page cache: hostfs's stands in only for bytes on their way to the
         // PCM, written through at once, so its per-page work is not ISPFS's.
         let mut p = profile.clone();
@@ -146,6 +189,7 @@ impl IspfsSystem {
         fs.fs_mut().restart_time();
         Ok(IspfsSystem {
             fs,
+            stages,
             profile: profile.clone(),
             fds: HashMap::new(),
             engine_origin: VirtualTime::ZERO,
@@ -214,7 +258,14 @@ impl IspfsSystem {
         self.cpu(self.profile.host.syscall_ns + 2 * self.profile.host.path_component_ns);
         let o = self
             .fs
-            .write_command(path, &bytes, WHO)
+            .write_command(
+                path,
+                &bytes,
+                WHO,
+                self.stages
+                    .as_mut()
+                    .map(|s| &mut **s as &mut dyn StageRunner),
+            )
             .map_err(|e| OpError::Unsupported(e.to_string()))?;
         let (refused, ns, bytes) = (o.error.is_some(), o.engine_ns, o.bytes);
         self.isp.instructions += 1;
@@ -412,7 +463,7 @@ impl IspfsSystem {
     }
 }
 
-impl System for IspfsSystem {
+impl System for IspfsSystem<'_> {
     fn name(&self) -> String {
         "ispfs".into()
     }

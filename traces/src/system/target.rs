@@ -100,7 +100,11 @@ pub fn build<'a>(
             Box::new(HostSystem::new(scan, profile, design, seed, runners)?)
         }
         ReplayTarget::Device => Box::new(DeviceSystem::new(profile)?),
-        ReplayTarget::Ispfs => Box::new(super::ispfs::IspfsSystem::new(scan, profile)?),
+        ReplayTarget::Ispfs => Box::new(super::ispfs::IspfsSystem::new(
+            scan,
+            profile,
+            runners.stages,
+        )?),
         ReplayTarget::Firmware | ReplayTarget::Fusion => {
             let stages = runners.stages.ok_or_else(|| {
                 SetupError::Profile(format!(
