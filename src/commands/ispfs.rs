@@ -123,11 +123,7 @@ pub fn measure_iozone(
     progress: bool,
 ) -> anyhow::Result<IozoneReport> {
     let n = spec.file_bytes.len() * spec.record_bytes.len();
-    let bar = if progress {
-        indicatif::ProgressBar::new(n as u64)
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
+    let bar = bar(progress, n, "(file, record) sizes");
     let report = iozone::compare(profile, spec, seed, || bar.inc(1))?;
     bar.finish_and_clear();
     Ok(report)
@@ -143,18 +139,9 @@ fn run_iozone(args: &IozoneArgs) -> anyhow::Result<()> {
     } else {
         print_iozone(&report);
     }
-    args.store.save_and_say(NewRun {
-        trace: None,
-        profile: profile.name.clone(),
-        designs: vec!["ispfs".into(), "ext4".into()],
-        seed: args.seed,
-        report: Report::Iozone(report),
-        spec: Some(SystemSpec::new(
-            profile,
-            args.seed,
-            SystemKind::IspfsIozone { spec },
-        )),
-    })
+    let kind = SystemKind::IspfsIozone { spec };
+    args.store
+        .save_and_say(new_run(&profile, args.seed, Report::Iozone(report), kind))
 }
 
 fn print_iozone(r: &IozoneReport) {
@@ -213,20 +200,41 @@ pub fn measure_query(
     progress: bool,
 ) -> anyhow::Result<QueryReport> {
     let mut runner = WasmStages::new(csd::builtin::STAGES)?;
-    let bar = if progress {
-        indicatif::ProgressBar::new(spec.sizes.len() as u64)
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} file sizes",
-        )
-        .expect("static template"),
-    );
+    let bar = bar(progress, spec.sizes.len(), "file sizes");
     let report = query::compare(profile, spec, seed, &mut runner, || bar.inc(1))?;
     bar.finish_and_clear();
     Ok(report)
+}
+
+/// The run an ISPFS comparison is saved as (`csd ispfs` and `csd repro ispfs`).
+pub fn new_run(profile: &Profile, seed: u64, report: Report, kind: SystemKind) -> NewRun {
+    let designs = match report {
+        Report::Iozone(_) => ["ispfs", "ext4"],
+        _ => ["isp", "software"],
+    };
+    NewRun {
+        trace: None,
+        profile: profile.name.clone(),
+        designs: designs.map(String::from).to_vec(),
+        seed,
+        report,
+        spec: Some(SystemSpec::new(profile.clone(), seed, kind)),
+    }
+}
+
+/// A progress bar over `len` points, or a hidden one.
+fn bar(progress: bool, len: usize, what: &str) -> indicatif::ProgressBar {
+    if !progress {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(len as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(&format!(
+            "{{spinner}} [{{elapsed_precise}}] {{bar:40}} {{pos}}/{{len}} {what}"
+        ))
+        .expect("a valid template"),
+    );
+    bar
 }
 
 pub fn run(args: &IspfsArgs) -> anyhow::Result<()> {
@@ -246,18 +254,9 @@ fn run_query(args: &QueryArgs) -> anyhow::Result<()> {
     } else {
         print_query(&report);
     }
-    args.store.save_and_say(NewRun {
-        trace: None,
-        profile: profile.name.clone(),
-        designs: vec!["isp".into(), "software".into()],
-        seed: args.seed,
-        report: Report::Ispfs(report),
-        spec: Some(SystemSpec::new(
-            profile,
-            args.seed,
-            SystemKind::IspfsQuery { spec },
-        )),
-    })
+    let kind = SystemKind::IspfsQuery { spec };
+    args.store
+        .save_and_say(new_run(&profile, args.seed, Report::Ispfs(report), kind))
 }
 
 fn print_query(r: &QueryReport) {

@@ -6,8 +6,7 @@ use crate::commands::ispfs;
 use csd_hostfs::ispfs::iozone::{IozoneSpec, Test};
 use csd_hostfs::ispfs::query::{QueryReport, QuerySpec};
 use csd_traces::report::Report;
-use csd_traces::spec::{SystemKind, SystemSpec};
-use csd_traces::store::NewRun;
+use csd_traces::spec::SystemKind;
 
 const PROFILE: &str = "pcm-zynq";
 const ENGINE: &[&str] = &[
@@ -43,18 +42,8 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
     let mut s = Sheet::new("ISPFS", ctx);
     let spec = QuerySpec::paper();
     let r = ispfs::measure_query(&profile, &spec, ctx.seed, false)?;
-    let run = NewRun {
-        trace: None,
-        profile: profile.name.clone(),
-        designs: vec!["isp".into(), "software".into()],
-        seed: ctx.seed,
-        report: Report::Ispfs(r.clone()),
-        spec: Some(SystemSpec::new(
-            profile.clone(),
-            ctx.seed,
-            SystemKind::IspfsQuery { spec },
-        )),
-    };
+    let kind = SystemKind::IspfsQuery { spec };
+    let run = ispfs::new_run(&profile, ctx.seed, Report::Ispfs(r.clone()), kind);
     let e = Some(s.experiment("csd ispfs query", PROFILE, None, Some(run)));
     let (isp, sw) = r.mean_speeds();
     let f = |id, figure, what, unit, params| Fig::new(id, figure, what, unit, e, params);
@@ -195,18 +184,8 @@ const IOZONE: &[&str] = &[
 fn iozone_lines(ctx: &Ctx, profile: &csd_device::Profile, s: &mut Sheet) -> anyhow::Result<()> {
     let spec = IozoneSpec::default_grid();
     let r = ispfs::measure_iozone(profile, &spec, ctx.seed, false)?;
-    let run = NewRun {
-        trace: None,
-        profile: profile.name.clone(),
-        designs: vec!["ispfs".into(), "ext4".into()],
-        seed: ctx.seed,
-        report: Report::Iozone(r.clone()),
-        spec: Some(SystemSpec::new(
-            profile.clone(),
-            ctx.seed,
-            SystemKind::IspfsIozone { spec },
-        )),
-    };
+    let kind = SystemKind::IspfsIozone { spec };
+    let run = ispfs::new_run(profile, ctx.seed, Report::Iozone(r.clone()), kind);
     let e = Some(s.experiment(
         "csd ispfs iozone",
         PROFILE,

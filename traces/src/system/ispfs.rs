@@ -225,15 +225,8 @@ impl<'a> IspfsSystem<'a> {
         cpu.max(link).max(self.fs.engine().host_ns(bytes)).round() as u64
     }
 
-    fn open(
-        &mut self,
-        ev: &Event,
-        path: &str,
-        write: bool,
-        create: bool,
-    ) -> Result<TraceFd, OpError> {
-        if Ispfs::command_dir(path).is_some() {
-            let dir = Ispfs::command_dir(path).unwrap_or("/");
+    fn open(&mut self, path: &str, write: bool, create: bool) -> Result<TraceFd, OpError> {
+        if let Some(dir) = Ispfs::command_dir(path) {
             self.fs.fs_mut().lookup(dir, WHO)?;
             return Ok(TraceFd::Command {
                 path: path.to_string(),
@@ -249,7 +242,6 @@ impl<'a> IspfsSystem<'a> {
             create: create.then_some(FILE_PERMS),
         };
         let fd = self.fs.fs_mut().open(path, how, WHO)?;
-        let _ = ev;
         Ok(TraceFd::File { fd, pos: 0 })
     }
 
@@ -301,7 +293,7 @@ impl<'a> IspfsSystem<'a> {
             )));
         }
         if !self.fds.contains_key(&(ev.pid, fd)) {
-            let f = self.open(ev, path, write, write)?;
+            let f = self.open(path, write, write)?;
             self.fds.insert((ev.pid, fd), f);
         }
         let positional = matches!(ev.op, Op::Pread { .. } | Op::Pwrite { .. });
@@ -370,7 +362,7 @@ impl<'a> IspfsSystem<'a> {
                 if flags.directory {
                     return done(self.fs.fs_mut().lookup(path, WHO).map(|_| ()));
                 }
-                let f = self.open(ev, path, flags.write, flags.create)?;
+                let f = self.open(path, flags.write, flags.create)?;
                 if flags.truncate && flags.write && matches!(f, TraceFd::File { .. }) {
                     self.fs.fs_mut().truncate(path, 0, WHO)?;
                 }
@@ -425,8 +417,7 @@ impl<'a> IspfsSystem<'a> {
             }
             Op::Stat { path } => {
                 self.cpu(syscall);
-                if Ispfs::command_dir(path).is_some() {
-                    let dir = Ispfs::command_dir(path).unwrap_or("/");
+                if let Some(dir) = Ispfs::command_dir(path) {
                     return done(self.fs.fs_mut().lookup(dir, WHO).map(|_| ()));
                 }
                 done(self.fs.fs_mut().lookup(path, WHO).map(|_| ()))
