@@ -29,6 +29,9 @@ pub enum BenchCmd {
     /// (internal) the memory half of `bench ftl`, run in a fresh process.
     #[command(hide = true)]
     FtlRss(RssArgs),
+    /// (internal) the sustained-overwrite half of `bench ftl`, run in a fresh process.
+    #[command(hide = true)]
+    FtlRunRss(RunRssArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -45,8 +48,30 @@ pub struct FtlArgs {
     /// Profile for the memory measurement.
     #[arg(long, default_value = "cosmos-plus")]
     pub rss_profile: String,
+    /// Bytes of the sustained overwrite whose peak memory is measured (`csd device run
+    /// --profile daisyplus-femu --rw randwrite --bs 16k --qd 32 --prefill` over 59 GiB);
+    /// 0 skips it.
+    #[arg(long, default_value = "60g", value_parser = crate::units::parse_size)]
+    pub run_bytes: u64,
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RunRssArgs {
+    #[arg(long)]
+    pub io: u64,
+}
+
+/// The sustained overwrite's peak memory, and the requests it simulated per wall second.
+#[derive(Serialize, Deserialize, Debug)]
+struct RunRssReport {
+    profile: String,
+    region_bytes: u64,
+    io_bytes: u64,
+    requests: u64,
+    rss_peak_bytes: u64,
+    wall_ms: u64,
 }
 
 #[derive(clap::Args, Debug)]
@@ -105,6 +130,8 @@ struct FtlBenchReport {
     throughput: ThroughputReport,
     memory: RssReport,
     target_rss_bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sustained: Option<RunRssReport>,
 }
 
 pub fn run(cmd: &BenchCmd) -> anyhow::Result<()> {
@@ -117,6 +144,11 @@ pub fn run(cmd: &BenchCmd) -> anyhow::Result<()> {
         BenchCmd::ReplayChild(args) => super::bench_replay::run_child(args),
         BenchCmd::FtlRss(args) => {
             let report = rss_child(args)?;
+            println!("{}", serde_json::to_string(&report)?);
+            Ok(())
+        }
+        BenchCmd::FtlRunRss(args) => {
+            let report = run_rss_child(args.io)?;
             println!("{}", serde_json::to_string(&report)?);
             Ok(())
         }
@@ -139,10 +171,21 @@ fn ftl(args: &FtlArgs) -> anyhow::Result<()> {
     }
     let throughput = throughput(args)?;
     let memory = spawn_rss_child(&args.rss_profile, args.rss_writes)?;
+    let sustained = if args.run_bytes > 0 {
+        Some(spawn_child(&[
+            "bench",
+            "ftl-run-rss",
+            "--io",
+            &args.run_bytes.to_string(),
+        ])?)
+    } else {
+        None
+    };
     let report = FtlBenchReport {
         throughput,
         memory,
         target_rss_bytes: TARGET_RSS_BYTES,
+        sustained,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -190,6 +233,22 @@ fn ftl(args: &FtlArgs) -> anyhow::Result<()> {
         fmt_bytes(m.rss_baseline_bytes)
     );
     println!("    L2P heap          {:>10}", fmt_bytes(m.l2p_heap_bytes));
+    if let Some(r) = &report.sustained {
+        println!();
+        println!(
+            "  sustained overwrite: {} of 16 KiB random writes at QD 32 over {} of {} (prefilled)",
+            fmt_bytes(r.io_bytes),
+            fmt_bytes(r.region_bytes),
+            r.profile
+        );
+        println!(
+            "    peak RSS          {:>10}   {} requests in {:.1} s ({:.2} M requests/s)",
+            fmt_bytes(r.rss_peak_bytes),
+            thousands(r.requests),
+            r.wall_ms as f64 / 1e3,
+            r.requests as f64 / (r.wall_ms.max(1) as f64 * 1e3)
+        );
+    }
     Ok(())
 }
 
@@ -259,16 +318,22 @@ fn throughput(args: &FtlArgs) -> anyhow::Result<ThroughputReport> {
 
 /// Runs the memory measurement in a fresh process so its peak RSS is the device's alone.
 fn spawn_rss_child(profile: &str, writes: u64) -> anyhow::Result<RssReport> {
+    let writes = writes.to_string();
+    spawn_child(&[
+        "bench",
+        "ftl-rss",
+        "--profile",
+        profile,
+        "--writes",
+        &writes,
+    ])
+}
+
+/// Runs `csd ARGS` in a fresh process (so its peak RSS is its own) and reads its JSON.
+fn spawn_child<T: serde::de::DeserializeOwned>(args: &[&str]) -> anyhow::Result<T> {
     let exe = std::env::current_exe().context("locating the csd executable")?;
     let out = std::process::Command::new(exe)
-        .args([
-            "bench",
-            "ftl-rss",
-            "--profile",
-            profile,
-            "--writes",
-            &writes.to_string(),
-        ])
+        .args(args)
         .output()
         .context("running the memory benchmark child process")?;
     if !out.status.success() {
@@ -278,6 +343,35 @@ fn spawn_rss_child(profile: &str, writes: u64) -> anyhow::Result<RssReport> {
         );
     }
     serde_json::from_slice(&out.stdout).context("reading the memory benchmark's report")
+}
+
+/// The sustained overwrite of issue 22: TxISC's 64 GiB device at 93 % of its logical space,
+/// `io` bytes of 16 KiB random writes at QD 32, GC active.
+fn run_rss_child(io: u64) -> anyhow::Result<RunRssReport> {
+    use csd_device::synth::{RwPattern, SynthJob};
+    let p = Profile::load("daisyplus-femu")?;
+    let mut dev = Device::new(&p, DataMode::TimingOnly)?;
+    let region = (59u64 << 30).min(dev.capacity_bytes());
+    let job = SynthJob {
+        rw: RwPattern::RandWrite,
+        block_size_bytes: 16 << 10,
+        queue_depth: 32,
+        region_bytes: region,
+        io_bytes: io,
+        read_percent: 0,
+        seed: 1,
+        prefill: true,
+    };
+    let start = Instant::now();
+    let r = job.run(&mut dev, &mut |_, _| {})?;
+    Ok(RunRssReport {
+        profile: p.name.clone(),
+        region_bytes: region,
+        io_bytes: io,
+        requests: r.ops,
+        rss_peak_bytes: proc_status_bytes("VmHWM")?,
+        wall_ms: start.elapsed().as_millis() as u64,
+    })
 }
 
 fn rss_child(args: &RssArgs) -> anyhow::Result<RssReport> {
