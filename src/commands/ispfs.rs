@@ -38,7 +38,8 @@ pub struct IozoneArgs {
     /// File sizes (binary units: 1m = 1 MiB), at most 256 MiB.
     #[arg(long, value_delimiter = ',', default_value = "1m,10m,100m")]
     pub files: Vec<String>,
-    /// Record sizes (binary units), at most 16 MiB; a record larger than a file is skipped.
+    /// Record sizes (binary units), 512 bytes to 16 MiB; a record larger than a file is
+    /// skipped.
     #[arg(long, value_delimiter = ',', default_value = "4k,64k,1m")]
     pub records: Vec<String>,
     /// Device profile (ISPFS's board is pcm-zynq).

@@ -30,6 +30,8 @@ const DIRTY_RATIO: f64 = 0.20;
 /// The largest file and record, and the most points a run takes.
 pub const MAX_FILE_BYTES: u64 = 256 << 20;
 pub const MAX_RECORD_BYTES: u64 = 16 << 20;
+/// The smallest record: a sector (so a point is at most 512 Ki calls).
+pub const MIN_RECORD_BYTES: u64 = 512;
 pub const MAX_POINTS: usize = 64;
 
 /// One of iozone's tests.
@@ -344,6 +346,13 @@ mod tests {
                     record_bytes: vec![8192],
                 },
                 "0 (file, record)",
+            ),
+            (
+                IozoneSpec {
+                    file_bytes: vec![MAX_FILE_BYTES],
+                    record_bytes: vec![1],
+                },
+                "record size 1:",
             ),
         ] {
             let e = compare(&p, &spec, 1, || {}).unwrap_err().to_string();
