@@ -99,10 +99,10 @@ impl IozoneSpec {
         if let Some(r) = self
             .record_bytes
             .iter()
-            .find(|&&r| r == 0 || r > MAX_RECORD_BYTES)
+            .find(|&&r| !(MIN_RECORD_BYTES..=MAX_RECORD_BYTES).contains(&r))
         {
             return bad(format!(
-                "record size {r}: 1 byte to {MAX_RECORD_BYTES} bytes"
+                "record size {r}: {MIN_RECORD_BYTES} bytes to {MAX_RECORD_BYTES} bytes"
             ));
         }
         let points: Vec<(u64, u64)> = self
