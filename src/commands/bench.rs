@@ -189,8 +189,13 @@ fn ftl(args: &FtlArgs) -> anyhow::Result<()> {
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(());
+    } else {
+        print_ftl(&report);
     }
+    Ok(())
+}
+
+fn print_ftl(report: &FtlBenchReport) {
     let t = &report.throughput;
     let m = &report.memory;
     println!("csd bench ftl");
@@ -248,7 +253,6 @@ fn ftl(args: &FtlArgs) -> anyhow::Result<()> {
             r.wall_ms as f64 / 1e3
         );
     }
-    Ok(())
 }
 
 /// Fills `fill` of the logical space, warms GC up with one pass of random writes, then
