@@ -208,6 +208,20 @@ impl Search {
     /// An instruction that runs `stage` (at most [`STAGE_NAME_BYTES`] bytes: a built-in such
     /// as `crc32`, or `task:export`) over `len` bytes at `offset` of `filename`.
     pub fn stage(stage: &str, filename: &str, offset: u32, len: u32) -> Result<Search, IspError> {
+        let s = Search {
+            scmd: Scmd::Stage.code(),
+            keyword: Search::stage_keywords(stage)?,
+            filename: filename.to_string(),
+            offset,
+            len,
+            ..Search::default()
+        };
+        s.check()?;
+        Ok(s)
+    }
+
+    /// A stage's name as a stage instruction carries it: NUL-padded in the keyword bytes.
+    pub fn stage_keywords(stage: &str) -> Result<[u32; KEYWORDS], IspError> {
         let name = stage.as_bytes();
         if name.is_empty() || name.len() > STAGE_NAME_BYTES || name.contains(&0) {
             return Err(IspError::Stage(format!(
@@ -221,16 +235,7 @@ impl Search {
         for (k, c) in keyword.iter_mut().zip(bytes.chunks_exact(4)) {
             *k = u32::from_le_bytes(c.try_into().expect("4 bytes"));
         }
-        let s = Search {
-            scmd: Scmd::Stage.code(),
-            keyword,
-            filename: filename.to_string(),
-            offset,
-            len,
-            ..Search::default()
-        };
-        s.check()?;
-        Ok(s)
+        Ok(keyword)
     }
 
     /// The stage a [`Scmd::Stage`] instruction names (its keyword bytes up to the first NUL).

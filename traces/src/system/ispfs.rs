@@ -18,7 +18,7 @@
 use super::interface::{Applied, IspTotals, OpError, SetupError, System, Totals, MAX_RW_COUNT};
 use crate::format::{Event, Op};
 use crate::prescan::Prescan;
-use csd_device::isp::{Scmd, Search, SEARCH_BYTES, STAGE_NAME_BYTES};
+use csd_device::isp::{Scmd, Search, SEARCH_BYTES};
 use csd_device::storagefs::StageRunner;
 use csd_device::{IoPath, Profile, VirtualTime};
 use csd_hostfs::fs::{file_end, FsError, OpenOptions};
@@ -80,18 +80,9 @@ fn instruction(ev: &Event) -> Result<Vec<u8>, OpError> {
                 "the write's search field: a stage instruction has no keywords".into(),
             ));
         }
-        if stage.len() > STAGE_NAME_BYTES {
-            return Err(OpError::Unsupported(format!(
-                "search stage '{stage}': a name is at most {STAGE_NAME_BYTES} bytes"
-            )));
-        }
         // Laid out as the program would; what the engine makes of it is its business.
-        let mut name = [0u8; STAGE_NAME_BYTES];
-        name[..stage.len()].copy_from_slice(stage.as_bytes());
-        let mut keyword = [0u32; 4];
-        for (k, c) in keyword.iter_mut().zip(name.chunks_exact(4)) {
-            *k = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-        }
+        let keyword = Search::stage_keywords(stage)
+            .map_err(|e| OpError::Unsupported(format!("search {e}")))?;
         let s = Search {
             scmd: Scmd::Stage.code(),
             keyword,
