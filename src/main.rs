@@ -6,7 +6,7 @@ mod units;
 use clap::{Parser, Subcommand};
 use commands::{
     bench, crashcheck, device, fusion, ispfs, ndp, persist, profiles, replay, repro, runs, serve,
-    task, trace, txapps, txbench,
+    sweep, task, trace, txapps, txbench,
 };
 use std::process::ExitCode;
 
@@ -65,6 +65,15 @@ enum Command {
     /// Record, convert and check file-system and block traces.
     #[command(subcommand)]
     Trace(trace::TraceCmd),
+    /// Run a grid of replays or NDP requests (traces or tasks × profiles × designs × seeds),
+    /// one worker per core, each point saved as a run tagged with the sweep.
+    ///
+    /// Running the same spec again runs only the points not yet stored, so a sweep that was
+    /// cut off resumes. `--shard I/N` runs a slice of the grid for a cluster's job array;
+    /// `csd runs export`/`import` merge the slices. The dashboard draws a sweep at
+    /// /sweeps/NAME.
+    /// Example: csd sweep examples/sweep.toml --jobs 2
+    Sweep(sweep::SweepArgs),
     /// List the tasks a run can name: the built-in examples and those kept in the run store.
     Tasks {
         /// Print as JSON.
@@ -185,6 +194,7 @@ fn main() -> ExitCode {
         },
         Some(Command::Serve(args)) => serve::run(args),
         Some(Command::Runs(cmd)) => runs::run(cmd),
+        Some(Command::Sweep(args)) => sweep::run(args),
         Some(Command::Tasks { json, store }) => task::list(*json, store),
         Some(Command::Task(cmd)) => task::task_cmd(cmd),
         Some(Command::Bench(cmd)) => bench::run(cmd),

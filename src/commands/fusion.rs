@@ -131,6 +131,7 @@ pub fn run(args: &FusionArgs) -> anyhow::Result<()> {
         seed: 0,
         report: Report::Fusion(report),
         spec: Some(SystemSpec::new(profile, 0, SystemKind::Fusion { spec })),
+        sweep: None,
     })
 }
 

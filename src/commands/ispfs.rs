@@ -220,11 +220,12 @@ pub fn new_run(profile: &Profile, seed: u64, report: Report, kind: SystemKind) -
         seed,
         report,
         spec: Some(SystemSpec::new(profile.clone(), seed, kind)),
+        sweep: None,
     }
 }
 
 /// A progress bar over `len` points, or a hidden one.
-fn bar(progress: bool, len: usize, what: &str) -> indicatif::ProgressBar {
+pub(super) fn bar(progress: bool, len: usize, what: &str) -> indicatif::ProgressBar {
     if !progress {
         return indicatif::ProgressBar::hidden();
     }

@@ -17,6 +17,7 @@ pub mod rerun;
 pub mod runs;
 pub mod serve;
 pub mod summary;
+pub mod sweep;
 pub mod task;
 pub mod trace;
 pub mod txapps;

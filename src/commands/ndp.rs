@@ -185,6 +185,7 @@ pub fn run(args: &NdpArgs) -> anyhow::Result<()> {
         designs: kinds.iter().map(|k| k.to_string()).collect(),
         seed: args.seed,
         report: Report::Ndp(report),
+        sweep: None,
     })
 }
 

@@ -95,6 +95,7 @@ impl RunArgs {
                 .collect(),
             seed: self.seed,
             report,
+            sweep: None,
         })
     }
 }

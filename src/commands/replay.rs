@@ -289,6 +289,7 @@ pub fn replay_all(
             .collect(),
         seed: opts.seed,
         report: Report::Replay(report.clone()),
+        sweep: None,
     };
     Ok((report, run))
 }

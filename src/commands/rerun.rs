@@ -95,7 +95,7 @@ pub fn run(id: &str, store: &StoreArgs, json: bool) -> anyhow::Result<()> {
 
 /// Runs the system `spec` describes again and returns its report as `--json` prints it.
 // Long: one arm per system kind, each calling the function its command runs.
-fn reproduce(
+pub(super) fn reproduce(
     id: &str,
     spec: &SystemSpec,
     trace_bytes: Option<Vec<u8>>,
@@ -200,7 +200,7 @@ fn reproduce(
 }
 
 /// Task modules kept in the store, by the reference a run named them with: (id, module).
-type Modules = BTreeMap<String, (String, Vec<u8>)>;
+pub(super) type Modules = BTreeMap<String, (String, Vec<u8>)>;
 
 /// Refuses to go on when the module `reference` resolves to now is not the one the run ran
 /// (a module file rebuilt, or a built-in changed with csd).

@@ -131,6 +131,34 @@ pub enum RunsCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Write runs to a portable file (JSON Lines), with the sweeps they belong to and the
+    /// stored traces and task modules they need to be rerun.
+    ///
+    /// Example: csd runs export --sweep gc-study -o shard0.runs
+    Export {
+        /// Runs to export (r1 r2 …); with neither these nor --sweep, every run.
+        ids: Vec<String>,
+        /// Export every run of this sweep.
+        #[arg(long)]
+        sweep: Option<String>,
+        /// The file to write ("-": standard output).
+        #[arg(short, long, value_name = "FILE")]
+        output: PathBuf,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Merge exported runs into this store. A run the store already holds (the same
+    /// content, or the same sweep point) is not stored again; a file that does not parse is
+    /// refused whole, naming its bad line, and nothing is stored.
+    Import {
+        /// Files written by `csd runs export`.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
     /// Delete a run.
     Rm {
         id: String,
@@ -196,6 +224,13 @@ pub fn run(cmd: &RunsCmd) -> anyhow::Result<()> {
         }
         RunsCmd::Diff { a, b, store, json } => print_diff(a, b, store, *json),
         RunsCmd::Rerun { id, store, json } => super::rerun::run(id, store, *json),
+        RunsCmd::Export {
+            ids,
+            sweep,
+            output,
+            store,
+        } => export(ids, sweep.as_deref(), output, store),
+        RunsCmd::Import { files, json, store } => import(files, *json, store),
         RunsCmd::Rm { id, store } => {
             open(store)?
                 .remove(id)
@@ -204,6 +239,79 @@ pub fn run(cmd: &RunsCmd) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+fn export(
+    ids: &[String],
+    sweep: Option<&str>,
+    output: &std::path::Path,
+    store: &StoreArgs,
+) -> anyhow::Result<()> {
+    let s = open(store)?;
+    let mut runs = match sweep {
+        Some(name) => {
+            s.sweep(name)?;
+            s.sweep_runs(name)?
+        }
+        None if ids.is_empty() => s.list()?,
+        None => Vec::new(),
+    };
+    for id in ids {
+        if !runs.iter().any(|r| &r.id == id) {
+            runs.push(s.get(id)?);
+        }
+    }
+    let moved = if output.as_os_str() == "-" {
+        let mut out = std::io::stdout().lock();
+        csd_traces::exchange::export(&s, &runs, &mut out)?
+    } else {
+        // Written beside, then renamed: an interrupted export leaves no half file.
+        let tmp = output.with_extension("partial");
+        let file =
+            std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        let mut out = std::io::BufWriter::new(file);
+        let moved = csd_traces::exchange::export(&s, &runs, &mut out)?;
+        std::io::Write::flush(&mut out)?;
+        std::fs::rename(&tmp, output).with_context(|| format!("writing {}", output.display()))?;
+        moved
+    };
+    eprintln!(
+        "exported {} run(s), {} sweep(s), {} trace(s), {} task module(s) to {}",
+        moved.runs,
+        moved.sweeps,
+        moved.traces,
+        moved.tasks,
+        output.display()
+    );
+    Ok(())
+}
+
+fn import(files: &[PathBuf], json: bool, store: &StoreArgs) -> anyhow::Result<()> {
+    let s = open(store)?;
+    let mut all = Vec::new();
+    for file in files {
+        let moved = csd_traces::exchange::import(&s, || {
+            let f = std::fs::File::open(file)?;
+            Ok(Box::new(std::io::BufReader::new(f)) as Box<dyn std::io::BufRead>)
+        })
+        .with_context(|| format!("importing {}", file.display()))?;
+        if !json {
+            println!(
+                "{}: {} run(s) added, {} already held; {} sweep(s), {} trace(s), {} task module(s)",
+                file.display(),
+                moved.runs,
+                moved.duplicates,
+                moved.sweeps,
+                moved.traces,
+                moved.tasks
+            );
+        }
+        all.push((file.display().to_string(), moved));
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&all)?);
+    }
+    Ok(())
 }
 
 /// `csd runs diff`: the headline numbers of the designs both runs have.

@@ -242,6 +242,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         designs: vec![name.clone()],
         seed: 0,
         report: Report::Task(out.clone()),
+        sweep: None,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&out)?);

@@ -10,6 +10,7 @@
 //! [`store`] keeps every run (and stored traces) in an embedded sled database.
 
 mod decision;
+pub mod exchange;
 pub mod format;
 pub mod fuse;
 pub mod import;
@@ -22,6 +23,7 @@ pub mod report;
 pub mod repro;
 pub mod spec;
 pub mod store;
+pub mod sweep;
 pub mod system;
 mod writer;
 

@@ -15,6 +15,7 @@
 use crate::report::{Report, ReportKind};
 use crate::spec::SystemSpec;
 pub use crate::spec::TraceRef;
+use crate::sweep::{SweepRecord, SweepTag};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -34,6 +35,8 @@ pub enum StoreError {
     NoTrace(String),
     #[error("no task '{0}' in the store (see `csd task add`)")]
     NoTask(String),
+    #[error("no sweep '{0}' in the store (see `csd sweep`)")]
+    NoSweep(String),
     #[error("no profile '{0}' in the store (see `csd profiles add`)")]
     NoProfile(String),
     #[error("'{0}' is not a run id (runs are numbered: r1, r2, …)")]
@@ -62,6 +65,8 @@ pub struct StoredRun {
     /// The system that produced it, for `csd runs rerun` (runs of older csd versions, and
     /// kinds not yet described by a spec, have none).
     pub spec: Option<SystemSpec>,
+    /// The sweep point this run is (`csd sweep`).
+    pub sweep: Option<SweepTag>,
 }
 
 impl StoredRun {
@@ -80,6 +85,7 @@ pub struct NewRun {
     pub seed: u64,
     pub report: Report,
     pub spec: Option<SystemSpec>,
+    pub sweep: Option<SweepTag>,
 }
 
 impl NewRun {
@@ -109,6 +115,8 @@ struct Record {
     report_version: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     spec: Option<SystemSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sweep: Option<SweepTag>,
 }
 
 impl From<StoredRun> for Record {
@@ -125,6 +133,7 @@ impl From<StoredRun> for Record {
             report_version: r.report.version(),
             report: r.report.to_json(),
             spec: r.spec,
+            sweep: r.sweep,
         }
     }
 }
@@ -141,6 +150,7 @@ impl From<Record> for StoredRun {
             stored_at: r.stored_at,
             report: Report::from_json(r.kind, r.report_version, r.report),
             spec: r.spec,
+            sweep: r.sweep,
         }
     }
 }
@@ -157,6 +167,7 @@ impl From<NewRun> for Record {
             stored_at: 0,
             report: r.report,
             spec: r.spec,
+            sweep: r.sweep,
         }
         .into()
     }
@@ -172,6 +183,7 @@ impl From<Record> for NewRun {
             seed: s.seed,
             report: s.report,
             spec: s.spec,
+            sweep: s.sweep,
         }
     }
 }
@@ -206,6 +218,10 @@ pub struct RunStore {
     task_names: sled::Tree,
     /// `next_run`: the number the next run gets (ids are never reused, even after `rm`).
     meta: sled::Tree,
+    /// Sweeps by id (their [`SweepRecord`]s), and their points: `sweep \0 key` → the run's
+    /// key, written in the transaction that stores the run, so a point is stored once.
+    sweeps: sled::Tree,
+    points: sled::Tree,
     path: PathBuf,
 }
 
@@ -242,6 +258,23 @@ pub fn trace_id_of(mut r: impl std::io::Read) -> std::io::Result<String> {
         .map(|b| format!("{b:02x}"))
         .collect();
     Ok(format!("sha256:{hex}"))
+}
+
+/// What [`RunStore::insert`] did.
+#[derive(Debug)]
+pub enum Saved {
+    New(StoredRun),
+    /// The run is a sweep point the store already holds, as this run.
+    Existing(String),
+}
+
+/// `sweep \0 key`: a point's place in the points tree (a sweep's points share a prefix).
+fn point_index(sweep: &str, key: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(sweep.len() + 1 + key.len());
+    k.extend_from_slice(sweep.as_bytes());
+    k.push(0);
+    k.extend_from_slice(key.as_bytes());
+    k
 }
 
 fn run_key(n: u64) -> [u8; 8] {
@@ -394,6 +427,8 @@ impl RunStore {
             tasks: db.open_tree("tasks")?,
             task_names: db.open_tree("task_names")?,
             meta: db.open_tree("meta")?,
+            sweeps: db.open_tree("sweeps")?,
+            points: db.open_tree("points")?,
             db,
             path: path.to_path_buf(),
         })
@@ -403,10 +438,29 @@ impl RunStore {
         &self.path
     }
 
-    /// Stores a finished run atomically and returns it with its id.
+    /// Stores a finished run atomically and returns it with its id. A sweep point that is
+    /// already stored is not stored again: the stored run is returned.
     pub fn save(&self, run: NewRun) -> Result<StoredRun, StoreError> {
+        match self.insert(run)? {
+            Saved::New(run) => Ok(run),
+            Saved::Existing(id) => self.get(&id),
+        }
+    }
+
+    /// Stores a finished run atomically, unless it is a sweep point already stored.
+    pub fn insert(&self, run: NewRun) -> Result<Saved, StoreError> {
+        self.insert_dated(run, None)
+    }
+
+    /// [`RunStore::insert`], keeping the time a run was first stored (an imported run's).
+    pub(crate) fn insert_dated(
+        &self,
+        run: NewRun,
+        stored_at: Option<u64>,
+    ) -> Result<Saved, StoreError> {
         use sled::transaction::{ConflictableTransactionError, TransactionError};
         use sled::Transactional;
+        let point = run.sweep.as_ref().map(|t| point_index(&t.sweep, &t.key));
         let mut stored = StoredRun {
             id: String::new(),
             trace: run.trace,
@@ -414,15 +468,24 @@ impl RunStore {
             designs: run.designs,
             seed: run.seed,
             csd_version: env!("CARGO_PKG_VERSION").to_string(),
-            stored_at: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
+            stored_at: stored_at.unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs())
+            }),
             report: run.report,
             spec: run.spec,
+            sweep: run.sweep,
         };
-        // The run and the counter change together or not at all.
-        let id = (&self.runs, &self.meta)
-            .transaction(|(runs, meta)| {
+        // The run, the counter and the sweep point change together or not at all.
+        let outcome = (&self.runs, &self.meta, &self.points)
+            .transaction(|(runs, meta, points)| {
+                if let Some(point) = &point {
+                    if let Some(k) = points.get(point)? {
+                        let n = u64::from_be_bytes(k.as_ref().try_into().unwrap_or([0; 8]));
+                        return Ok(Err(format!("r{n}")));
+                    }
+                }
                 let n = meta
                     .get("next_run")?
                     .and_then(|v| v.as_ref().try_into().ok().map(u64::from_be_bytes))
@@ -432,15 +495,81 @@ impl RunStore {
                 let bytes = serde_json::to_vec(&record).expect("a run serialises");
                 runs.insert(&run_key(n), bytes)?;
                 meta.insert("next_run", &(n + 1).to_be_bytes())?;
-                Ok::<_, ConflictableTransactionError<()>>(record.id)
+                if let Some(point) = &point {
+                    points.insert(point.as_slice(), &run_key(n))?;
+                }
+                Ok::<_, ConflictableTransactionError<()>>(Ok(record.id))
             })
             .map_err(|e| match e {
                 TransactionError::Storage(e) => StoreError::Db(e),
                 TransactionError::Abort(()) => unreachable!("the transaction never aborts"),
             })?;
+        let id = match outcome {
+            Ok(id) => id,
+            Err(existing) => return Ok(Saved::Existing(existing)),
+        };
         self.db.flush()?;
         stored.id = id;
-        Ok(stored)
+        Ok(Saved::New(stored))
+    }
+
+    /// Keeps (or replaces) a sweep's description.
+    pub fn put_sweep(&self, record: &SweepRecord) -> Result<(), StoreError> {
+        let bytes = serde_json::to_vec(record).expect("a sweep record serialises");
+        self.sweeps.insert(record.spec.name.as_bytes(), bytes)?;
+        self.db.flush()?;
+        Ok(())
+    }
+
+    /// Every sweep, by id.
+    pub fn sweeps(&self) -> Result<Vec<SweepRecord>, StoreError> {
+        descriptions(&self.sweeps)
+    }
+
+    pub fn sweep(&self, id: &str) -> Result<SweepRecord, StoreError> {
+        let v = self
+            .sweeps
+            .get(id.as_bytes())?
+            .ok_or_else(|| StoreError::NoSweep(id.to_string()))?;
+        serde_json::from_slice(&v).map_err(|e| StoreError::Corrupt {
+            id: format!("sweep {id}"),
+            reason: e.to_string(),
+        })
+    }
+
+    /// The stored points of sweep `id`: key → run id.
+    pub fn points(
+        &self,
+        id: &str,
+    ) -> Result<std::collections::BTreeMap<String, String>, StoreError> {
+        let prefix = point_index(id, "");
+        self.points
+            .scan_prefix(&prefix)
+            .map(|kv| {
+                let (k, v) = kv?;
+                let key = String::from_utf8_lossy(&k[prefix.len()..]).into_owned();
+                let n = u64::from_be_bytes(v.as_ref().try_into().unwrap_or([0; 8]));
+                Ok((key, format!("r{n}")))
+            })
+            .collect()
+    }
+
+    /// The runs of sweep `id`, oldest first.
+    pub fn sweep_runs(&self, id: &str) -> Result<Vec<StoredRun>, StoreError> {
+        let mut ids: Vec<u64> = self
+            .points(id)?
+            .values()
+            .filter_map(|r| parse_id(r).ok())
+            .collect();
+        ids.sort_unstable();
+        ids.into_iter()
+            .map(|n| self.get(&format!("r{n}")))
+            .collect()
+    }
+
+    /// Every run's record as stored, for export and for finding duplicates on import.
+    pub(crate) fn raw_runs(&self) -> impl Iterator<Item = Result<Vec<u8>, StoreError>> + '_ {
+        self.runs.iter().values().map(|v| Ok(v?.to_vec()))
     }
 
     fn decode(id: &str, bytes: &[u8]) -> Result<StoredRun, StoreError> {
@@ -473,9 +602,14 @@ impl RunStore {
 
     pub fn remove(&self, id: &str) -> Result<(), StoreError> {
         let n = parse_id(id)?;
-        self.runs
+        let old = self
+            .runs
             .remove(run_key(n))?
             .ok_or_else(|| StoreError::NoRun(id.to_string()))?;
+        // A removed point is a point to run again.
+        if let Ok(Record { sweep: Some(t), .. }) = serde_json::from_slice::<Record>(&old) {
+            self.points.remove(point_index(&t.sweep, &t.key))?;
+        }
         self.db.flush()?;
         Ok(())
     }
@@ -527,6 +661,14 @@ impl RunStore {
         };
         self.keep(&self.tasks, &self.task_names, name.as_bytes(), bytes, &task)?;
         Ok(task)
+    }
+
+    /// Keeps a task module by its content id only (an imported run's module: the names
+    /// this store gives its tasks stay as they are).
+    pub fn add_task_module(&self, bytes: &[u8]) -> Result<(), StoreError> {
+        self.tasks.insert(trace_id(bytes).as_bytes(), bytes)?;
+        self.db.flush()?;
+        Ok(())
     }
 
     /// The stored tasks, by name.

@@ -62,6 +62,7 @@ fn run(duration: u64, pao: f64) -> NewRun {
             seed: 1,
             designs: vec![frag, design(DesignKind::LightFs, duration / 2, 20.0)],
         }),
+        sweep: None,
     }
 }
 

@@ -77,6 +77,7 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
                 0,
                 SystemKind::Fusion { spec },
             )),
+            sweep: None,
         };
         let e = s.experiment(
             &format!("csd fusion --workload {}", workload.name()),

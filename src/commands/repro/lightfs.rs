@@ -75,6 +75,7 @@ impl Lab {
             designs: DesignKind::ALL.iter().map(|k| k.to_string()).collect(),
             seed: self.seed,
             report,
+            sweep: None,
         })
     }
 }

@@ -379,6 +379,7 @@ pub fn run(args: &ReproArgs) -> anyhow::Result<()> {
         designs: report.papers.clone(),
         seed: args.seed,
         report: csd_traces::report::Report::Repro(report),
+        sweep: None,
     })
 }
 

@@ -29,6 +29,7 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
         designs: configs.iter().map(|c| c.name().to_string()).collect(),
         seed,
         report: Report::Persist(runs),
+        sweep: None,
     };
 
     if ctx.wants("sift.s52") {

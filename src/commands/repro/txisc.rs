@@ -75,6 +75,7 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
                 measured.iter().map(|&&m| m).collect(),
                 Vec::new(),
             )),
+            sweep: None,
         }
     };
 
@@ -194,6 +195,7 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
                 designs: vec!["tx".into(), "file".into(), "host-only".into()],
                 seed,
                 report: Report::Txapps(apps.clone()),
+                sweep: None,
             }),
         );
         let get =

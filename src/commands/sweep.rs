@@ -1,0 +1,472 @@
+//! `csd sweep SPEC.toml`: a grid of runs over traces, tasks, profiles, designs and seeds,
+//! one worker per core, each point saved as a run tagged with the sweep.
+//!
+//! A point is planned as the [`SystemSpec`] that `csd runs rerun` would rebuild, and run by
+//! the same code ([`super::rerun::reproduce`]): a sweep point and a rerun of it cannot
+//! disagree about what the system was.
+
+use super::rerun::{reproduce, Modules};
+use super::runs::StoreArgs;
+use anyhow::{bail, Context};
+use csd::ndp::NdpTask;
+use csd::tasks::{Origin, Paths, Resolver};
+use csd_device::Profile;
+use csd_traces::report::Report;
+use csd_traces::spec::{SystemKind, SystemSpec, TraceRef};
+use csd_traces::store::{NewRun, RunStore, Saved};
+use csd_traces::sweep::{grid_size, point_key, Axis, Shard, SweepRecord, SweepSpec, SweepTag};
+use csd_traces::Strictness;
+use serde::Serialize;
+use std::io::Read;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+#[derive(clap::Args, Debug)]
+pub struct SweepArgs {
+    /// The sweep's spec (TOML): its name, and the values of each axis. Example in
+    /// `examples/sweep.toml`; every key is described in the README's "Sweeps".
+    pub spec: PathBuf,
+    /// Points run at once [default: one per core].
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub jobs: Option<u16>,
+    /// Run only the points whose index in the grid is I modulo N (0 ≤ I < N), so N machines
+    /// share a sweep: `--shard $SLURM_ARRAY_TASK_ID/N` in a Slurm job array (`--array=0-(N-1)`),
+    /// `--shard $JOB_COMPLETION_INDEX/N` in a Kubernetes Indexed Job. Then `csd runs export`
+    /// each shard's store and `csd runs import` them into one.
+    #[arg(long, value_name = "I/N", default_value = "0/1")]
+    pub shard: Shard,
+    /// Plan the grid and print it, running nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print a JSON summary instead of a line per point.
+    #[arg(long)]
+    pub json: bool,
+    /// The run store (default: $XDG_DATA_HOME/csdlab/runs, else ~/.local/share/csdlab/runs).
+    #[arg(long, value_name = "PATH")]
+    pub store: Option<PathBuf>,
+}
+
+/// One point of the grid, ready to run.
+pub struct Point {
+    pub tag: SweepTag,
+    pub system: SystemSpec,
+    trace: Option<(TraceRef, Arc<Vec<u8>>)>,
+    design: String,
+}
+
+/// A sweep's grid, planned.
+pub struct Plan {
+    pub spec: SweepSpec,
+    pub points: Vec<Point>,
+    modules: Modules,
+}
+
+/// What a sweep did, as `--json` prints it.
+#[derive(Serialize)]
+pub struct Summary {
+    pub sweep: String,
+    /// Points in the whole grid, and in this shard.
+    pub points: usize,
+    pub in_shard: usize,
+    /// Points of this shard already in the store before this run.
+    pub done_before: usize,
+    pub ran: usize,
+    pub failed: Vec<(String, String)>,
+    /// This shard's points: key, parameters, run id (when stored).
+    pub runs: Vec<(String, String, Option<String>)>,
+}
+
+pub fn run(args: &SweepArgs) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(&args.spec)
+        .with_context(|| format!("reading the sweep spec {}", args.spec.display()))?;
+    let spec = SweepSpec::parse(&text).with_context(|| format!("in {}", args.spec.display()))?;
+    let store = StoreArgs {
+        store: args.store.clone(),
+        no_store: false,
+    };
+    store.check()?;
+    let plan = plan(spec, &store)?;
+    let jobs = args.jobs.map_or_else(default_jobs, usize::from);
+    if args.dry_run {
+        for (i, p) in plan.points.iter().enumerate() {
+            let mark = if args.shard.holds(i) {
+                ""
+            } else {
+                " (other shard)"
+            };
+            println!("{i:>5}  {}  {}{mark}", p.tag.key, p.tag.label());
+        }
+        return Ok(());
+    }
+    let summary = execute(&plan, &store, args.shard, jobs, !args.json)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        println!(
+            "sweep {}: {} point(s) in this shard of {}; {} already stored, {} run now, {} failed \
+             (the dashboard: csd serve, then /sweeps/{})",
+            summary.sweep,
+            summary.in_shard,
+            summary.points,
+            summary.done_before,
+            summary.ran,
+            summary.failed.len(),
+            summary.sweep
+        );
+    }
+    if !summary.failed.is_empty() {
+        bail!(
+            "{} point(s) of sweep {} failed; the others are stored, and running the sweep \
+             again runs only what is missing",
+            summary.failed.len(),
+            summary.sweep
+        );
+    }
+    Ok(())
+}
+
+pub fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Resolves every name in `spec` and lays out its grid in a fixed order: traces then tasks,
+/// then profiles, designs, seeds (and files, sizes for tasks).
+// Long: one loop nest per point kind, each building its system spec.
+pub fn plan(spec: SweepSpec, store: &StoreArgs) -> anyhow::Result<Plan> {
+    let replay_axes = [
+        spec.traces.len(),
+        spec.profiles.len(),
+        spec.designs.len(),
+        spec.seeds.len(),
+    ];
+    let ndp_axes = [
+        spec.tasks.len(),
+        spec.profiles.len(),
+        spec.designs.len(),
+        spec.seeds.len(),
+        spec.files.len(),
+        spec.sizes.len(),
+    ];
+    grid_size(&replay_axes)?
+        .checked_add(grid_size(&ndp_axes)?)
+        .filter(|&n| n <= csd_traces::sweep::MAX_POINTS)
+        .ok_or(csd_traces::sweep::SweepError::TooLarge)?;
+    let profiles: Vec<Profile> = spec
+        .profiles
+        .iter()
+        .map(|name| load_profile(name, store))
+        .collect::<anyhow::Result<_>>()?;
+    let strictness = if spec.lenient {
+        Strictness::Lenient
+    } else {
+        Strictness::Strict
+    };
+    let mut points = Vec::new();
+    let traces = spec
+        .traces
+        .iter()
+        .map(|t| load_trace(t, store))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let replay_designs: Vec<_> = spec
+        .designs
+        .iter()
+        .filter(|_| !spec.traces.is_empty())
+        .map(|d| super::replay::targets(d).with_context(|| format!("the sweep's design '{d}'")))
+        .collect::<anyhow::Result<Vec<_>>>()?
+        .into_iter()
+        .flatten()
+        .collect();
+    for ((label, tref, bytes), profile) in traces
+        .iter()
+        .flat_map(|t| profiles.iter().map(move |p| (t, p)))
+    {
+        for design in dedup(&replay_designs) {
+            for &seed in &spec.seeds {
+                let system = SystemSpec::new(
+                    profile.clone(),
+                    seed,
+                    SystemKind::Replay {
+                        trace: tref.clone(),
+                        designs: vec![design],
+                        pace: spec.mode,
+                        strictness,
+                    },
+                );
+                let params = vec![
+                    (Axis::Trace, label.clone()),
+                    (Axis::Profile, profile.name.clone()),
+                    (Axis::Design, design.to_string()),
+                    (Axis::Seed, seed.to_string()),
+                ];
+                points.push(point(
+                    &spec.name,
+                    system,
+                    params,
+                    Some((tref.clone(), bytes.clone())),
+                ));
+            }
+        }
+    }
+    let mut modules = Modules::new();
+    if !spec.tasks.is_empty() {
+        let ndp_designs: Vec<_> = spec
+            .designs
+            .iter()
+            .map(|d| {
+                super::ndp::designs(d)
+                    .with_context(|| format!("the sweep's design '{d}' (for its tasks)"))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?
+            .into_iter()
+            .flatten()
+            .collect();
+        let sizes = spec
+            .sizes
+            .iter()
+            .map(|s| {
+                crate::units::parse_size(s)
+                    .map_err(|e| anyhow::anyhow!("the sweep's size '{s}': {e}"))
+            })
+            .collect::<anyhow::Result<Vec<u64>>>()?;
+        if let Some(&0) = spec.files.iter().find(|&&n| n == 0) {
+            bail!("the sweep's `files` must each be at least 1");
+        }
+        let stored = super::runs::stored_tasks(store);
+        let resolver = Resolver {
+            stored: &stored,
+            paths: Paths::Allowed,
+        };
+        for app in &spec.tasks {
+            let task = NdpTask::new(app, None, None, &resolver)
+                .with_context(|| format!("the sweep's task '{app}'"))?;
+            let task_ref = (task.task.origin != Origin::Builtin).then(|| task.task.task_ref(app));
+            if let Some(t) = &task_ref {
+                if let Some(found) = stored(app) {
+                    modules.insert(app.clone(), (t.id.clone(), found.1));
+                }
+            }
+            for profile in &profiles {
+                for design in dedup(&ndp_designs) {
+                    for &seed in &spec.seeds {
+                        for &files in &spec.files {
+                            for (size_label, &size) in spec.sizes.iter().zip(&sizes) {
+                                let mut system = SystemSpec::new(
+                                    profile.clone(),
+                                    seed,
+                                    SystemKind::Ndp {
+                                        app: app.clone(),
+                                        args: None,
+                                        content: None,
+                                        designs: vec![design],
+                                        points: vec![(files, size)],
+                                        cold: spec.cold,
+                                    },
+                                );
+                                system.tasks.extend(task_ref.clone());
+                                let params = vec![
+                                    (Axis::Task, app.clone()),
+                                    (Axis::Profile, profile.name.clone()),
+                                    (Axis::Design, design.to_string()),
+                                    (Axis::Seed, seed.to_string()),
+                                    (Axis::Files, files.to_string()),
+                                    (Axis::Size, size_label.clone()),
+                                ];
+                                points.push(point(&spec.name, system, params, None));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(Plan {
+        spec,
+        points,
+        modules,
+    })
+}
+
+fn dedup<T: PartialEq + Copy>(v: &[T]) -> Vec<T> {
+    let mut out = Vec::new();
+    for &x in v {
+        if !out.contains(&x) {
+            out.push(x);
+        }
+    }
+    out
+}
+
+fn point(
+    sweep: &str,
+    system: SystemSpec,
+    params: Vec<(Axis, String)>,
+    trace: Option<(TraceRef, Arc<Vec<u8>>)>,
+) -> Point {
+    let design = params
+        .iter()
+        .find(|(a, _)| *a == Axis::Design)
+        .map(|(_, d)| d.clone())
+        .unwrap_or_default();
+    Point {
+        tag: SweepTag {
+            sweep: sweep.to_string(),
+            key: point_key(&system),
+            params,
+        },
+        system,
+        trace,
+        design,
+    }
+}
+
+/// A profile by name: built in, a file, or kept in the run store.
+pub fn load_profile(name: &str, store: &StoreArgs) -> anyhow::Result<Profile> {
+    match Profile::load(name) {
+        Err(csd_device::ProfileError::Unknown { .. }) if !store.no_store => {
+            super::profiles::named(name, |n| {
+                super::runs::open(store).ok()?.profile_text(n).ok()
+            })
+        }
+        other => Ok(other?),
+    }
+}
+
+/// A trace's bytes, by what the spec named: a file, a stored trace or a sample. A file is
+/// kept in the run store, so the sweep's runs can be rerun and exported with it.
+fn load_trace(name: &str, store: &StoreArgs) -> anyhow::Result<(String, TraceRef, Arc<Vec<u8>>)> {
+    let path = std::path::Path::new(name);
+    let (mut open, tref) = super::replay::open_trace(Some(path), |key| {
+        let s = super::runs::open(store).ok()?;
+        s.trace(key).ok().map(|(meta, b)| (meta.name, b))
+    })
+    .with_context(|| format!("the sweep's trace '{name}'"))?;
+    let mut bytes = Vec::new();
+    open()
+        .and_then(|mut r| r.read_to_end(&mut bytes))
+        .with_context(|| format!("reading the sweep's trace '{name}'"))?;
+    if path.is_file() {
+        super::runs::open(store)?.add_trace(&tref.name, &bytes)?;
+    }
+    Ok((name.to_string(), tref, Arc::new(bytes)))
+}
+
+/// Runs this shard's missing points on `jobs` workers, saving each as it finishes.
+// Long: the skip, the worker pool and the saving loop, which share the progress bar.
+pub fn execute(
+    plan: &Plan,
+    store: &StoreArgs,
+    shard: Shard,
+    jobs: usize,
+    say: bool,
+) -> anyhow::Result<Summary> {
+    let name = &plan.spec.name;
+    let done = {
+        let s = super::runs::open(store)?;
+        s.put_sweep(&SweepRecord {
+            spec: plan.spec.clone(),
+            points: plan.points.len(),
+        })?;
+        s.points(name)?
+    };
+    let mine: Vec<&Point> = plan
+        .points
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| shard.holds(*i))
+        .map(|(_, p)| p)
+        .collect();
+    let todo: Vec<&Point> = mine
+        .iter()
+        .copied()
+        .filter(|p| !done.contains_key(&p.tag.key))
+        .collect();
+    let mut summary = Summary {
+        sweep: name.clone(),
+        points: plan.points.len(),
+        in_shard: mine.len(),
+        done_before: mine.len() - todo.len(),
+        ran: 0,
+        failed: Vec::new(),
+        runs: Vec::new(),
+    };
+    let bar = super::ispfs::bar(true, todo.len(), "points  {msg}");
+    let next = AtomicUsize::new(0);
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, anyhow::Result<Report>)>();
+    let mut saved: std::collections::BTreeMap<String, String> = done;
+    std::thread::scope(|scope| -> anyhow::Result<()> {
+        for _ in 0..jobs.min(todo.len()) {
+            let tx = tx.clone();
+            let (next, todo) = (&next, &todo);
+            scope.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(p) = todo.get(i) else { break };
+                let bytes = p.trace.as_ref().map(|(_, b)| b.as_ref().clone());
+                let label = format!("point {}", p.tag.label());
+                let result = reproduce(&label, &p.system, bytes, &plan.modules);
+                if tx.send((i, result)).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        for (i, result) in rx {
+            let p = todo[i];
+            bar.inc(1);
+            bar.set_message(p.tag.label());
+            match result {
+                Ok(report) => {
+                    let id = save(store, p, report)?;
+                    summary.ran += 1;
+                    if say {
+                        bar.suspend(|| {
+                            println!(
+                                "point {}/{} stored as {id}: {}",
+                                summary.ran,
+                                todo.len(),
+                                p.tag.label()
+                            )
+                        });
+                    }
+                    saved.insert(p.tag.key.clone(), id);
+                }
+                Err(e) => {
+                    bar.suspend(|| eprintln!("csd: {:#}", e));
+                    summary.failed.push((p.tag.label(), format!("{e:#}")));
+                }
+            }
+        }
+        Ok(())
+    })?;
+    bar.finish_and_clear();
+    summary.runs = mine
+        .iter()
+        .map(|p| {
+            (
+                p.tag.key.clone(),
+                p.tag.label(),
+                saved.get(&p.tag.key).cloned(),
+            )
+        })
+        .collect();
+    Ok(summary)
+}
+
+/// Stores one point's run and returns its id (a point stored meanwhile by another process
+/// of the same sweep is not stored twice).
+fn save(store: &StoreArgs, p: &Point, report: Report) -> anyhow::Result<String> {
+    let run = NewRun {
+        trace: p.trace.as_ref().map(|(t, _)| t.clone()),
+        profile: p.system.profile.name.clone(),
+        designs: vec![p.design.clone()],
+        seed: p.system.seed,
+        report,
+        spec: Some(p.system.clone()),
+        sweep: Some(p.tag.clone()),
+    };
+    let s: RunStore = super::runs::open(store)?;
+    Ok(match s.insert(run)? {
+        Saved::New(r) => r.id,
+        Saved::Existing(id) => id,
+    })
+}
