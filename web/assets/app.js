@@ -206,7 +206,101 @@ async function runsPage() {
     for (const box of t.querySelectorAll("input[data-run]")) box.checked = picked.has(box.dataset.run);
   }
   render();
-  show(el("h1", {}, "Runs"), el("p", { class: "muted" }, `${data.runs.length} run(s) in ${data.store}`), t, compare);
+  const sweeps = await api("/sweeps");
+  const sweepList = sweeps.length === 0 ? [] : [el("h2", {}, "Sweeps"),
+    table(["sweep", "points stored"], sweeps.map((w) => [
+      el("a", { href: "/sweeps/" + encodeURIComponent(w.name), "data-sweep": w.name }, w.name),
+      `${w.stored} of ${w.points}`]), { id: "sweeps" })];
+  show(el("h1", {}, "Runs"), el("p", { class: "muted" }, `${data.runs.length} run(s) in ${data.store}`),
+    sweepList, sweepList.length ? el("h2", {}, "All runs") : null, t, compare);
+}
+
+// ---- sweeps ----------------------------------------------------------------------------
+
+// The points of a sweep as lines: x is the swept axis, one line per design (and per value
+// of every other varied axis but the seed); when the seed is not the axis, a line's point
+// is the mean over seeds, with the spread in the table.
+function sweepSeries(view, axis, metric) {
+  const others = view.axes.map((a) => a.axis).filter((a) => a !== axis && a !== "seed" && a !== "design" &&
+    view.axes.find((x) => x.axis === a).values.length > 1);
+  const xs = view.axes.find((a) => a.axis === axis).values;
+  const series = new Map();
+  for (const p of view.runs) {
+    if (!(metric in p.metrics) || !(axis in p.params)) continue;
+    const name = [p.params.design, ...others.map((a) => `${a}=${p.params[a]}`)].filter(Boolean).join(" ");
+    if (!series.has(name)) series.set(name, xs.map(() => []));
+    const i = xs.indexOf(p.params[axis]);
+    if (i >= 0) series.get(name)[i].push({ v: p.metrics[metric], run: p.run });
+  }
+  return { xs, series: [...series.entries()].map(([name, cells]) => ({
+    name,
+    cells: cells.map((c) => c.length === 0 ? null : {
+      mean: c.reduce((a, x) => a + x.v, 0) / c.length,
+      min: Math.min(...c.map((x) => x.v)), max: Math.max(...c.map((x) => x.v)),
+      runs: c.map((x) => x.run),
+    }),
+  })) };
+}
+
+function lineChart(title, xs, series, fmt) {
+  const left = 80, top = 20, plotW = Math.max(360, xs.length * 90), plotH = 220;
+  const width = left + plotW + 30, height = top + plotH + 50;
+  const vals = series.flatMap((s) => s.cells.filter(Boolean).map((c) => c.mean));
+  const max = Math.max(...vals, 0), min = Math.min(...vals, 0);
+  const span = max - min || 1;
+  const x = (i) => left + (xs.length === 1 ? plotW / 2 : (i / (xs.length - 1)) * plotW);
+  const y = (v) => top + plotH - ((v - min) / span) * plotH;
+  const colors = ["#2f5bd3", "#f59f00", "#12b886", "#7048e8", "#e8590c", "#0c8599", "#c2255c", "#5c940d"];
+  const root = svg("svg", { class: "chart sweep", width, height, role: "img", "aria-label": title });
+  root.append(svg("line", { class: "axis", x1: left - 6, y1: top + plotH, x2: left + plotW + 10, y2: top + plotH }));
+  root.append(svg("line", { class: "axis", x1: left - 6, y1: top, x2: left - 6, y2: top + plotH }));
+  for (const f of [0, 0.5, 1]) {
+    root.append(svg("text", { x: left - 10, y: y(min + f * span) + 4, "text-anchor": "end" }, fmt(min + f * span)));
+  }
+  xs.forEach((v, i) => root.append(svg("text", { x: x(i), y: top + plotH + 18, "text-anchor": "middle" }, v)));
+  series.forEach((s, j) => {
+    const color = colors[j % colors.length];
+    const pts = s.cells.map((c, i) => c && [x(i), y(c.mean)]).filter(Boolean);
+    const g = svg("g", { class: "series", "data-series": s.name });
+    if (pts.length > 1) g.append(svg("polyline", { points: pts.map((p) => p.join(",")).join(" "), fill: "none", stroke: color, "stroke-width": 2 }));
+    s.cells.forEach((c, i) => {
+      if (!c) return;
+      g.append(svg("circle", { cx: x(i), cy: y(c.mean), r: 4, fill: color, "data-x": xs[i], "data-value": c.mean },
+        svg("title", {}, `${s.name} at ${xs[i]}: ${fmt(c.mean)} (${c.runs.join(", ")})`)));
+    });
+    root.append(g);
+  });
+  const legend = el("div", { class: "legend" }, series.map((s, j) =>
+    el("span", {}, el("i", { style: `background:${colors[j % colors.length]}` }), s.name)));
+  return [root, legend];
+}
+
+async function sweepPage(name) {
+  const view = await api("/sweeps/" + encodeURIComponent(name));
+  const swept = view.axes.filter((a) => a.values.length > 1 && a.axis !== "design");
+  let axis = view.axis && view.axes.some((a) => a.axis === view.axis) ? view.axis
+    : (swept[0] || view.axes.find((a) => a.axis !== "design") || view.axes[0]).axis;
+  let metric = view.metric;
+  const holder = el("div", { id: "sweep-chart" });
+  const fmt = (v) => Math.abs(v) >= 1000 ? num(Math.round(v)) : Number(v.toPrecision(4)).toString();
+  function render() {
+    const { xs, series } = sweepSeries(view, axis, metric);
+    const rows = series.map((s) => [s.name, ...s.cells.map((c) => c === null ? "–" : el("span", {},
+      fmt(c.mean), c.runs.length > 1 ? el("span", { class: "muted" }, ` (${fmt(c.min)}–${fmt(c.max)})`) : null, " ",
+      ...c.runs.map((r) => el("a", { href: "/runs/" + r }, r + " "))))]);
+    holder.replaceChildren(el("h3", {}, `${metric} by ${axis}`), ...lineChart(`${metric} by ${axis}`, xs, series, fmt),
+      table([axis + " →", ...xs], rows, { id: "sweep-table" }));
+  }
+  const pick = (label, id, options, value, set) => el("label", {}, label + " ",
+    el("select", { id, onchange: (e) => { set(e.target.value); render(); } },
+      options.map((o) => { const opt = el("option", { value: o }, o); if (o === value) opt.selected = true; return opt; })));
+  render();
+  show(el("h1", {}, `Sweep ${view.name}`),
+    el("p", { class: "muted" }, `${view.stored} of ${view.points} point(s) stored here` +
+      (view.stored < view.points ? " (run the sweep again, or import the other shards, for the rest)" : "")),
+    el("p", {}, pick("metric", "sweep-metric", view.metrics, metric, (v) => { metric = v; }), " ",
+      pick("axis", "sweep-axis", view.axes.map((a) => a.axis), axis, (v) => { axis = v; })),
+    holder);
 }
 
 async function runPage(id) {
@@ -372,6 +466,7 @@ async function route() {
     else if (path[0] === "compare" && path.length === 3) await comparePage(path[1], path[2]);
     else if (path[0] === "replay" && path.length === 1) await replayPage();
     else if (path[0] === "replays" && path.length === 2) await jobPage(path[1]);
+    else if (path[0] === "sweeps" && path.length === 2) await sweepPage(path[1]);
     else show(el("p", { class: "error" }, "No such page."));
     document.body.dataset.ready = "1";
   } catch (e) {

@@ -38,9 +38,10 @@ impl ApiError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> ApiError {
         let status = match e {
-            StoreError::NoRun(_) | StoreError::NoTrace(_) | StoreError::NoProfile(_) => {
-                StatusCode::NOT_FOUND
-            }
+            StoreError::NoRun(_)
+            | StoreError::NoTrace(_)
+            | StoreError::NoProfile(_)
+            | StoreError::NoSweep(_) => StatusCode::NOT_FOUND,
             StoreError::BadId(_) => StatusCode::BAD_REQUEST,
             StoreError::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
@@ -78,6 +79,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/runs", get(list_runs))
         .route("/runs/{id}", get(get_run))
         .route("/runs/{a}/diff/{b}", get(diff_runs))
+        .route("/sweeps", get(list_sweeps))
+        .route("/sweeps/{id}", get(get_sweep))
         .route("/profiles", get(profiles))
         .route("/traces", get(traces))
         .route("/replays", get(list_replays).post(start_replay))
@@ -89,6 +92,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/runs/{id}", get(page))
         .route("/compare/{a}/{b}", get(page))
         .route("/replay", get(page))
+        .route("/sweeps/{id}", get(page))
         .route("/replays/{id}", get(page))
         .route("/assets/{name}", get(asset))
         .fallback(|| async { (StatusCode::NOT_FOUND, "not found") })
@@ -197,6 +201,31 @@ async fn diff_runs(
         b: RunSummary::of(&rb),
         designs,
     }))
+}
+
+async fn list_sweeps(
+    State(state): State<Arc<AppState>>,
+) -> ApiResult<Vec<crate::sweep::SweepSummary>> {
+    let sweeps = with_store(&state, |s| {
+        s.sweeps()?
+            .into_iter()
+            .map(|r| {
+                let stored = s.points(&r.spec.name)?.len();
+                Ok(crate::sweep::SweepSummary::of(&r, stored))
+            })
+            .collect()
+    })
+    .await?;
+    Ok(Json(sweeps))
+}
+
+async fn get_sweep(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> ApiResult<crate::sweep::SweepView> {
+    let (record, runs) =
+        with_store(&state, move |s| Ok((s.sweep(&id)?, s.sweep_runs(&id)?))).await?;
+    Ok(Json(crate::sweep::SweepView::of(&record, &runs)))
 }
 
 async fn profiles() -> ApiResult<Vec<csd_device::Profile>> {

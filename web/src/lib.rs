@@ -7,6 +7,7 @@
 //! - [`api`]: the routes and their errors.
 //! - [`view`]: what a stored report looks like to a chart (breakdown bars with PAO, latency
 //!   percentiles, fsync tails, device counters), computed here so the front end stays small.
+//! - [`sweep`]: a sweep's points with their parameters and numbers, for its chart.
 //! - [`jobs`]: replays started from the dashboard, run by a [`Launcher`] the CLI provides
 //!   (the replay engine's Wasm tasks live above this crate).
 //! - [`assets`]: the embedded front end.
@@ -18,6 +19,7 @@ pub mod assets;
 pub mod jobs;
 pub mod state;
 pub mod store;
+pub mod sweep;
 pub mod view;
 
 pub use api::router;
