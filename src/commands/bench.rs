@@ -23,6 +23,8 @@ pub enum BenchCmd {
     Cisc(super::bench_cisc::CiscArgs),
     /// Replay speed (events/s) on a metadata-heavy trace, and memory against trace length.
     Replay(super::bench_replay::ReplayBenchArgs),
+    /// Wall-time speedup of `csd sweep --jobs N` over `--jobs 1` on a 16-point grid.
+    Sweep(super::bench_sweep::SweepBenchArgs),
     /// (internal) one replay measurement, run in a fresh process.
     #[command(hide = true)]
     ReplayChild(super::bench_replay::ReplayChildArgs),
@@ -141,6 +143,7 @@ pub fn run(cmd: &BenchCmd) -> anyhow::Result<()> {
         BenchCmd::Coalesce(args) => super::bench_coalesce::run(args),
         BenchCmd::Cisc(args) => super::bench_cisc::run(args),
         BenchCmd::Replay(args) => super::bench_replay::run(args),
+        BenchCmd::Sweep(args) => super::bench_sweep::run(args),
         BenchCmd::ReplayChild(args) => super::bench_replay::run_child(args),
         BenchCmd::FtlRss(args) => {
             let report = rss_child(args)?;

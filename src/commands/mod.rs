@@ -2,6 +2,7 @@ pub mod bench;
 pub mod bench_cisc;
 pub mod bench_coalesce;
 pub mod bench_replay;
+pub mod bench_sweep;
 pub mod crashcheck;
 pub mod device;
 pub mod fusion;

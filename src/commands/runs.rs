@@ -423,6 +423,14 @@ fn print_run(r: &csd_traces::store::StoredRun) {
     }
     println!("  designs    {}", r.designs.join(", "));
     println!("  seed       {}", r.seed);
+    if let Some(tag) = &r.sweep {
+        println!(
+            "  sweep      {} point {} ({})",
+            tag.sweep,
+            tag.key,
+            tag.label()
+        );
+    }
     println!(
         "  stored     {} UTC by csd {}",
         utc(r.stored_at),

@@ -60,6 +60,9 @@ pub struct Plan {
     pub spec: SweepSpec,
     pub points: Vec<Point>,
     modules: Modules,
+    /// Trace files the spec named, kept in the run store when the sweep runs, so its runs
+    /// can be rerun and exported with them.
+    files: Vec<(TraceRef, Arc<Vec<u8>>)>,
 }
 
 /// What a sweep did, as `--json` prints it.
@@ -134,24 +137,6 @@ pub fn default_jobs() -> usize {
 /// then profiles, designs, seeds (and files, sizes for tasks).
 // Long: one loop nest per point kind, each building its system spec.
 pub fn plan(spec: SweepSpec, store: &StoreArgs) -> anyhow::Result<Plan> {
-    let replay_axes = [
-        spec.traces.len(),
-        spec.profiles.len(),
-        spec.designs.len(),
-        spec.seeds.len(),
-    ];
-    let ndp_axes = [
-        spec.tasks.len(),
-        spec.profiles.len(),
-        spec.designs.len(),
-        spec.seeds.len(),
-        spec.files.len(),
-        spec.sizes.len(),
-    ];
-    grid_size(&replay_axes)?
-        .checked_add(grid_size(&ndp_axes)?)
-        .filter(|&n| n <= csd_traces::sweep::MAX_POINTS)
-        .ok_or(csd_traces::sweep::SweepError::TooLarge)?;
     let profiles: Vec<Profile> = spec
         .profiles
         .iter()
@@ -162,12 +147,6 @@ pub fn plan(spec: SweepSpec, store: &StoreArgs) -> anyhow::Result<Plan> {
     } else {
         Strictness::Strict
     };
-    let mut points = Vec::new();
-    let traces = spec
-        .traces
-        .iter()
-        .map(|t| load_trace(t, store))
-        .collect::<anyhow::Result<Vec<_>>>()?;
     let replay_designs: Vec<_> = spec
         .designs
         .iter()
@@ -177,11 +156,50 @@ pub fn plan(spec: SweepSpec, store: &StoreArgs) -> anyhow::Result<Plan> {
         .into_iter()
         .flatten()
         .collect();
+    let replay_designs = dedup(&replay_designs);
+    let ndp_designs: Vec<_> = spec
+        .designs
+        .iter()
+        .filter(|_| !spec.tasks.is_empty())
+        .map(|d| {
+            super::ndp::designs(d)
+                .with_context(|| format!("the sweep's design '{d}' (for its tasks)"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?
+        .into_iter()
+        .flatten()
+        .collect();
+    let ndp_designs = dedup(&ndp_designs);
+    // The grid's size with `all` expanded, before anything is loaded.
+    let replay_axes = [
+        spec.traces.len(),
+        spec.profiles.len(),
+        replay_designs.len(),
+        spec.seeds.len(),
+    ];
+    let ndp_axes = [
+        spec.tasks.len(),
+        spec.profiles.len(),
+        ndp_designs.len(),
+        spec.seeds.len(),
+        spec.files.len(),
+        spec.sizes.len(),
+    ];
+    grid_size(&replay_axes)?
+        .checked_add(grid_size(&ndp_axes)?)
+        .filter(|&n| n <= csd_traces::sweep::MAX_POINTS)
+        .ok_or(csd_traces::sweep::SweepError::TooLarge)?;
+    let mut points = Vec::new();
+    let traces = spec
+        .traces
+        .iter()
+        .map(|t| load_trace(t, store))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     for ((label, tref, bytes), profile) in traces
         .iter()
         .flat_map(|t| profiles.iter().map(move |p| (t, p)))
     {
-        for design in dedup(&replay_designs) {
+        for &design in &replay_designs {
             for &seed in &spec.seeds {
                 let system = SystemSpec::new(
                     profile.clone(),
@@ -210,17 +228,6 @@ pub fn plan(spec: SweepSpec, store: &StoreArgs) -> anyhow::Result<Plan> {
     }
     let mut modules = Modules::new();
     if !spec.tasks.is_empty() {
-        let ndp_designs: Vec<_> = spec
-            .designs
-            .iter()
-            .map(|d| {
-                super::ndp::designs(d)
-                    .with_context(|| format!("the sweep's design '{d}' (for its tasks)"))
-            })
-            .collect::<anyhow::Result<Vec<_>>>()?
-            .into_iter()
-            .flatten()
-            .collect();
         let sizes = spec
             .sizes
             .iter()
@@ -247,7 +254,7 @@ pub fn plan(spec: SweepSpec, store: &StoreArgs) -> anyhow::Result<Plan> {
                 }
             }
             for profile in &profiles {
-                for design in dedup(&ndp_designs) {
+                for &design in &ndp_designs {
                     for &seed in &spec.seeds {
                         for &files in &spec.files {
                             for (size_label, &size) in spec.sizes.iter().zip(&sizes) {
@@ -280,10 +287,16 @@ pub fn plan(spec: SweepSpec, store: &StoreArgs) -> anyhow::Result<Plan> {
             }
         }
     }
+    let files = traces
+        .iter()
+        .filter(|(name, ..)| std::path::Path::new(name).is_file())
+        .map(|(_, tref, bytes)| (tref.clone(), bytes.clone()))
+        .collect();
     Ok(Plan {
         spec,
         points,
         modules,
+        files,
     })
 }
 
@@ -332,8 +345,7 @@ pub fn load_profile(name: &str, store: &StoreArgs) -> anyhow::Result<Profile> {
     }
 }
 
-/// A trace's bytes, by what the spec named: a file, a stored trace or a sample. A file is
-/// kept in the run store, so the sweep's runs can be rerun and exported with it.
+/// A trace's bytes, by what the spec named: a file, a stored trace or a sample.
 fn load_trace(name: &str, store: &StoreArgs) -> anyhow::Result<(String, TraceRef, Arc<Vec<u8>>)> {
     let path = std::path::Path::new(name);
     let (mut open, tref) = super::replay::open_trace(Some(path), |key| {
@@ -345,9 +357,6 @@ fn load_trace(name: &str, store: &StoreArgs) -> anyhow::Result<(String, TraceRef
     open()
         .and_then(|mut r| r.read_to_end(&mut bytes))
         .with_context(|| format!("reading the sweep's trace '{name}'"))?;
-    if path.is_file() {
-        super::runs::open(store)?.add_trace(&tref.name, &bytes)?;
-    }
     Ok((name.to_string(), tref, Arc::new(bytes)))
 }
 
@@ -367,6 +376,9 @@ pub fn execute(
             spec: plan.spec.clone(),
             points: plan.points.len(),
         })?;
+        for (tref, bytes) in &plan.files {
+            s.add_trace(&tref.name, bytes)?;
+        }
         s.points(name)?
     };
     let mine: Vec<&Point> = plan
