@@ -760,6 +760,46 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    // A sweep (r12–r15): two designs across two file counts, drawn as one line per design.
+    let spec = scratch("sweep").join("sweep.toml");
+    std::fs::write(
+        &spec,
+        "name = \"dash\"\ntasks = [\"stats64\"]\ndesigns = [\"fsr\", \"lightfs\"]\n\
+         files = [1, 4]\nsizes = [\"4k\"]\n[chart]\naxis = \"files\"\nmetric = \"pao\"\n",
+    )
+    .unwrap();
+    let out = Command::new(CSD)
+        .arg("sweep")
+        .arg(&spec)
+        .arg("--store")
+        .arg(&store)
+        .output()
+        .expect("run csd sweep");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (status, sweeps) = get_json(&base, "/api/sweeps");
+    assert_eq!(status, 200);
+    assert_eq!(sweeps[0]["name"], "dash", "{sweeps}");
+    assert_eq!(sweeps[0]["stored"], 4, "{sweeps}");
+    let (_, sweep) = get_json(&base, "/api/sweeps/dash");
+    assert_eq!(sweep["metric"], "pao", "{sweep}");
+    assert_eq!(sweep["runs"].as_array().unwrap().len(), 4, "{sweep}");
+    let pao_of = |design: &str, files: &str| {
+        sweep["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["params"]["design"] == design && r["params"]["files"] == files)
+            .unwrap_or_else(|| panic!("{sweep}"))["metrics"]["pao"]
+            .as_f64()
+            .unwrap()
+    };
+    let lightfs_pao = pao_of("lightfs", "4");
+    let (status, _) = get_json(&base, "/api/sweeps/nope");
+    assert_eq!(status, 404);
     let (_, query) = get_json(&base, "/api/runs/r10");
     assert_eq!(query["run"]["kind"], "ispfs", "{query}");
     let speed = query["view"]["charts"]
@@ -1001,6 +1041,57 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
             page.to_lowercase().contains("host cpu utilisation"),
             "{page}"
         );
+
+        // The sweep: one line per design, a point per file count, the spec's metric first;
+        // its table holds the API's numbers, and another metric redraws it.
+        c.goto(&format!("{base}/sweeps/dash")).await.unwrap();
+        c.wait()
+            .at_most(Duration::from_secs(30))
+            .for_element(Locator::Css("svg.sweep circle"))
+            .await
+            .expect("the sweep chart appears");
+        let lines = c
+            .find_all(Locator::Css("svg.sweep g.series"))
+            .await
+            .unwrap();
+        assert_eq!(lines.len(), 2, "one line per design");
+        let dots = c.find_all(Locator::Css("svg.sweep circle")).await.unwrap();
+        assert_eq!(dots.len(), 4, "a point per design and file count");
+        let dot = c
+            .find(Locator::Css(
+                "g.series[data-series='lightfs'] circle[data-x='4']",
+            ))
+            .await
+            .unwrap();
+        let shown: f64 = dot
+            .attr("data-value")
+            .await
+            .unwrap()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            (shown - lightfs_pao).abs() < 1e-12,
+            "{shown} against {lightfs_pao}"
+        );
+        let title = c.find(Locator::Css("#sweep-chart h3")).await.unwrap();
+        assert_eq!(title.text().await.unwrap(), "pao by files");
+        c.find(Locator::Css(
+            "#sweep-metric option[value='mean_latency_ns']",
+        ))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+        let title = c.find(Locator::Css("#sweep-chart h3")).await.unwrap();
+        assert_eq!(title.text().await.unwrap(), "mean_latency_ns by files");
+        c.goto(&base).await.unwrap();
+        c.wait()
+            .at_most(Duration::from_secs(30))
+            .for_element(Locator::Css("#sweeps a[data-sweep='dash']"))
+            .await
+            .expect("the runs page lists the sweep");
         c.close().await.unwrap();
     });
 }

@@ -222,9 +222,17 @@ fn bad_specs_shards_and_exports_are_refused_by_name_and_store_nothing() {
         let t0 = Instant::now();
         let o = csd(args);
         // Refused before any point runs.
-        assert!(t0.elapsed() < Duration::from_secs(30), "{args:?} took {:?}", t0.elapsed());
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "{args:?} took {:?}",
+            t0.elapsed()
+        );
         // 1: refused by csd; 2: by the command line's parser.
-        assert!(matches!(o.status.code(), Some(1 | 2)), "{args:?}: {:?}", o.status);
+        assert!(
+            matches!(o.status.code(), Some(1 | 2)),
+            "{args:?}: {:?}",
+            o.status
+        );
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains(needle), "{args:?}: {err}");
     };
