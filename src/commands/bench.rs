@@ -99,8 +99,9 @@ pub struct RssArgs {
     pub writes: u64,
 }
 
-/// Targets from issue 3 (≥ 5 M simulated page writes/s; < 256 MiB for the 1 TiB run).
-const TARGET_WRITES_PER_SEC: f64 = 5e6;
+/// Targets: ≥ 10 M simulated page writes/s (issue 22; issue 3 asked for 5 M); < 256 MiB for
+/// the 1 TiB run (issue 3).
+const TARGET_WRITES_PER_SEC: f64 = 10e6;
 const TARGET_RSS_BYTES: u64 = 256 << 20;
 
 #[derive(Serialize, Deserialize, Debug)]
@@ -403,9 +404,10 @@ fn rss_child(args: &RssArgs) -> anyhow::Result<RssReport> {
     })
 }
 
-/// Targets from issue 4: Wasm within 1.5x of native per kernel; an invocation within 20 µs.
-const TARGET_WASM_RATIO: f64 = 1.5;
-const TARGET_INVOKE_NS: f64 = 20_000.0;
+/// Targets from issue 22: Wasm within 1.2× of native per kernel; an invocation within 5 µs
+/// (issue 4 asked for 1.5× and 20 µs).
+const TARGET_WASM_RATIO: f64 = 1.2;
+const TARGET_INVOKE_NS: f64 = 5_000.0;
 
 #[derive(Serialize, Debug)]
 struct KernelTiming {
