@@ -86,8 +86,10 @@ impl IscContext {
 pub struct Csd {
     /// The device and its files. While a task runs, its wasmtime store owns them (a store's
     /// data must be 'static, so it cannot borrow them); `run` moves them in and back out
-    /// with `replace_with`, so no placeholder ever stands in their place.
-    storage: Storage,
+    /// with `replace_with`, so no placeholder ever stands in their place. Boxed, so that
+    /// move is a pointer's, not the whole device model's (it was a tenth of an empty
+    /// task's invocation).
+    storage: Box<Storage>,
     engine: Arc<TaskEngine>,
     profile: Profile,
     clock: VirtualTime,
@@ -102,7 +104,7 @@ impl Csd {
         let device = Device::new(profile, mode)?;
         let volume = Volume::new(device.page_size(), device.logical_pages());
         Ok(Csd {
-            storage: Storage { device, volume },
+            storage: Box::new(Storage { device, volume }),
             engine,
             profile: profile.clone(),
             clock: VirtualTime::ZERO,
@@ -118,7 +120,7 @@ impl Csd {
         clock: VirtualTime,
     ) -> Csd {
         Csd {
-            storage,
+            storage: Box::new(storage),
             engine,
             profile: profile.clone(),
             clock,
@@ -127,7 +129,7 @@ impl Csd {
 
     /// The device and files back, after the last run.
     pub fn into_storage(self) -> Storage {
-        self.storage
+        *self.storage
     }
 
     fn storage(&mut self) -> &mut Storage {
@@ -294,11 +296,11 @@ impl Drive<'_> {
     // return the result), each short, with the storage threaded through.
     fn run_on(
         &self,
-        mut storage: Storage,
+        mut storage: Box<Storage>,
         clock: &mut VirtualTime,
         task: &Task,
         ctx: &IscContext,
-    ) -> (Result<TaskReport, TaskError>, Storage) {
+    ) -> (Result<TaskReport, TaskError>, Box<Storage>) {
         let before = snapshot_sizes(&storage.volume, &ctx.files);
         let opened = register(&mut storage, &ctx.files, ctx.exec);
         let (files, tx) = match opened {
@@ -317,7 +319,7 @@ impl Drive<'_> {
             };
         let state = TaskState::new(
             Access {
-                backing: Backing::Device(Box::new(storage)),
+                backing: Backing::Device(storage),
                 exec: ctx.exec,
                 tx,
                 io_path,
@@ -331,7 +333,7 @@ impl Drive<'_> {
         let (result, mut state) = invoke(task, state);
         let mut storage =
             match std::mem::replace(&mut state.backing, Backing::Staged(Default::default())) {
-                Backing::Device(storage) => *storage,
+                Backing::Device(storage) => storage,
                 Backing::Staged(_) => unreachable!("a device-backed invocation keeps its backing"),
             };
         let result = end_transaction(&mut storage, tx, result, &mut state);
