@@ -1086,6 +1086,14 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
         .unwrap();
         let title = c.find(Locator::Css("#sweep-chart h3")).await.unwrap();
         assert_eq!(title.text().await.unwrap(), "mean_latency_ns by files");
+        c.goto(&format!("{base}/runs/r15")).await.unwrap();
+        let of = c
+            .wait()
+            .at_most(Duration::from_secs(30))
+            .for_element(Locator::Css("#sweep-of a"))
+            .await
+            .expect("a sweep point links its sweep");
+        assert_eq!(of.text().await.unwrap(), "dash");
         c.goto(&base).await.unwrap();
         c.wait()
             .at_most(Duration::from_secs(30))

@@ -310,6 +310,9 @@ async function runPage(id) {
     el("p", { class: "muted" }, `${run.kind}` + (run.trace ? ` of ${run.trace.name}` : "") +
       ` · profile ${run.profile} · seed ${run.seed} · csd ${run.csd_version} · stored ${when(run.stored_at)} UTC`),
   ];
+  if (run.sweep) parts.push(el("p", { id: "sweep-of" }, "A point of sweep ",
+    el("a", { href: "/sweeps/" + encodeURIComponent(run.sweep.sweep) }, run.sweep.sweep), ": ",
+    run.sweep.params.map(([a, v]) => `${a}=${v}`).join(" ")));
   if (view.unreadable) parts.push(el("p", { class: "error" }, `This run's report cannot be charted: ${view.unreadable}.`));
   if (view.repro) parts.push(...reproTable(view.repro));
   if (view.breakdowns.length) {
