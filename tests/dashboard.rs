@@ -800,6 +800,22 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
     let lightfs_pao = pao_of("lightfs", "4");
     let (status, _) = get_json(&base, "/api/sweeps/nope");
     assert_eq!(status, 404);
+    // The table the page draws (and `csd sweep` prints): a line per design, a column per
+    // file count, each cell the point's value.
+    let table = &sweep["table"];
+    assert_eq!(table["axis"], "files", "{table}");
+    assert_eq!(table["xs"], serde_json::json!(["1", "4"]), "{table}");
+    let lightfs = table["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "lightfs")
+        .unwrap_or_else(|| panic!("{table}"));
+    assert_eq!(lightfs["cells"][1]["mean"].as_f64().unwrap(), lightfs_pao);
+    let (status, bad) = get_json(&base, "/api/sweeps/dash?axis=colour");
+    assert_eq!(status, 400, "{bad}");
+    let (status, bad) = get_json(&base, "/api/sweeps/dash?metric=warp");
+    assert_eq!(status, 400, "{bad}");
     let (_, query) = get_json(&base, "/api/runs/r10");
     assert_eq!(query["run"]["kind"], "ispfs", "{query}");
     let speed = query["view"]["charts"]
@@ -1084,8 +1100,13 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
         .click()
         .await
         .unwrap();
-        let title = c.find(Locator::Css("#sweep-chart h3")).await.unwrap();
-        assert_eq!(title.text().await.unwrap(), "mean_latency_ns by files");
+        c.wait()
+            .at_most(Duration::from_secs(30))
+            .for_element(Locator::XPath(
+                "//div[@id='sweep-chart']/h3[text()='mean_latency_ns by files']",
+            ))
+            .await
+            .expect("another metric redraws the chart");
         c.goto(&format!("{base}/runs/r15")).await.unwrap();
         let of = c
             .wait()

@@ -78,6 +78,70 @@ pub struct Summary {
     pub failed: Vec<(String, String)>,
     /// This shard's points: key, parameters, run id (when stored).
     pub runs: Vec<(String, String, Option<String>)>,
+    /// The chart's metric across its axis, over every point stored (what the dashboard's
+    /// sweep page draws first).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub table: Option<csd_web::sweep::SweepTable>,
+}
+
+/// The sweep's table: a row per series, a column per value of the axis; a cell over several
+/// seeds shows their mean and spread.
+fn print_table(t: &csd_web::sweep::SweepTable) {
+    if t.series.is_empty() {
+        return;
+    }
+    let cell = |c: &Option<csd_web::sweep::Cell>| match c {
+        None => "–".to_string(),
+        Some(c) if c.runs.len() > 1 => {
+            format!("{} ({}–{})", number(c.mean), number(c.min), number(c.max))
+        }
+        Some(c) => number(c.mean),
+    };
+    let rows: Vec<(String, Vec<String>)> = t
+        .series
+        .iter()
+        .map(|s| (s.name.clone(), s.cells.iter().map(cell).collect()))
+        .collect();
+    let first = rows
+        .iter()
+        .map(|(n, _)| n.chars().count())
+        .chain([t.axis.name().len() + 2])
+        .max()
+        .unwrap_or(0);
+    let widths: Vec<usize> = (0..t.xs.len())
+        .map(|i| {
+            rows.iter()
+                .map(|(_, c)| c[i].chars().count())
+                .chain([t.xs[i].chars().count()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    println!("\n{} by {}:", t.metric, t.axis);
+    let head: Vec<String> =
+        t.xs.iter()
+            .zip(&widths)
+            .map(|(x, w)| format!("{x:>w$}"))
+            .collect();
+    println!("{:<first$}  {}", format!("{} →", t.axis), head.join("  "));
+    for (name, cells) in &rows {
+        let cells: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:>w$}"))
+            .collect();
+        println!("{name:<first$}  {}", cells.join("  "));
+    }
+}
+
+/// A metric's value as a table shows it: integers whole, others to four significant digits.
+fn number(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        let digits = (4 - v.abs().log10().floor() as i32 - 1).clamp(0, 6) as usize;
+        format!("{v:.digits$}")
+    }
 }
 
 pub fn run(args: &SweepArgs) -> anyhow::Result<()> {
@@ -102,10 +166,20 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let summary = execute(&plan, &store, args.shard, jobs, !args.json)?;
+    let mut summary = execute(&plan, &store, args.shard, jobs, !args.json)?;
+    let table = {
+        let s = super::runs::open(&store)?;
+        let view = csd_web::sweep::SweepView::of(
+            &s.sweep(&plan.spec.name)?,
+            &s.sweep_runs(&plan.spec.name)?,
+        );
+        view.table(view.axis, &view.metric)
+    };
     if args.json {
+        summary.table = Some(table);
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
+        print_table(&table);
         println!(
             "sweep {}: {} point(s) in this shard of {}; {} already stored, {} run now, {} failed \
              (the dashboard: csd serve, then /sweeps/{})",
@@ -401,6 +475,7 @@ pub fn execute(
         ran: 0,
         failed: Vec::new(),
         runs: Vec::new(),
+        table: None,
     };
     let bar = super::ispfs::bar(true, todo.len(), "points  {msg}");
     let next = AtomicUsize::new(0);

@@ -263,7 +263,7 @@ pub fn trace_id_of(mut r: impl std::io::Read) -> std::io::Result<String> {
 /// What [`RunStore::insert`] did.
 #[derive(Debug)]
 pub enum Saved {
-    New(StoredRun),
+    New(Box<StoredRun>),
     /// The run is a sweep point the store already holds, as this run.
     Existing(String),
 }
@@ -442,7 +442,7 @@ impl RunStore {
     /// already stored is not stored again: the stored run is returned.
     pub fn save(&self, run: NewRun) -> Result<StoredRun, StoreError> {
         match self.insert(run)? {
-            Saved::New(run) => Ok(run),
+            Saved::New(run) => Ok(*run),
             Saved::Existing(id) => self.get(&id),
         }
     }
@@ -510,7 +510,7 @@ impl RunStore {
         };
         self.db.flush()?;
         stored.id = id;
-        Ok(Saved::New(stored))
+        Ok(Saved::New(Box::new(stored)))
     }
 
     /// Keeps (or replaces) a sweep's description.

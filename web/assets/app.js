@@ -217,31 +217,6 @@ async function runsPage() {
 
 // ---- sweeps ----------------------------------------------------------------------------
 
-// The points of a sweep as lines: x is the swept axis, one line per design (and per value
-// of every other varied axis but the seed); when the seed is not the axis, a line's point
-// is the mean over seeds, with the spread in the table.
-function sweepSeries(view, axis, metric) {
-  const others = view.axes.map((a) => a.axis).filter((a) => a !== axis && a !== "seed" && a !== "design" &&
-    view.axes.find((x) => x.axis === a).values.length > 1);
-  const xs = view.axes.find((a) => a.axis === axis).values;
-  const series = new Map();
-  for (const p of view.runs) {
-    if (!(metric in p.metrics) || !(axis in p.params)) continue;
-    const name = [p.params.design, ...others.map((a) => `${a}=${p.params[a]}`)].filter(Boolean).join(" ");
-    if (!series.has(name)) series.set(name, xs.map(() => []));
-    const i = xs.indexOf(p.params[axis]);
-    if (i >= 0) series.get(name)[i].push({ v: p.metrics[metric], run: p.run });
-  }
-  return { xs, series: [...series.entries()].map(([name, cells]) => ({
-    name,
-    cells: cells.map((c) => c.length === 0 ? null : {
-      mean: c.reduce((a, x) => a + x.v, 0) / c.length,
-      min: Math.min(...c.map((x) => x.v)), max: Math.max(...c.map((x) => x.v)),
-      runs: c.map((x) => x.run),
-    }),
-  })) };
-}
-
 function lineChart(title, xs, series, fmt) {
   const left = 80, top = 20, plotW = Math.max(360, xs.length * 90), plotH = 220;
   const width = left + plotW + 30, height = top + plotH + 50;
@@ -275,31 +250,36 @@ function lineChart(title, xs, series, fmt) {
   return [root, legend];
 }
 
+// A sweep: one metric across one swept axis, a line per design (and per value of every
+// other varied axis but the seed); the server builds the table, the mean over seeds with
+// their spread, so the CLI prints what the page draws.
 async function sweepPage(name) {
-  const view = await api("/sweeps/" + encodeURIComponent(name));
-  const swept = view.axes.filter((a) => a.values.length > 1 && a.axis !== "design");
-  let axis = view.axis && view.axes.some((a) => a.axis === view.axis) ? view.axis
-    : (swept[0] || view.axes.find((a) => a.axis !== "design") || view.axes[0]).axis;
-  let metric = view.metric;
+  const base = "/sweeps/" + encodeURIComponent(name);
+  let page = await api(base);
   const holder = el("div", { id: "sweep-chart" });
   const fmt = (v) => Math.abs(v) >= 1000 ? num(Math.round(v)) : Number(v.toPrecision(4)).toString();
   function render() {
-    const { xs, series } = sweepSeries(view, axis, metric);
+    const { xs, series, axis, metric } = page.table;
     const rows = series.map((s) => [s.name, ...s.cells.map((c) => c === null ? "–" : el("span", {},
       fmt(c.mean), c.runs.length > 1 ? el("span", { class: "muted" }, ` (${fmt(c.min)}–${fmt(c.max)})`) : null, " ",
       ...c.runs.map((r) => el("a", { href: "/runs/" + r }, r + " "))))]);
     holder.replaceChildren(el("h3", {}, `${metric} by ${axis}`), ...lineChart(`${metric} by ${axis}`, xs, series, fmt),
       table([axis + " →", ...xs], rows, { id: "sweep-table" }));
   }
+  async function choose(axis, metric) {
+    page = await api(`${base}?axis=${encodeURIComponent(axis)}&metric=${encodeURIComponent(metric)}`);
+    render();
+  }
   const pick = (label, id, options, value, set) => el("label", {}, label + " ",
-    el("select", { id, onchange: (e) => { set(e.target.value); render(); } },
+    el("select", { id, onchange: (e) => set(e.target.value) },
       options.map((o) => { const opt = el("option", { value: o }, o); if (o === value) opt.selected = true; return opt; })));
   render();
-  show(el("h1", {}, `Sweep ${view.name}`),
-    el("p", { class: "muted" }, `${view.stored} of ${view.points} point(s) stored here` +
-      (view.stored < view.points ? " (run the sweep again, or import the other shards, for the rest)" : "")),
-    el("p", {}, pick("metric", "sweep-metric", view.metrics, metric, (v) => { metric = v; }), " ",
-      pick("axis", "sweep-axis", view.axes.map((a) => a.axis), axis, (v) => { axis = v; })),
+  show(el("h1", {}, `Sweep ${page.name}`),
+    el("p", { class: "muted" }, `${page.stored} of ${page.points} point(s) stored here` +
+      (page.stored < page.points ? " (run the sweep again, or import the other shards, for the rest)" : "")),
+    el("p", {},
+      pick("metric", "sweep-metric", page.metrics, page.table.metric, (v) => choose(page.table.axis, v)), " ",
+      pick("axis", "sweep-axis", page.axes.map((a) => a.axis), page.table.axis, (v) => choose(v, page.table.metric))),
     holder);
 }
 

@@ -6,7 +6,7 @@ use crate::jobs::{Jobs, ReplayRequest};
 use crate::state::AppState;
 use crate::view::{headlines, Headline, RunView};
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -219,13 +219,43 @@ async fn list_sweeps(
     Ok(Json(sweeps))
 }
 
+/// `?axis=…&metric=…` choose the table's axis and metric (by default the sweep's own).
+#[derive(serde::Deserialize)]
+struct TableQuery {
+    axis: Option<String>,
+    metric: Option<String>,
+}
+
+#[derive(Serialize)]
+struct SweepPage {
+    #[serde(flatten)]
+    view: crate::sweep::SweepView,
+    table: crate::sweep::SweepTable,
+}
+
 async fn get_sweep(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
-) -> ApiResult<crate::sweep::SweepView> {
+    Query(q): Query<TableQuery>,
+) -> ApiResult<SweepPage> {
     let (record, runs) =
         with_store(&state, move |s| Ok((s.sweep(&id)?, s.sweep_runs(&id)?))).await?;
-    Ok(Json(crate::sweep::SweepView::of(&record, &runs)))
+    let view = crate::sweep::SweepView::of(&record, &runs);
+    let axis = match q.axis {
+        Some(a) => a
+            .parse()
+            .map_err(|e: String| ApiError::new(StatusCode::BAD_REQUEST, e))?,
+        None => view.axis,
+    };
+    let metric = q.metric.unwrap_or_else(|| view.metric.clone());
+    if !view.metrics.contains(&metric) && !view.runs.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("no metric '{metric}' in this sweep's runs"),
+        ));
+    }
+    let table = view.table(axis, &metric);
+    Ok(Json(SweepPage { view, table }))
 }
 
 async fn profiles() -> ApiResult<Vec<csd_device::Profile>> {
