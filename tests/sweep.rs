@@ -171,6 +171,17 @@ fn two_shards_imported_hold_what_the_whole_sweep_holds() {
     let summary: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(summary["done_before"], 8, "{summary}");
     assert_eq!(summary["ran"], 0, "{summary}");
+    // Its table: the replays' duration by seed (the only varied axis), a row per design.
+    let table = &summary["table"];
+    assert_eq!(table["axis"], "seed", "{table}");
+    assert_eq!(table["metric"], "duration_ns", "{table}");
+    let rows = table["series"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{table}");
+    for row in rows {
+        for cell in row["cells"].as_array().unwrap() {
+            assert!(cell["mean"].as_f64().unwrap() > 0.0, "{table}");
+        }
+    }
     // And an imported point reruns byte for byte (its trace is a bundled sample).
     ok(&csd(&["runs", "rerun", "r1", "--store", s(&merged)]));
 }

@@ -111,38 +111,7 @@ impl SweepView {
             });
         }
         let spec = &record.spec;
-        let listed: [(Axis, Vec<String>); 7] = [
-            (Axis::Trace, spec.traces.clone()),
-            (Axis::Task, spec.tasks.clone()),
-            (Axis::Profile, spec.profiles.clone()),
-            (Axis::Design, Vec::new()),
-            (Axis::Seed, spec.seeds.iter().map(u64::to_string).collect()),
-            (
-                Axis::Files,
-                spec.files.iter().map(usize::to_string).collect(),
-            ),
-            (Axis::Size, spec.sizes.clone()),
-        ];
-        let axes: Vec<AxisValues> = listed
-            .into_iter()
-            .map(|(axis, listed)| {
-                // Values as the spec lists them, then any a stored point has besides
-                // (designs are named as the points name them, `all` expanded).
-                let mut values: Vec<String> = listed
-                    .into_iter()
-                    .filter(|v| points.iter().any(|p| p.params.get(&axis) == Some(v)))
-                    .collect();
-                for p in &points {
-                    if let Some(v) = p.params.get(&axis) {
-                        if !values.contains(v) {
-                            values.push(v.clone());
-                        }
-                    }
-                }
-                AxisValues { axis, values }
-            })
-            .filter(|a| !a.values.is_empty())
-            .collect();
+        let axes = axes(spec, &points);
         let metric = spec
             .chart
             .metric
@@ -247,4 +216,39 @@ impl SweepView {
                 .collect(),
         }
     }
+}
+
+/// Each axis with a value in a stored point: values as the spec lists them, then any a
+/// stored point has besides (designs are named as the points name them, `all` expanded).
+fn axes(spec: &csd_traces::sweep::SweepSpec, points: &[PointView]) -> Vec<AxisValues> {
+    let listed: [(Axis, Vec<String>); 7] = [
+        (Axis::Trace, spec.traces.clone()),
+        (Axis::Task, spec.tasks.clone()),
+        (Axis::Profile, spec.profiles.clone()),
+        (Axis::Design, Vec::new()),
+        (Axis::Seed, spec.seeds.iter().map(u64::to_string).collect()),
+        (
+            Axis::Files,
+            spec.files.iter().map(usize::to_string).collect(),
+        ),
+        (Axis::Size, spec.sizes.clone()),
+    ];
+    listed
+        .into_iter()
+        .map(|(axis, listed)| {
+            let mut values: Vec<String> = listed
+                .into_iter()
+                .filter(|v| points.iter().any(|p| p.params.get(&axis) == Some(v)))
+                .collect();
+            for p in points {
+                if let Some(v) = p.params.get(&axis) {
+                    if !values.contains(v) {
+                        values.push(v.clone());
+                    }
+                }
+            }
+            AxisValues { axis, values }
+        })
+        .filter(|a| !a.values.is_empty())
+        .collect()
 }
