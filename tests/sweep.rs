@@ -163,6 +163,18 @@ fn two_shards_imported_hold_what_the_whole_sweep_holds() {
         assert_eq!(again[file][1]["duplicates"], 4, "{again}");
     }
     assert_eq!(run_count(&merged), 8);
+    let listed = ok(&csd(&[
+        "runs",
+        "list",
+        "--sweep",
+        "merge",
+        "--json",
+        "--store",
+        s(&merged),
+    ]));
+    let listed: Vec<Value> = serde_json::from_str(&listed).unwrap();
+    assert_eq!(listed.len(), 8);
+    assert!(listed.iter().all(|r| r["sweep"]["sweep"] == "merge"));
     let (one, two) = (points(&whole, "merge"), points(&merged, "merge"));
     assert_eq!(one.len(), 8);
     assert_eq!(one, two, "the merged shards differ from the whole sweep");

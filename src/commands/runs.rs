@@ -93,6 +93,9 @@ pub fn store_patience() -> std::time::Duration {
 pub enum RunsCmd {
     /// List stored runs.
     List {
+        /// Only the runs of this sweep (`csd sweep`).
+        #[arg(long)]
+        sweep: Option<String>,
         #[command(flatten)]
         store: StoreArgs,
         #[arg(long)]
@@ -188,16 +191,23 @@ pub fn open(s: &StoreArgs) -> anyhow::Result<RunStore> {
 
 pub fn run(cmd: &RunsCmd) -> anyhow::Result<()> {
     match cmd {
-        RunsCmd::List { store, json } => {
+        RunsCmd::List { sweep, store, json } => {
             let s = open(store)?;
-            let runs = s.list()?;
+            let runs = match sweep {
+                Some(name) => {
+                    s.sweep(name)?;
+                    s.sweep_runs(name)?
+                }
+                None => s.list()?,
+            };
             if *json {
                 let brief: Vec<_> = runs
                     .iter()
                     .map(|r| {
                         serde_json::json!({"id": r.id, "kind": r.kind(), "trace": r.trace,
                             "profile": r.profile, "designs": r.designs, "seed": r.seed,
-                            "csd_version": r.csd_version, "stored_at": r.stored_at})
+                            "csd_version": r.csd_version, "stored_at": r.stored_at,
+                            "sweep": r.sweep})
                     })
                     .collect();
                 println!("{}", serde_json::to_string_pretty(&brief)?);
