@@ -93,7 +93,8 @@ pub fn run(id: &str, store: &StoreArgs, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs the system `spec` describes again and returns its report as `--json` prints it.
+/// Runs the system `spec` describes and returns its report as `--json` prints it: a stored
+/// run again (`csd runs rerun`), or a sweep's point (`csd sweep`). `id` names it in errors.
 // Long: one arm per system kind, each calling the function its command runs.
 pub(super) fn reproduce(
     id: &str,
@@ -128,7 +129,7 @@ pub(super) fn reproduce(
                 &resolver,
                 |_, _, _| {},
             )
-            .with_context(|| format!("re-running {id}"))?;
+            .with_context(|| format!("running {id}"))?;
             // The trace's tasks resolved again: each must be the module the run ran.
             for t in run.spec.iter().flat_map(|s| &s.tasks) {
                 same_id(id, spec, &t.reference, &t.id)?;
@@ -149,12 +150,12 @@ pub(super) fn reproduce(
             let plan = points.iter().map(|&(n, s)| (None, n, s)).collect();
             let report =
                 super::ndp::measure_plan(&spec.profile, &task, designs, plan, *cold, spec.seed)
-                    .with_context(|| format!("re-running {id}"))?;
+                    .with_context(|| format!("running {id}"))?;
             Report::Ndp(report)
         }
         SystemKind::PersistOnline { runs } => {
             let reports = super::persist::online_runs(&spec.profile, runs, spec.seed)
-                .with_context(|| format!("re-running {id}"))?;
+                .with_context(|| format!("running {id}"))?;
             Report::Persist(PersistRun::Online(reports))
         }
         SystemKind::PersistBacklog {
@@ -164,14 +165,14 @@ pub(super) fn reproduce(
         } => {
             let reports =
                 super::persist::backlog_runs(&spec.profile, *backlog, *sizes, configs, spec.seed)
-                    .with_context(|| format!("re-running {id}"))?;
+                    .with_context(|| format!("running {id}"))?;
             Report::Persist(PersistRun::Backlog(reports))
         }
         SystemKind::Txbench { file_bytes, points } => {
             let bench = Bench::new(&spec.profile, *file_bytes)
-                .with_context(|| format!("re-running {id}: laying out the benchmark file"))?;
+                .with_context(|| format!("running {id}: laying out the benchmark file"))?;
             let measured = super::txbench::measure_points(&bench, points, spec.seed)
-                .with_context(|| format!("re-running {id}"))?;
+                .with_context(|| format!("running {id}"))?;
             Report::Txbench(super::txbench::report(
                 &spec.profile,
                 &bench,
@@ -182,19 +183,19 @@ pub(super) fn reproduce(
         }
         SystemKind::Txapps { sizes, apps } => Report::Txapps(
             super::txapps::measure_apps(&spec.profile, *sizes, apps, spec.seed)
-                .with_context(|| format!("re-running {id}"))?,
+                .with_context(|| format!("running {id}"))?,
         ),
         SystemKind::Fusion { spec: fusion } => Report::Fusion(
             super::fusion::measure(&spec.profile, fusion, false)
-                .with_context(|| format!("re-running {id}"))?,
+                .with_context(|| format!("running {id}"))?,
         ),
         SystemKind::IspfsQuery { spec: query } => Report::Ispfs(
             super::ispfs::measure_query(&spec.profile, query, spec.seed, false)
-                .with_context(|| format!("re-running {id}"))?,
+                .with_context(|| format!("running {id}"))?,
         ),
         SystemKind::IspfsIozone { spec: grid } => Report::Iozone(
             super::ispfs::measure_iozone(&spec.profile, grid, spec.seed, false)
-                .with_context(|| format!("re-running {id}"))?,
+                .with_context(|| format!("running {id}"))?,
         ),
     })
 }
