@@ -59,7 +59,7 @@ enum Command {
     /// Serves on loopback by default; open the printed address in a browser.
     /// Example: csd serve --addr 127.0.0.1:7878
     Serve(serve::ServeArgs),
-    /// The run store: list, show, compare and delete saved runs.
+    /// The run store: list, show, compare, rerun, export, import and delete saved runs.
     #[command(subcommand)]
     Runs(runs::RunsCmd),
     /// Record, convert and check file-system and block traces.
