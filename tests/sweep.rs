@@ -324,3 +324,52 @@ fn the_example_spec_plans_its_grid() {
     // 2 traces × 4 designs × 3 seeds, and 2 tasks × 4 designs × 3 seeds × 3 file counts.
     assert_eq!(out.lines().count(), 2 * 4 * 3 + 2 * 4 * 3 * 3, "{out}");
 }
+
+#[test]
+fn a_trace_file_beside_the_spec_is_found_and_kept_for_reruns() {
+    let dir = scratch("beside");
+    let study = dir.join("study");
+    std::fs::create_dir_all(&study).unwrap();
+    std::fs::write(
+        study.join("tiny.trace"),
+        "{\"format\":\"csd-trace\",\"version\":1,\"source\":\"test\",\"clock\":\"ns\"}\n\
+         {\"t\":0,\"pid\":1,\"op\":\"mkdir\",\"path\":\"/d\",\"ret\":0}\n\
+         {\"t\":10,\"pid\":1,\"op\":\"stat\",\"path\":\"/d\",\"ret\":0}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        study.join("spec.toml"),
+        "name = \"beside\"\ntraces = [\"tiny.trace\"]\ndesigns = [\"lightfs\"]\n",
+    )
+    .unwrap();
+    let store = dir.join("store");
+    // Run from elsewhere: the trace is found beside the spec, not in the working directory.
+    let out = Command::new(CSD)
+        .args(["sweep", "study/spec.toml", "--store", s(&store)])
+        .current_dir(&dir)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    ok(&out);
+    std::fs::remove_file(study.join("tiny.trace")).unwrap();
+    // The store kept the trace: the point reruns without the file, and its export carries it.
+    ok(&csd(&["runs", "rerun", "r1", "--store", s(&store)]));
+    let export = ok(&csd(&[
+        "runs",
+        "export",
+        "--sweep",
+        "beside",
+        "-o",
+        "-",
+        "--store",
+        s(&store),
+    ]));
+    assert_eq!(
+        export
+            .lines()
+            .filter(|l| l.starts_with("{\"trace\""))
+            .count(),
+        1,
+        "{export}"
+    );
+}

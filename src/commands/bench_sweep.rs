@@ -55,7 +55,7 @@ pub fn run(args: &SweepBenchArgs) -> anyhow::Result<()> {
             store: Some(dir.path().join(format!("store{i}"))),
             no_store: false,
         };
-        let plan = plan(spec.clone(), &store)?;
+        let plan = plan(spec.clone(), dir.path(), &store)?;
         let t0 = Instant::now();
         let summary = execute(&plan, &store, Shard::WHOLE, workers, false)?;
         times.push(t0.elapsed().as_secs_f64());

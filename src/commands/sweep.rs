@@ -153,7 +153,9 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<()> {
         no_store: false,
     };
     store.check()?;
-    let plan = plan(spec, &store)?;
+    // Trace files named relative to the spec are found beside it, wherever csd runs.
+    let base = args.spec.parent().unwrap_or(std::path::Path::new(""));
+    let plan = plan(spec, base, &store)?;
     let jobs = args.jobs.map_or_else(default_jobs, usize::from);
     if args.dry_run {
         for (i, p) in plan.points.iter().enumerate() {
@@ -210,7 +212,7 @@ pub fn default_jobs() -> usize {
 /// Resolves every name in `spec` and lays out its grid in a fixed order: traces then tasks,
 /// then profiles, designs, seeds (and files, sizes for tasks).
 // Long: one loop nest per point kind, each building its system spec.
-pub fn plan(spec: SweepSpec, store: &StoreArgs) -> anyhow::Result<Plan> {
+pub fn plan(spec: SweepSpec, base: &std::path::Path, store: &StoreArgs) -> anyhow::Result<Plan> {
     let profiles: Vec<Profile> = spec
         .profiles
         .iter()
@@ -267,9 +269,9 @@ pub fn plan(spec: SweepSpec, store: &StoreArgs) -> anyhow::Result<Plan> {
     let traces = spec
         .traces
         .iter()
-        .map(|t| load_trace(t, store))
+        .map(|t| load_trace(t, base, store))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    for ((label, tref, bytes), profile) in traces
+    for ((label, tref, bytes, _), profile) in traces
         .iter()
         .flat_map(|t| profiles.iter().map(move |p| (t, p)))
     {
@@ -363,8 +365,8 @@ pub fn plan(spec: SweepSpec, store: &StoreArgs) -> anyhow::Result<Plan> {
     }
     let files = traces
         .iter()
-        .filter(|(name, ..)| std::path::Path::new(name).is_file())
-        .map(|(_, tref, bytes)| (tref.clone(), bytes.clone()))
+        .filter(|(.., from_file)| *from_file)
+        .map(|(_, tref, bytes, _)| (tref.clone(), bytes.clone()))
         .collect();
     Ok(Plan {
         spec,
@@ -419,9 +421,19 @@ pub fn load_profile(name: &str, store: &StoreArgs) -> anyhow::Result<Profile> {
     }
 }
 
-/// A trace's bytes, by what the spec named: a file, a stored trace or a sample.
-fn load_trace(name: &str, store: &StoreArgs) -> anyhow::Result<(String, TraceRef, Arc<Vec<u8>>)> {
-    let path = std::path::Path::new(name);
+/// A loaded trace: the name the spec gave it, its reference, its bytes, and whether it came
+/// from a file (then kept in the run store when the sweep runs).
+type Loaded = (String, TraceRef, Arc<Vec<u8>>, bool);
+
+/// A trace's bytes, by what the spec named: a file (a relative path is looked up beside the
+/// spec first, then in the working directory), a stored trace or a sample.
+fn load_trace(name: &str, base: &std::path::Path, store: &StoreArgs) -> anyhow::Result<Loaded> {
+    let beside = base.join(name);
+    let path = if beside.is_file() {
+        beside.as_path()
+    } else {
+        std::path::Path::new(name)
+    };
     let (mut open, tref) = super::replay::open_trace(Some(path), |key| {
         let s = super::runs::open(store).ok()?;
         s.trace(key).ok().map(|(meta, b)| (meta.name, b))
@@ -431,7 +443,7 @@ fn load_trace(name: &str, store: &StoreArgs) -> anyhow::Result<(String, TraceRef
     open()
         .and_then(|mut r| r.read_to_end(&mut bytes))
         .with_context(|| format!("reading the sweep's trace '{name}'"))?;
-    Ok((name.to_string(), tref, Arc::new(bytes)))
+    Ok((name.to_string(), tref, Arc::new(bytes), path.is_file()))
 }
 
 /// Runs this shard's missing points on `jobs` workers, saving each as it finishes.
