@@ -450,6 +450,20 @@ impl Device {
         }
     }
 
+    /// Hints that `lpn` will be written or read soon (a request in the submission queue):
+    /// see [`Ftl::prefetch`]. Changes nothing.
+    #[inline]
+    pub fn prefetch(&self, lpn: Lpn) {
+        self.ftl.prefetch(lpn);
+    }
+
+    /// The second hint for a queued request, a few requests later: see
+    /// [`Ftl::prefetch_mapping`]. Changes nothing.
+    #[inline]
+    pub fn prefetch_mapping(&self, lpn: Lpn) {
+        self.ftl.prefetch_mapping(lpn);
+    }
+
     /// Writes `pages` logical pages starting at `lpn`, out of place. In data mode `data` holds
     /// `pages × page_size` bytes (`None` writes zero pages); in timing-only mode it is ignored.
     ///

@@ -136,6 +136,14 @@ impl BlockTable {
         }
     }
 
+    /// Fetches `block`'s entry into the cache ahead of an update ([`super::Ftl::prefetch_mapping`]).
+    #[inline]
+    pub fn prefetch(&self, block: u32) {
+        if let Some(b) = self.blocks.get(block as usize) {
+            super::prefetch_read(b as *const _);
+        }
+    }
+
     pub fn page_invalidated(&mut self, block: u32) {
         self.refile(block, |b| {
             debug_assert!(b.valid > 0);
