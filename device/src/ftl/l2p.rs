@@ -21,12 +21,58 @@ const UNMAPPED: u32 = 0;
 #[derive(Clone, Debug)]
 enum Chunk {
     Sparse(Vec<(u16, u32)>),
-    Dense(Box<[u32]>),
+    /// The chunk's slots: [`CHUNK`] entries at this index of [`Slabs`].
+    Dense(u32),
+}
+
+/// Chunks per slab: 8 MiB of dense slots, of which the 2 MiB-aligned interior (at least
+/// 6 MiB) is hinted to huge pages.
+const SLAB_CHUNKS: usize = 2048;
+
+/// Dense chunks' slots, handed out in order from large slabs instead of one 4 KiB allocation
+/// each: random lookups then stay within few (huge) pages, where scattered chunks cost a TLB
+/// miss each (twice the page walk in a virtual machine). Dense chunks never turn sparse
+/// again, so slots are never freed.
+#[derive(Clone, Debug, Default)]
+struct Slabs {
+    slabs: Vec<Box<[u32]>>,
+    used: usize,
+}
+
+impl Slabs {
+    /// A fresh chunk of unmapped slots, by index.
+    fn take(&mut self) -> u32 {
+        if self.used == self.slabs.len() * SLAB_CHUNKS {
+            let slab = vec![UNMAPPED; SLAB_CHUNKS * CHUNK].into_boxed_slice();
+            super::huge::advise(&slab);
+            self.slabs.push(slab);
+        }
+        self.used += 1;
+        (self.used - 1) as u32
+    }
+
+    #[inline]
+    fn chunk(&self, i: u32) -> &[u32] {
+        let (s, o) = (i as usize / SLAB_CHUNKS, i as usize % SLAB_CHUNKS * CHUNK);
+        &self.slabs[s][o..o + CHUNK]
+    }
+
+    #[inline]
+    fn chunk_mut(&mut self, i: u32) -> &mut [u32] {
+        let (s, o) = (i as usize / SLAB_CHUNKS, i as usize % SLAB_CHUNKS * CHUNK);
+        &mut self.slabs[s][o..o + CHUNK]
+    }
+
+    /// Bytes of slots in use (a partly used slab's untouched rest is never faulted in).
+    fn bytes(&self) -> usize {
+        self.used * CHUNK * 4
+    }
 }
 
 #[derive(Clone, Debug)]
 pub struct L2p {
     chunks: Vec<Chunk>,
+    dense: Slabs,
     logical_pages: u64,
     mapped: u64,
 }
@@ -36,6 +82,7 @@ impl L2p {
         let n = logical_pages.div_ceil(CHUNK as u64) as usize;
         L2p {
             chunks: (0..n).map(|_| Chunk::Sparse(Vec::new())).collect(),
+            dense: Slabs::default(),
             logical_pages,
             mapped: 0,
         }
@@ -67,7 +114,7 @@ impl L2p {
         debug_assert!(lpn.0 < self.logical_pages);
         let (c, off) = Self::split(lpn);
         match &self.chunks[c] {
-            Chunk::Dense(slots) => match slots[off as usize] {
+            &Chunk::Dense(d) => match self.dense.chunk(d)[off as usize] {
                 UNMAPPED => None,
                 v => Some(Ppn(v - 1)),
             },
@@ -85,8 +132,9 @@ impl L2p {
         debug_assert!(ppn.0 < u32::MAX);
         let (c, off) = Self::split(lpn);
         let old = match &mut self.chunks[c] {
-            Chunk::Dense(slots) => {
-                let old = std::mem::replace(&mut slots[off as usize], ppn.0 + 1);
+            &mut Chunk::Dense(d) => {
+                let slot = &mut self.dense.chunk_mut(d)[off as usize];
+                let old = std::mem::replace(slot, ppn.0 + 1);
                 (old != UNMAPPED).then(|| Ppn(old - 1))
             }
             Chunk::Sparse(entries) => match entries.binary_search_by_key(&off, |e| e.0) {
@@ -111,8 +159,9 @@ impl L2p {
         debug_assert!(lpn.0 < self.logical_pages);
         let (c, off) = Self::split(lpn);
         let old = match &mut self.chunks[c] {
-            Chunk::Dense(slots) => {
-                let old = std::mem::replace(&mut slots[off as usize], UNMAPPED);
+            &mut Chunk::Dense(d) => {
+                let slot = &mut self.dense.chunk_mut(d)[off as usize];
+                let old = std::mem::replace(slot, UNMAPPED);
                 (old != UNMAPPED).then(|| Ppn(old - 1))
             }
             Chunk::Sparse(entries) => entries
@@ -132,8 +181,8 @@ impl L2p {
     #[inline]
     pub fn prefetch(&self, lpn: Lpn) {
         let (c, off) = Self::split(lpn);
-        if let Some(Chunk::Dense(slots)) = self.chunks.get(c) {
-            let ptr = slots.as_ptr().wrapping_add(off as usize);
+        if let Some(&Chunk::Dense(d)) = self.chunks.get(c) {
+            let ptr = self.dense.chunk(d).as_ptr().wrapping_add(off as usize);
             #[cfg(target_arch = "x86_64")]
             // SAFETY: prefetching is only a hint; it never faults and reads no memory
             // architecturally. The pointer is in bounds anyway.
@@ -146,13 +195,14 @@ impl L2p {
     }
 
     fn densify(&mut self, c: usize) {
-        let mut slots = vec![UNMAPPED; CHUNK].into_boxed_slice();
+        let d = self.dense.take();
+        let slots = self.dense.chunk_mut(d);
         if let Chunk::Sparse(entries) = &self.chunks[c] {
             for &(off, ppn) in entries {
                 slots[off as usize] = ppn + 1;
             }
         }
-        self.chunks[c] = Chunk::Dense(slots);
+        self.chunks[c] = Chunk::Dense(d);
     }
 
     /// Whether any LPN in `first..first + pages` is mapped. Costs one step per chunk for the
@@ -166,7 +216,7 @@ impl L2p {
             let hi = (chunk_end - 1 - c as u64 * CHUNK as u64) as u16;
             let hit = match &self.chunks[c] {
                 Chunk::Sparse(entries) => entries.iter().any(|&(o, _)| o >= off && o <= hi),
-                Chunk::Dense(slots) => slots[off as usize..=hi as usize]
+                &Chunk::Dense(d) => self.dense.chunk(d)[off as usize..=hi as usize]
                     .iter()
                     .any(|&v| v != UNMAPPED),
             };
@@ -183,8 +233,9 @@ impl L2p {
         self.chunks.iter().enumerate().flat_map(|(c, chunk)| {
             let base = (c * CHUNK) as u64;
             let items: Box<dyn Iterator<Item = (Lpn, Ppn)>> = match chunk {
-                Chunk::Dense(slots) => Box::new(
-                    slots
+                &Chunk::Dense(d) => Box::new(
+                    self.dense
+                        .chunk(d)
                         .iter()
                         .enumerate()
                         .filter(|(_, &v)| v != UNMAPPED)
@@ -207,11 +258,11 @@ impl L2p {
             .chunks
             .iter()
             .map(|c| match c {
-                Chunk::Dense(s) => s.len() * 4,
+                Chunk::Dense(_) => 0,
                 Chunk::Sparse(e) => e.capacity() * std::mem::size_of::<(u16, u32)>(),
             })
             .sum();
-        directory + payload
+        directory + payload + self.dense.bytes()
     }
 }
 

@@ -21,6 +21,7 @@
 //! (copyback), so each die's share of data stays on it.
 
 mod blocks;
+mod huge;
 pub mod l2p;
 mod store;
 

@@ -1,0 +1,26 @@
+//! Huge-page hints for the FTL's large tables.
+//!
+//! The FTL's tables (the L2P, the OOB arrays, the valid bitmap) are read at random, one slot
+//! per request. With 4 KiB pages nearly every access also misses the TLB, and inside a
+//! virtual machine a TLB miss walks two page tables. Where the kernel leaves transparent huge
+//! pages to `madvise` (a common default), the tables ask for them. A hint only: contents and
+//! results never depend on it, and where it is refused nothing changes.
+
+/// Huge page size the hint aligns to.
+const HUGE: usize = 2 << 20;
+
+/// Asks the kernel to back the 2 MiB-aligned interior of `table` with huge pages.
+pub(crate) fn advise<T>(table: &[T]) {
+    let start = table.as_ptr() as usize;
+    let end = start.saturating_add(std::mem::size_of_val(table));
+    let (lo, hi) = (start.next_multiple_of(HUGE), end / HUGE * HUGE);
+    if hi <= lo {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    // SAFETY: madvise only advises on how to back pages of this process's own mapping (the
+    // range lies inside `table`); MADV_HUGEPAGE never changes their contents.
+    unsafe {
+        libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_HUGEPAGE);
+    }
+}
