@@ -10,7 +10,7 @@ use crate::error::DeviceError;
 use crate::rng::SimRng;
 use serde::Serialize;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::fmt;
 use std::str::FromStr;
 
@@ -127,6 +127,10 @@ pub fn nearest_rank(sorted: &[u64], p: f64) -> u64 {
 /// Significant digits the latency histograms keep: every percentile a report gives is within
 /// 0.1 % of the exact one, whatever the run's length.
 pub const LATENCY_SIGNIFICANT_DIGITS: u8 = 3;
+
+/// Requests the driver draws ahead of the one it issues, to hint the device (see
+/// [`Device::prefetch`]).
+const LOOKAHEAD: usize = 16;
 
 /// Latencies of one class of requests in constant memory: an HDR histogram (percentiles to
 /// [`LATENCY_SIGNIFICANT_DIGITS`]) beside the exact count, sum, minimum and maximum.
@@ -342,10 +346,10 @@ impl SynthJob {
         let mut end = VirtualTime::ZERO;
         // Min-heap of in-flight requests: (completion time, issue sequence number).
         let mut in_flight: BinaryHeap<Reverse<(VirtualTime, u64)>> = BinaryHeap::new();
-        let mut issue = |at: VirtualTime,
-                         seq: u64,
-                         dev: &mut Device|
-         -> Result<(VirtualTime, bool, Completion), SynthError> {
+        // The next requests, drawn LOOKAHEAD ahead in the order they are issued (so the draws
+        // and every result are as without it): each hints the device as it enters the queue,
+        // and again halfway, as firmware sees its submission queue.
+        let mut draw = |seq: u64| -> (u64, bool) {
             let slot = if self.rw.random() {
                 rng.below(slots_in_region)
             } else {
@@ -356,6 +360,19 @@ impl SynthJob {
                 RwPattern::Write | RwPattern::RandWrite => false,
                 RwPattern::RandRw => rng.below(100) < u64::from(self.read_percent),
             };
+            (slot, is_read)
+        };
+        let page = dev.page_size();
+        let mut queue: VecDeque<(u64, bool)> = (0..LOOKAHEAD as u64).map(&mut draw).collect();
+        let mut issue = |at: VirtualTime,
+                         seq: u64,
+                         dev: &mut Device|
+         -> Result<(VirtualTime, bool, Completion), SynthError> {
+            let (slot, is_read) = queue.pop_front().expect("the queue is never empty");
+            let next = draw(seq + LOOKAHEAD as u64);
+            dev.prefetch(crate::Lpn(next.0 * bs / page));
+            queue.push_back(next);
+            dev.prefetch_mapping(crate::Lpn(queue[LOOKAHEAD / 2].0 * bs / page));
             let offset = slot * bs;
             let c = if is_read {
                 dev.read_at(IoPath::Host, at, offset, bs, None)?
