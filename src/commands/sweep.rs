@@ -515,19 +515,30 @@ pub fn execute(
             bar.set_message(p.tag.label());
             match result {
                 Ok(report) => {
-                    let id = save(store, p, report)?;
+                    let where_to = save(store, p, report)?;
                     summary.ran += 1;
                     if say {
+                        let place = match &where_to {
+                            Stored::Saved(Saved::New(r)) => format!("stored as {}", r.id),
+                            Stored::Saved(Saved::Existing(id)) => {
+                                format!("already stored as {id}")
+                            }
+                            Spooled(file) => format!("spooled to {}", file.display()),
+                        };
                         bar.suspend(|| {
                             println!(
-                                "point {}/{} stored as {id}: {}",
+                                "point {}/{} {place}: {}",
                                 summary.ran,
                                 todo.len(),
                                 p.tag.label()
                             )
                         });
                     }
-                    saved.insert(p.tag.key.clone(), id);
+                    match where_to {
+                        Stored::Saved(Saved::New(r)) => saved.insert(p.tag.key.clone(), r.id),
+                        Stored::Saved(Saved::Existing(id)) => saved.insert(p.tag.key.clone(), id),
+                        Spooled(_) => None,
+                    };
                 }
                 Err(e) => {
                     bar.suspend(|| eprintln!("csd: {:#}", e));
@@ -551,9 +562,16 @@ pub fn execute(
     Ok(summary)
 }
 
-/// Stores one point's run and returns its id (a point stored meanwhile by another process
-/// of the same sweep is not stored twice).
-fn save(store: &StoreArgs, p: &Point, report: Report) -> anyhow::Result<String> {
+/// Where a point went: into the store, or (the store busy) to its spool.
+enum Stored {
+    Saved(Saved),
+    Spooled(PathBuf),
+}
+use Stored::Spooled;
+
+/// Stores one point's run (a point stored meanwhile by another process of the same sweep is
+/// not stored twice), or spools it when another process keeps the store busy.
+fn save(store: &StoreArgs, p: &Point, report: Report) -> anyhow::Result<Stored> {
     let run = NewRun {
         trace: p.trace.as_ref().map(|(t, _)| t.clone()),
         profile: p.system.profile.name.clone(),
@@ -563,9 +581,16 @@ fn save(store: &StoreArgs, p: &Point, report: Report) -> anyhow::Result<String> 
         spec: Some(p.system.clone()),
         sweep: Some(p.tag.clone()),
     };
-    let s: RunStore = super::runs::open(store)?;
-    Ok(match s.insert(run)? {
-        Saved::New(r) => r.id,
-        Saved::Existing(id) => id,
-    })
+    let path = store.path();
+    match RunStore::open_waiting(&path, super::runs::store_patience(), || {}) {
+        Ok(s) => Ok(Stored::Saved(s.insert(run)?)),
+        // A store another process keeps busy gets the point spooled beside it, tag and all:
+        // the next csd to open the store stores it (once, as a point).
+        Err(csd_traces::store::StoreError::Busy { .. }) => {
+            let file = csd_traces::store::spool(&path, &run)
+                .with_context(|| format!("spooling a point beside {}", path.display()))?;
+            Ok(Spooled(file))
+        }
+        Err(e) => Err(e.into()),
+    }
 }
