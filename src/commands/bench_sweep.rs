@@ -49,13 +49,14 @@ pub fn run(args: &SweepBenchArgs) -> anyhow::Result<()> {
     );
     let spec = SweepSpec::parse(&text)?;
     let dir = tempfile::tempdir()?;
-    let mut times = Vec::new();
+    let (mut times, mut points) = (Vec::new(), 0);
     for (i, workers) in [1, jobs].into_iter().enumerate() {
         let store = StoreArgs {
             store: Some(dir.path().join(format!("store{i}"))),
             no_store: false,
         };
         let plan = plan(spec.clone(), dir.path(), &store)?;
+        points = plan.points.len();
         let t0 = Instant::now();
         let summary = execute(&plan, &store, Shard::WHOLE, workers, false)?;
         times.push(t0.elapsed().as_secs_f64());
@@ -67,7 +68,7 @@ pub fn run(args: &SweepBenchArgs) -> anyhow::Result<()> {
         );
     }
     let r = Result {
-        points: 16,
+        points,
         jobs,
         serial_s: times[0],
         parallel_s: times[1],
