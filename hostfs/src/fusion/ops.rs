@@ -236,10 +236,13 @@ pub fn plan(design: Design, workload: Workload, at: Place, c: &Costs) -> Vec<Seg
             Core(c.firmware_call_core_ns[1]),
             Write(vec![(rec, RECORD)]),
         ],
+        // StorageFS puts the CRC at the end of the block's buffer in device RAM and writes the
+        // record once (FusionFS's `vfio_devfs_put_checksum`), where the host-side designs make
+        // two writes, the second a 4-byte read-modify-write of the medium.
         (Design::Fusion, Workload::AppendCrcWrite) => vec![
             Link { bytes: data },
             Core(c.fusion_op_core_ns),
-            Write(vec![(rec, data), (crc_at, CRC)]),
+            Write(vec![(rec, RECORD)]),
         ],
         (Design::Fusion, Workload::ReadModifyWrite) => vec![
             Link { bytes: RECORD },
