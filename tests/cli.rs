@@ -966,8 +966,9 @@ fn task_runs_are_saved_too() {
     assert!(!stderr(&o).contains("saved as run"));
 }
 
-/// `csd txbench`: the flash-timing-on half is deterministic and has TxISC Fig. 3's shape;
-/// the timing-off half measures all three modes.
+/// `csd txbench`: both virtual-time halves are deterministic and have TxISC Fig. 3's shape
+/// (with flash timing off only the firmware's work is left, and transactions cost it more);
+/// timing the simulator measures all three modes.
 #[test]
 fn txbench_compares_the_three_modes() {
     let args = [
@@ -1004,10 +1005,33 @@ fn txbench_compares_the_three_modes() {
             "tx within 2 % of block with flash timing on: {point:?}"
         );
     }
+    let off = v["flash_timing_off_model"].as_array().unwrap();
+    assert_eq!(off.len(), 2 * 3, "writes × modes, at QD 1");
+    for point in off.chunks(3) {
+        let bw: Vec<f64> = point
+            .iter()
+            .map(|m| m["mb_per_s"].as_f64().unwrap())
+            .collect();
+        assert_eq!(point[0]["qd"], 1);
+        assert!(bw[0] <= bw[1] && bw[1] < bw[2], "{point:?}");
+        // Nothing but firmware work is left: far above the flash-bound bandwidths.
+        assert!(
+            bw[2] > 10.0 * on[2]["mb_per_s"].as_f64().unwrap(),
+            "{point:?}"
+        );
+    }
+    let drop = |p: &[serde_json::Value]| {
+        1.0 - p[0]["mb_per_s"].as_f64().unwrap() / p[1]["mb_per_s"].as_f64().unwrap()
+    };
+    assert!(
+        drop(&off[3..6]) > drop(&off[0..3]),
+        "writes cost transactions more than reads: {off:?}"
+    );
     assert_eq!(v["flash_timing_off"].as_array().unwrap().len(), 2 * 3);
     // Virtual-time results do not depend on the machine or the run.
     let again: serde_json::Value = serde_json::from_slice(&csd(&args).stdout).unwrap();
     assert_eq!(v["flash_timing_on"], again["flash_timing_on"]);
+    assert_eq!(v["flash_timing_off_model"], again["flash_timing_off_model"]);
     let e = csd(&["txbench", "--qd", "0"]);
     assert!(!e.status.success());
     assert!(

@@ -15,7 +15,14 @@ pub struct TxbenchRun {
     /// Points measured in virtual time on `profile`. `csd repro` also stores Fig. 3's
     /// timing-off points here, measured on a profile named "… (flash timing off)".
     pub flash_timing_on: Vec<Measured>,
-    /// Empty when the run skipped it (`--no-cpu`).
+    /// Flash timing off in virtual time (QD 1, on the profile with its NAND operations
+    /// and transfers taking a nanosecond): what remains is the firmware's request handling
+    /// and mapping work on its core, the model behind `csd repro`'s §V-B drops. Empty in
+    /// runs stored before it was added.
+    #[serde(default)]
+    pub flash_timing_off_model: Vec<Measured>,
+    /// This machine's CPU time to simulate a request with flash timing off: the simulator's
+    /// own speed, not a device figure. Empty when the run skipped it (`--no-cpu`).
     pub flash_timing_off: Vec<CpuPoint>,
     /// Bytes of one delta entry in this model, and per page it maps.
     pub delta_entry_bytes: usize,
