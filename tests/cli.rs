@@ -1404,6 +1404,76 @@ fn runs_rerun_reproduces_a_replay_and_refuses_what_it_cannot() {
     assert_eq!(table.status.code(), Some(1));
 }
 
+/// TxISC's two commands save their runs like every experiment, and each reruns byte for
+/// byte from its spec: txbench's flash-timing-off half included, its timing of the simulator
+/// (this machine's) left out.
+#[test]
+fn txisc_commands_store_runs_that_rerun() {
+    let dir = scratch("txisc-store");
+    let store = dir.join("runs");
+    let store = store.to_str().unwrap();
+    let cache = scratch("txisc-store-cache");
+    let bench = csd_cached(
+        &[
+            "txbench",
+            "--writes",
+            "50,100",
+            "--qd",
+            "1,8",
+            "--requests",
+            "300",
+            "--file-size",
+            "32m",
+            "--cpu-requests",
+            "300",
+            "--repeat",
+            "1",
+            "--json",
+            "--store",
+            store,
+        ],
+        &cache,
+    );
+    assert!(bench.status.success(), "{}", stderr(&bench));
+    assert!(
+        stderr(&bench).contains("saved as run r1"),
+        "{}",
+        stderr(&bench)
+    );
+    let printed: serde_json::Value = serde_json::from_slice(&bench.stdout).unwrap();
+    assert_eq!(printed["flash_timing_off"].as_array().unwrap().len(), 2 * 3);
+    let apps = csd_cached(
+        &[
+            "txapps", "--app", "bfs", "--scale", "0.01", "--store", store,
+        ],
+        &cache,
+    );
+    assert!(apps.status.success(), "{}", stderr(&apps));
+    assert!(
+        stderr(&apps).contains("saved as run r2"),
+        "{}",
+        stderr(&apps)
+    );
+    let shown = csd_cached(&["runs", "show", "r1", "--store", store, "--json"], &cache);
+    assert!(shown.status.success(), "{}", stderr(&shown));
+    let run: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let report = &run["report"];
+    assert_eq!(report["flash_timing_off"].as_array().unwrap().len(), 0);
+    assert_eq!(
+        report["flash_timing_off_model"],
+        printed["flash_timing_off_model"]
+    );
+    for id in ["r1", "r2"] {
+        let again = csd_cached(&["runs", "rerun", id, "--store", store], &cache);
+        assert!(again.status.success(), "{id}: {}", stderr(&again));
+        assert!(
+            stdout(&again).contains("byte-identical"),
+            "{id}: {}",
+            stdout(&again)
+        );
+    }
+}
+
 /// Issue 19's path for a researcher's own offload: a task crate built with `csd task build`,
 /// kept with `csd task add`, then named by `csd ndp --app`, by an `ndp` op of a trace that
 /// `csd replay` runs, and by `csd run`; every run is stored, keeps the module's id, and

@@ -6,7 +6,6 @@ use super::runs::StoreArgs;
 use anyhow::{bail, Context};
 use csd::ndp::NdpTask;
 use csd::tasks::{Paths, ResolvedTask, Resolver};
-use csd_device::txn::bench::Bench;
 use csd_traces::replay::ReplayOptions;
 use csd_traces::report::{PersistRun, Report};
 use csd_traces::spec::{SystemKind, SystemSpec};
@@ -168,19 +167,14 @@ pub(super) fn reproduce(
                     .with_context(|| format!("running {id}"))?;
             Report::Persist(PersistRun::Backlog(reports))
         }
-        SystemKind::Txbench { file_bytes, points } => {
-            let bench = Bench::new(&spec.profile, *file_bytes)
-                .with_context(|| format!("running {id}: laying out the benchmark file"))?;
-            let measured = super::txbench::measure_points(&bench, points, spec.seed)
-                .with_context(|| format!("running {id}"))?;
-            Report::Txbench(super::txbench::report(
-                &spec.profile,
-                &bench,
-                spec.seed,
-                measured,
-                Vec::new(),
-            ))
-        }
+        SystemKind::Txbench {
+            file_bytes,
+            points,
+            off_points,
+        } => Report::Txbench(
+            super::txbench::rerun(&spec.profile, *file_bytes, points, off_points, spec.seed)
+                .with_context(|| format!("running {id}"))?,
+        ),
         SystemKind::Txapps { sizes, apps } => Report::Txapps(
             super::txapps::measure_apps(&spec.profile, *sizes, apps, spec.seed)
                 .with_context(|| format!("running {id}"))?,

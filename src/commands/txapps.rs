@@ -3,7 +3,9 @@
 use anyhow::bail;
 use csd::txapps::{measure, scaled_sizes, App, Placement};
 use csd_device::Profile;
-use csd_traces::report::{Sizes, TxappsRun};
+use csd_traces::report::{Report, Sizes, TxappsRun};
+use csd_traces::spec::{SystemKind, SystemSpec};
+use csd_traces::store::NewRun;
 
 #[derive(clap::Args, Debug)]
 pub struct TxappsArgs {
@@ -33,6 +35,8 @@ pub struct TxappsArgs {
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub store: super::runs::StoreArgs,
 }
 
 /// Runs each application under every placement: what `csd txapps` runs, `csd repro` too,
@@ -62,11 +66,30 @@ pub fn run(args: &TxappsArgs) -> anyhow::Result<()> {
         bail!("--scale must be in (0, 4], got {scale}");
     }
     let profile = Profile::load(&args.profile)?;
-    let report = measure_apps(&profile, scaled_sizes(scale), &args.app, args.seed)?;
+    args.store.check()?;
+    let sizes = scaled_sizes(scale);
+    let report = measure_apps(&profile, sizes, &args.app, args.seed)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(());
+    } else {
+        print_tables(&report, scale);
     }
+    let system = SystemKind::Txapps {
+        sizes,
+        apps: args.app.clone(),
+    };
+    args.store.save_and_say(NewRun {
+        trace: None,
+        profile: profile.name.clone(),
+        designs: vec!["tx".into(), "file".into(), "host-only".into()],
+        seed: args.seed,
+        report: Report::Txapps(report),
+        spec: Some(SystemSpec::new(profile, args.seed, system)),
+        sweep: None,
+    })
+}
+
+fn print_tables(report: &TxappsRun, scale: f64) {
     println!(
         "TxISC application case studies on {} (scale {scale}), Fig. 4–5",
         report.profile
@@ -99,5 +122,4 @@ pub fn run(args: &TxappsArgs) -> anyhow::Result<()> {
             file.latency_ns as f64 / tx.latency_ns.max(1) as f64 * 100.0
         );
     }
-    Ok(())
 }

@@ -13,7 +13,9 @@ use anyhow::{bail, Context};
 use csd_device::txn::bench::{self, without_flash_timing, Bench, Measured, Point};
 use csd_device::txn::{delta_entry_bytes, DeltaPage, ExecMode};
 use csd_device::Profile;
-use csd_traces::report::{CpuPoint, TxbenchRun};
+use csd_traces::report::{CpuPoint, Report, TxbenchRun};
+use csd_traces::spec::{SystemKind, SystemSpec};
+use csd_traces::store::NewRun;
 use std::time::Instant;
 
 #[derive(clap::Args, Debug)]
@@ -47,6 +49,8 @@ pub struct TxbenchArgs {
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub store: super::runs::StoreArgs,
 }
 
 pub fn run(args: &TxbenchArgs) -> anyhow::Result<()> {
@@ -54,80 +58,103 @@ pub fn run(args: &TxbenchArgs) -> anyhow::Result<()> {
         bail!("queue depths must be at least 1 and write percentages at most 100");
     }
     let profile = Profile::load(&args.profile)?;
-    let bench = Bench::new(&profile, args.file_size)
-        .with_context(|| format!("laying out a {}-byte file", args.file_size))?;
+    args.store.check()?;
+    let point = |mode, write_pct, qd| {
+        let p = Point {
+            write_pct,
+            qd,
+            requests: args.requests,
+        };
+        (mode, p)
+    };
     let mut points = Vec::new();
+    let mut off_points = Vec::new();
     for &write_pct in &args.writes {
         for &qd in &args.qd {
-            for mode in ExecMode::ALL {
-                let point = Point {
-                    write_pct,
-                    qd,
-                    requests: args.requests,
-                };
-                points.push((mode, point));
-            }
+            points.extend(ExecMode::ALL.map(|mode| point(mode, write_pct, qd)));
         }
+        off_points.extend(ExecMode::ALL.map(|mode| point(mode, write_pct, 1)));
     }
-    let on = measure_points(&bench, &points, args.seed)?;
-    let off_model = timing_off_model(&profile, args)?;
-    let mut off = Vec::new();
+    let stored = rerun(&profile, args.file_size, &points, &off_points, args.seed)?;
+    let mut report = stored.clone();
     if !args.no_cpu {
-        for &write_pct in &args.writes {
-            for mode in ExecMode::ALL {
-                let point = Point {
-                    write_pct,
-                    qd: 1,
-                    requests: args.cpu_requests,
-                };
-                let mut best = f64::INFINITY;
-                for _ in 0..args.repeat.max(1) {
-                    let mut dev = bench.device.clone();
-                    let t0 = Instant::now();
-                    bench::run(&bench, &mut dev, mode, point, args.seed)?;
-                    let ns = t0.elapsed().as_nanos() as f64 / args.cpu_requests as f64;
-                    best = best.min(ns);
-                }
-                off.push(CpuPoint {
-                    mode,
-                    write_pct,
-                    requests: args.cpu_requests,
-                    ns_per_request: best,
-                });
-            }
-        }
+        report.flash_timing_off = time_simulator(&profile, args)?;
     }
-    let mut report = report(&profile, &bench, args.seed, on, off);
-    report.flash_timing_off_model = off_model;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_tables(&report);
     }
-    Ok(())
+    // The simulator's own timing is this machine's, so no rerun could repeat it: the run
+    // keeps the virtual-time halves only.
+    let system = SystemKind::Txbench {
+        file_bytes: args.file_size,
+        points,
+        off_points,
+    };
+    args.store.save_and_say(NewRun {
+        trace: None,
+        profile: profile.name.clone(),
+        designs: ExecMode::ALL.iter().map(|m| m.name().to_string()).collect(),
+        seed: args.seed,
+        report: Report::Txbench(stored),
+        spec: Some(SystemSpec::new(profile, args.seed, system)),
+        sweep: None,
+    })
 }
 
-/// Each write ratio at QD 1 under every mode, in virtual time on `profile` with flash timing
-/// off (TxISC §V-B's firmware stress test).
-fn timing_off_model(profile: &Profile, args: &TxbenchArgs) -> anyhow::Result<Vec<Measured>> {
-    let off = without_flash_timing(profile);
-    let bench = Bench::new(&off, args.file_size)
+/// The virtual-time report of `points` on `profile` and of `off_points` on it with flash
+/// timing off: what `csd txbench` prints and stores, and `csd runs rerun` repeats.
+pub fn rerun(
+    profile: &Profile,
+    file_bytes: u64,
+    points: &[(ExecMode, Point)],
+    off_points: &[(ExecMode, Point)],
+    seed: u64,
+) -> anyhow::Result<TxbenchRun> {
+    let layout = |p: &Profile| {
+        Bench::new(p, file_bytes).with_context(|| format!("laying out a {file_bytes}-byte file"))
+    };
+    let bench = layout(profile)?;
+    let on = measure_points(&bench, points, seed)?;
+    let mut report = report(profile, &bench, seed, on, Vec::new());
+    if !off_points.is_empty() {
+        let off = layout(&without_flash_timing(profile))?;
+        report.flash_timing_off_model = measure_points(&off, off_points, seed)?;
+    }
+    Ok(report)
+}
+
+/// This machine's CPU time per request to simulate each write ratio under every mode with
+/// flash timing off (the fastest of `--repeat` runs).
+fn time_simulator(profile: &Profile, args: &TxbenchArgs) -> anyhow::Result<Vec<CpuPoint>> {
+    let bench = Bench::new(profile, args.file_size)
         .with_context(|| format!("laying out a {}-byte file", args.file_size))?;
-    let points: Vec<(ExecMode, Point)> = args
-        .writes
-        .iter()
-        .flat_map(|&write_pct| {
-            ExecMode::ALL.map(|mode| {
-                let point = Point {
-                    write_pct,
-                    qd: 1,
-                    requests: args.requests,
-                };
-                (mode, point)
-            })
-        })
-        .collect();
-    measure_points(&bench, &points, args.seed)
+    let mut off = Vec::new();
+    for &write_pct in &args.writes {
+        for mode in ExecMode::ALL {
+            let point = Point {
+                write_pct,
+                qd: 1,
+                requests: args.cpu_requests,
+            };
+            let mut best = f64::INFINITY;
+            for _ in 0..args.repeat.max(1) {
+                let mut dev = bench.device.clone();
+                let t0 = Instant::now();
+                bench::run(&bench, &mut dev, mode, point, args.seed)?;
+                let ns = t0.elapsed().as_nanos() as f64 / args.cpu_requests as f64;
+                best = best.min(ns);
+            }
+            off.push(CpuPoint {
+                mode,
+                write_pct,
+                requests: args.cpu_requests,
+                ns_per_request: best,
+            });
+        }
+    }
+    Ok(off)
 }
 
 /// Measures each (mode, point) in virtual time, each on a fresh copy of `bench`'s device:

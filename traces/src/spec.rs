@@ -115,13 +115,17 @@ pub enum SystemKind {
         configs: Vec<Config>,
     },
     /// TxISC's read/write task over a file of `file_bytes`, one fresh copy of the written
-    /// device per (execution mode, point) (`csd repro`'s Fig. 3 runs; the profile says
-    /// whether flash timing is on).
+    /// device per (execution mode, point) (`csd txbench`, and `csd repro`'s Fig. 3 runs,
+    /// whose profile says whether flash timing is on). `off_points` run again on the
+    /// profile with flash timing off (`csd txbench`'s second half).
     Txbench {
         file_bytes: u64,
         points: Vec<(ExecMode, Point)>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        off_points: Vec<(ExecMode, Point)>,
     },
-    /// TxISC's applications, each under every placement (`csd repro`'s §V-C run).
+    /// TxISC's applications, each under every placement (`csd txapps`, `csd repro`'s §V-C
+    /// run).
     Txapps { sizes: Sizes, apps: Vec<TxApp> },
     /// FusionFS's design comparison (`csd fusion`).
     Fusion {

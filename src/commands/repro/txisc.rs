@@ -61,6 +61,7 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
         let system = SystemKind::Txbench {
             file_bytes: FILE_BYTES,
             points,
+            off_points: Vec::new(),
         };
         NewRun {
             spec: Some(SystemSpec::new(profile.clone(), seed, system)),
