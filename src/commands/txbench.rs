@@ -226,6 +226,36 @@ fn print_tables(r: &TxbenchRun) {
             tx.commit_ns as f64 / tx.virtual_ns.max(1) as f64 * 100.0,
         );
     }
+    print_timing_off(r);
+    println!(
+        "(throughput change of tx relative to file / block: negative = tx slower; \
+              tx commit: the commit's share of tx's time)"
+    );
+    if let Some(m) = r
+        .flash_timing_on
+        .iter()
+        .filter(|m| m.mode == ExecMode::Tx && m.delta_entries > 0)
+        .max_by_key(|m| m.delta_pages)
+    {
+        println!(
+            "\ndelta mappings: {} B per entry + {} B per mapped page in this model \
+             (TxISC: 22 B per entry of up to 128 contiguous pages); at {}% writes, QD {}: \
+             {} entries for {} pages, {} B ({:.3}% of the {} MiB written)",
+            r.delta_entry_bytes,
+            r.delta_page_bytes,
+            m.write_pct,
+            m.qd,
+            m.delta_entries,
+            m.delta_pages,
+            m.delta_bytes,
+            m.delta_bytes as f64 / (m.delta_pages * r.request_bytes) as f64 * 100.0,
+            (m.delta_pages * r.request_bytes) >> 20
+        );
+    }
+}
+
+/// The flash-timing-off tables: the model in virtual time, then the simulator's own CPU time.
+fn print_timing_off(r: &TxbenchRun) {
     if !r.flash_timing_off_model.is_empty() {
         println!(
             "\nflash timing off (virtual time, QD 1: the firmware core's request handling and \
@@ -269,30 +299,5 @@ fn print_tables(r: &TxbenchRun) {
                 -drop_pct(block.ns_per_request, tx.ns_per_request),
             );
         }
-    }
-    println!(
-        "(throughput change of tx relative to file / block: negative = tx slower; \
-              tx commit: the commit's share of tx's time)"
-    );
-    if let Some(m) = r
-        .flash_timing_on
-        .iter()
-        .filter(|m| m.mode == ExecMode::Tx && m.delta_entries > 0)
-        .max_by_key(|m| m.delta_pages)
-    {
-        println!(
-            "\ndelta mappings: {} B per entry + {} B per mapped page in this model \
-             (TxISC: 22 B per entry of up to 128 contiguous pages); at {}% writes, QD {}: \
-             {} entries for {} pages, {} B ({:.3}% of the {} MiB written)",
-            r.delta_entry_bytes,
-            r.delta_page_bytes,
-            m.write_pct,
-            m.qd,
-            m.delta_entries,
-            m.delta_pages,
-            m.delta_bytes,
-            m.delta_bytes as f64 / (m.delta_pages * r.request_bytes) as f64 * 100.0,
-            (m.delta_pages * r.request_bytes) >> 20
-        );
     }
 }
