@@ -256,48 +256,63 @@ fn print_tables(r: &TxbenchRun) {
 
 /// The flash-timing-off tables: the model in virtual time, then the simulator's own CPU time.
 fn print_timing_off(r: &TxbenchRun) {
-    if !r.flash_timing_off_model.is_empty() {
-        println!(
-            "\nflash timing off (virtual time, QD 1: the firmware core's request handling and \
-             mapping lookups; MB/s)"
-        );
-        println!(
-            "{:>7} {:>10} {:>10} {:>10} {:>11} {:>12}",
-            "writes", "tx", "file", "block", "tx vs file", "tx vs block"
-        );
-        for c in r.flash_timing_off_model.chunks(3) {
-            let (tx, file, block) = (&c[0], &c[1], &c[2]);
-            println!(
-                "{:>6}% {:>10.1} {:>10.1} {:>10.1} {:>10.2}% {:>11.2}%",
-                tx.write_pct,
-                tx.mb_per_s,
-                file.mb_per_s,
-                block.mb_per_s,
-                -drop_pct(tx.mb_per_s, file.mb_per_s),
-                -drop_pct(tx.mb_per_s, block.mb_per_s),
-            );
-        }
+    let model: Vec<_> = r
+        .flash_timing_off_model
+        .chunks(3)
+        .map(|c| {
+            (
+                c[0].write_pct,
+                [c[0].mb_per_s, c[1].mb_per_s, c[2].mb_per_s],
+            )
+        })
+        .collect();
+    print_modes(
+        "flash timing off (virtual time, QD 1: the firmware core's request handling and \
+         mapping lookups; MB/s)",
+        &model,
+        1,
+        |mb_per_s| mb_per_s,
+    );
+    let simulator: Vec<_> = r
+        .flash_timing_off
+        .chunks(3)
+        .map(|c| {
+            let ns = [
+                c[0].ns_per_request,
+                c[1].ns_per_request,
+                c[2].ns_per_request,
+            ];
+            (c[0].write_pct, ns)
+        })
+        .collect();
+    print_modes(
+        "the simulator's own CPU time per request with flash timing off (this machine, QD 1; \
+         ns/request; not a device figure)",
+        &simulator,
+        0,
+        |ns| 1.0 / ns,
+    );
+}
+
+/// One row per write ratio: tx, file and block, then tx's change against file and block,
+/// computed on the throughput `rate` gives for each value. Nothing when there are no rows.
+fn print_modes(title: &str, rows: &[(u32, [f64; 3])], decimals: usize, rate: fn(f64) -> f64) {
+    if rows.is_empty() {
+        return;
     }
-    if !r.flash_timing_off.is_empty() {
+    println!("\n{title}");
+    println!(
+        "{:>7} {:>10} {:>10} {:>10} {:>11} {:>12}",
+        "writes", "tx", "file", "block", "tx vs file", "tx vs block"
+    );
+    let d = decimals;
+    for (write_pct, [tx, file, block]) in rows {
         println!(
-            "\nthe simulator's own CPU time per request with flash timing off (this machine, \
-             QD 1; ns/request; not a device figure)"
+            "{:>6}% {tx:>10.d$} {file:>10.d$} {block:>10.d$} {:>10.p$}% {:>11.p$}%",
+            write_pct,
+            -drop_pct(rate(*tx), rate(*file)),
+            -drop_pct(rate(*tx), rate(*block)),
+            p = d + 1,
         );
-        println!(
-            "{:>7} {:>10} {:>10} {:>10} {:>11} {:>12}",
-            "writes", "tx", "file", "block", "tx vs file", "tx vs block"
-        );
-        for c in r.flash_timing_off.chunks(3) {
-            let (tx, file, block) = (&c[0], &c[1], &c[2]);
-            println!(
-                "{:>6}% {:>10.0} {:>10.0} {:>10.0} {:>10.1}% {:>11.1}%",
-                tx.write_pct,
-                tx.ns_per_request,
-                file.ns_per_request,
-                block.ns_per_request,
-                -drop_pct(file.ns_per_request, tx.ns_per_request),
-                -drop_pct(block.ns_per_request, tx.ns_per_request),
-            );
-        }
     }
 }
