@@ -37,6 +37,19 @@ fn runner() -> WasmStages {
     r
 }
 
+proptest::proptest! {
+    /// The `crc32` stage's slicing-by-8 is crc32fast's CRC-32 at every length and alignment
+    /// (the eight-byte loop, the tail, and both together).
+    #[test]
+    fn slicing_by_8_is_crc32(
+        data in proptest::collection::vec(proptest::num::u8::ANY, 0..300),
+        skip in 0usize..8,
+    ) {
+        let d = &data[skip.min(data.len())..];
+        proptest::prop_assert_eq!(csd_kernels::crc32_slice_by_8(d), crc32fast::hash(d));
+    }
+}
+
 #[test]
 fn the_prebuilt_ops_do_what_they_say_on_the_device() {
     let mut r = runner();

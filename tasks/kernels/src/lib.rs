@@ -155,6 +155,67 @@ pub fn crc32(data: &[u8]) -> u32 {
     crc32fast::hash(data)
 }
 
+/// The eight 256-entry tables of slicing-by-8 CRC-32 (IEEE, reflected), built at compile
+/// time: table `s` advances a byte's contribution by `s` further bytes.
+const fn slice_by_8_tables() -> [[u32; 256]; 8] {
+    let mut t = [[0u32; 256]; 8];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 != 0 {
+                0xEDB8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
+            k += 1;
+        }
+        t[0][i] = c;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 256 {
+        let mut s = 1;
+        while s < 8 {
+            let prev = t[s - 1][i];
+            t[s][i] = (prev >> 8) ^ t[0][(prev & 0xff) as usize];
+            s += 1;
+        }
+        i += 1;
+    }
+    t
+}
+
+static SLICE_BY_8: [[u32; 256]; 8] = slice_by_8_tables();
+
+/// CRC-32 (IEEE) by slicing-by-8, the same value as [`crc32`]. This is the algorithm of the
+/// Linux kernel's generic `crc32_le`/`__crc32c_le` (`CRC_LE_BITS = 64`), which FusionFS's
+/// StorageFS calls for append-CRC-write; the CISC-op `crc32` stage runs it because in Wasm it
+/// takes about a quarter fewer instructions per byte than crc32fast's slicing-by-16, whose
+/// table addressing Wasm cannot fold into its loads.
+pub fn crc32_slice_by_8(data: &[u8]) -> u32 {
+    let t = &SLICE_BY_8;
+    let mut crc = !0u32;
+    let mut words = data.chunks_exact(8);
+    for w in &mut words {
+        let lo = u32::from_le_bytes([w[0], w[1], w[2], w[3]]) ^ crc;
+        let hi = u32::from_le_bytes([w[4], w[5], w[6], w[7]]);
+        crc = t[7][(lo & 0xff) as usize]
+            ^ t[6][((lo >> 8) & 0xff) as usize]
+            ^ t[5][((lo >> 16) & 0xff) as usize]
+            ^ t[4][(lo >> 24) as usize]
+            ^ t[3][(hi & 0xff) as usize]
+            ^ t[2][((hi >> 8) & 0xff) as usize]
+            ^ t[1][((hi >> 16) & 0xff) as usize]
+            ^ t[0][(hi >> 24) as usize];
+    }
+    for &b in words.remainder() {
+        crc = t[0][((crc ^ u32::from(b)) & 0xff) as usize] ^ (crc >> 8);
+    }
+    !crc
+}
+
 /// Hits of one keyword in a word query.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WordHits {
