@@ -1817,6 +1817,61 @@ fn fusion_compares_the_designs_and_refuses_bad_input() {
     }
 }
 
+/// FusionFS Fig. 3 at 16 threads: fusion ahead of every other design on append-CRC-write
+/// (it writes each record once, so its 4 device cores bind it above the medium's limit for
+/// the host designs' two writes), level with the best on read-modify-write (every design
+/// meets the medium there), the gain over the best printed; slow device cores narrow it.
+#[test]
+fn fusion_leads_at_16_threads_on_both_workloads() {
+    for (workload, least_gain) in [("append-crc-write", 1.1), ("read-modify-write", 0.99)] {
+        let args = [
+            "fusion",
+            "--workload",
+            workload,
+            "--threads",
+            "16",
+            "--ops",
+            "200",
+            "--no-store",
+        ];
+        let out = csd(&[&args[..], &["--json"]].concat());
+        assert!(out.status.success(), "{}", stderr(&out));
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let ops = |c: &serde_json::Value| c["points"][0]["ops_per_sec"].as_f64().unwrap();
+        let curves = r["curves"].as_array().unwrap();
+        let fusion = curves
+            .iter()
+            .find(|c| c["design"] == "fusion" && c["speed"] == "fast")
+            .map(ops)
+            .unwrap();
+        // Host designs run at "fast"; the device designs' slow curves are compared apart.
+        for c in curves
+            .iter()
+            .filter(|c| c["speed"] == "fast" && c["design"] != "fusion")
+        {
+            assert!(
+                fusion >= least_gain * ops(c),
+                "{workload}: fusion {fusion} vs {c}"
+            );
+        }
+        let text = stdout(&csd(&args));
+        let gain = |speed: &str| -> f64 {
+            let line = text
+                .lines()
+                .find(|l| l.starts_with(&format!("at 16 threads: fusion{speed} / best other")))
+                .unwrap_or_else(|| panic!("no gain line for fusion{speed}:\n{text}"));
+            line.rsplit(' ')
+                .next()
+                .unwrap()
+                .trim_end_matches('x')
+                .parse()
+                .unwrap()
+        };
+        assert!(gain("") >= least_gain, "{workload}:\n{text}");
+        assert!(gain("-slow") < gain(""), "{workload}:\n{text}");
+    }
+}
+
 #[test]
 fn crashcheck_fusion_checks_both_grains_and_catches_a_broken_order() {
     let out = csd(&["crashcheck", "fusion", "--json"]);
