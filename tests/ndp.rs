@@ -105,14 +105,21 @@ fn lightfs_findings_hold_in_the_model() {
     }
 }
 
+/// Dropped caches cost every host-centric design metadata reads. LightFS loads its indexes
+/// when it starts (the host all of them, the device the root's, §III-C), so a request over
+/// the files of its root directory costs the same after a restart.
 #[test]
-fn cold_caches_raise_every_designs_pao() {
+fn cold_caches_raise_every_designs_pao_but_lightfs_starts_warm() {
     let profile = Profile::load("cosmos-plus").unwrap();
     let mut c = compute(App::Stats64, &profile);
     for files in [1, 100] {
         let warm = run_all(&profile, &mut c, App::Stats64, files, 16 << 10, false);
         let cold = run_all(&profile, &mut c, App::Stats64, files, 16 << 10, true);
         for (w, k) in warm.iter().zip(&cold) {
+            if w.design == DesignKind::LightFs {
+                assert_eq!(k.summary, w.summary, "lightfs with {files} file(s)");
+                continue;
+            }
             assert!(
                 k.summary.pao > w.summary.pao,
                 "{} with {files} file(s): cold PAO {} <= warm {}",

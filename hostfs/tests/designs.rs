@@ -468,3 +468,41 @@ fn the_host_baseline_reads_and_computes_on_the_host() {
         .unwrap_err();
     assert!(e.to_string().contains("no host CPU model"), "{e}");
 }
+
+/// LightFS on a cold start: LightFS-Host loads every index when it starts (§III-C), and
+/// LightFS-CSD reads a request's missing indexes level by level, the directories of one
+/// depth together. So a request over files in eight sibling directories waits for eight
+/// overlapping index reads (sharing the flash channels), not eight in a row.
+#[test]
+fn a_cold_request_reads_the_indexes_of_one_level_together() {
+    let retrieval = |dirs: usize| -> f64 {
+        let mut fs = fs();
+        fs.mkdir("/t", DIR, ME).unwrap();
+        for i in 0..8 {
+            fs.mkdir(&format!("/t/s{i}"), DIR, ME).unwrap();
+            fs.import(&format!("/t/s{i}/f"), &[i as u8; 3000], SHARED, ME)
+                .unwrap();
+        }
+        let mut d = LightFs::default();
+        d.init(&mut fs, "/t", ME).unwrap();
+        d.drop_caches(&mut fs);
+        let req = NdpRequest {
+            paths: (0..dirs).map(|i| format!("/t/s{i}/f")).collect(),
+            who: ME,
+        };
+        let out = d.offload(&mut fs, &req, &mut ByteSum).unwrap();
+        assert_eq!(out.files.len(), dirs);
+        for (i, f) in out.files.iter().enumerate() {
+            assert_eq!(f.ret, sum_of(&[i as u8; 3000]), "{}", f.path);
+        }
+        // Each file carries an even share of the request's layout retrieval.
+        out.files.iter().map(|f| f.stages.retrieve_layout_ns).sum()
+    };
+    let (one, eight) = (retrieval(1), retrieval(8));
+    assert!(one > 0.0, "the cold device reads the subdirectory's index");
+    // One after another they would take eight times as long as one.
+    assert!(
+        eight < 4.0 * one,
+        "eight sibling indexes cost {eight} ns against {one} ns for one"
+    );
+}

@@ -131,6 +131,77 @@ impl LightFsCsd {
         length: u64,
         extents: &[Extent],
     ) -> Result<VirtualTime, NdpError> {
+        let (read, parse_ns) = self.read_index(device, at, dir, length, extents)?;
+        Ok(read.after(parse_ns))
+    }
+
+    /// Caches, level by level, every directory the ino lists of one request pass through.
+    /// At each depth the missing `.ndpmeta`s are read from flash together, so a request
+    /// over many directories waits for one flash read per level instead of one per
+    /// directory: the index "will be read level by level to build the cache" (LightFS
+    /// §III-C3), and the dispatcher holds the whole batch. The firmware core parses them as
+    /// their reads complete. A list that leaves the index (an unknown ino, a directory whose
+    /// index is not kept) is left to [`LightFsCsd::dispatch`] to report.
+    pub fn prefetch(
+        &mut self,
+        device: &mut Device,
+        at: VirtualTime,
+        lists: &[Vec<u64>],
+    ) -> Result<Done, NdpError> {
+        let mut done = Done { at, index_reads: 0 };
+        let mut t = self.ensure(device, at, self.root_ino, None, &mut done)?;
+        // Each list's inos still to follow, and the directory they start in.
+        let mut cursors: Vec<(&[u64], u64)> = lists
+            .iter()
+            .filter(|l| l.len() > 1)
+            .map(|l| (&l[1..], self.root_ino))
+            .collect();
+        while !cursors.is_empty() {
+            let mut wanted: BTreeMap<u64, (u64, Vec<Extent>)> = BTreeMap::new();
+            let mut next = Vec::new();
+            for (rest, dir) in cursors {
+                let Some(e) = self
+                    .cache
+                    .get(&dir)
+                    .and_then(|es| es.iter().find(|e| e.ino == rest[0]))
+                else {
+                    continue;
+                };
+                let (EntryKind::Dir, Layout::Extents(x)) = (&e.kind, &e.layout) else {
+                    continue;
+                };
+                if !self.cache.contains_key(&e.ino) {
+                    wanted.insert(e.ino, (e.length, runs_of(x)));
+                }
+                if rest.len() > 1 {
+                    next.push((&rest[1..], e.ino));
+                }
+            }
+            let mut reads = Vec::with_capacity(wanted.len());
+            for (dir, (length, extents)) in wanted {
+                reads.push(self.read_index(device, t, dir, length, &extents)?);
+            }
+            done.index_reads += reads.len() as u32;
+            reads.sort_unstable_by_key(|r| r.0);
+            for (read, parse_ns) in reads {
+                t = t.max(read).after(parse_ns);
+            }
+            cursors = next;
+        }
+        done.at = t;
+        Ok(done)
+    }
+
+    /// Reads and verifies one `.ndpmeta` from flash from `at`, caching the device's fields;
+    /// returns when the read completed and the core time to parse it.
+    fn read_index(
+        &mut self,
+        device: &mut Device,
+        at: VirtualTime,
+        dir: u64,
+        length: u64,
+        extents: &[Extent],
+    ) -> Result<(VirtualTime, u64), NdpError> {
         let ranges = crate::fs::byte_ranges(extents, self.block_bytes, length);
         let mut bytes = vec![0u8; length as usize];
         let keep = device.ftl().keeps_payloads();
@@ -159,7 +230,7 @@ impl LightFsCsd {
             .collect();
         let parse_ns = entries.len() as u64 * self.entry_ns;
         self.cache.insert(dir, entries);
-        Ok(c.done.after(parse_ns))
+        Ok((c.done, parse_ns))
     }
 
     /// Makes sure directory `dir`'s entries are cached, given its `.ndpmeta` location.

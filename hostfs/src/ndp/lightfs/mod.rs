@@ -93,35 +93,111 @@ impl State {
     /// it reads the blocks directly instead of looking the file up through the kernel.
     fn host_dir(&mut self, fs: &mut HostFs, dir: u64) -> Result<&HostDir, NdpError> {
         if !self.host.contains_key(&dir) {
-            let index = self
-                .indexes
-                .get(&Ino(dir as u32))
-                .ok_or(NdpError::NotInitialised { design: "lightfs" })?;
-            let bs = fs.namespace().layout().block_bytes;
-            let ranges = byte_ranges(&index.extents, bs, index.bytes);
-            let mut bytes = vec![0u8; index.bytes as usize];
-            let keep = fs.device().ftl().keeps_payloads();
             let at = fs.clock();
-            let c = fs.device_mut().read_ranges(
-                IoPath::Host,
-                at,
-                &ranges,
-                keep.then_some(&mut bytes[..]),
-            )?;
-            fs.advance_to(c.done);
-            if !keep {
-                // Timing-only device: the read is timed, the bytes are the ones written.
-                bytes = index.encoded.clone();
-            }
-            let meta_path = format!("{}/{NDPMETA_NAME}", index.path.trim_end_matches('/'));
-            let meta = NdpMeta::decode(&bytes).map_err(|source| NdpError::Index {
-                path: meta_path,
-                source,
-            })?;
-            let path = index.path.clone();
-            self.host.insert(dir, host_view(path, &meta));
+            let (done, view) = self.read_host_index(fs, dir, at)?;
+            fs.advance_to(done);
+            self.host.insert(dir, view);
         }
         Ok(&self.host[&dir])
+    }
+
+    /// Reads directory `dir`'s `.ndpmeta` from `at` without waiting for it: when the read
+    /// completes, and the host cache's view of it.
+    fn read_host_index(
+        &self,
+        fs: &mut HostFs,
+        dir: u64,
+        at: VirtualTime,
+    ) -> Result<(VirtualTime, HostDir), NdpError> {
+        let index = self
+            .indexes
+            .get(&Ino(dir as u32))
+            .ok_or(NdpError::NotInitialised { design: "lightfs" })?;
+        let bs = fs.namespace().layout().block_bytes;
+        let ranges = byte_ranges(&index.extents, bs, index.bytes);
+        let mut bytes = vec![0u8; index.bytes as usize];
+        let keep = fs.device().ftl().keeps_payloads();
+        let c = fs.device_mut().read_ranges(
+            IoPath::Host,
+            at,
+            &ranges,
+            keep.then_some(&mut bytes[..]),
+        )?;
+        if !keep {
+            // Timing-only device: the read is timed, the bytes are the ones written.
+            bytes = index.encoded.clone();
+        }
+        let meta_path = format!("{}/{NDPMETA_NAME}", index.path.trim_end_matches('/'));
+        let meta = NdpMeta::decode(&bytes).map_err(|source| NdpError::Index {
+            path: meta_path,
+            source,
+        })?;
+        Ok((c.done, host_view(index.path.clone(), &meta)))
+    }
+
+    /// What LightFS loads when it starts: LightFS-Host reads every `.ndpmeta` into its
+    /// metadata cache, all reads in flight at once ("in subsequent system startups, LightFS
+    /// read the .ndpmeta file from the underlying file system to build the metadata cache",
+    /// §III-C), and LightFS-CSD reads the root's (§III-F); the device's other directories are
+    /// read level by level on a miss.
+    fn startup(&mut self, fs: &mut HostFs) -> Result<(), NdpError> {
+        let at = fs.clock();
+        let mut end = at;
+        let dirs: Vec<u64> = self.indexes.keys().map(|d| u64::from(d.0)).collect();
+        for dir in dirs {
+            let (done, view) = self.read_host_index(fs, dir, at)?;
+            end = end.max(done);
+            self.host.insert(dir, view);
+        }
+        fs.advance_to(end);
+        let t = fs.clock();
+        let root = u64::from(self.root.0);
+        let done = self.csd.dispatch(fs.device_mut(), t, &[root])?;
+        fs.advance_to(done.1.at);
+        Ok(())
+    }
+
+    /// Fills the host cache for every directory `paths` pass through, level by level: the
+    /// missing indexes of one depth are read together (the driver keeps them all in flight),
+    /// so a request over many directories waits for one read per level. Paths that leave
+    /// the tree or name nothing are left to [`State::resolve`] to report.
+    fn prefetch_host(&mut self, fs: &mut HostFs, paths: &[String]) -> Result<(), NdpError> {
+        let root = u64::from(self.root.0);
+        self.host_dir(fs, root)?;
+        let mut cursors: Vec<(Vec<&str>, u64)> = paths
+            .iter()
+            .filter_map(|p| self.relative(p))
+            .map(|rel| (rel.split('/').filter(|c| !c.is_empty()).collect(), root))
+            .filter(|(parts, _): &(Vec<&str>, u64)| !parts.is_empty())
+            .collect();
+        while !cursors.is_empty() {
+            let mut wanted = BTreeSet::new();
+            let mut next = Vec::new();
+            for (parts, dir) in cursors {
+                let Some(e) = self.host[&dir].entries.iter().find(|e| e.name == parts[0]) else {
+                    continue;
+                };
+                if e.kind != EntryKind::Dir || !self.indexes.contains_key(&Ino(e.ino as u32)) {
+                    continue;
+                }
+                if !self.host.contains_key(&e.ino) {
+                    wanted.insert(e.ino);
+                }
+                if parts.len() > 1 {
+                    next.push((parts[1..].to_vec(), e.ino));
+                }
+            }
+            let at = fs.clock();
+            let mut end = at;
+            for dir in wanted {
+                let (done, view) = self.read_host_index(fs, dir, at)?;
+                end = end.max(done);
+                self.host.insert(dir, view);
+            }
+            fs.advance_to(end);
+            cursors = next;
+        }
+        Ok(())
     }
 
     /// `path` below the LightFS root (`""` for the root itself), if it is in the tree.
@@ -430,8 +506,6 @@ impl OffloadDesign for LightFs {
         for b in &built {
             csd.note_written(u64::from(b.dir.0), b.encoded.clone());
         }
-        let t = fs.clock();
-        csd.dispatch(fs.device_mut(), t, &[u64::from(root_ino.0)])?;
         let mut state = State {
             root_path: root.to_string(),
             root: root_ino,
@@ -442,7 +516,7 @@ impl OffloadDesign for LightFs {
             last_sync: fs.clock(),
             who,
         };
-        state.host_dir(fs, u64::from(root_ino.0))?;
+        state.startup(fs)?;
         self.state = Some(state);
         Ok(())
     }
@@ -546,11 +620,18 @@ impl OffloadDesign for LightFs {
         Ok(())
     }
 
+    /// The kernel's caches dropped and LightFS restarted: its caches hold what its startup
+    /// loads ([`State::startup`]), nothing more. A startup read that fails leaves the cache
+    /// to be filled on demand, where the failure is reported.
     fn drop_caches(&mut self, fs: &mut HostFs) {
         fs.drop_caches();
         if let Some(st) = self.state.as_mut() {
             st.host.clear();
             st.csd.drop_cache();
+            if st.startup(fs).is_err() {
+                st.host.clear();
+                st.csd.drop_cache();
+            }
         }
     }
 
@@ -597,9 +678,10 @@ impl OffloadDesign for LightFs {
             .device_mut()
             .host_transfer(commanded, plan.request_bytes(compute.args_bytes()))
             .done;
-        // LightFS-CSD: batch layout retrieval, then every read at once.
+        // LightFS-CSD: batch layout retrieval (the batch's indexes level by level), then
+        // every read at once.
         let mut targets: Vec<Target> = Vec::new();
-        let mut t = received;
+        let mut t = st.csd.prefetch(fs.device_mut(), received, &plan.lists)?.at;
         for list in &plan.lists {
             let (found, done) = st.csd.dispatch(fs.device_mut(), t, list)?;
             t = done.at;
@@ -669,6 +751,7 @@ impl State {
             names: BTreeMap::new(),
             host_layouts: BTreeMap::new(),
         };
+        self.prefetch_host(fs, &req.paths)?;
         for p in &req.paths {
             let r = self.resolve(fs, p, req.who)?;
             for (path, e) in &r.files {
