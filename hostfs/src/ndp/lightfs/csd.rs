@@ -122,19 +122,6 @@ impl LightFsCsd {
         self.locked.contains_key(&ino)
     }
 
-    /// Reads and verifies one `.ndpmeta` from flash, caching the device's fields.
-    fn load(
-        &mut self,
-        device: &mut Device,
-        at: VirtualTime,
-        dir: u64,
-        length: u64,
-        extents: &[Extent],
-    ) -> Result<VirtualTime, NdpError> {
-        let (read, parse_ns) = self.read_index(device, at, dir, length, extents)?;
-        Ok(read.after(parse_ns))
-    }
-
     /// Caches, level by level, every directory the ino lists of one request pass through.
     /// At each depth the missing `.ndpmeta`s are read from flash together, so a request
     /// over many directories waits for one flash read per level instead of one per
@@ -258,7 +245,8 @@ impl LightFsCsd {
             }
         };
         done.index_reads += 1;
-        self.load(device, at, dir, length, &extents)
+        let (read, parse_ns) = self.read_index(device, at, dir, length, &extents)?;
+        Ok(read.after(parse_ns))
     }
 
     /// The dispatcher: follows `ino_list` (root first) and returns the target file, or every
