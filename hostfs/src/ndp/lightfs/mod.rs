@@ -157,49 +157,6 @@ impl State {
         Ok(())
     }
 
-    /// Fills the host cache for every directory `paths` pass through, level by level: the
-    /// missing indexes of one depth are read together (the driver keeps them all in flight),
-    /// so a request over many directories waits for one read per level. Paths that leave
-    /// the tree or name nothing are left to [`State::resolve`] to report.
-    fn prefetch_host(&mut self, fs: &mut HostFs, paths: &[String]) -> Result<(), NdpError> {
-        let root = u64::from(self.root.0);
-        self.host_dir(fs, root)?;
-        let mut cursors: Vec<(Vec<&str>, u64)> = paths
-            .iter()
-            .filter_map(|p| self.relative(p))
-            .map(|rel| (rel.split('/').filter(|c| !c.is_empty()).collect(), root))
-            .filter(|(parts, _): &(Vec<&str>, u64)| !parts.is_empty())
-            .collect();
-        while !cursors.is_empty() {
-            let mut wanted = BTreeSet::new();
-            let mut next = Vec::new();
-            for (parts, dir) in cursors {
-                let Some(e) = self.host[&dir].entries.iter().find(|e| e.name == parts[0]) else {
-                    continue;
-                };
-                if e.kind != EntryKind::Dir || !self.indexes.contains_key(&Ino(e.ino as u32)) {
-                    continue;
-                }
-                if !self.host.contains_key(&e.ino) {
-                    wanted.insert(e.ino);
-                }
-                if parts.len() > 1 {
-                    next.push((parts[1..].to_vec(), e.ino));
-                }
-            }
-            let at = fs.clock();
-            let mut end = at;
-            for dir in wanted {
-                let (done, view) = self.read_host_index(fs, dir, at)?;
-                end = end.max(done);
-                self.host.insert(dir, view);
-            }
-            fs.advance_to(end);
-            cursors = next;
-        }
-        Ok(())
-    }
-
     /// `path` below the LightFS root (`""` for the root itself), if it is in the tree.
     fn relative<'p>(&self, path: &'p str) -> Option<&'p str> {
         path.strip_prefix(self.root_path.trim_end_matches('/'))
@@ -751,7 +708,6 @@ impl State {
             names: BTreeMap::new(),
             host_layouts: BTreeMap::new(),
         };
-        self.prefetch_host(fs, &req.paths)?;
         for p in &req.paths {
             let r = self.resolve(fs, p, req.who)?;
             for (path, e) in &r.files {
