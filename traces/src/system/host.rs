@@ -414,7 +414,8 @@ impl System for HostSystem<'_> {
 
 /// The system a trace starts on: a formatted host file system over a fresh device of
 /// `profile`, holding the files and directories the trace uses without creating them,
-/// `design` initialised on it, caches cold, counters and clock at zero.
+/// `design` initialised on it, caches cold (LightFS restarted: only what its startup loads),
+/// counters and clock at zero.
 fn prepare(
     scan: &Prescan,
     profile: &Profile,
