@@ -1822,7 +1822,7 @@ fn fusion_compares_the_designs_and_refuses_bad_input() {
 /// the host designs' two writes), level with the best on read-modify-write (every design
 /// meets the medium there), the gain over the best printed; slow device cores narrow it.
 #[test]
-fn fusion_leads_at_16_threads_on_both_workloads() {
+fn fusion_leads_at_16_threads_on_append_crc_write_and_is_level_on_rmw() {
     for (workload, least_gain) in [("append-crc-write", 1.1), ("read-modify-write", 0.99)] {
         let args = [
             "fusion",
