@@ -86,6 +86,8 @@ pub struct Executed {
     pub resolved: Vec<Resolved>,
     pub effects: Vec<CmdEffect>,
     pub returned: Vec<Vec<u8>>,
+    /// The op's host buffers as the device received them (MicroTx logs them as they are).
+    pub inputs: Vec<(Slot, Bytes)>,
     /// Descriptor positions the op moved, and descriptors it closed: applied once it commits.
     pub positions: Vec<(u32, u64)>,
     pub closed: Vec<u32>,
@@ -273,7 +275,7 @@ impl Store for View<'_> {
                 for (at, bytes) in &mut p.writes {
                     let keep = end.saturating_sub(*at).min(bytes.len() as u64) as usize;
                     if keep < bytes.len() {
-                        *bytes = Bytes::from(&bytes[..keep]);
+                        bytes.truncate(keep);
                     }
                 }
             }
@@ -395,7 +397,7 @@ pub fn perform(
             let a = slot(slots, inputs[0])?;
             let b = match inputs.get(1) {
                 Some(s) => slot(slots, *s)?,
-                None => Bytes::from([]),
+                None => Bytes::new(),
             };
             let run =
                 runner
@@ -432,12 +434,15 @@ pub fn execute(
         next_ino: medium.next_ino,
     };
     let mut slots: [Option<Bytes>; MAX_SLOTS as usize] = Default::default();
+    let mut out = Executed::default();
     for (s, data) in &op.inputs {
-        slots[s.0 as usize] = Some(Bytes::from(data.as_slice()));
+        // The host buffer's DMA into device memory: the op's one copy of its input.
+        let bytes = Bytes::copy_from_slice(data);
+        slots[s.0 as usize] = Some(bytes.clone());
+        out.inputs.push((*s, bytes));
     }
     let mut handles: [Option<OpenFile>; MAX_HANDLES as usize] = Default::default();
     let mut positions: BTreeMap<u32, u64> = BTreeMap::new();
-    let mut out = Executed::default();
     for (k, c) in op.commands.iter().enumerate() {
         let mut resolver = Resolver {
             who,

@@ -42,7 +42,7 @@ pub enum FsStep {
     OpLog {
         tx: TxId,
         commands: Vec<Resolved>,
-        inputs: Vec<(Slot, Vec<u8>)>,
+        inputs: Vec<(Slot, Bytes)>,
     },
     /// MicroTx: command `index` is durable, and produced this slot value.
     Done {
@@ -94,7 +94,6 @@ pub fn persist_steps(
     tx: TxId,
     grain: TxGrain,
     ex: &Executed,
-    inputs: &[(Slot, Vec<u8>)],
     fault: Option<OrderFault>,
 ) -> Vec<FsStep> {
     let mut steps = Vec::new();
@@ -119,7 +118,7 @@ pub fn persist_steps(
             steps.push(FsStep::OpLog {
                 tx,
                 commands: ex.resolved.clone(),
-                inputs: inputs.to_vec(),
+                inputs: ex.inputs.clone(),
             });
             for (index, e) in ex.effects.iter().enumerate() {
                 let done = FsStep::Done {
@@ -152,7 +151,7 @@ pub struct LogArea {
 #[derive(Clone, Debug, Default)]
 struct OpLogEntry {
     commands: Vec<Resolved>,
-    inputs: Vec<(Slot, Vec<u8>)>,
+    inputs: Vec<(Slot, Bytes)>,
     done: BTreeMap<usize, Option<(Slot, Bytes)>>,
 }
 
@@ -246,7 +245,7 @@ pub fn recover(
         rec.records += 1 + op.done.len() as u64;
         let mut slots: Vec<Option<Bytes>> = vec![None; MAX_SLOTS as usize];
         for (s, d) in &op.inputs {
-            slots[s.0 as usize] = Some(Bytes::from(d.as_slice()));
+            slots[s.0 as usize] = Some(d.clone());
         }
         for (index, cmd) in op.commands.iter().enumerate() {
             if let Some(slot) = op.done.get(&index) {

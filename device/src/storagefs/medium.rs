@@ -14,8 +14,8 @@ pub const MAX_FILES: usize = 1 << 16;
 pub const MAX_PATH_BYTES: usize = 1024;
 
 /// Bytes shared between a slot, the op's records and its log: one copy of the data however
-/// many records name it.
-pub type Bytes = std::sync::Arc<[u8]>;
+/// many records name it. A stage's output or a read becomes one without a copy.
+pub use bytes::Bytes;
 
 /// An inode number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

@@ -168,7 +168,7 @@ impl StorageFs {
         let ex = exec::execute(op, who, &self.medium, &self.fds, runner)?;
         self.next_tx += 1;
         let tx = self.next_tx;
-        let steps = journal::persist_steps(tx, op.grain, &ex, &op.inputs, self.fault);
+        let steps = journal::persist_steps(tx, op.grain, &ex, self.fault);
         // The op executed over a view of this very medium, and its records were checked
         // there, so applying them cannot fail short of a bug in StorageFS itself.
         for s in &steps {
