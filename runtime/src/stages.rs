@@ -135,23 +135,20 @@ fn locate(stage: &Stage) -> (&str, &str) {
 
 impl Live {
     fn call(&mut self, export: &str, a: &[u8], b: &[u8], max: usize) -> Result<Vec<u8>, String> {
-        let f = match self.exports.get(export) {
-            Some(f) => f.clone(),
-            None => {
-                let f: StageFn = self
-                    .instance
-                    .get_typed_func(&mut self.store, export)
-                    .map_err(|_| {
-                        format!("no stage export `{export}: fn(i32, i32, i32, i32) -> i64`")
-                    })?;
-                self.exports.insert(export.to_string(), f.clone());
-                f
-            }
-        };
+        if !self.exports.contains_key(export) {
+            let f: StageFn = self
+                .instance
+                .get_typed_func(&mut self.store, export)
+                .map_err(|_| {
+                    format!("no stage export `{export}: fn(i32, i32, i32, i32) -> i64`")
+                })?;
+            self.exports.insert(export.to_string(), f);
+        }
         let a_ptr = self.copy_in(a)?;
         let b_ptr = self.copy_in(b)?;
         let trap = |e: wasmtime::Error| format!("{e:#}");
-        let packed = f
+        // Called by reference: cloning a typed function clones its registered types.
+        let packed = self.exports[export]
             .call(
                 &mut self.store,
                 (a_ptr, a.len() as i32, b_ptr, b.len() as i32),

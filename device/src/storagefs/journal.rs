@@ -100,11 +100,9 @@ pub fn persist_steps(
     match grain {
         TxGrain::Macro => {
             let records: Vec<Redo> = ex.effects.iter().flat_map(|e| e.redo.clone()).collect();
-            let applies = records.iter().cloned().map(FsStep::Apply);
-            steps.push(FsStep::Journal {
-                tx,
-                records: records.clone(),
-            });
+            let applies: Vec<FsStep> = records.iter().cloned().map(FsStep::Apply).collect();
+            steps.reserve(records.len() + 3);
+            steps.push(FsStep::Journal { tx, records });
             if fault == Some(OrderFault::ApplyBeforeCommit) {
                 steps.extend(applies);
                 steps.push(FsStep::Commit { tx });

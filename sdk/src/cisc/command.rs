@@ -155,14 +155,14 @@ pub enum Command {
 
 impl Command {
     /// The slots the command reads.
-    pub fn reads(&self) -> Vec<Slot> {
+    pub fn reads(&self) -> &[Slot] {
         match self {
             Command::Write { from, .. }
             | Command::Pwrite { from, .. }
             | Command::Append { from, .. }
-            | Command::Return { from } => vec![*from],
-            Command::Process { inputs, .. } => inputs.clone(),
-            _ => Vec::new(),
+            | Command::Return { from } => std::slice::from_ref(from),
+            Command::Process { inputs, .. } => inputs,
+            _ => &[],
         }
     }
 
@@ -241,7 +241,7 @@ impl CiscOp {
         let mut written = self.check_inputs()?;
         let mut opened = [false; MAX_HANDLES as usize];
         for (i, c) in self.commands.iter().enumerate() {
-            for s in c.reads() {
+            for &s in c.reads() {
                 check_slot(i, s)?;
                 if !written[s.0 as usize] {
                     return Err(CiscError::SlotUnset {
