@@ -1,6 +1,7 @@
 //! Compute kernels of the example tasks. Plain functions over byte slices, so the same code
 //! runs natively (as the benchmark's baseline) and inside a task (compiled to Wasm).
-//! Ordinary crates work in tasks: `grep` uses `memchr`, `checksum` uses `crc32fast`.
+//! Ordinary crates work in tasks: `grep` uses `memchr`, the CISC-op `compress`
+//! stage uses `lz4_flex`.
 
 /// Sum of the data as little-endian u32s, wrapping in u64 (LightFS's STATS32).
 pub fn stats32(data: &[u8]) -> u64 {
@@ -195,25 +196,54 @@ static SLICE_BY_8: [[u32; 256]; 8] = slice_by_8_tables();
 /// takes about a quarter fewer instructions per byte than crc32fast's slicing-by-16, whose
 /// table addressing Wasm cannot fold into its loads.
 pub fn crc32_slice_by_8(data: &[u8]) -> u32 {
-    let t = &SLICE_BY_8;
-    let mut crc = !0u32;
-    let mut words = data.chunks_exact(8);
-    for w in &mut words {
-        let lo = u32::from_le_bytes([w[0], w[1], w[2], w[3]]) ^ crc;
-        let hi = u32::from_le_bytes([w[4], w[5], w[6], w[7]]);
-        crc = t[7][(lo & 0xff) as usize]
-            ^ t[6][((lo >> 8) & 0xff) as usize]
-            ^ t[5][((lo >> 16) & 0xff) as usize]
-            ^ t[4][(lo >> 24) as usize]
-            ^ t[3][(hi & 0xff) as usize]
-            ^ t[2][((hi >> 8) & 0xff) as usize]
-            ^ t[1][((hi >> 16) & 0xff) as usize]
-            ^ t[0][(hi >> 24) as usize];
+    let mut crc = Crc32Slice8::new();
+    crc.update(data);
+    crc.finalize()
+}
+
+/// [`crc32_slice_by_8`] over data that arrives in pieces (a task's streamed reads).
+#[derive(Clone, Copy, Debug)]
+pub struct Crc32Slice8 {
+    crc: u32,
+}
+
+impl Default for Crc32Slice8 {
+    fn default() -> Self {
+        Self::new()
     }
-    for &b in words.remainder() {
-        crc = t[0][((crc ^ u32::from(b)) & 0xff) as usize] ^ (crc >> 8);
+}
+
+impl Crc32Slice8 {
+    pub fn new() -> Crc32Slice8 {
+        Crc32Slice8 { crc: !0 }
     }
-    !crc
+
+    #[inline]
+    pub fn update(&mut self, data: &[u8]) {
+        let t = &SLICE_BY_8;
+        let mut crc = self.crc;
+        let mut words = data.chunks_exact(8);
+        for w in &mut words {
+            let lo = u32::from_le_bytes([w[0], w[1], w[2], w[3]]) ^ crc;
+            let hi = u32::from_le_bytes([w[4], w[5], w[6], w[7]]);
+            crc = t[7][(lo & 0xff) as usize]
+                ^ t[6][((lo >> 8) & 0xff) as usize]
+                ^ t[5][((lo >> 16) & 0xff) as usize]
+                ^ t[4][(lo >> 24) as usize]
+                ^ t[3][(hi & 0xff) as usize]
+                ^ t[2][((hi >> 8) & 0xff) as usize]
+                ^ t[1][((hi >> 16) & 0xff) as usize]
+                ^ t[0][(hi >> 24) as usize];
+        }
+        for &b in words.remainder() {
+            crc = t[0][((crc ^ u32::from(b)) & 0xff) as usize] ^ (crc >> 8);
+        }
+        self.crc = crc;
+    }
+
+    pub fn finalize(self) -> u32 {
+        !self.crc
+    }
 }
 
 /// Hits of one keyword in a word query.
