@@ -48,6 +48,23 @@ proptest::proptest! {
         let d = &data[skip.min(data.len())..];
         proptest::prop_assert_eq!(csd_kernels::crc32_slice_by_8(d), crc32fast::hash(d));
     }
+
+    /// The checksum task streams it over reads that end anywhere, mid-word included.
+    #[test]
+    fn slicing_by_8_streamed_in_pieces_is_crc32(
+        data in proptest::collection::vec(proptest::num::u8::ANY, 0..300),
+        cuts in proptest::collection::vec(0usize..300, 0..6),
+    ) {
+        let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(data.len())).collect();
+        cuts.sort_unstable();
+        let mut crc = csd_kernels::Crc32Slice8::new();
+        let mut from = 0;
+        for cut in cuts.into_iter().chain([data.len()]) {
+            crc.update(&data[from..cut]);
+            from = cut;
+        }
+        proptest::prop_assert_eq!(crc.finalize(), crc32fast::hash(&data));
+    }
 }
 
 #[test]
