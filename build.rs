@@ -8,10 +8,13 @@ use std::process::Command;
 
 const TARGET: &str = "wasm32-unknown-unknown";
 
+include!("src/task_rustflags.rs");
+
 fn main() {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo"));
     let tasks = root.join("tasks");
+    println!("cargo:rerun-if-changed=src/task_rustflags.rs");
     for watched in ["tasks", "sdk"] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
@@ -29,8 +32,7 @@ fn main() {
     .arg(tasks.join("Cargo.toml"))
     .arg("--target-dir")
     .arg(&target_dir)
-    // SIMD lets the kernels' loops vectorise in Wasm as they do natively.
-    .env("CARGO_ENCODED_RUSTFLAGS", "-Ctarget-feature=+simd128");
+    .env("CARGO_ENCODED_RUSTFLAGS", TASK_RUSTFLAGS);
     for var in [
         "RUSTFLAGS",
         "CARGO_BUILD_RUSTFLAGS",

@@ -1,6 +1,7 @@
 //! `csd`: the one entry point of csdlab.
 
 mod commands;
+mod task_rustflags;
 mod units;
 
 use clap::{Parser, Subcommand};

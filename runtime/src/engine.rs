@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use wasmtime::{
     Config, Enabled, Engine, ExternType, InstanceAllocationStrategy, InstancePre, Linker, Module,
-    PoolingAllocationConfig, ValType,
+    ModuleExport, PoolingAllocationConfig, ValType,
 };
 
 /// Engine-wide settings. Per-invocation limits are in [`crate::TaskLimits`].
@@ -58,6 +58,16 @@ pub struct Task {
     name: Arc<str>,
     hash: [u8; 32],
     pub(crate) pre: InstancePre<TaskState>,
+    /// Where `memory` and `run` sit among the module's exports, resolved once at load: an
+    /// invocation fetches them by index instead of looking their names up.
+    pub(crate) exports: TaskExports,
+}
+
+/// A task module's ABI exports (checked by `check_interface`).
+#[derive(Clone, Copy)]
+pub(crate) struct TaskExports {
+    pub memory: ModuleExport,
+    pub run: ModuleExport,
 }
 
 impl Task {
@@ -89,8 +99,12 @@ pub struct TaskEngine {
 
 const ARTIFACT_MAGIC: &[u8; 8] = b"CSDCWASM";
 
-/// Bytes of a freed pool slot's memory (and table) whose dirty pages are reset in place.
+/// Bytes of a freed pool slot's memory whose dirty pages are reset in place.
 const KEEP_RESIDENT_BYTES: usize = 4 << 20;
+/// The same for its table. A Rust task's table holds a few dozen function references, less
+/// than a page: at one page wasmtime zeroes it with a memset instead of a second
+/// `PAGEMAP_SCAN` per invocation.
+const TABLE_KEEP_RESIDENT_BYTES: usize = 4 << 10;
 
 impl TaskEngine {
     pub fn new(config: EngineConfig) -> Result<TaskEngine, TaskError> {
@@ -110,7 +124,7 @@ impl TaskEngine {
             // to releasing the pages, as before.
             .pagemap_scan(Enabled::Auto)
             .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
-            .table_keep_resident(KEEP_RESIDENT_BYTES);
+            .table_keep_resident(TABLE_KEEP_RESIDENT_BYTES);
         let mut c = Config::new();
         c.consume_fuel(true)
             // The wall-clock backstop (`TaskLimits::wall_clock_ms`): fuel bounds a task's
@@ -148,7 +162,7 @@ impl TaskEngine {
             return Ok(task.clone());
         }
         let module = self.compile_cached(&hash, wasm)?;
-        check_interface(&module)?;
+        let exports = check_interface(&module)?;
         let pre = self
             .linker
             .instantiate_pre(&module)
@@ -157,6 +171,7 @@ impl TaskEngine {
             name: name.into(),
             hash,
             pre,
+            exports,
         };
         self.loaded
             .lock()
@@ -248,7 +263,7 @@ fn write_artifact(path: &Path, hash: &[u8; 32], module: &Module) -> Result<(), S
 
 /// Checks the module's exports and imports against the `csd_v1` ABI, so a wrong module gets
 /// a message about the ABI rather than a linker error.
-fn check_interface(module: &Module) -> Result<(), TaskError> {
+fn check_interface(module: &Module) -> Result<TaskExports, TaskError> {
     match module.get_export("memory") {
         Some(ExternType::Memory(_)) => {}
         _ => {
@@ -277,7 +292,18 @@ fn check_interface(module: &Module) -> Result<(), TaskError> {
             });
         }
     }
-    Ok(())
+    // Both were found above by the same names.
+    let export = |name| {
+        module
+            .get_export_index(name)
+            .ok_or(TaskError::MissingExport {
+                what: "the exports `memory` and `run`",
+            })
+    };
+    Ok(TaskExports {
+        memory: export("memory")?,
+        run: export("run")?,
+    })
 }
 
 fn hex(bytes: &[u8]) -> String {

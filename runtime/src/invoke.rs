@@ -690,11 +690,19 @@ fn register(
 fn execute(store: &mut Store<TaskState>, task: &Task, fuel: u64) -> wasmtime::Result<i32> {
     store.set_fuel(fuel)?;
     let instance = task.pre.instantiate(&mut *store)?;
-    let memory = instance
-        .get_memory(&mut *store, "memory")
+    let export = |store: &mut Store<TaskState>, e, what| {
+        instance
+            .get_module_export(store, e)
+            .ok_or_else(|| wasmtime::Error::new(TaskError::MissingExport { what }))
+    };
+    let memory = export(store, &task.exports.memory, "memory")?
+        .into_memory()
         .ok_or_else(|| wasmtime::Error::new(TaskError::MissingExport { what: "memory" }))?;
     store.data_mut().memory = Some(memory);
-    let run = instance.get_typed_func::<(), i32>(&mut *store, "run")?;
+    let run = export(store, &task.exports.run, "run")?
+        .into_func()
+        .ok_or_else(|| wasmtime::Error::new(TaskError::MissingExport { what: "run" }))?
+        .typed::<(), i32>(&*store)?;
     run.call(&mut *store, ())
 }
 

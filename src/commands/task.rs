@@ -436,7 +436,10 @@ fn build(dir: &Path) -> anyhow::Result<()> {
             "--manifest-path",
         ])
         .arg(&manifest)
-        .env("CARGO_ENCODED_RUSTFLAGS", "-Ctarget-feature=+simd128")
+        .env(
+            "CARGO_ENCODED_RUSTFLAGS",
+            crate::task_rustflags::TASK_RUSTFLAGS,
+        )
         .stderr(std::process::Stdio::inherit())
         .output()
         .context("running cargo (is Rust installed?)")?;
