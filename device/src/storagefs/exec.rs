@@ -18,6 +18,7 @@ use csd_sdk::cisc::{
     CiscOp, Command, FileRef, Slot, Stage, MAX_HANDLES, MAX_SLOTS, MAX_SLOT_BYTES,
 };
 use serde::Serialize;
+use smallvec::SmallVec;
 use std::collections::BTreeMap;
 
 /// A command with every name and position resolved.
@@ -56,7 +57,8 @@ pub enum Resolved {
         replaced: Option<Ino>,
     },
     Stage {
-        stage: StageName,
+        #[serde(serialize_with = "stage_name")]
+        stage: Stage,
         inputs: Vec<Slot>,
         into: Slot,
     },
@@ -64,14 +66,16 @@ pub enum Resolved {
     Nop,
 }
 
-/// A stage as the op log keeps it (its name; the runner resolves it again).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct StageName(pub String);
+/// A stage as the op log shows it: by its name.
+fn stage_name<S: serde::Serializer>(stage: &Stage, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&stage.name())
+}
 
 /// What one command did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CmdEffect {
-    pub redo: Vec<Redo>,
+    /// Its records: one, or two for a rename over an existing name (kept inline).
+    pub redo: SmallVec<[Redo; 1]>,
     /// The slot it wrote and the value, which MicroTx persists as the command's state.
     pub slot: Option<(Slot, Bytes)>,
     pub fuel: u64,
@@ -389,24 +393,18 @@ pub fn perform(
             inputs,
             into,
         } => {
-            let parsed = Stage::parse(&stage.0).ok_or_else(|| FsError::Stage {
-                command,
-                stage: stage.0.clone(),
-                why: "unknown stage".into(),
-            })?;
             let a = slot(slots, inputs[0])?;
             let b = match inputs.get(1) {
                 Some(s) => slot(slots, *s)?,
                 None => Bytes::new(),
             };
-            let run =
-                runner
-                    .run(&parsed, &a, &b, MAX_SLOT_BYTES)
-                    .map_err(|why| FsError::Stage {
-                        command,
-                        stage: stage.0.clone(),
-                        why,
-                    })?;
+            let run = runner
+                .run(stage, &a, &b, MAX_SLOT_BYTES)
+                .map_err(|why| FsError::Stage {
+                    command,
+                    stage: stage.name(),
+                    why,
+                })?;
             e.fuel = run.fuel;
             e.slot = Some((*into, run.output.into()));
         }
@@ -727,7 +725,7 @@ impl Resolver<'_, '_> {
                 inputs,
                 into,
             } => Resolved::Stage {
-                stage: StageName(stage.name()),
+                stage: stage.clone(),
                 inputs: inputs.clone(),
                 into: *into,
             },

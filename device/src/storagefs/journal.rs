@@ -99,16 +99,19 @@ pub fn persist_steps(
     let mut steps = Vec::new();
     match grain {
         TxGrain::Macro => {
-            let records: Vec<Redo> = ex.effects.iter().flat_map(|e| e.redo.clone()).collect();
-            let applies: Vec<FsStep> = records.iter().cloned().map(FsStep::Apply).collect();
-            steps.reserve(records.len() + 3);
-            steps.push(FsStep::Journal { tx, records });
+            let records = || ex.effects.iter().flat_map(|e| e.redo.iter().cloned());
+            let applies = || records().map(FsStep::Apply);
+            steps.reserve(ex.effects.len() + 3);
+            steps.push(FsStep::Journal {
+                tx,
+                records: records().collect(),
+            });
             if fault == Some(OrderFault::ApplyBeforeCommit) {
-                steps.extend(applies);
+                steps.extend(applies());
                 steps.push(FsStep::Commit { tx });
             } else {
                 steps.push(FsStep::Commit { tx });
-                steps.extend(applies);
+                steps.extend(applies());
             }
             steps.push(FsStep::Checkpoint { tx });
         }
