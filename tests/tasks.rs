@@ -405,6 +405,17 @@ fn a_rust_runaway_recursion_is_stopped() {
 }
 
 #[test]
+fn a_frame_bigger_than_the_task_stack_traps_instead_of_overwriting_data() {
+    // Tasks are built with a 64 KiB stack laid out first in linear memory
+    // (src/task_rustflags.rs), so an overflow leaves the memory rather than reach the data.
+    let e = hostile("big-frame", TaskLimits::default());
+    assert!(
+        matches!(&e, TaskError::Trap(m) if m.contains("out of bounds")),
+        "{e}"
+    );
+}
+
+#[test]
 fn a_task_error_reaches_the_host() {
     let e = hostile("fail", TaskLimits::default()).to_string();
     assert_eq!(e, "task failed (run returned 1): refusing on purpose");

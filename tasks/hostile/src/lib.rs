@@ -1,5 +1,5 @@
 //! A task that misbehaves on request, to test the sandbox with real Rust behaviour:
-//! `{"do": "panic" | "bomb" | "loop" | "recurse" | "fail" | "write-then-fail"}`.
+//! `{"do": "panic" | "bomb" | "loop" | "recurse" | "big-frame" | "fail" | "write-then-fail"}`.
 use csd_sdk::{bail, task, Context, Result};
 
 #[derive(serde::Deserialize)]
@@ -34,6 +34,7 @@ fn run(ctx: Context) -> Result<()> {
         "recurse" => {
             std::hint::black_box(depth(std::hint::black_box(1)));
         }
+        "big-frame" => big_frame(),
         "fail" => bail!("refusing on purpose"),
         "write-then-fail" => {
             // Leaves a partial output behind, then fails: a transaction must roll it back.
@@ -51,4 +52,13 @@ fn depth(n: u64) -> u64 {
         return 0;
     }
     1 + depth(std::hint::black_box(n + 1))
+}
+
+/// A frame larger than the task's 64 KiB stack. The stack sits below the data in linear
+/// memory, so the frame would begin below address 0: its first store traps. (Its own
+/// function: in `run`, every action would pay for the frame.)
+#[inline(never)]
+fn big_frame() {
+    let mut frame = [0u8; 128 << 10];
+    std::hint::black_box(&mut frame);
 }
