@@ -14,7 +14,7 @@ use csd_device::{
     VirtualTime,
 };
 use std::sync::Arc;
-use wasmtime::{Store, Trap};
+use wasmtime::{Extern, Store, Trap};
 
 /// Largest file [`Csd::export`] copies into memory.
 pub const EXPORT_IN_MEMORY_MAX: u64 = 1 << 30;
@@ -690,18 +690,17 @@ fn register(
 fn execute(store: &mut Store<TaskState>, task: &Task, fuel: u64) -> wasmtime::Result<i32> {
     store.set_fuel(fuel)?;
     let instance = task.pre.instantiate(&mut *store)?;
-    let export = |store: &mut Store<TaskState>, e, what| {
-        instance
-            .get_module_export(store, e)
-            .ok_or_else(|| wasmtime::Error::new(TaskError::MissingExport { what }))
-    };
-    let memory = export(store, &task.exports.memory, "memory")?
-        .into_memory()
-        .ok_or_else(|| wasmtime::Error::new(TaskError::MissingExport { what: "memory" }))?;
+    // `check_interface` found both when the module was loaded.
+    let missing = |what| wasmtime::Error::new(TaskError::MissingExport { what });
+    let memory = instance
+        .get_module_export(&mut *store, &task.exports.memory)
+        .and_then(Extern::into_memory)
+        .ok_or_else(|| missing("memory"))?;
     store.data_mut().memory = Some(memory);
-    let run = export(store, &task.exports.run, "run")?
-        .into_func()
-        .ok_or_else(|| wasmtime::Error::new(TaskError::MissingExport { what: "run" }))?
+    let run = instance
+        .get_module_export(&mut *store, &task.exports.run)
+        .and_then(Extern::into_func)
+        .ok_or_else(|| missing("run"))?
         .typed::<(), i32>(&*store)?;
     run.call(&mut *store, ())
 }
