@@ -551,10 +551,13 @@ impl<'a> Scan<'a> {
         if matches!(digits.get(n), Some(b'.' | b'e' | b'E')) {
             return None;
         }
-        let v = digits[..n]
-            .iter()
-            .fold(0i128, |v, c| v * 10 + (c - b'0') as i128);
+        // u64 arithmetic (i128's is several times slower); 20 digits can overflow it, and
+        // no field takes a number that large.
+        let v = digits[..n].iter().try_fold(0u64, |v, c| {
+            v.checked_mul(10)?.checked_add(u64::from(c - b'0'))
+        })?;
         self.at += neg as usize + n;
+        let v = i128::from(v);
         Some(if neg { -v } else { v })
     }
 

@@ -108,15 +108,27 @@ pub fn check_path(path: &str) -> Result<(), String> {
             path.len()
         ));
     }
-    if path.contains('\0') {
-        return Err(format!("path \"{}\" contains a NUL byte", short(path)));
-    }
-    if let Some(c) = path.split('/').find(|c| c.len() > NAME_MAX) {
-        return Err(format!(
-            "path component \"{}\" is {} bytes, over NAME_MAX ({NAME_MAX})",
-            short(c),
-            c.len()
-        ));
+    // One pass over the bytes for both checks: this runs for every path of every event.
+    let mut component = 0..0;
+    for (i, &b) in path.as_bytes().iter().enumerate() {
+        match b {
+            0 => return Err(format!("path \"{}\" contains a NUL byte", short(path))),
+            b'/' => component = i + 1..i + 1,
+            _ => component.end = i + 1,
+        }
+        if component.len() > NAME_MAX {
+            // A NUL anywhere is the first thing wrong with a path.
+            if path.as_bytes()[i..].contains(&0) {
+                return Err(format!("path \"{}\" contains a NUL byte", short(path)));
+            }
+            let rest = &path[component.start..];
+            let c = &rest[..rest.find('/').unwrap_or(rest.len())];
+            return Err(format!(
+                "path component \"{}\" is {} bytes, over NAME_MAX ({NAME_MAX})",
+                short(c),
+                c.len()
+            ));
+        }
     }
     Ok(())
 }
@@ -401,6 +413,55 @@ impl<R: BufRead> Iterator for TraceReader<R> {
                 self.done = true;
                 Some(Err(e))
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The checks `check_path` makes in one pass, written the obvious way.
+    fn check_path_reference(path: &str) -> Result<(), String> {
+        let short = |p: &str| quote_within(p, 80);
+        if !path.starts_with('/') {
+            return Err(format!(
+                "path \"{}\" is relative: trace paths are absolute",
+                short(path)
+            ));
+        }
+        if path.len() >= PATH_MAX {
+            return Err(format!(
+                "path \"{}\" is {} bytes, over PATH_MAX ({PATH_MAX})",
+                short(path),
+                path.len()
+            ));
+        }
+        if path.contains('\0') {
+            return Err(format!("path \"{}\" contains a NUL byte", short(path)));
+        }
+        if let Some(c) = path.split('/').find(|c| c.len() > NAME_MAX) {
+            return Err(format!(
+                "path component \"{}\" is {} bytes, over NAME_MAX ({NAME_MAX})",
+                short(c),
+                c.len()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Paths of runs of one byte (`/`, `a`, NUL, `é`), long enough to cross NAME_MAX.
+    fn path() -> impl Strategy<Value = String> {
+        let run = (prop::sample::select(vec!["/", "a", "\0", "é"]), 1usize..300);
+        prop::collection::vec(run, 0..8)
+            .prop_map(|runs| runs.iter().map(|(s, n)| s.repeat(*n)).collect())
+    }
+
+    proptest! {
+        #[test]
+        fn check_path_agrees_with_its_reference(p in path()) {
+            prop_assert_eq!(check_path(&p), check_path_reference(&p));
         }
     }
 }

@@ -176,26 +176,27 @@ impl State {
         let component_ns = fs.costs().index_lookup_ns;
         let mut ino_list = vec![u64::from(self.root.0)];
         let mut dir = u64::from(self.root.0);
-        let mut target: Option<HostEntry> = None;
+        // The last entry walked: the directory it is in, its index there, its kind.
+        let mut target: Option<(u64, usize, EntryKind)> = None;
         let mut cpu_ns = 0;
         for name in rel.split('/').filter(|c| !c.is_empty()) {
-            if target.as_ref().is_some_and(|t| t.kind == EntryKind::File) {
+            if target.is_some_and(|(_, _, kind)| kind == EntryKind::File) {
                 return Err(FsError::Namespace(crate::namespace::NsError::NotADirectory(
                     path.to_string(),
                 ))
                 .into());
             }
             let d = self.host_dir(fs, dir)?;
-            let e = d
+            let k = d
                 .entries
                 .iter()
-                .find(|e| e.name == name)
-                .cloned()
+                .position(|e| e.name == name)
                 .ok_or_else(|| {
                     NdpError::Fs(FsError::Namespace(crate::namespace::NsError::NotFound(
                         path.to_string(),
                     )))
                 })?;
+            let e = &d.entries[k];
             if e.kind == EntryKind::Dir && !e.perms.allows(who, Access::Execute) {
                 return Err(NdpError::PermissionDenied {
                     path: path.to_string(),
@@ -205,13 +206,14 @@ impl State {
             }
             cpu_ns += component_ns;
             ino_list.push(e.ino);
+            target = Some((dir, k, e.kind));
             if e.kind == EntryKind::Dir {
                 dir = e.ino;
             }
-            target = Some(e);
         }
         let files = match target {
-            Some(e) if e.kind == EntryKind::File => {
+            Some((parent, k, EntryKind::File)) => {
+                let e = self.host[&parent].entries[k].clone();
                 if !e.perms.allows(who, Access::Read) {
                     return Err(NdpError::PermissionDenied {
                         path: path.to_string(),
