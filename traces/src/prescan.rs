@@ -7,7 +7,8 @@
 use crate::format::{Event, Op};
 use crate::reader::{Strictness, TraceError, TraceReader};
 use csd_hostfs::namespace::parent_dir as parent;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use foldhash::{HashMap, HashMapExt, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::BufRead;
 
 /// A file the trace reads (or opens) before writing it: it existed before the trace began.

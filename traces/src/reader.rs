@@ -2,7 +2,8 @@
 //! resolved to paths, every problem reported with its line number.
 
 use crate::format::{parse_event, Event, Header, Op, Parsed};
-use std::collections::{BTreeMap, HashMap};
+use foldhash::{HashMap, HashMapExt};
+use std::collections::BTreeMap;
 use std::io::{BufRead, Read};
 
 #[derive(Debug, thiserror::Error)]

@@ -20,7 +20,8 @@ use crate::system::{build, Applied, FusionTotals, SetupError, System};
 use csd_device::{DeviceCounters, Profile, VirtualTime};
 use hdrhistogram::Histogram;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use foldhash::{HashMap, HashMapExt};
+use std::collections::BTreeMap;
 use std::io::BufRead;
 
 pub use crate::prescan::{NeededFile, Prescan};

@@ -13,7 +13,8 @@ use csd_hostfs::fs::{Fd, FsError, HostFs, OpenOptions};
 use csd_hostfs::namespace::{parent_dir as parent, Ino, NsError};
 use csd_hostfs::ndp::{DesignKind, NdpCompute, NdpRequest, OffloadDesign, Stages};
 use csd_hostfs::perms::{Cred, Perms};
-use std::collections::{BTreeMap, HashMap};
+use foldhash::{HashMap, HashMapExt};
+use std::collections::BTreeMap;
 
 /// Builds the computation of an `ndp` op from its task name and arguments.
 pub type ComputeFactory<'a> = dyn FnMut(&str, &str) -> Result<Box<dyn NdpCompute>, String> + 'a;
