@@ -237,19 +237,22 @@ fn print_tables(r: &TxbenchRun) {
         .filter(|m| m.mode == ExecMode::Tx && m.delta_entries > 0)
         .max_by_key(|m| m.delta_pages)
     {
+        let written = m.delta_pages * r.request_bytes;
         println!(
-            "\ndelta mappings: {} B per entry + {} B per mapped page in this model \
-             (TxISC: 22 B per entry of up to 128 contiguous pages); at {}% writes, QD {}: \
-             {} entries for {} pages, {} B ({:.3}% of the {} MiB written)",
-            r.delta_entry_bytes,
-            r.delta_page_bytes,
+            "\ndelta mappings at {}% writes, QD {}: {} entries for {} pages ({} MiB written):\n  \
+             in the device (TxISC's 22 B per entry of flash-contiguous pages): {} B, {:.3}%\n  \
+             in this simulator ({} B per entry + {} B per page): {} B, {:.3}%",
             m.write_pct,
             m.qd,
             m.delta_entries,
             m.delta_pages,
+            written >> 20,
+            m.firmware_delta_bytes,
+            m.firmware_delta_bytes as f64 / written as f64 * 100.0,
+            r.delta_entry_bytes,
+            r.delta_page_bytes,
             m.delta_bytes,
-            m.delta_bytes as f64 / (m.delta_pages * r.request_bytes) as f64 * 100.0,
-            (m.delta_pages * r.request_bytes) >> 20
+            m.delta_bytes as f64 / written as f64 * 100.0,
         );
     }
 }

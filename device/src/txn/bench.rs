@@ -41,6 +41,9 @@ pub struct Measured {
     pub delta_entries: u64,
     pub delta_pages: u64,
     pub delta_bytes: u64,
+    /// The same mappings in TxISC's firmware format (reports stored before it read as 0).
+    #[serde(default)]
+    pub firmware_delta_bytes: u64,
 }
 
 /// A device holding the benchmark file, written once in full so reads hit flash.
@@ -185,6 +188,7 @@ pub fn run(
         delta_entries: stats.delta_entries,
         delta_pages: stats.delta_pages,
         delta_bytes: stats.delta_bytes,
+        firmware_delta_bytes: stats.firmware_delta_bytes,
     })
 }
 

@@ -63,9 +63,11 @@ impl Device {
         s.snapshots = self.txn.snapshots.len() as u64;
         s.delta_entries = 0;
         s.delta_pages = 0;
+        s.firmware_delta_bytes = 0;
         for d in self.txn.snapshots.values() {
             s.delta_entries += d.deltas.len() as u64;
             s.delta_pages += d.deltas.pages() as u64;
+            s.firmware_delta_bytes += d.deltas.firmware_entries() * snapshot::TXISC_ENTRY_BYTES;
         }
         s.delta_bytes = s.delta_entries * delta_entry_bytes() as u64
             + s.delta_pages * std::mem::size_of::<DeltaPage>() as u64;

@@ -9,6 +9,11 @@ use std::collections::{BTreeMap, BTreeSet};
 /// A delta mapping may cover at most this many consecutive file pages (TxISC §V-B).
 pub const MAX_DELTA_PAGES: usize = 128;
 
+/// Bytes of one delta-mapping entry in TxISC's firmware (§V-B: 1 B task ID, 4 B offset, 1 B
+/// length, 4 B PPA, 4 B timestamp, 8 B tree node). One entry holds one PPA and one
+/// timestamp, so it maps pages consecutive in the file *and* on flash, written together.
+pub const TXISC_ENTRY_BYTES: u64 = 22;
+
 /// One changed page: its new copy and when it was written (the transaction clock).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DeltaPage {
@@ -244,6 +249,21 @@ impl DeltaTree {
     pub fn pages(&self) -> usize {
         self.iter().map(|(_, _, e)| e.pages.len()).sum()
     }
+
+    /// Entries TxISC's firmware would hold for these mappings (see [`TXISC_ENTRY_BYTES`]):
+    /// one per run of pages on consecutive flash pages with one timestamp. The model keeps a
+    /// copy per page instead, so it can hold any layout; its own memory is not the device's.
+    pub fn firmware_entries(&self) -> u64 {
+        self.iter()
+            .map(|(_, _, e)| {
+                let starts = e
+                    .pages
+                    .windows(2)
+                    .filter(|w| w[1].ppn.0 != w[0].ppn.0.wrapping_add(1) || w[1].ts != w[0].ts);
+                1 + starts.count() as u64
+            })
+            .sum()
+    }
 }
 
 /// Pages `first..end` committed by `task` at `ts`.
@@ -330,6 +350,24 @@ impl SnapshotDescriptor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// TxISC's firmware entry holds one PPA and one timestamp: a write of consecutive flash
+    /// pages is one entry, pages that are not consecutive on flash or not written together
+    /// are one each, whatever the model's own entries hold.
+    #[test]
+    fn firmware_entries_need_contiguous_flash_and_one_write() {
+        let mut t = DeltaTree::default();
+        let a = TaskId(1);
+        for i in 0..4 {
+            t.put(a, i, Ppn(100 + i as u32), 1); // one write, four flash-contiguous pages
+        }
+        assert_eq!((t.len(), t.firmware_entries()), (1, 1));
+        t.put(a, 4, Ppn(104), 2); // contiguous on flash, a later write
+        t.put(a, 5, Ppn(900), 2); // same write, elsewhere on flash
+        assert_eq!((t.len(), t.firmware_entries()), (1, 3));
+        t.put(TaskId::HOST, 20, Ppn(901), 2); // another writer: its own entry
+        assert_eq!((t.len(), t.firmware_entries()), (2, 4));
+    }
 
     #[test]
     fn a_writer_extends_its_entry_and_replaces_its_own_pages() {

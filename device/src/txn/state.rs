@@ -26,6 +26,9 @@ pub struct TxnStats {
     pub delta_pages: u64,
     /// Bytes the delta mappings occupy in this model's memory (entry, tree slot, pages).
     pub delta_bytes: u64,
+    /// Bytes they would occupy in TxISC's firmware (22 B per entry of flash-contiguous
+    /// pages written together: `DeltaTree::firmware_entries`), the device's on-board cost.
+    pub firmware_delta_bytes: u64,
     pub committed: u64,
     pub aborted: u64,
     pub conflicts: u64,
