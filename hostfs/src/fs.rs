@@ -808,15 +808,16 @@ impl HostFs {
             let within = pos % bs;
             let n = (bs - within).min(end - pos);
             let page = if keep {
-                let mut block = if n == bs {
-                    vec![0u8; bs as usize]
-                } else {
-                    self.host_block(ino, index)?
-                };
                 let from = (pos - offset) as usize;
-                block[within as usize..(within + n) as usize]
-                    .copy_from_slice(&data[from..from + n as usize]);
-                Some(block)
+                let src = &data[from..from + n as usize];
+                if n == bs {
+                    // A whole block: copied as it is, not zeroed first.
+                    Some(src.to_vec())
+                } else {
+                    let mut block = self.host_block(ino, index)?;
+                    block[within as usize..(within + n) as usize].copy_from_slice(src);
+                    Some(block)
+                }
             } else {
                 if n < bs && self.cache.get(ino, index).is_none() {
                     self.host_block(ino, index)?;

@@ -315,10 +315,22 @@ fn components(path: &str) -> Result<Components<'_>, NsError> {
         return Ok(Components { rest: None });
     }
     let rest = path.strip_prefix('/').ok_or_else(bad)?;
-    if path.as_bytes().contains(&0)
-        || (Components { rest: Some(rest) }).any(|c| c.is_empty() || c == "." || c == "..")
-    {
-        return Err(bad());
+    // One pass over the bytes: each component's length, and whether it is all dots.
+    let (mut len, mut dots) = (0usize, 0usize);
+    for &b in rest.as_bytes().iter().chain(std::iter::once(&b'/')) {
+        match b {
+            0 => return Err(bad()),
+            b'/' => {
+                if len == 0 || (len <= 2 && dots == len) {
+                    return Err(bad());
+                }
+                (len, dots) = (0, 0);
+            }
+            _ => {
+                len += 1;
+                dots += usize::from(b == b'.');
+            }
+        }
     }
     Ok(Components { rest: Some(rest) })
 }
@@ -829,6 +841,42 @@ impl Namespace {
             }
             Some(InodeKind::Dir { .. }) => Err(NsError::NotADirectory(format!("ino {}", ino.0))),
             None => Err(NsError::NotFound(format!("ino {}", ino.0))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// What `components` accepts, written the obvious way.
+    fn accepted_reference(path: &str) -> bool {
+        if path == "/" {
+            return true;
+        }
+        let Some(rest) = path.strip_prefix('/') else {
+            return false;
+        };
+        !path.as_bytes().contains(&0)
+            && rest
+                .split('/')
+                .all(|c| !c.is_empty() && c != "." && c != "..")
+    }
+
+    proptest! {
+        #[test]
+        fn components_accepts_what_its_reference_accepts(
+            parts in prop::collection::vec(
+                prop::sample::select(vec!["/", ".", "a", "\0", "é", "..", "..."]), 0..10)
+        ) {
+            let path: String = parts.concat();
+            prop_assert_eq!(components(&path).is_ok(), accepted_reference(&path), "{:?}", path);
+            if let Ok(c) = components(&path) {
+                let got: Vec<&str> = c.collect();
+                let want: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
+                prop_assert_eq!(got, want);
+            }
         }
     }
 }

@@ -18,9 +18,9 @@ use crate::isc::IscTotals;
 use crate::reader::{Strictness, TraceError, TraceReader};
 use crate::system::{build, Applied, FusionTotals, SetupError, System};
 use csd_device::{DeviceCounters, Profile, VirtualTime};
+use foldhash::{HashMap, HashMapExt};
 use hdrhistogram::Histogram;
 use serde::Serialize;
-use foldhash::{HashMap, HashMapExt};
 use std::collections::BTreeMap;
 use std::io::BufRead;
 
