@@ -79,15 +79,23 @@ pub fn entry_for(
     })
 }
 
-/// Writes (or rewrites) the `.ndpmeta` of `dir` from the namespace, with `sub` giving the
-/// index location of each subdirectory. Returns the index and whether its extents moved.
-pub fn write_index(
-    fs: &mut HostFs,
+/// `dir`'s `.ndpmeta` as the namespace stands now: its entries, encoded, and where and with
+/// which permissions it is written.
+pub struct BuiltIndex {
+    pub meta: NdpMeta,
+    pub encoded: Vec<u8>,
+    meta_path: String,
+    perms: Perms,
+}
+
+/// Builds the `.ndpmeta` of `dir` from the namespace in memory, with `sub` giving the index
+/// location of each subdirectory (a subdirectory without one is left out).
+pub fn build_index(
+    fs: &HostFs,
     dir: Ino,
     path: &str,
-    who: Cred,
     sub: impl Fn(Ino) -> Option<(Vec<Extent>, u64)>,
-) -> Result<(DirIndex, bool), NdpError> {
+) -> Result<BuiltIndex, NdpError> {
     let ns = fs.namespace();
     let dir_perms = ns.inode(dir).map(|i| i.perms).unwrap_or(Perms {
         uid: 0,
@@ -103,7 +111,7 @@ pub fn write_index(
         .collect();
     let meta = NdpMeta::new(entries);
     let meta_path = format!("{}/{NDPMETA_NAME}", path.trim_end_matches('/'));
-    let bytes = meta.encode().map_err(|source| NdpError::Index {
+    let encoded = meta.encode().map_err(|source| NdpError::Index {
         path: meta_path.clone(),
         source,
     })?;
@@ -111,17 +119,35 @@ pub fn write_index(
         mode: dir_perms.mode & 0o666,
         ..dir_perms
     };
-    let (meta_ino, moved) = fs.put_file(&meta_path, &bytes, perms, who)?;
+    Ok(BuiltIndex {
+        meta,
+        encoded,
+        meta_path,
+        perms,
+    })
+}
+
+/// Writes (or rewrites) the `.ndpmeta` of `dir` from the namespace (see [`build_index`]).
+/// Returns the index and whether its extents moved.
+pub fn write_index(
+    fs: &mut HostFs,
+    dir: Ino,
+    path: &str,
+    who: Cred,
+    sub: impl Fn(Ino) -> Option<(Vec<Extent>, u64)>,
+) -> Result<(DirIndex, bool), NdpError> {
+    let b = build_index(fs, dir, path, sub)?;
+    let (meta_ino, moved) = fs.put_file(&b.meta_path, &b.encoded, b.perms, who)?;
     let extents = fs.file_layout(meta_ino).expect("just written").1.to_vec();
     Ok((
         DirIndex {
             dir,
             path: path.to_string(),
             meta_ino,
-            meta,
+            meta: b.meta,
             extents,
-            bytes: bytes.len() as u64,
-            encoded: bytes,
+            bytes: b.encoded.len() as u64,
+            encoded: b.encoded,
         },
         moved,
     ))

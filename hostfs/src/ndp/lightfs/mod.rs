@@ -6,7 +6,9 @@
 //! LightFS-Host lives in this module: its metadata cache (names, inos, permissions: only what
 //! path → ino-list conversion and permission checks need), write notifications on opens for
 //! writing, the unsync list and the periodic updater, and the rewriting of `.ndpmeta` files
-//! up the tree. LightFS-CSD is [`csd`]; the index format is [`crate::ndpmeta`].
+//! up the tree. A close changes the index in memory only; its `.ndpmeta` is written by the
+//! periodic updater (§III-E), or sooner when the device is about to read it from flash.
+//! LightFS-CSD is [`csd`]; the index format is [`crate::ndpmeta`].
 
 pub mod csd;
 pub mod index;
@@ -24,7 +26,7 @@ use crate::namespace::{parent_dir, Ino};
 use crate::ndpmeta::{EntryKind, Layout, NdpMeta};
 use crate::perms::{Access, Cred, Perms};
 use csd_device::{IoPath, VirtualTime};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// How often LightFS-Host's periodic updater runs `sync` on closed files. The paper gives no
 /// period; this is the kernel flusher's wake-up interval.
@@ -71,6 +73,9 @@ struct State {
     host: BTreeMap<u64, HostDir>,
     csd: LightFsCsd,
     unsync: BTreeMap<Ino, Unsync>,
+    /// Directories whose index changed in memory since its `.ndpmeta` was written (dir →
+    /// path): the periodic updater writes each once (§III-E), not every close.
+    pending: BTreeMap<Ino, String>,
     last_sync: VirtualTime,
     who: Cred,
 }
@@ -168,6 +173,18 @@ impl State {
     // Long: the host cache's walk and the two permission paths (aggregated, per file) in one
     // pass over the directory.
     fn resolve(&mut self, fs: &mut HostFs, path: &str, who: Cred) -> Result<Resolved, NdpError> {
+        self.walk(fs, path, who, true)
+    }
+
+    /// [`State::resolve`], listing a directory's files only if `files` (a lock on a new
+    /// file's directory needs its ino list alone).
+    fn walk(
+        &mut self,
+        fs: &mut HostFs,
+        path: &str,
+        who: Cred,
+        files: bool,
+    ) -> Result<Resolved, NdpError> {
         let rel = self.relative(path).ok_or_else(|| {
             NdpError::Fs(FsError::Namespace(crate::namespace::NsError::NotFound(
                 format!("{path} (outside the LightFS tree {})", self.root_path),
@@ -212,6 +229,7 @@ impl State {
             }
         }
         let files = match target {
+            _ if !files => Vec::new(),
             Some((parent, k, EntryKind::File)) => {
                 let e = self.host[&parent].entries[k].clone();
                 if !e.perms.allows(who, Access::Read) {
@@ -272,16 +290,78 @@ impl State {
         // the updater's message is ready now.
         let written = fs.take_written();
         let updated = self.csd.observe_writes(fs.device_mut(), written)?;
-        let mut dirs = BTreeSet::new();
+        let mut dirs = BTreeMap::new();
         for (ino, _, _) in updated {
             if let Some(u) = self.unsync.remove(&Ino(ino as u32)) {
-                dirs.insert(u.dir);
+                dirs.insert(u.dir, u.dir_path);
             }
         }
-        for dir in dirs {
-            self.rewrite_up(fs, dir)?;
+        for (dir, path) in dirs {
+            self.refresh(fs, dir, &path)?;
         }
         Ok(())
+    }
+
+    /// The host's in-memory update of `dir`'s index (§III-B: about 5 µs while the file is
+    /// in memory): both caches see the new entries now, and the `.ndpmeta` waits for the
+    /// periodic updater. A directory not indexed yet gets its `.ndpmeta` now, linked into
+    /// its parent's: until then neither the host nor the device can find it.
+    fn refresh(&mut self, fs: &mut HostFs, dir: Ino, path: &str) -> Result<(), NdpError> {
+        let Some(indexed_path) = self.indexes.get(&dir).map(|i| i.path.clone()) else {
+            return self.index_dir(fs, dir, path);
+        };
+        let indexes = &self.indexes;
+        let built = index::build_index(fs, dir, &indexed_path, |ino| {
+            indexes.get(&ino).map(|b| (b.extents.clone(), b.bytes))
+        })?;
+        self.refresh_caches(dir, indexed_path, &built.meta);
+        self.pending.insert(dir, path.to_string());
+        Ok(())
+    }
+
+    /// Whether the device would read directory `dir`'s index from flash older than the
+    /// host's: it changed since it was written, and the device has not cached it.
+    fn stale_on_flash(&self, dir: u64) -> bool {
+        self.pending.contains_key(&Ino(dir as u32)) && !self.csd.is_cached(dir)
+    }
+
+    /// Writes every pending `.ndpmeta` (and, where one moves, its parents'). The host's
+    /// clock does not wait: like `sync`, the writes are pushed to the device, whose dies
+    /// book them, so a later read of the same blocks waits behind them.
+    fn flush(&mut self, fs: &mut HostFs) -> Result<(), NdpError> {
+        let at = fs.clock();
+        while let Some((dir, path)) = self.pending.pop_first() {
+            if let Err(e) = self.index_dir(fs, dir, &path) {
+                // Still to write: the next sync tries again.
+                self.pending.insert(dir, path);
+                fs.set_clock(at);
+                return Err(e);
+            }
+        }
+        fs.set_clock(at);
+        Ok(())
+    }
+
+    /// Both caches take `dir`'s entries from `meta`: the host's view of the directory, and
+    /// the device's cached entries (the update trigger's write, §III-E).
+    fn refresh_caches(&mut self, dir: Ino, path: String, meta: &NdpMeta) {
+        self.host.insert(u64::from(dir.0), host_view(path, meta));
+        for e in &meta.entries {
+            let runs = match &e.layout {
+                Layout::Extents(x) => index::runs_of(x),
+                Layout::TooFragmented => Vec::new(),
+            };
+            self.csd.update_entry(e.ino, e.length, &runs);
+            self.csd.insert_entry(
+                u64::from(dir.0),
+                DevEntry {
+                    ino: e.ino,
+                    kind: e.kind,
+                    length: e.length,
+                    layout: e.layout.clone(),
+                },
+            );
+        }
     }
 
     /// Rewrites `dir`'s `.ndpmeta` and refreshes both caches; while an index moves or changes
@@ -299,26 +379,9 @@ impl State {
             })?;
             // The parent's entry holds this index's extents *and* length.
             let moved = moved || old_bytes != Some(index.bytes);
-            self.host
-                .insert(u64::from(dir.0), host_view(path, &index.meta));
             self.csd
                 .note_written(u64::from(dir.0), index.encoded.clone());
-            for e in &index.meta.entries {
-                let runs = match &e.layout {
-                    Layout::Extents(x) => index::runs_of(x),
-                    Layout::TooFragmented => Vec::new(),
-                };
-                self.csd.update_entry(e.ino, e.length, &runs);
-                self.csd.insert_entry(
-                    u64::from(dir.0),
-                    DevEntry {
-                        ino: e.ino,
-                        kind: e.kind,
-                        length: e.length,
-                        layout: e.layout.clone(),
-                    },
-                );
-            }
+            self.refresh_caches(dir, path, &index.meta);
             let (extents, bytes) = (index.extents.clone(), index.bytes);
             self.indexes.insert(dir, index);
             if dir == self.root {
@@ -350,7 +413,8 @@ impl State {
         for ino in closed {
             self.update_file(fs, ino)?;
         }
-        self.monitor(fs)
+        self.monitor(fs)?;
+        self.flush(fs)
     }
 
     /// Synchronises one closed file: `sync` allocates and pushes its blocks; a locked file
@@ -369,7 +433,7 @@ impl State {
             fs.sync_file(ino)?;
             // The monitor must still see these blocks for other locked files.
             self.unsync.remove(&ino);
-            self.index_dir(fs, u.dir, &u.dir_path)?;
+            self.refresh(fs, u.dir, &u.dir_path)?;
             return Ok(());
         }
         self.csd.expect(
@@ -472,6 +536,7 @@ impl OffloadDesign for LightFs {
             host: BTreeMap::new(),
             csd,
             unsync: BTreeMap::new(),
+            pending: BTreeMap::new(),
             last_sync: fs.clock(),
             who,
         };
@@ -509,14 +574,38 @@ impl OffloadDesign for LightFs {
         } else {
             None
         };
-        if let Some(r) = &existing {
+        // Before a write the device caches each level of the file's path (§III-E), so the
+        // update synchronizer can refresh the entries the write changes: a file already
+        // indexed is locked along its ino list, a new one's directory is cached.
+        let levels = match &existing {
+            Some(r) => Some(r.ino_list.clone()),
+            None if in_tree => match st.walk(fs, parent_dir(path).unwrap_or("/"), who, false) {
+                Ok(r) => Some(r.ino_list),
+                Err(NdpError::Fs(FsError::Namespace(
+                    crate::namespace::NsError::NotFound(_)
+                    | crate::namespace::NsError::NotADirectory(_),
+                ))) => None,
+                Err(e) => return Err(e),
+            },
+            None => None,
+        };
+        if let Some(list) = levels {
+            // A directory the device must read from flash has to be there as the host last
+            // changed it.
+            if list.iter().any(|&d| st.stale_on_flash(d)) {
+                st.flush(fs)?;
+            }
             let p = fs.device().profile().host_interface.nvme_command_ns;
             let at = fs.clock().after(p);
             let at = fs
                 .device_mut()
-                .host_transfer(at, 8 * r.ino_list.len() as u64)
+                .host_transfer(at, 8 * list.len() as u64)
                 .done;
-            let done = st.csd.lock(fs.device_mut(), at, &r.ino_list)?;
+            let done = if existing.is_some() {
+                st.csd.lock(fs.device_mut(), at, &list)?
+            } else {
+                st.csd.prefetch(fs.device_mut(), at, &[list])?
+            };
             fs.advance_to(done.at);
         }
         let fd = fs.open(path, how, who)?;
@@ -583,6 +672,11 @@ impl OffloadDesign for LightFs {
     /// loads ([`State::startup`]), nothing more. A startup read that fails leaves the cache
     /// to be filled on demand, where the failure is reported.
     fn drop_caches(&mut self, fs: &mut HostFs) {
+        // As `sync` before dropping caches: pending indexes reach the flash first (one that
+        // fails stays pending for the next sync).
+        if let Some(st) = self.state.as_mut() {
+            let _ = st.flush(fs);
+        }
         fs.drop_caches();
         if let Some(st) = self.state.as_mut() {
             st.host.clear();
@@ -629,6 +723,11 @@ impl OffloadDesign for LightFs {
     ) -> Result<NdpOutcome, NdpError> {
         let st = self.state()?;
         st.monitor(fs)?;
+        // The device reads the `.ndpmeta` of every directory it has not cached: pending
+        // indexes it would read stale are pushed first (the host does not wait for them).
+        if st.pending.keys().any(|d| st.stale_on_flash(u64::from(d.0))) {
+            st.flush(fs)?;
+        }
         let started = fs.clock();
         let plan = st.plan_on_host(fs, req)?;
         let host_done = fs.clock();
