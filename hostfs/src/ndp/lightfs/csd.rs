@@ -432,12 +432,13 @@ impl LightFsCsd {
         }
     }
 
-    /// A new file or subdirectory appeared in a cached directory.
-    pub fn insert_entry(&mut self, dir: u64, entry: DevEntry) {
-        if let Some(entries) = self.cache.get_mut(&dir) {
-            if !entries.iter().any(|e| e.ino == entry.ino) {
-                entries.push(entry);
-            }
+    /// The update trigger's write of a whole directory: if `dir` is cached, its entries
+    /// become `entries` (one pass over the directory, where an update per entry searched
+    /// every cached directory for it).
+    pub fn refresh_dir(&mut self, dir: u64, entries: impl Iterator<Item = DevEntry>) {
+        if let Some(cached) = self.cache.get_mut(&dir) {
+            cached.clear();
+            cached.extend(entries);
         }
     }
 

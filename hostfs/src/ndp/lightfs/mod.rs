@@ -346,22 +346,13 @@ impl State {
     /// the device's cached entries (the update trigger's write, §III-E).
     fn refresh_caches(&mut self, dir: Ino, path: String, meta: &NdpMeta) {
         self.host.insert(u64::from(dir.0), host_view(path, meta));
-        for e in &meta.entries {
-            let runs = match &e.layout {
-                Layout::Extents(x) => index::runs_of(x),
-                Layout::TooFragmented => Vec::new(),
-            };
-            self.csd.update_entry(e.ino, e.length, &runs);
-            self.csd.insert_entry(
-                u64::from(dir.0),
-                DevEntry {
-                    ino: e.ino,
-                    kind: e.kind,
-                    length: e.length,
-                    layout: e.layout.clone(),
-                },
-            );
-        }
+        let entries = meta.entries.iter().map(|e| DevEntry {
+            ino: e.ino,
+            kind: e.kind,
+            length: e.length,
+            layout: e.layout.clone(),
+        });
+        self.csd.refresh_dir(u64::from(dir.0), entries);
     }
 
     /// Rewrites `dir`'s `.ndpmeta` and refreshes both caches; while an index moves or changes
