@@ -630,9 +630,9 @@ impl OffloadDesign for LightFs {
                     // synchronised now; others wait for the periodic updater's `sync`.
                     if !fs.page_cache().is_dirty(ino) {
                         // The index is updated in memory, in the closing thread; its
-                        // `.ndpmeta` blocks reach the flash behind it, as writeback does
-                        // (§III-B: the periodic sync does not block). The device still
-                        // books those programs, so later I/O to the same dies waits.
+                        // `.ndpmeta` waits for the periodic updater (§III-B: the periodic
+                        // sync does not block). Only a directory's first index is written
+                        // now, and the closing thread does not wait for it either.
                         let closed_at = fs.clock();
                         let entries = fs.namespace().readdir(u.dir).map_or(1, |e| e.len() as u64);
                         st.update_file(fs, ino)?;
