@@ -170,14 +170,14 @@ impl State {
 
     /// Path → ino list and the files it covers, from the host cache; checks permissions
     /// (the directory's aggregated permissions once when it has them, else file by file).
-    // Long: the host cache's walk and the two permission paths (aggregated, per file) in one
-    // pass over the directory.
     fn resolve(&mut self, fs: &mut HostFs, path: &str, who: Cred) -> Result<Resolved, NdpError> {
         self.walk(fs, path, who, true)
     }
 
     /// [`State::resolve`], listing a directory's files only if `files` (a lock on a new
     /// file's directory needs its ino list alone).
+    // Long: the host cache's walk and the two permission paths (aggregated, per file) in one
+    // pass over the directory.
     fn walk(
         &mut self,
         fs: &mut HostFs,
