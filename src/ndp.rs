@@ -7,7 +7,7 @@
 use anyhow::Context as _;
 use csd_device::rng::SimRng;
 use csd_device::{DataMode, Device, Profile};
-use csd_hostfs::fs::HostFs;
+use csd_hostfs::fs::{HostFs, NewFile};
 use csd_hostfs::ndp::{Computed, DesignKind, NdpCompute, NdpRequest, OffloadDesign};
 use csd_hostfs::perms::{Cred, Perms};
 use csd_runtime::{IscContext, Task, TaskEngine};
@@ -297,10 +297,17 @@ pub fn prepare(
     let device = Device::new(profile, DataMode::Payloads)?;
     let mut fs = HostFs::format(device, OWNER_PERMS)?;
     fs.mkdir(DATA_DIR, OWNER_PERMS, OWNER)?;
-    for (name, bytes) in data {
-        fs.import(&format!("{DATA_DIR}/{name}"), bytes, OWNER_PERMS, OWNER)
-            .with_context(|| format!("placing {name}"))?;
-    }
+    // As `cp` and `sync` leave a data set (and a replay the files its trace finds).
+    let paths: Vec<String> = data
+        .iter()
+        .map(|(name, _)| format!("{DATA_DIR}/{name}"))
+        .collect();
+    let files = paths
+        .iter()
+        .zip(data)
+        .map(|(path, (_, bytes))| (path.as_str(), NewFile::Bytes(bytes)));
+    fs.import_all(files, OWNER_PERMS, OWNER)
+        .context("placing the data set")?;
     let mut design = kind.build();
     design.init(&mut fs, DATA_DIR, OWNER)?;
     Ok((fs, design))

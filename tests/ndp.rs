@@ -258,3 +258,74 @@ fn lightfs_never_shows_a_torn_file_and_frag_s_can() {
         torn_seeds.len()
     );
 }
+
+/// `csd replay` of a program that offloads over files it found, and `csd ndp` over the same
+/// files, time each design's request alike (issue 17: the two must agree on the same files).
+/// Both lay a data set out as `cp` and `sync` leave it (`HostFs::import_all`), so the flash
+/// holds the same files on the same channels.
+#[test]
+fn csd_ndp_and_csd_replay_agree_on_the_same_files() {
+    let files = 20;
+    let paths: Vec<String> = (0..files).map(|i| format!("{DATA_DIR}/f{i:05}")).collect();
+    let mut trace = String::from("{\"format\":\"csd-trace\",\"version\":1,\"clock\":\"ns\"}\n");
+    for t in 0..3 {
+        let op = serde_json::json!({
+            "t": t * 1000, "pid": 1, "op": "ndp", "task": "stats64",
+            "paths": paths, "sizes": vec![16384; files],
+        });
+        trace.push_str(&format!("{op}\n"));
+    }
+    let dir = std::env::temp_dir().join(format!("csd-agree-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("agree.trace");
+    std::fs::write(&path, trace).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_csd"))
+        .args([
+            "replay",
+            path.to_str().unwrap(),
+            "--design",
+            "all",
+            "--no-store",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let replay: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+
+    let profile = Profile::load("cosmos-plus").unwrap();
+    let mut c = compute(App::Stats64, &profile);
+    let data = synthetic(App::Stats64, files, 16 << 10, 3);
+    let req = NdpRequest {
+        paths: paths.clone(),
+        who: OWNER,
+    };
+    for kind in DesignKind::ALL {
+        let (mut fs, mut design) = csd::ndp::prepare(&profile, &data, kind).unwrap();
+        design.offload(&mut fs, &req, &mut c).unwrap(); // warms the caches, as `csd ndp` does
+        let warm = design.offload(&mut fs, &req, &mut c).unwrap().summary();
+        let name = kind.to_string();
+        let replayed = replay["designs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["design"] == name.as_str())
+            .unwrap_or_else(|| panic!("{name} missing from the replay"));
+        let ndp_op = &replayed["latency"]["ndp"];
+        assert_eq!(ndp_op["count"], 3, "{name}: {ndp_op}");
+        // The replay's first request finds the device's caches cold; the median is warm.
+        // Its histogram rounds to within 0.1 %.
+        let median = ndp_op["p50_ns"].as_f64().unwrap();
+        let ratio = median / warm.makespan_ns as f64;
+        assert!(
+            (0.995..=1.005).contains(&ratio),
+            "{name}: replay {median} ns, csd ndp {} ns",
+            warm.makespan_ns
+        );
+    }
+}

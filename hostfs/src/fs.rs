@@ -71,6 +71,26 @@ pub fn file_end(offset: u64, len: u64) -> Result<u64, FsError> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Fd(pub u32);
 
+/// A file [`HostFs::import_all`] creates: its bytes, or (timing-only) its size and the
+/// byte ranges `(start, end)` to write, as zero pages rounded out to whole blocks.
+#[derive(Clone, Copy, Debug)]
+pub enum NewFile<'a> {
+    Bytes(&'a [u8]),
+    Zeros {
+        size: u64,
+        written: &'a [(u64, u64)],
+    },
+}
+
+impl NewFile<'_> {
+    pub fn size(&self) -> u64 {
+        match self {
+            NewFile::Bytes(b) => b.len() as u64,
+            NewFile::Zeros { size, .. } => *size,
+        }
+    }
+}
+
 /// How to open a file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OpenOptions {
@@ -350,41 +370,65 @@ impl HostFs {
         Ok(ino)
     }
 
-    /// Creates `path` with `size` bytes allocated, writing (zero pages) only the byte ranges
-    /// `written` (each `(start, end)`, rounded out to whole blocks): what a replay's
-    /// timing-only set-up needs for files of any size, without holding their bytes.
-    pub fn import_zeros(
+    /// Creates every file of `files`, in order, as a program that copied them in and then
+    /// called `sync` leaves them: the namespace first, then all their data in block order
+    /// (delayed allocation gives them contiguous extents, and writeback sends them as one
+    /// stream), then each changed metadata block once, as an ordered journal commit would.
+    /// The flash stripes consecutive pages over its channels, so the files spread over all
+    /// of them. [`HostFs::import`] instead writes each file's metadata as it goes, which puts
+    /// a few metadata pages between consecutive files' data and so decides which channels
+    /// the data lands on. Durable on return.
+    pub fn import_all<'a>(
         &mut self,
-        path: &str,
-        size: u64,
-        written: &[(u64, u64)],
+        files: impl IntoIterator<Item = (&'a str, NewFile<'a>)>,
         perms: Perms,
         who: Cred,
-    ) -> Result<Ino, FsError> {
-        file_end(0, size)?;
-        let ino = self.create(path, NewKind::File, perms, who)?;
+    ) -> Result<Vec<Ino>, FsError> {
         let bs = self.ns.layout().block_bytes;
-        let runs = self
-            .alloc
-            .allocate(size.div_ceil(bs), None)
-            .map_err(NsError::from)?;
-        let mut ranges = Vec::new();
-        for &(start, end) in written {
-            let end = end.min(size);
-            if start >= end {
-                continue;
-            }
-            let first = start / bs * bs;
-            let last = end.div_ceil(bs) * bs;
-            ranges.extend(file_ranges(&runs, bs, first, last - first));
+        let keep = self.device.ftl().keeps_payloads();
+        let layout = *self.ns.layout();
+        let mut meta = Vec::new();
+        let mut inos = Vec::new();
+        let mut written = self.clock;
+        for (path, file) in files {
+            let size = file.size();
+            file_end(0, size)?;
+            let ino = self
+                .ns
+                .create(path, NewKind::File, perms, who, &mut self.alloc)?;
+            let runs = self
+                .alloc
+                .allocate(size.div_ceil(bs), None)
+                .map_err(NsError::from)?;
+            let (ranges, payload) = match file {
+                NewFile::Bytes(data) => (byte_ranges(&runs, bs, size), keep.then_some(data)),
+                NewFile::Zeros { written, .. } => {
+                    let mut ranges = Vec::new();
+                    for &(start, end) in written {
+                        let end = end.min(size);
+                        if start < end {
+                            let first = start / bs * bs;
+                            let last = end.div_ceil(bs) * bs;
+                            ranges.extend(file_ranges(&runs, bs, first, last - first));
+                        }
+                    }
+                    (ranges, None)
+                }
+            };
+            let c = self
+                .device
+                .write_ranges(IoPath::Host, self.clock, &ranges, payload)?;
+            written = written.max(c.done);
+            self.ns.set_file_layout(ino, size, runs)?;
+            let parent = self.ns.inode(ino).expect("just created").parent;
+            meta.extend([layout.inode_block(ino), layout.inode_block(parent)]);
+            meta.extend(self.dir_blocks(parent));
+            inos.push(ino);
         }
-        let c = self
-            .device
-            .write_ranges(IoPath::Host, self.clock, &ranges, None)?;
-        self.clock = c.done;
-        self.ns.set_file_layout(ino, size, runs)?;
-        self.write_meta([self.ns.layout().inode_block(ino)])?;
-        Ok(ino)
+        // Ordered journaling: the metadata commits once the data is on the device.
+        self.clock = written;
+        self.write_meta(meta)?;
+        Ok(inos)
     }
 
     /// Writes `data` into `runs` through the device and waits, then records the file's layout

@@ -9,8 +9,8 @@ use crate::format::{Event, IscFile, Op};
 use crate::isc::{IscRunner, IscTotals, LentFile};
 use crate::prescan::Prescan;
 use csd_device::{Profile, VirtualTime};
-use csd_hostfs::fs::{Fd, FsError, HostFs, OpenOptions};
-use csd_hostfs::namespace::{parent_dir as parent, Ino, NsError};
+use csd_hostfs::fs::{Fd, FsError, HostFs, NewFile, OpenOptions};
+use csd_hostfs::namespace::{parent_dir as parent, Ino};
 use csd_hostfs::ndp::{DesignKind, NdpCompute, NdpRequest, OffloadDesign, Stages};
 use csd_hostfs::perms::{Cred, Perms};
 use foldhash::{HashMap, HashMapExt};
@@ -159,8 +159,12 @@ impl<'a> HostSystem<'a> {
                     write: flags.write,
                     create: flags.create.then_some(FILE_PERMS),
                 };
+                // Linux truncates only a file that was there: one the open creates is
+                // already empty, and `O_TRUNC` on it changes nothing (`do_open`).
+                let truncate =
+                    flags.truncate && flags.write && self.fs.namespace().resolve(path, WHO).is_ok();
                 let f = self.open_path(path, how)?;
-                if flags.truncate && flags.write {
+                if truncate {
                     self.fs.truncate(path, 0, WHO)?;
                 }
                 if let Some(fd) = ev.ret {
@@ -462,18 +466,26 @@ pub(super) fn make_initial_files(fs: &mut HostFs, scan: &Prescan) -> Result<(), 
             mkdir_p(fs, d)?;
         }
     }
-    for (f, needed) in &scan.files {
+    for f in scan.files.keys() {
         if let Some(p) = parent(f) {
             mkdir_p(fs, p)?;
         }
-        let read: Vec<(u64, u64)> = needed.read.iter().map(|(&s, &e)| (s, e)).collect();
-        match fs.import_zeros(f, needed.size, &read, FILE_PERMS, WHO) {
-            // Opened without O_DIRECTORY but created as a directory's parent: a directory.
-            Err(FsError::Namespace(NsError::Exists(_) | NsError::NotADirectory(_))) => {}
-            r => {
-                r?;
-            }
-        }
     }
+    // Opened without O_DIRECTORY but made a directory as another file's parent: skipped.
+    let files: Vec<_> = scan
+        .files
+        .iter()
+        .filter(|(f, _)| fs.namespace().resolve(f, WHO).is_err())
+        .collect();
+    let written: Vec<Vec<(u64, u64)>> = files
+        .iter()
+        .map(|(_, needed)| needed.read.iter().map(|(&s, &e)| (s, e)).collect())
+        .collect();
+    // As `cp` and `sync` leave them: the data in one stream, then the metadata.
+    let new = files.iter().zip(&written).map(|((f, needed), written)| {
+        let size = needed.size;
+        (f.as_str(), NewFile::Zeros { size, written })
+    });
+    fs.import_all(new, FILE_PERMS, WHO)?;
     Ok(())
 }

@@ -353,8 +353,11 @@ impl<'a> IspfsSystem<'a> {
                 if flags.directory {
                     return done(self.fs.fs_mut().lookup(path, WHO).map(|_| ()));
                 }
+                // As on the host: `O_TRUNC` truncates only a file that was there.
+                let existed =
+                    flags.truncate && self.fs.fs_mut().namespace().resolve(path, WHO).is_ok();
                 let f = self.open(path, flags.write, flags.create)?;
-                if flags.truncate && flags.write && matches!(f, TraceFd::File { .. }) {
+                if flags.write && existed && matches!(f, TraceFd::File { .. }) {
                     self.fs.fs_mut().truncate(path, 0, WHO)?;
                 }
                 match ev.ret {
