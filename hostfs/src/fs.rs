@@ -387,7 +387,10 @@ impl HostFs {
         let bs = self.ns.layout().block_bytes;
         let keep = self.device.ftl().keeps_payloads();
         let layout = *self.ns.layout();
+        // Each directory's blocks once at the end: a directory of n files has about n/64
+        // blocks, so adding them per file would hold n²/64 block numbers.
         let mut meta = Vec::new();
+        let mut parents = BTreeSet::new();
         let mut inos = Vec::new();
         let mut written = self.clock;
         for (path, file) in files {
@@ -420,10 +423,13 @@ impl HostFs {
                 .write_ranges(IoPath::Host, self.clock, &ranges, payload)?;
             written = written.max(c.done);
             self.ns.set_file_layout(ino, size, runs)?;
-            let parent = self.ns.inode(ino).expect("just created").parent;
-            meta.extend([layout.inode_block(ino), layout.inode_block(parent)]);
-            meta.extend(self.dir_blocks(parent));
+            meta.push(layout.inode_block(ino));
+            parents.insert(self.ns.inode(ino).expect("just created").parent);
             inos.push(ino);
+        }
+        for parent in parents {
+            meta.push(layout.inode_block(parent));
+            meta.extend(self.dir_blocks(parent));
         }
         // Ordered journaling: the metadata commits once the data is on the device.
         self.clock = written;
