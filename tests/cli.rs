@@ -2179,3 +2179,96 @@ fn the_ispfs_sample_runs_its_instructions_through_command_files() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("[isp] table"), "{}", stderr(&o));
 }
+
+/// A replay's summary says which ops the model refused and why: without it, a design whose
+/// requests all failed would only show an empty row.
+#[test]
+fn the_replay_summary_names_the_ops_that_failed() {
+    let dir = scratch("failed-ops");
+    let trace = dir.join("t.trace");
+    std::fs::write(
+        &trace,
+        concat!(
+            r#"{"format":"csd-trace","version":1,"clock":"ns"}"#,
+            "\n",
+            r#"{"t":0,"pid":1,"op":"ndp","task":"stats64","paths":["/d/a"],"sizes":[16384]}"#,
+            "\n",
+            r#"{"t":1000,"pid":1,"op":"mkdir","path":"/twice"}"#,
+            "\n",
+            r#"{"t":2000,"pid":1,"op":"mkdir","path":"/twice"}"#,
+            "\n",
+        ),
+    )
+    .unwrap();
+    let o = csd(&[
+        "replay",
+        trace.to_str().unwrap(),
+        "--design",
+        "frag-s,lightfs",
+        "--no-store",
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for design in ["frag-s", "lightfs"] {
+        let line = format!("{design}: 1 mkdir op(s) failed; the first: ");
+        let said = out.lines().find(|l| l.starts_with(&line));
+        let said = said.unwrap_or_else(|| panic!("no '{line}' in:\n{out}"));
+        assert!(said.contains("/twice"), "{said}");
+    }
+}
+
+/// A program that removes and renames files between two scans: LightFS's index follows
+/// `unlink`, `rename` and `rmdir` (its `.ndpmeta` goes with an emptied directory), so it
+/// offers the scans the files frag-s finds, and refuses nothing the file system allows.
+#[test]
+fn lightfs_follows_unlink_rename_and_rmdir() {
+    let dir = scratch("lightfs-unlink");
+    let mut trace = String::from("{\"format\":\"csd-trace\",\"version\":1,\"clock\":\"ns\"}\n");
+    let mut t = 0;
+    let mut ev = |op: String| {
+        trace.push_str(&format!("{{\"t\":{t},\"pid\":1,{op}}}\n"));
+        t += 1000;
+    };
+    ev(r#""op":"mkdir","path":"/d""#.into());
+    ev(r#""op":"mkdir","path":"/d/sub""#.into());
+    for i in 0..4 {
+        ev(format!(
+            r#""op":"open","path":"/d/f{i}","flags":"O_WRONLY|O_CREAT","ret":3"#
+        ));
+        ev(r#""op":"write","fd":3,"len":16384,"ret":16384"#.into());
+        ev(r#""op":"fsync","fd":3,"ret":0"#.into());
+        ev(r#""op":"close","fd":3,"ret":0"#.into());
+    }
+    // A file closed in /d/sub has LightFS index it (its `.ndpmeta`), and goes again.
+    ev(r#""op":"open","path":"/d/sub/x","flags":"O_WRONLY|O_CREAT","ret":3"#.into());
+    ev(r#""op":"close","fd":3,"ret":0"#.into());
+    let scan = r#""op":"ndp","task":"stats64","paths":["/d"]"#;
+    ev(scan.into());
+    ev(r#""op":"unlink","path":"/d/sub/x""#.into());
+    ev(r#""op":"unlink","path":"/d/f1""#.into());
+    ev(r#""op":"rename","path":"/d/f2","to":"/d/sub/f2""#.into());
+    ev(scan.into());
+    ev(r#""op":"rename","path":"/d/sub/f2","to":"/d/g2""#.into());
+    ev(r#""op":"rmdir","path":"/d/sub""#.into());
+    ev(scan.into());
+    let path = dir.join("t.trace");
+    std::fs::write(&path, trace).unwrap();
+    let o = csd(&[
+        "replay",
+        path.to_str().unwrap(),
+        "--design",
+        "frag-s,lightfs",
+        "--no-store",
+        "--json",
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for d in r["designs"].as_array().unwrap() {
+        assert_eq!(d["first_errors"], serde_json::json!({}), "{}", d["design"]);
+        // 4 files, then 2 (f1 gone, f2 moved down), then 3 (f2 back as g2).
+        assert_eq!(d["ndp"]["requests"], 3, "{}", d["design"]);
+        assert_eq!(d["ndp"]["files"], 9, "{}", d["design"]);
+    }
+}

@@ -394,6 +394,7 @@ fn show(args: &ReplayArgs, report: &ReplayRun) -> anyhow::Result<()> {
         if args.detail || !offloaded {
             print(report);
         } else {
+            print_failures(report);
             println!(
                 "\n(per-op latency percentiles: --detail; the run in the dashboard: csd serve)"
             );
@@ -482,6 +483,22 @@ fn print(r: &ReplayRun) {
         }
     }
     print_fused_against_unfused(r);
+}
+
+/// Under the summary, what the per-op tables would show of ops the model refused: a design
+/// whose NDP requests all failed has no figures in the summary, and this says why.
+fn print_failures(r: &ReplayRun) {
+    let mut first = true;
+    for d in &r.designs {
+        for (op, e) in &d.first_errors {
+            let failed = d.latency.get(op).map_or(0, |l| l.failed);
+            if first {
+                println!();
+                first = false;
+            }
+            println!("{}: {failed} {op} op(s) failed; the first: {e}", d.design);
+        }
+    }
 }
 
 /// The systems `spec` names: a comma-separated list of designs, where `all` stands for

@@ -306,6 +306,23 @@ pub trait OffloadDesign {
         Ok(())
     }
 
+    /// `unlink`, `rmdir` and `rename` go through the design too: LightFS's index names each
+    /// directory's entries, and must not offer a file that is gone.
+    fn unlink(&mut self, fs: &mut HostFs, path: &str, who: Cred) -> Result<(), NdpError> {
+        fs.unlink(path, who)?;
+        Ok(())
+    }
+
+    fn rmdir(&mut self, fs: &mut HostFs, path: &str, who: Cred) -> Result<(), NdpError> {
+        fs.rmdir(path, who)?;
+        Ok(())
+    }
+
+    fn rename(&mut self, fs: &mut HostFs, from: &str, to: &str, who: Cred) -> Result<(), NdpError> {
+        fs.rename(from, to, who)?;
+        Ok(())
+    }
+
     /// Background work due by the host's clock: the kernel flusher, and LightFS's periodic
     /// updater and block monitor.
     fn background(&mut self, fs: &mut HostFs) -> Result<(), NdpError> {

@@ -196,13 +196,20 @@ impl<'a> HostSystem<'a> {
                 }
                 fs_done(self.fs.mkdir(path, DIR_PERMS, WHO).map(|_| ()))
             }
-            Op::Rmdir { path } => fs_done(self.fs.rmdir(path, WHO).map(|_| ())),
-            Op::Unlink { path } => fs_done(self.fs.unlink(path, WHO).map(|_| ())),
+            Op::Rmdir { path } => {
+                self.design.rmdir(&mut self.fs, path, WHO)?;
+                Ok(Applied::Done)
+            }
+            Op::Unlink { path } => {
+                self.design.unlink(&mut self.fs, path, WHO)?;
+                Ok(Applied::Done)
+            }
             Op::Rename { path, to } => {
                 if let Some(p) = parent(to) {
                     mkdir_p(&mut self.fs, p)?;
                 }
-                fs_done(self.fs.rename(path, to, WHO).map(|_| ()))
+                self.design.rename(&mut self.fs, path, to, WHO)?;
+                Ok(Applied::Done)
             }
             Op::Stat { path } => fs_done(self.fs.lookup(path, WHO).map(|_| ())),
             Op::Truncate { path, len } => fs_done(self.fs.truncate(path, *len, WHO)),

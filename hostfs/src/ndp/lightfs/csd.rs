@@ -442,6 +442,12 @@ impl LightFsCsd {
         }
     }
 
+    /// Directory `dir` was removed: its cached entries and written index go.
+    pub fn forget_dir(&mut self, dir: u64) {
+        self.cache.remove(&dir);
+        self.written.remove(&dir);
+    }
+
     /// The root's `.ndpmeta` moved.
     pub fn set_root(&mut self, length: u64, extents: Vec<Extent>) {
         self.root = (length, extents);

@@ -319,6 +319,64 @@ impl State {
         Ok(())
     }
 
+    /// `path`'s directory lost or gained an entry: its index is refreshed in memory, if
+    /// LightFS indexes it.
+    fn parent_changed(&mut self, fs: &mut HostFs, path: &str) -> Result<(), NdpError> {
+        let parent = parent_dir(path).unwrap_or("/");
+        let Ok(r) = fs.namespace().resolve(parent, self.who) else {
+            return Ok(());
+        };
+        if self.indexes.contains_key(&r.ino) {
+            self.refresh(fs, r.ino, parent)?;
+        }
+        Ok(())
+    }
+
+    /// Directory `dir` is gone: LightFS forgets its index and caches.
+    fn forget(&mut self, dir: Ino) {
+        self.indexes.remove(&dir);
+        self.host.remove(&u64::from(dir.0));
+        self.pending.remove(&dir);
+        self.csd.forget_dir(u64::from(dir.0));
+    }
+
+    /// `ino` moved from `from` to `to`: where it is a directory, its index and every index
+    /// below it now live under the new path.
+    fn moved(&mut self, ino: Ino, from: &str, to: &str) {
+        let from = from.trim_end_matches('/');
+        let to = to.trim_end_matches('/');
+        let renamed = |p: &str| -> Option<String> {
+            let rest = p.strip_prefix(from)?;
+            (rest.is_empty() || rest.starts_with('/')).then(|| format!("{to}{rest}"))
+        };
+        for index in self.indexes.values_mut() {
+            if let Some(p) = renamed(&index.path) {
+                index.path = p;
+            }
+        }
+        for dir in self.host.values_mut() {
+            if let Some(p) = renamed(&dir.path) {
+                dir.path = p;
+            }
+        }
+        for p in self.pending.values_mut() {
+            if let Some(n) = renamed(p) {
+                *p = n;
+            }
+        }
+        for u in self.unsync.values_mut() {
+            if let Some(n) = renamed(&u.dir_path) {
+                u.dir_path = n;
+            }
+        }
+        // A file moved to another directory is that directory's to index at its sync.
+        if let Some(u) = self.unsync.get_mut(&ino) {
+            if let Some(parent) = parent_dir(to) {
+                u.dir_path = parent.to_string();
+            }
+        }
+    }
+
     /// Whether the device would read directory `dir`'s index from flash older than the
     /// host's: it changed since it was written, and the device has not cached it.
     fn stale_on_flash(&self, dir: u64) -> bool {
@@ -642,6 +700,53 @@ impl OffloadDesign for LightFs {
                     }
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// The directory's index drops the entry in memory, as a close updates it (§III-B).
+    fn unlink(&mut self, fs: &mut HostFs, path: &str, who: Cred) -> Result<(), NdpError> {
+        let ino = fs.namespace().resolve(path, who).map(|r| r.ino);
+        fs.unlink(path, who)?;
+        if let Some(st) = self.state.as_mut() {
+            if let Ok(ino) = ino {
+                st.unsync.remove(&ino);
+            }
+            st.parent_changed(fs, path)?;
+        }
+        Ok(())
+    }
+
+    /// A directory LightFS indexed holds its `.ndpmeta`: when that is all it holds, the
+    /// index goes first, so the directory is empty to the kernel.
+    fn rmdir(&mut self, fs: &mut HostFs, path: &str, who: Cred) -> Result<(), NdpError> {
+        let dir = fs.namespace().resolve(path, who).map(|r| r.ino);
+        if let (Some(st), Ok(dir)) = (self.state.as_mut(), dir) {
+            let only_index = fs
+                .namespace()
+                .readdir(dir)
+                .is_some_and(|e| e.iter().all(|e| e.name == NDPMETA_NAME));
+            if only_index && st.indexes.contains_key(&dir) {
+                let meta = format!("{}/{NDPMETA_NAME}", path.trim_end_matches('/'));
+                fs.unlink(&meta, who)?;
+                st.forget(dir);
+            }
+        }
+        fs.rmdir(path, who)?;
+        if let Some(st) = self.state.as_mut() {
+            st.parent_changed(fs, path)?;
+        }
+        Ok(())
+    }
+
+    /// Both directories' indexes change; a directory moved keeps its index, under its new
+    /// path.
+    fn rename(&mut self, fs: &mut HostFs, from: &str, to: &str, who: Cred) -> Result<(), NdpError> {
+        let ino = fs.rename(from, to, who)?;
+        if let Some(st) = self.state.as_mut() {
+            st.moved(ino, from, to);
+            st.parent_changed(fs, from)?;
+            st.parent_changed(fs, to)?;
         }
         Ok(())
     }
