@@ -340,9 +340,19 @@ impl State {
         self.csd.forget_dir(u64::from(dir.0));
     }
 
-    /// `ino` moved from `from` to `to`: where it is a directory, its index and every index
-    /// below it now live under the new path.
-    fn moved(&mut self, ino: Ino, from: &str, to: &str) {
+    /// `ino` moved from `from` to `to`: a file waiting for its sync is indexed in its new
+    /// directory; a directory's index, and every index below it, live under the new path.
+    fn moved(&mut self, fs: &HostFs, ino: Ino, from: &str, to: &str) {
+        if let Some(u) = self.unsync.get_mut(&ino) {
+            let parent = parent_dir(to).unwrap_or("/");
+            if let Ok(r) = fs.namespace().resolve(parent, self.who) {
+                u.dir = r.ino;
+                u.dir_path = parent.to_string();
+            }
+        }
+        if !fs.namespace().inode(ino).is_some_and(|i| i.is_dir()) {
+            return;
+        }
         let from = from.trim_end_matches('/');
         let to = to.trim_end_matches('/');
         let renamed = |p: &str| -> Option<String> {
@@ -367,12 +377,6 @@ impl State {
         for u in self.unsync.values_mut() {
             if let Some(n) = renamed(&u.dir_path) {
                 u.dir_path = n;
-            }
-        }
-        // A file moved to another directory is that directory's to index at its sync.
-        if let Some(u) = self.unsync.get_mut(&ino) {
-            if let Some(parent) = parent_dir(to) {
-                u.dir_path = parent.to_string();
             }
         }
     }
@@ -742,9 +746,14 @@ impl OffloadDesign for LightFs {
     /// Both directories' indexes change; a directory moved keeps its index, under its new
     /// path.
     fn rename(&mut self, fs: &mut HostFs, from: &str, to: &str, who: Cred) -> Result<(), NdpError> {
+        let replaced = fs.namespace().resolve(to, who).ok().map(|r| r.ino);
         let ino = fs.rename(from, to, who)?;
         if let Some(st) = self.state.as_mut() {
-            st.moved(ino, from, to);
+            // A file the rename replaced is gone, written back or not.
+            if let Some(gone) = replaced.filter(|&r| r != ino) {
+                st.unsync.remove(&gone);
+            }
+            st.moved(fs, ino, from, to);
             st.parent_changed(fs, from)?;
             st.parent_changed(fs, to)?;
         }
