@@ -726,11 +726,13 @@ impl OffloadDesign for LightFs {
     fn rmdir(&mut self, fs: &mut HostFs, path: &str, who: Cred) -> Result<(), NdpError> {
         let dir = fs.namespace().resolve(path, who).map(|r| r.ino);
         if let (Some(st), Ok(dir)) = (self.state.as_mut(), dir) {
-            let only_index = fs
-                .namespace()
-                .readdir(dir)
-                .is_some_and(|e| e.iter().all(|e| e.name == NDPMETA_NAME));
-            if only_index && st.indexes.contains_key(&dir) {
+            // Listing the directory only when LightFS indexed it.
+            let only_index = st.indexes.contains_key(&dir)
+                && fs
+                    .namespace()
+                    .readdir(dir)
+                    .is_some_and(|e| e.iter().all(|e| e.name == NDPMETA_NAME));
+            if only_index {
                 let meta = format!("{}/{NDPMETA_NAME}", path.trim_end_matches('/'));
                 fs.unlink(&meta, who)?;
                 st.forget(dir);
