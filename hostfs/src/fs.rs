@@ -14,6 +14,7 @@
 //! bypasses the host — an NDP request — can see a file half old, half new (LightFS §II-D).
 
 use crate::alloc::{Extent, ExtentAllocator};
+use crate::journal::{Journal, JournalStats};
 use crate::namespace::{Ino, InodeKind, MetaLayout, Namespace, NewKind, NsError, Resolution};
 use crate::pagecache::{PageCache, WritebackPolicy};
 use crate::perms::{Access, Cred, Perms};
@@ -151,6 +152,9 @@ pub struct HostFs {
     /// monitor do not accumulate them.
     written: Vec<u64>,
     watch_writes: bool,
+    /// With a journal, metadata changes commit through it ([`crate::journal`]); without
+    /// one, each is written in place before the change returns.
+    journal: Option<Journal>,
 }
 
 impl HostFs {
@@ -188,6 +192,7 @@ impl HostFs {
             next_fd: 3,
             written: Vec::new(),
             watch_writes: false,
+            journal: None,
         };
         let root_blocks = fs.dir_blocks(Ino::ROOT);
         fs.write_meta(
@@ -279,9 +284,36 @@ impl HostFs {
         self.cached.len()
     }
 
-    /// Empties the host's metadata cache (`echo 2 > /proc/sys/vm/drop_caches`).
+    /// Empties the host's metadata cache (`echo 2 > /proc/sys/vm/drop_caches`), apart from
+    /// blocks the journal has not yet written home: the kernel drops only clean buffers.
     pub fn drop_caches(&mut self) {
-        self.cached.clear();
+        match &self.journal {
+            Some(j) => self.cached.retain(|&b, _| j.holds(b)),
+            None => self.cached.clear(),
+        }
+    }
+
+    /// From now on, metadata changes go through an ext4 journal of `mke2fs`'s default size
+    /// for this device, in ordered mode ([`crate::journal`]), instead of each being written
+    /// in place before it returns. Its log takes free blocks.
+    pub fn enable_journal(&mut self) -> Result<(), FsError> {
+        if self.journal.is_some() {
+            return Ok(());
+        }
+        let bs = self.ns.layout().block_bytes;
+        let capacity = self.device.capacity_bytes();
+        // Never more than an eighth of what is free, so a small device keeps room for files.
+        let blocks = (crate::journal::default_bytes(capacity) / bs)
+            .min(self.alloc.free_blocks() / 8)
+            .max(16);
+        let area = self.alloc.allocate(blocks, None).map_err(NsError::from)?;
+        self.journal = Some(Journal::new(area, bs));
+        Ok(())
+    }
+
+    /// What the journal has done, if there is one.
+    pub fn journal_stats(&self) -> Option<JournalStats> {
+        self.journal.as_ref().map(Journal::stats)
     }
 
     fn dir_blocks(&self, ino: Ino) -> Vec<u64> {
@@ -293,8 +325,29 @@ impl HostFs {
         }
     }
 
-    /// Writes metadata blocks through the device (and keeps them cached, as a write would).
+    /// Metadata blocks changed: with a journal they join its running transaction (and
+    /// commit at once if it is full); without one they are written through the device
+    /// before this returns. Either way the cache holds them, as a write would leave them.
     fn write_meta(&mut self, blocks: impl IntoIterator<Item = u64>) -> Result<(), FsError> {
+        if let Some(j) = &mut self.journal {
+            let now = self.clock;
+            for b in blocks {
+                j.add(b, now);
+                let ready = self.cached.entry(b).or_insert(now);
+                *ready = (*ready).min(now);
+            }
+            if j.due(None) {
+                // jbd2 makes the handle that filled the transaction wait for its commit.
+                self.commit(true)?;
+            }
+            return Ok(());
+        }
+        self.write_in_place(blocks)
+    }
+
+    /// Writes metadata blocks to their home locations, all submitted at the clock; the
+    /// clock moves to when the last one completed.
+    fn write_in_place(&mut self, blocks: impl IntoIterator<Item = u64>) -> Result<(), FsError> {
         let at = self.clock;
         let mut done = at;
         // Each block once, in order (a sorted Vec: a BTreeSet per call cost more than the rest).
@@ -306,6 +359,61 @@ impl HostFs {
             self.cached.insert(b, at);
         }
         self.clock = done;
+        Ok(())
+    }
+
+    /// Commits the journal's running transaction (nothing without a journal or a change):
+    /// first, if the log is full, the blocks it holds go home; then the descriptors and
+    /// copies go to the log; the commit block follows once they are on the device. With
+    /// `wait` the caller waits for the commit block (`fsync`); otherwise the commit is
+    /// kjournald's and the clock stays.
+    fn commit(&mut self, wait: bool) -> Result<(), FsError> {
+        let Some(plan) = self.journal.as_mut().and_then(Journal::plan_commit) else {
+            return Ok(());
+        };
+        let start = self.clock;
+        if !plan.checkpoint.is_empty() {
+            self.write_in_place(plan.checkpoint.iter().copied())?;
+        }
+        let at = self.clock;
+        let mut logged = at;
+        for run in &plan.log {
+            let c = self
+                .device
+                .write(IoPath::Host, at, Lpn(run.first.0), run.pages, None)?;
+            logged = logged.max(c.done);
+        }
+        let done = self
+            .device
+            .write(IoPath::Host, logged, Lpn(plan.commit_block), 1, None)?
+            .done;
+        if let Some(j) = &mut self.journal {
+            j.committed(&plan.blocks, done);
+        }
+        self.clock = if wait { done } else { start };
+        Ok(())
+    }
+
+    /// The journal's background work due by the clock, which it leaves where it was:
+    /// kjournald's commit of a transaction older than the commit interval, and the
+    /// flusher's writes of committed blocks dirty for longer than its expiry, at the
+    /// flusher's last wake-up `last_wake`.
+    fn journal_background(&mut self, last_wake: Option<VirtualTime>) -> Result<(), FsError> {
+        let now = self.clock;
+        if self.journal.as_ref().is_some_and(|j| j.due(Some(now))) {
+            self.commit(false)?;
+        }
+        let expire = self.policy.expire_ns;
+        let home = match (&mut self.journal, last_wake) {
+            (Some(j), Some(wake)) if wake.ns() >= expire => {
+                j.take_expired(VirtualTime(wake.ns() - expire))
+            }
+            _ => return Ok(()),
+        };
+        if !home.is_empty() {
+            self.write_in_place(home)?;
+            self.clock = now;
+        }
         Ok(())
     }
 
@@ -434,6 +542,7 @@ impl HostFs {
         // Ordered journaling: the metadata commits once the data is on the device.
         self.clock = written;
         self.write_meta(meta)?;
+        self.commit(true)?;
         Ok(inos)
     }
 
@@ -448,7 +557,9 @@ impl HostFs {
                 .write_ranges(IoPath::Host, self.clock, &ranges, keep.then_some(data))?;
         self.clock = c.done;
         self.ns.set_file_layout(ino, data.len() as u64, runs)?;
-        self.write_meta([self.ns.layout().inode_block(ino)])
+        self.write_meta([self.ns.layout().inode_block(ino)])?;
+        // Durable on return: with a journal, that is a commit.
+        self.commit(true)
     }
 
     /// Resolves `path`, reading every metadata block the host does not have cached through
@@ -719,8 +830,8 @@ impl HostFs {
         }
     }
 
-    /// Every dirty page belongs to a live file and passes [`HostFs::check_cache_of`]; and
-    /// the device's own invariants hold. O(dirty pages + device), for tests.
+    /// Every dirty page belongs to a live file and passes [`HostFs::check_cache_of`]; the
+    /// journal's blocks not yet home are cached; and the device's own invariants hold. O(dirty pages + device), for tests.
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut inos: Vec<Ino> = self.cache.iter().map(|(ino, _, _)| ino).collect();
         inos.dedup();
@@ -729,6 +840,14 @@ impl HostFs {
                 return Err(format!("dirty pages of {ino:?}, which is not a file"));
             }
             self.check_cache_of(ino)?;
+        }
+        if let Some(j) = &self.journal {
+            j.check()?;
+            if let Some(b) = j.held().find(|b| !self.cached.contains_key(b)) {
+                return Err(format!(
+                    "metadata block {b} is dirty in the journal but not in the host's cache"
+                ));
+            }
         }
         self.device.check_invariants()
     }
@@ -1008,6 +1127,12 @@ impl HostFs {
     pub fn sync_file(&mut self, ino: Ino) -> Result<(), FsError> {
         let pages = self.cache.pick_file(ino);
         self.clock = self.write_back(&pages)?;
+        // ext4_sync_file: if the file's inode changed in the running transaction (created,
+        // grown, blocks allocated just now), jbd2 commits that transaction, all of it.
+        let inode = self.ns.layout().inode_block(ino);
+        if self.journal.as_ref().is_some_and(|j| j.is_running(inode)) {
+            self.commit(true)?;
+        }
         Ok(())
     }
 
@@ -1015,6 +1140,11 @@ impl HostFs {
     pub fn sync(&mut self) -> Result<(), FsError> {
         let pages = self.cache.pick(usize::MAX, |_, _| true);
         self.clock = self.write_back(&pages)?;
+        // Then the journal: commit, and every committed block home (`sync_blockdev`).
+        self.commit(true)?;
+        if let Some(home) = self.journal.as_mut().map(Journal::take_all) {
+            self.write_in_place(home)?;
+        }
         Ok(())
     }
 
@@ -1035,10 +1165,12 @@ impl HostFs {
         let interval = self.policy.interval_ns.max(1);
         let wakes = self.clock.since(self.flushed_at) / interval;
         if wakes == 0 {
+            self.journal_background(None)?;
             return Ok(0);
         }
         let last_wake = self.flushed_at.after(wakes * interval);
         self.flushed_at = last_wake;
+        self.journal_background(Some(last_wake))?;
         let expire = self.policy.expire_ns;
         let pages = self
             .cache

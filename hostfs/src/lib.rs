@@ -8,8 +8,8 @@
 //! metadata blocks a lookup reads; [`alloc`]: the ext4-like extent allocator; [`perms`]: the
 //! POSIX access check; [`pagecache`]: dirty pages and their seeded, out-of-order writeback;
 //! [`fs`]: `HostFs`, all of them over the device (cold and warm lookups, `fiemap`, file I/O
-//! through the page cache); [`ndpmeta`]: LightFS's per-directory index file format; [`ndp`]:
-//! the offload designs frag-s, frag-m, FSR and LightFS; [`fusion`]: FusionFS's comparison;
+//! through the page cache); [`journal`]: jbd2's ordered-mode metadata journal;
+//! [`ndpmeta`]: LightFS's per-directory index file format; [`ndp`]: the offload designs frag-s, frag-m, FSR and LightFS; [`fusion`]: FusionFS's comparison;
 //! [`ispfs`]: ISPFS, its command file and its word-query evaluation. Talks to the flash only through
 //! `csd_device::Device`.
 
@@ -17,6 +17,7 @@ pub mod alloc;
 pub mod fs;
 pub mod fusion;
 pub mod ispfs;
+pub mod journal;
 pub mod namespace;
 pub mod ndp;
 pub mod ndpmeta;

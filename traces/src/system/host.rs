@@ -451,6 +451,8 @@ fn prepare(
     make_initial_files(&mut fs, scan).map_err(|e| setup(&e))?;
     let mut d = design.build();
     d.init(&mut fs, "/", WHO).map_err(|e| setup(&e))?;
+    // The trace runs on ext4 as mounted: metadata through its journal.
+    fs.enable_journal().map_err(|e| setup(&e))?;
     d.drop_caches(&mut fs);
     // The trace starts on an idle device with fresh counters.
     fs.device_mut().reset_measurements();
