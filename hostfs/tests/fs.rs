@@ -287,3 +287,100 @@ fn time_only_moves_forward() {
         "an actor acting before its operation began is refused"
     );
 }
+
+/// Pages the device has programmed for users so far.
+fn programmed(fs: &HostFs) -> u64 {
+    fs.device().counters().ftl.pages_written
+}
+
+#[test]
+fn with_a_journal_metadata_changes_cost_no_flash_until_fsync_commits_them() {
+    use csd_device::VirtualTime;
+    use csd_hostfs::fs::OpenOptions;
+    let mut fs = fs("cosmos-plus");
+    fs.enable_journal().unwrap();
+    let page_ns = Profile::load("cosmos-plus").unwrap().timing.page_program_ns;
+    let before = programmed(&fs);
+    fs.start_op(VirtualTime(1_000));
+    fs.mkdir("/d", MINE, ME).unwrap();
+    let how = OpenOptions {
+        write: true,
+        create: Some(MINE),
+    };
+    let fd = fs.open("/d/f", how, ME).unwrap();
+    fs.write(fd, 0, &[7; 100]).unwrap();
+    assert_eq!(programmed(&fs), before, "a mkdir, a create and a write stay in memory");
+    assert_eq!(fs.clock(), VirtualTime(1_000), "and take no device time");
+
+    fs.fsync(fd).unwrap();
+    // The data page; then one descriptor and a copy of each changed block (the inode-table
+    // block holding the root's, /d's and f's inodes, the root's and /d's directory blocks);
+    // then the commit block, once the copies are on the device.
+    let stats = fs.journal_stats().unwrap();
+    assert_eq!(stats.commits, 1);
+    assert_eq!(stats.log_blocks, 1 + 3 + 1);
+    assert_eq!(programmed(&fs), before + 1 + stats.log_blocks);
+    let took = fs.clock().since(VirtualTime(1_000));
+    assert!(
+        took >= 3 * page_ns,
+        "data, log, commit block: three programs one after another, {took} ns"
+    );
+
+    // Nothing changed since: the next fsync commits nothing.
+    let after = programmed(&fs);
+    fs.fsync(fd).unwrap();
+    assert_eq!(programmed(&fs), after);
+    assert_eq!(fs.journal_stats().unwrap().commits, 1);
+
+    // Dirty metadata survives drop_caches: a lookup finds it without reading flash.
+    fs.drop_caches();
+    let (_, cost) = fs.lookup("/d/f", ME).unwrap();
+    assert_eq!(cost.metadata_reads, 0);
+    fs.check_invariants().unwrap();
+}
+
+#[test]
+fn the_journal_commits_every_five_seconds_and_the_flusher_writes_blocks_home() {
+    use csd_device::VirtualTime;
+    let mut fs = fs("cosmos-plus");
+    fs.enable_journal().unwrap();
+    let s = 1_000_000_000u64;
+    fs.start_op(VirtualTime(s));
+    fs.mkdir("/a", MINE, ME).unwrap();
+    // Before the commit interval: nothing.
+    fs.start_op(VirtualTime(s + 4 * s));
+    fs.run_flusher().unwrap();
+    assert_eq!(fs.journal_stats().unwrap().commits, 0);
+    // At 5 s: kjournald commits in the background; the caller's clock does not move.
+    fs.start_op(VirtualTime(s + 5 * s));
+    fs.run_flusher().unwrap();
+    assert_eq!(fs.journal_stats().unwrap().commits, 1);
+    assert_eq!(fs.clock(), VirtualTime(s + 5 * s));
+    assert_eq!(fs.journal_stats().unwrap().checkpointed, 0);
+    // Thirty seconds after the commit, the flusher writes the blocks to their homes.
+    fs.start_op(VirtualTime(s + 40 * s));
+    let before = programmed(&fs);
+    fs.run_flusher().unwrap();
+    let home = fs.journal_stats().unwrap().checkpointed;
+    assert!(home >= 2, "the inode-table and directory blocks went home: {home}");
+    assert_eq!(programmed(&fs), before + home);
+    fs.check_invariants().unwrap();
+}
+
+#[test]
+fn sync_commits_and_writes_every_block_home() {
+    let mut fs = fs("cosmos-plus");
+    fs.enable_journal().unwrap();
+    for i in 0..20 {
+        fs.mkdir(&format!("/d{i}"), MINE, ME).unwrap();
+    }
+    fs.sync().unwrap();
+    let stats = fs.journal_stats().unwrap();
+    assert_eq!(stats.commits, 1);
+    // The inode-table block, the root's directory block and each new directory's own.
+    assert_eq!(stats.checkpointed, 2 + 20);
+    // Home now: a cold lookup reads them from flash again.
+    fs.drop_caches();
+    let (_, cost) = fs.lookup("/d7", ME).unwrap();
+    assert!(cost.metadata_reads > 0);
+}
