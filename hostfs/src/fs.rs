@@ -362,6 +362,20 @@ impl HostFs {
         Ok(())
     }
 
+    /// Inode `ino` changed (`for_data`: its size or blocks, not only its timestamps): with
+    /// a journal, what decides whether its `fsync` or `fdatasync` waits for a commit.
+    fn inode_changed(&mut self, ino: Ino, for_data: bool) -> Result<(), FsError> {
+        let Some(j) = &mut self.journal else {
+            return Ok(());
+        };
+        j.inode_changed(ino, for_data);
+        let block = self.ns.layout().inode_block(ino);
+        if !j.is_running(block) {
+            self.write_meta([block])?;
+        }
+        Ok(())
+    }
+
     /// Commits the journal's running transaction (nothing without a journal or a change):
     /// first, if the log is full, the blocks it holds go home; then the descriptors and
     /// copies go to the log; the commit block follows once they are on the device. With
@@ -436,7 +450,9 @@ impl HostFs {
         let mut blocks = vec![layout.inode_block(ino), layout.inode_block(parent)];
         blocks.extend(self.dir_blocks(parent));
         blocks.extend(self.dir_blocks(ino));
-        self.write_meta(blocks)
+        self.write_meta(blocks)?;
+        self.inode_changed(ino, true)?;
+        self.inode_changed(parent, true)
     }
 
     pub fn mkdir(&mut self, path: &str, perms: Perms, who: Cred) -> Result<Ino, FsError> {
@@ -790,6 +806,7 @@ impl HostFs {
         self.cache.forget_from(r.ino, keep_blocks);
         self.ns.set_file_layout(r.ino, len, kept)?;
         self.write_meta([self.ns.layout().inode_block(r.ino)])?;
+        self.inode_changed(r.ino, true)?;
         self.debug_check_cache(r.ino);
         Ok(())
     }
@@ -997,9 +1014,12 @@ impl HostFs {
             pos += n;
         }
         let (_, size, extents) = self.live_layout(fd)?;
-        if end > size {
+        let grew = end > size;
+        if grew {
             self.ns.set_file_layout(ino, end, extents)?;
         }
+        // The write's new mtime (and size) dirty the inode: an `fsync` commits it.
+        self.inode_changed(ino, grew)?;
         self.debug_check_cache(ino);
         Ok(())
     }
@@ -1073,6 +1093,9 @@ impl HostFs {
         for &(ino, _) in pages {
             if self.allocate_delayed(ino)? {
                 inodes.insert(self.ns.layout().inode_block(ino));
+                if let Some(j) = &mut self.journal {
+                    j.inode_changed(ino, true);
+                }
             }
         }
         for &(ino, index) in pages {
@@ -1106,6 +1129,7 @@ impl HostFs {
             let block = self.ns.layout().inode_block(ino);
             let clock = self.clock;
             self.write_meta([block])?;
+            self.inode_changed(ino, true)?;
             self.clock = clock;
         }
         Ok(self
@@ -1122,15 +1146,29 @@ impl HostFs {
         self.sync_file(ino)
     }
 
+    /// `fdatasync`: as `fsync`, but a change to the inode's timestamps alone does not make
+    /// it wait for a journal commit.
+    pub fn fdatasync(&mut self, fd: Fd) -> Result<(), FsError> {
+        let ino = self.open_file(fd)?.ino;
+        self.sync_ino(ino, true)
+    }
+
     /// Writes back one file's dirty pages and waits (what `fsync` and LightFS-Host's periodic
     /// updater do).
     pub fn sync_file(&mut self, ino: Ino) -> Result<(), FsError> {
+        self.sync_ino(ino, false)
+    }
+
+    fn sync_ino(&mut self, ino: Ino, data_only: bool) -> Result<(), FsError> {
         let pages = self.cache.pick_file(ino);
         self.clock = self.write_back(&pages)?;
-        // ext4_sync_file: if the file's inode changed in the running transaction (created,
-        // grown, blocks allocated just now), jbd2 commits that transaction, all of it.
-        let inode = self.ns.layout().inode_block(ino);
-        if self.journal.as_ref().is_some_and(|j| j.is_running(inode)) {
+        // ext4_sync_file: if the running transaction holds a change to the file this sync
+        // must make durable, jbd2 commits that transaction, all of it.
+        if self
+            .journal
+            .as_ref()
+            .is_some_and(|j| j.must_commit_for(ino, data_only))
+        {
             self.commit(true)?;
         }
         Ok(())
@@ -1239,7 +1277,8 @@ impl HostFs {
         extents: Vec<Extent>,
     ) -> Result<(), FsError> {
         self.ns.set_file_layout(ino, size_bytes, extents)?;
-        self.write_meta([self.ns.layout().inode_block(ino)])
+        self.write_meta([self.ns.layout().inode_block(ino)])?;
+        self.inode_changed(ino, true)
     }
 
     /// Lends the device, by value, to `f` (the task runtime, whose wasmtime store must own

@@ -15,6 +15,7 @@
 //! microseconds. This module only plans; `HostFs` issues the writes it names.
 
 use crate::alloc::Extent;
+use crate::namespace::Ino;
 use csd_device::VirtualTime;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -80,6 +81,11 @@ pub struct Journal {
     used: u64,
     running: BTreeSet<u64>,
     running_since: Option<VirtualTime>,
+    /// Inodes the running transaction changed at all (a write's timestamps too), and those
+    /// it changed in a way `fdatasync` must make durable (created, resized, blocks
+    /// allocated): ext4's `i_sync_tid` and `i_datasync_tid` naming the running transaction.
+    changed: BTreeSet<Ino>,
+    changed_for_data: BTreeSet<Ino>,
     /// Committed blocks not yet written home, with when their commit completed.
     unhomed: BTreeMap<u64, VirtualTime>,
     stats: JournalStats,
@@ -99,6 +105,8 @@ impl Journal {
             used: 0,
             running: BTreeSet::new(),
             running_since: None,
+            changed: BTreeSet::new(),
+            changed_for_data: BTreeSet::new(),
             unhomed: BTreeMap::new(),
             stats: JournalStats::default(),
         }
@@ -134,6 +142,25 @@ impl Journal {
         self.running.contains(&block)
     }
 
+    /// Inode `ino` changed: `for_data` if an `fdatasync` must wait for the change (its
+    /// size or blocks), not only an `fsync` (its timestamps). Its block is added apart.
+    pub fn inode_changed(&mut self, ino: Ino, for_data: bool) {
+        self.changed.insert(ino);
+        if for_data {
+            self.changed_for_data.insert(ino);
+        }
+    }
+
+    /// Whether syncing `ino` (`data_only`: `fdatasync`) must wait for a commit: the running
+    /// transaction changed it in a way that sync makes durable.
+    pub fn must_commit_for(&self, ino: Ino, data_only: bool) -> bool {
+        if data_only {
+            self.changed_for_data.contains(&ino)
+        } else {
+            self.changed.contains(&ino)
+        }
+    }
+
     /// Whether the running transaction must commit now: it is full, or (`now` given) it
     /// has run for the commit interval.
     pub fn due(&self, now: Option<VirtualTime>) -> bool {
@@ -161,6 +188,8 @@ impl Journal {
         }
         let blocks: Vec<u64> = std::mem::take(&mut self.running).into_iter().collect();
         self.running_since = None;
+        self.changed.clear();
+        self.changed_for_data.clear();
         let need = self.log_blocks_for(blocks.len() as u64);
         let mut checkpoint = Vec::new();
         if self.used + need > self.len {
@@ -308,7 +337,11 @@ mod tests {
         j.committed(&c.blocks, t(9));
         j.add(2, t(10));
         let c = j.plan_commit().unwrap();
-        assert_eq!(c.checkpoint.len(), 7, "every committed block goes home first");
+        assert_eq!(
+            c.checkpoint.len(),
+            7,
+            "every committed block goes home first"
+        );
         assert_eq!(c.log, vec![Extent::new(507, 1), Extent::new(100, 1)]);
         assert_eq!(c.commit_block, 101, "the log wrapped to its start");
         assert_eq!(j.stats().full_log_checkpoints, 1);
@@ -318,7 +351,10 @@ mod tests {
     #[test]
     fn the_timer_and_the_size_limit_make_a_transaction_due() {
         let mut j = Journal::new(vec![Extent::new(0, 64)], 4096);
-        assert!(!j.due(Some(t(u64::MAX / 2))), "an empty transaction is never due");
+        assert!(
+            !j.due(Some(t(u64::MAX / 2))),
+            "an empty transaction is never due"
+        );
         j.add(7, t(1_000));
         assert!(!j.due(Some(t(1_000 + COMMIT_INTERVAL_NS - 1))));
         assert!(j.due(Some(t(1_000 + COMMIT_INTERVAL_NS))));
@@ -343,6 +379,20 @@ mod tests {
         assert_eq!(j.take_all(), vec![11]);
         assert_eq!(j.used, 0);
         assert_eq!(j.stats().checkpointed, 2);
+    }
+
+    #[test]
+    fn fdatasync_waits_only_for_size_and_block_changes() {
+        let mut j = Journal::new(vec![Extent::new(0, 64)], 4096);
+        j.add(3, t(0));
+        j.inode_changed(Ino(12), false);
+        j.inode_changed(Ino(13), true);
+        assert!(j.must_commit_for(Ino(12), false));
+        assert!(!j.must_commit_for(Ino(12), true), "timestamps only");
+        assert!(j.must_commit_for(Ino(13), true) && j.must_commit_for(Ino(13), false));
+        assert!(!j.must_commit_for(Ino(14), false));
+        j.plan_commit().unwrap();
+        assert!(!j.must_commit_for(Ino(13), false), "committed");
     }
 
     #[test]

@@ -309,7 +309,11 @@ fn with_a_journal_metadata_changes_cost_no_flash_until_fsync_commits_them() {
     };
     let fd = fs.open("/d/f", how, ME).unwrap();
     fs.write(fd, 0, &[7; 100]).unwrap();
-    assert_eq!(programmed(&fs), before, "a mkdir, a create and a write stay in memory");
+    assert_eq!(
+        programmed(&fs),
+        before,
+        "a mkdir, a create and a write stay in memory"
+    );
     assert_eq!(fs.clock(), VirtualTime(1_000), "and take no device time");
 
     fs.fsync(fd).unwrap();
@@ -362,7 +366,10 @@ fn the_journal_commits_every_five_seconds_and_the_flusher_writes_blocks_home() {
     let before = programmed(&fs);
     fs.run_flusher().unwrap();
     let home = fs.journal_stats().unwrap().checkpointed;
-    assert!(home >= 2, "the inode-table and directory blocks went home: {home}");
+    assert!(
+        home >= 2,
+        "the inode-table and directory blocks went home: {home}"
+    );
     assert_eq!(programmed(&fs), before + home);
     fs.check_invariants().unwrap();
 }
@@ -383,4 +390,37 @@ fn sync_commits_and_writes_every_block_home() {
     fs.drop_caches();
     let (_, cost) = fs.lookup("/d7", ME).unwrap();
     assert!(cost.metadata_reads > 0);
+}
+
+#[test]
+fn after_an_overwrite_fsync_commits_the_new_mtime_and_fdatasync_does_not() {
+    use csd_hostfs::fs::OpenOptions;
+    let mut fs = fs("cosmos-plus");
+    fs.enable_journal().unwrap();
+    let how = OpenOptions {
+        write: true,
+        create: Some(MINE),
+    };
+    let fd = fs.open("/f", how, ME).unwrap();
+    fs.write(fd, 0, &[1; 4096]).unwrap();
+    fs.fdatasync(fd).unwrap();
+    assert_eq!(
+        fs.journal_stats().unwrap().commits,
+        1,
+        "a new file's size and blocks"
+    );
+    // Overwrite in place: no new size, no new blocks, only the timestamps change.
+    fs.write(fd, 0, &[2; 4096]).unwrap();
+    let before = programmed(&fs);
+    fs.fdatasync(fd).unwrap();
+    assert_eq!(programmed(&fs), before + 1, "the data page alone");
+    assert_eq!(fs.journal_stats().unwrap().commits, 1);
+    fs.write(fd, 0, &[3; 4096]).unwrap();
+    fs.fsync(fd).unwrap();
+    assert_eq!(
+        fs.journal_stats().unwrap().commits,
+        2,
+        "fsync makes the mtime durable"
+    );
+    fs.check_invariants().unwrap();
 }

@@ -186,9 +186,13 @@ impl<'a> HostSystem<'a> {
             Op::Pread { fd, path, off, len } => self.data(ev, *fd, path, Some(*off), *len, false),
             Op::Write { fd, path, off, len } => self.data(ev, *fd, path, *off, *len, true),
             Op::Pwrite { fd, path, off, len } => self.data(ev, *fd, path, Some(*off), *len, true),
-            Op::Fsync { fd, path } | Op::Fdatasync { fd, path } => {
+            Op::Fsync { fd, path } => {
                 let f = self.fd_for(ev.pid, *fd, path, false)?.fd;
                 fs_done(self.fs.fsync(f))
+            }
+            Op::Fdatasync { fd, path } => {
+                let f = self.fd_for(ev.pid, *fd, path, false)?.fd;
+                fs_done(self.fs.fdatasync(f))
             }
             Op::Mkdir { path } => {
                 if let Some(p) = parent(path) {
