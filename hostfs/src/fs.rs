@@ -316,6 +316,13 @@ impl HostFs {
         self.journal.as_ref().map(Journal::stats)
     }
 
+    /// Whether inode `ino`'s size, blocks or existence changed since its inode block was
+    /// last written home (the change waits in the journal), so a reader of the flash would
+    /// find it out of date or missing.
+    pub fn journal_holds_inode(&self, ino: Ino) -> bool {
+        self.journal.as_ref().is_some_and(|j| j.inode_held(ino))
+    }
+
     fn dir_blocks(&self, ino: Ino) -> Vec<u64> {
         match &self.ns.inode(ino).map(|i| &i.kind) {
             Some(InodeKind::Dir { blocks, .. }) => {
@@ -336,7 +343,7 @@ impl HostFs {
                 let ready = self.cached.entry(b).or_insert(now);
                 *ready = (*ready).min(now);
             }
-            if j.due(None) {
+            if j.full() {
                 // jbd2 makes the handle that filled the transaction wait for its commit.
                 self.commit(true)?;
             }
@@ -368,8 +375,8 @@ impl HostFs {
         let Some(j) = &mut self.journal else {
             return Ok(());
         };
-        j.inode_changed(ino, for_data);
         let block = self.ns.layout().inode_block(ino);
+        j.inode_changed(ino, block, for_data);
         if !j.is_running(block) {
             self.write_meta([block])?;
         }
@@ -382,6 +389,13 @@ impl HostFs {
     /// `wait` the caller waits for the commit block (`fsync`); otherwise the commit is
     /// kjournald's and the clock stays.
     fn commit(&mut self, wait: bool) -> Result<(), FsError> {
+        self.commit_as_of(wait, None)
+    }
+
+    /// [`HostFs::commit`], for a commit that belongs to moment `as_of` (kjournald's timer,
+    /// passed already): its writes go to the device now, whose timelines only move
+    /// forward, but the flusher's expiry counts from `as_of`.
+    fn commit_as_of(&mut self, wait: bool, as_of: Option<VirtualTime>) -> Result<(), FsError> {
         let Some(plan) = self.journal.as_mut().and_then(Journal::plan_commit) else {
             return Ok(());
         };
@@ -402,7 +416,7 @@ impl HostFs {
             .write(IoPath::Host, logged, Lpn(plan.commit_block), 1, None)?
             .done;
         if let Some(j) = &mut self.journal {
-            j.committed(&plan.blocks, done);
+            j.committed(&plan.blocks, as_of.map_or(done, |t| t.min(done)));
         }
         self.clock = if wait { done } else { start };
         Ok(())
@@ -414,8 +428,8 @@ impl HostFs {
     /// flusher's last wake-up `last_wake`.
     fn journal_background(&mut self, last_wake: Option<VirtualTime>) -> Result<(), FsError> {
         let now = self.clock;
-        if self.journal.as_ref().is_some_and(|j| j.due(Some(now))) {
-            self.commit(false)?;
+        if let Some(fired) = self.journal.as_ref().and_then(|j| j.timer_fired(now)) {
+            self.commit_as_of(false, Some(fired))?;
         }
         let expire = self.policy.expire_ns;
         let home = match (&mut self.journal, last_wake) {
@@ -1092,9 +1106,10 @@ impl HostFs {
         let mut inodes = BTreeSet::new();
         for &(ino, _) in pages {
             if self.allocate_delayed(ino)? {
-                inodes.insert(self.ns.layout().inode_block(ino));
+                let block = self.ns.layout().inode_block(ino);
+                inodes.insert(block);
                 if let Some(j) = &mut self.journal {
-                    j.inode_changed(ino, true);
+                    j.inode_changed(ino, block, true);
                 }
             }
         }

@@ -86,6 +86,9 @@ pub struct Journal {
     /// allocated): ext4's `i_sync_tid` and `i_datasync_tid` naming the running transaction.
     changed: BTreeSet<Ino>,
     changed_for_data: BTreeSet<Ino>,
+    /// Inodes whose size, blocks or existence changed since their inode block last went
+    /// home, with that block: what a reader of the flash would find out of date.
+    unhomed_inodes: BTreeMap<Ino, u64>,
     /// Committed blocks not yet written home, with when their commit completed.
     unhomed: BTreeMap<u64, VirtualTime>,
     stats: JournalStats,
@@ -107,6 +110,7 @@ impl Journal {
             running_since: None,
             changed: BTreeSet::new(),
             changed_for_data: BTreeSet::new(),
+            unhomed_inodes: BTreeMap::new(),
             unhomed: BTreeMap::new(),
             stats: JournalStats::default(),
         }
@@ -142,13 +146,21 @@ impl Journal {
         self.running.contains(&block)
     }
 
-    /// Inode `ino` changed: `for_data` if an `fdatasync` must wait for the change (its
-    /// size or blocks), not only an `fsync` (its timestamps). Its block is added apart.
-    pub fn inode_changed(&mut self, ino: Ino, for_data: bool) {
+    /// Inode `ino`, in inode-table block `block`, changed: `for_data` if an `fdatasync`
+    /// must wait for the change (its size or blocks), not only an `fsync` (its
+    /// timestamps). The block joins the transaction apart.
+    pub fn inode_changed(&mut self, ino: Ino, block: u64, for_data: bool) {
         self.changed.insert(ino);
         if for_data {
             self.changed_for_data.insert(ino);
+            self.unhomed_inodes.insert(ino, block);
         }
+    }
+
+    /// Whether inode `ino`'s size, blocks or existence changed since its block last went
+    /// home: the flash holds an older inode, or none.
+    pub fn inode_held(&self, ino: Ino) -> bool {
+        self.unhomed_inodes.contains_key(&ino)
     }
 
     /// Whether syncing `ino` (`data_only`: `fdatasync`) must wait for a commit: the running
@@ -161,12 +173,16 @@ impl Journal {
         }
     }
 
-    /// Whether the running transaction must commit now: it is full, or (`now` given) it
-    /// has run for the commit interval.
-    pub fn due(&self, now: Option<VirtualTime>) -> bool {
+    /// Whether the running transaction is full and must commit now.
+    pub fn full(&self) -> bool {
         self.running.len() as u64 >= self.max_transaction()
-            || matches!((now, self.running_since), (Some(now), Some(since))
-                if now.since(since) >= COMMIT_INTERVAL_NS)
+    }
+
+    /// When kjournald's timer fired for the running transaction, if it has by `now`: the
+    /// commit interval after the transaction's first change.
+    pub fn timer_fired(&self, now: VirtualTime) -> Option<VirtualTime> {
+        let fired = self.running_since?.after(COMMIT_INTERVAL_NS);
+        (fired <= now).then_some(fired)
     }
 
     /// Whether `block` is dirty in memory (changed and not yet home): the cache must keep
@@ -246,6 +262,11 @@ impl Journal {
         for b in &taken {
             self.unhomed.remove(b);
         }
+        // `taken` is sorted (a map's keys): an inode is home once its block is, unless the
+        // running transaction changed the block again.
+        let running = &self.running;
+        self.unhomed_inodes
+            .retain(|_, b| taken.binary_search(b).is_err() || running.contains(b));
         self.stats.checkpointed += taken.len() as u64;
         if self.unhomed.is_empty() {
             // Every committed block is home: the log's tail catches up with its head.
@@ -351,18 +372,21 @@ mod tests {
     #[test]
     fn the_timer_and_the_size_limit_make_a_transaction_due() {
         let mut j = Journal::new(vec![Extent::new(0, 64)], 4096);
-        assert!(
-            !j.due(Some(t(u64::MAX / 2))),
-            "an empty transaction is never due"
+        let fired = t(1_000 + COMMIT_INTERVAL_NS);
+        assert_eq!(
+            j.timer_fired(t(u64::MAX / 2)),
+            None,
+            "no transaction, no timer"
         );
         j.add(7, t(1_000));
-        assert!(!j.due(Some(t(1_000 + COMMIT_INTERVAL_NS - 1))));
-        assert!(j.due(Some(t(1_000 + COMMIT_INTERVAL_NS))));
-        assert!(!j.due(None));
+        assert_eq!(j.timer_fired(t(1_000 + COMMIT_INTERVAL_NS - 1)), None);
+        assert_eq!(j.timer_fired(fired), Some(fired));
+        assert_eq!(j.timer_fired(t(9 * COMMIT_INTERVAL_NS)), Some(fired));
+        assert!(!j.full());
         for b in 0..j.max_transaction() {
             j.add(100 + b, t(2_000));
         }
-        assert!(j.due(None), "a quarter of the log is a full transaction");
+        assert!(j.full(), "a quarter of the log is a full transaction");
     }
 
     #[test]
@@ -385,14 +409,21 @@ mod tests {
     fn fdatasync_waits_only_for_size_and_block_changes() {
         let mut j = Journal::new(vec![Extent::new(0, 64)], 4096);
         j.add(3, t(0));
-        j.inode_changed(Ino(12), false);
-        j.inode_changed(Ino(13), true);
+        j.inode_changed(Ino(12), 3, false);
+        j.inode_changed(Ino(13), 3, true);
         assert!(j.must_commit_for(Ino(12), false));
         assert!(!j.must_commit_for(Ino(12), true), "timestamps only");
         assert!(j.must_commit_for(Ino(13), true) && j.must_commit_for(Ino(13), false));
         assert!(!j.must_commit_for(Ino(14), false));
-        j.plan_commit().unwrap();
+        let c = j.plan_commit().unwrap();
         assert!(!j.must_commit_for(Ino(13), false), "committed");
+        j.committed(&c.blocks, t(5));
+        assert!(
+            j.inode_held(Ino(13)) && !j.inode_held(Ino(12)),
+            "not home yet"
+        );
+        j.take_all();
+        assert!(!j.inode_held(Ino(13)), "home");
     }
 
     #[test]

@@ -454,6 +454,12 @@ fn print(r: &ReplayRun) {
                 b.others_ns / 1e3,
                 n.pao * 100.0
             );
+            if n.stale_files > 0 {
+                println!(
+                    "  ndp: {} file read(s) older than the host's copy (dirty pages, or metadata still in the journal)",
+                    n.stale_files
+                );
+            }
         }
         if let Some(i) = &d.isc {
             println!(

@@ -123,4 +123,18 @@ fn verdict(r: &ReplayRun, host: Option<f64>) {
             pao * 100.0
         );
     }
+    let stale: Vec<String> = r
+        .designs
+        .iter()
+        .filter_map(|d| {
+            let n = d.ndp.as_ref()?;
+            (n.stale_files > 0).then(|| format!("{} {} of {}", d.design, n.stale_files, n.files))
+        })
+        .collect();
+    if !stale.is_empty() {
+        println!(
+            "stale reads: {} file(s) read older than the host's copy (dirty pages, or under fsr metadata still in the journal): their results may not be the program's (LightFS §II-D); lightfs reads a file only once its updater has synced it.",
+            stale.join(", ")
+        );
+    }
 }

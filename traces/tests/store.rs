@@ -48,6 +48,7 @@ fn run(duration: u64, pao: f64) -> NewRun {
         files: 2,
         breakdown: Default::default(),
         pao,
+        stale_files: 0,
     });
     NewRun {
         spec: None,

@@ -350,6 +350,30 @@ pub trait OffloadDesign {
 /// Expands a request's paths into the files it covers, in order. This is the application's
 /// own `readdir`, charged nowhere: the per-file lookups that follow read the same directory
 /// blocks and pay for them.
+/// How many of `req`'s files the device reads, under `design`, older than the host's copy:
+/// files with dirty pages (data not yet on flash: delayed allocation may not even have
+/// given them blocks), and under FSR, whose walk reads the on-flash metadata itself, files
+/// whose inode (size, blocks, or the file itself) still waits in the host's journal.
+/// frag-s and frag-m take layouts from the host's cache, so only their data can be stale.
+/// LightFS reads a file only once its update synchronizer has synced it (§III-B; a newer
+/// file is left out of the request until then) and the host baseline reads through its
+/// page cache: none for them. This is LightFS §II-D's inconsistency, counted so that a
+/// report says when it happened.
+pub fn stale_files(fs: &HostFs, design: DesignKind, req: &NdpRequest) -> Result<u64, NdpError> {
+    if matches!(design, DesignKind::LightFs | DesignKind::HostOnly) {
+        return Ok(0);
+    }
+    let ns = fs.namespace();
+    let mut stale = 0;
+    for path in expand_paths(fs, req)? {
+        let r = ns.resolve(&path, req.who).map_err(FsError::from)?;
+        let dirty_data = !fs.page_cache().dirty_blocks(r.ino).is_empty();
+        let old_metadata = design == DesignKind::Fsr && fs.journal_holds_inode(r.ino);
+        stale += u64::from(dirty_data || old_metadata);
+    }
+    Ok(stale)
+}
+
 fn expand_paths(fs: &HostFs, req: &NdpRequest) -> Result<Vec<String>, NdpError> {
     let ns = fs.namespace();
     let mut files = Vec::new();

@@ -11,7 +11,7 @@ use crate::prescan::Prescan;
 use csd_device::{Profile, VirtualTime};
 use csd_hostfs::fs::{Fd, FsError, HostFs, NewFile, OpenOptions};
 use csd_hostfs::namespace::{parent_dir as parent, Ino};
-use csd_hostfs::ndp::{DesignKind, NdpCompute, NdpRequest, OffloadDesign, Stages};
+use csd_hostfs::ndp::{stale_files, DesignKind, NdpCompute, NdpRequest, OffloadDesign, Stages};
 use csd_hostfs::perms::{Cred, Perms};
 use foldhash::{HashMap, HashMapExt};
 use std::collections::BTreeMap;
@@ -234,7 +234,9 @@ impl<'a> HostSystem<'a> {
                     paths: paths.clone(),
                     who: WHO,
                 };
+                let stale = stale_files(&self.fs, self.design.kind(), &req)?;
                 let out = self.design.offload(&mut self.fs, &req, compute.as_mut())?;
+                self.ndp.stale_files += stale;
                 let s = out.summary();
                 self.ndp.requests += 1;
                 self.ndp.files += s.files as u64;

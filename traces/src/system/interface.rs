@@ -105,6 +105,9 @@ pub struct NdpTotals {
     /// Mean per-file stages over every request.
     pub breakdown: Stages,
     pub pao: f64,
+    /// Files the device read older than the host's copy (`csd_hostfs::ndp::stale_files`).
+    #[serde(default)]
+    pub stale_files: u64,
 }
 
 /// What a StorageFS replay (the firmware and fusion designs) asked of the device.
