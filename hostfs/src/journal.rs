@@ -58,7 +58,7 @@ pub struct Commit {
 }
 
 /// How much the journal did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct JournalStats {
     pub commits: u64,
     /// Descriptor, copy and commit blocks written to the log.

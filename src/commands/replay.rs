@@ -481,6 +481,12 @@ fn print(r: &ReplayRun) {
                 i.host_wait_ns as f64 / 1e3
             );
         }
+        if let Some(j) = &d.journal {
+            println!(
+                "  journal: {} commit(s), {} log block(s); {} metadata block(s) written home ({} when the log was full)",
+                j.commits, j.log_blocks, j.checkpointed, j.full_log_checkpoints
+            );
+        }
         for (op, e) in &d.first_errors {
             println!("  first failed {op}: {e}");
         }

@@ -112,6 +112,9 @@ pub struct ReplayReport {
     /// ISP instructions written to command files (the ispfs design).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isp: Option<crate::system::IspTotals>,
+    /// What the host file system's metadata journal wrote (host designs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal: Option<csd_hostfs::journal::JournalStats>,
     pub device: DeviceCounters,
 }
 
@@ -252,6 +255,7 @@ impl<'s> Replayer<'s> {
             isc: totals.isc,
             fusion: totals.fusion,
             isp: totals.isp,
+            journal: totals.journal,
             device: totals.device,
         }
     }

@@ -26,6 +26,7 @@ fn design(design: DesignKind, duration_ns: u64, ops_per_sec: f64) -> ReplayRepor
         isc: None,
         fusion: None,
         isp: None,
+        journal: None,
         device: Default::default(),
     }
 }

@@ -59,6 +59,7 @@ impl System for DeviceSystem {
             isc: None,
             fusion: None,
             isp: None,
+            journal: None,
             device: self.device.counters(),
         }
     }

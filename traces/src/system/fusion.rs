@@ -929,6 +929,7 @@ impl System for FusionSystem<'_> {
                 ..self.totals.clone()
             }),
             isp: None,
+            journal: None,
             device: self.device.counters(),
         }
     }

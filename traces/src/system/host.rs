@@ -421,6 +421,7 @@ impl System for HostSystem<'_> {
             isc: (self.isc.requests > 0).then(|| self.isc.clone()),
             fusion: None,
             isp: None,
+            journal: self.fs.journal_stats(),
             device: self.fs.device().counters(),
         }
     }

@@ -79,6 +79,8 @@ pub struct Totals {
     pub isc: Option<IscTotals>,
     pub fusion: Option<FusionTotals>,
     pub isp: Option<IspTotals>,
+    /// The host file system's metadata journal (host designs).
+    pub journal: Option<csd_hostfs::journal::JournalStats>,
     pub device: DeviceCounters,
 }
 

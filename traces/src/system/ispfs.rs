@@ -479,6 +479,7 @@ impl System for IspfsSystem<'_> {
             isc: None,
             fusion: None,
             isp: (isp.instructions > 0).then_some(isp),
+            journal: None,
             device: self.fs.fs().device().counters(),
         }
     }
