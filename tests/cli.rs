@@ -2343,3 +2343,47 @@ fn the_replay_counts_files_the_device_read_older_than_the_host_had_them() {
     // LightFS leaves f2 out of the first scan: its updater has not synced it yet.
     assert_eq!(ndp("lightfs"), (2 + 3, 0));
 }
+
+/// A traced `sync` writes back every dirty page, commits the journal and writes every
+/// metadata block home: a scan after it reads nothing stale, under any design.
+#[test]
+fn a_replayed_sync_leaves_nothing_for_the_device_to_read_stale() {
+    let dir = scratch("sync-op");
+    let mut trace = String::from("{\"format\":\"csd-trace\",\"version\":1,\"clock\":\"ns\"}\n");
+    let mut t = 0;
+    let mut ev = |op: &str| {
+        t += 1000;
+        trace.push_str(&format!("{{\"t\":{t},\"pid\":1,{op}}}\n"));
+    };
+    ev(r#""op":"mkdir","path":"/d""#);
+    for i in 0..3 {
+        ev(&format!(
+            r#""op":"open","path":"/d/f{i}","flags":"O_WRONLY|O_CREAT","ret":3"#
+        ));
+        ev(r#""op":"write","fd":3,"len":16384,"ret":16384"#);
+        ev(r#""op":"close","fd":3,"ret":0"#);
+    }
+    ev(r#""op":"sync""#);
+    ev(r#""op":"ndp","task":"stats64","paths":["/d"]"#);
+    let path = dir.join("t.trace");
+    std::fs::write(&path, trace).unwrap();
+    let o = csd(&[
+        "replay",
+        path.to_str().unwrap(),
+        "--design",
+        "frag-s,fsr",
+        "--no-store",
+        "--json",
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for d in r["designs"].as_array().unwrap() {
+        assert_eq!(d["ndp"]["files"], 3, "{}", d["design"]);
+        assert_eq!(d["ndp"]["stale_files"], 0, "{}", d["design"]);
+        let j = &d["journal"];
+        assert_eq!(j["commits"], 1, "{}", d["design"]);
+        assert!(j["checkpointed"].as_u64().unwrap() >= 3, "{j}");
+        assert_eq!(d["latency"]["sync"]["count"], 1);
+    }
+}

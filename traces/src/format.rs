@@ -255,6 +255,8 @@ pub enum Op {
         fd: i64,
         path: String,
     },
+    /// `sync` or `syncfs`: every dirty page and the metadata journal written back.
+    Sync,
     Mkdir {
         path: String,
     },
@@ -320,6 +322,7 @@ pub const OPS: &[&str] = &[
     "pwrite",
     "fsync",
     "fdatasync",
+    "sync",
     "mkdir",
     "rmdir",
     "unlink",
@@ -344,6 +347,7 @@ impl Op {
             Op::Pwrite { .. } => "pwrite",
             Op::Fsync { .. } => "fsync",
             Op::Fdatasync { .. } => "fdatasync",
+            Op::Sync => "sync",
             Op::Mkdir { .. } => "mkdir",
             Op::Rmdir { .. } => "rmdir",
             Op::Unlink { .. } => "unlink",
@@ -679,6 +683,7 @@ fn parse_fast(line: &str) -> Option<Event> {
             let (fd, path) = fd_path()?;
             Op::Fdatasync { fd, path }
         }
+        "sync" => Op::Sync,
         "mkdir" => Op::Mkdir { path: path()? },
         "rmdir" => Op::Rmdir { path: path()? },
         "unlink" => Op::Unlink { path: path()? },
@@ -718,6 +723,14 @@ fn parse_fast(line: &str) -> Option<Event> {
         }
         Op::Bread { .. } | Op::Bwrite { .. } => {
             f.fd.is_none() && f.path.is_none() && f.to.is_none() && f.flags.is_none()
+        }
+        Op::Sync => {
+            f.fd.is_none()
+                && f.path.is_none()
+                && f.to.is_none()
+                && f.flags.is_none()
+                && f.off.is_none()
+                && f.len.is_none()
         }
         _ => {
             f.fd.is_none()
@@ -864,6 +877,7 @@ fn event_from_json(v: Value, top: bool) -> Result<Parsed, String> {
                 Op::Fdatasync { fd, path }
             }
         }
+        "sync" => Op::Sync,
         "mkdir" => Op::Mkdir {
             path: f.path("path")?,
         },
@@ -1031,6 +1045,7 @@ impl Event {
                 push_str(&mut s, "path", path);
                 let _ = write!(s, ",\"off\":{off},\"len\":{len}");
             }
+            Op::Sync => {}
             Op::Mkdir { path } | Op::Rmdir { path } | Op::Unlink { path } | Op::Stat { path } => {
                 push_str(&mut s, "path", path);
             }

@@ -256,6 +256,7 @@ fn breaks_batch(op: &Op) -> bool {
         | Op::Pwrite { .. }
         | Op::Fsync { .. }
         | Op::Fdatasync { .. }
+        | Op::Sync
         | Op::Mkdir { .. }
         | Op::Rmdir { .. }
         | Op::Unlink { .. }

@@ -155,7 +155,7 @@ fn check_event_paths(op: &Op) -> Result<(), String> {
         Op::Ndp { paths, .. } => return paths.iter().try_for_each(|p| check_path(p)),
         Op::Isc { files, .. } => return files.iter().try_for_each(|f| check_path(&f.path)),
         Op::Cisc { ops, .. } => return ops.iter().try_for_each(|e| check_event_paths(&e.op)),
-        Op::Bread { .. } | Op::Bwrite { .. } => return Ok(()),
+        Op::Sync | Op::Bread { .. } | Op::Bwrite { .. } => return Ok(()),
     };
     check_path(one)
 }

@@ -239,3 +239,26 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn sync_and_syncfs_become_sync_events_that_round_trip() {
+    let text = "\
+100 1000.000000 sync() = 0 <0.002000>
+100 1000.003000 syncfs(3</w/x>) = 0 <0.001000>
+";
+    let evs = events(ImportFormat::Strace, text).unwrap();
+    assert_eq!(evs.len(), 2, "{evs:?}");
+    assert!(evs.iter().all(|e| e.op == Op::Sync));
+    let mut w = TraceWriter::new(Vec::new(), &Header::new("strace")).unwrap();
+    for e in &evs {
+        w.write(e).unwrap();
+    }
+    let bytes = w.finish().unwrap();
+    let text = String::from_utf8(bytes.clone()).unwrap();
+    assert!(text.contains(r#""op":"sync""#), "{text}");
+    let back: Vec<Event> = TraceReader::new(&bytes[..], Strictness::Strict)
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(back, evs);
+}

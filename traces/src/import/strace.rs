@@ -466,6 +466,8 @@ impl StraceConverter {
             }
             "fsync" => Self::fd_file(a).map(|(fd, path)| Op::Fsync { fd, path }),
             "fdatasync" => Self::fd_file(a).map(|(fd, path)| Op::Fdatasync { fd, path }),
+            // syncfs(fd) syncs the file system holding fd; the replay has one.
+            "sync" | "syncfs" => Some(Op::Sync),
             "mkdir" => self
                 .path_arg(pid, None, a.first())
                 .map(|path| Op::Mkdir { path }),

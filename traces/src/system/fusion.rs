@@ -728,6 +728,11 @@ impl FusionSystem<'_> {
                 }
                 Ok(t)
             }
+            // StorageFS's ops are durable when they return: `sync` has nothing to write.
+            Op::Sync => {
+                self.kept.remove(&ev.pid);
+                Ok(self.lookup_call(at, 0, 0))
+            }
             Op::Unlink { path } => {
                 self.kept.remove(&ev.pid);
                 let mut call = Call::default();

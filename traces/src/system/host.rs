@@ -194,6 +194,7 @@ impl<'a> HostSystem<'a> {
                 let f = self.fd_for(ev.pid, *fd, path, false)?.fd;
                 fs_done(self.fs.fdatasync(f))
             }
+            Op::Sync => fs_done(self.fs.sync()),
             Op::Mkdir { path } => {
                 if let Some(p) = parent(path) {
                     mkdir_p(&mut self.fs, p)?;
