@@ -441,60 +441,66 @@ fn print(r: &ReplayRun) {
                 us(l.max_ns)
             );
         }
-        if let Some(n) = &d.ndp {
-            let b = &n.breakdown;
-            println!(
-                "  ndp: {} request(s), {} file(s); per file µs: retrieve {:.1} · dma {:.1} · read {:.1} · compute {:.1} · others {:.1} · PAO {:.1}%",
-                n.requests,
-                n.files,
-                b.retrieve_layout_ns / 1e3,
-                b.dma_ns / 1e3,
-                b.read_file_ns / 1e3,
-                b.compute_ns / 1e3,
-                b.others_ns / 1e3,
-                n.pao * 100.0
-            );
-            if n.stale_files > 0 {
-                println!(
-                    "  ndp: {} file read(s) older than the host's copy (dirty pages, or metadata still in the journal)",
-                    n.stale_files
-                );
-            }
-        }
-        if let Some(i) = &d.isc {
-            println!(
-                "  isc: {} task transaction(s), {} committed, {} rolled back",
-                i.requests, i.committed, i.aborted
-            );
-        }
-        if let Some(f) = &d.fusion {
-            print_storagefs(f);
-        }
-        if let Some(i) = &d.isp {
-            println!(
-                "  isp: {} instruction(s) through command files, {} refused; engine busy {:.3} ms over {} bytes, done at {:.3} ms; host I/O waited {:.3} µs for it",
-                i.instructions,
-                i.refused,
-                i.engine_ns as f64 / 1e6,
-                i.bytes_compared,
-                i.engine_done_ns as f64 / 1e6,
-                i.host_wait_ns as f64 / 1e3
-            );
-        }
-        if let Some(j) = &d.journal {
-            println!(
-                "  journal: {} commit(s), {} log block(s); {} metadata block(s) written home ({} when the log was full)",
-                j.commits, j.log_blocks, j.checkpointed, j.full_log_checkpoints
-            );
-        }
-        for (op, e) in &d.first_errors {
-            println!("  first failed {op}: {e}");
-        }
-        for (why, n) in &d.skipped {
-            println!("  skipped {n}: {why}");
-        }
+        print_totals(d);
     }
     print_fused_against_unfused(r);
+}
+
+/// Under one design's latency table: what its offloads, tasks, StorageFS, ISP engine and
+/// journal did, and which ops failed or were skipped.
+fn print_totals(d: &csd_traces::replay::ReplayReport) {
+    if let Some(n) = &d.ndp {
+        let b = &n.breakdown;
+        println!(
+            "  ndp: {} request(s), {} file(s); per file µs: retrieve {:.1} · dma {:.1} · read {:.1} · compute {:.1} · others {:.1} · PAO {:.1}%",
+            n.requests,
+            n.files,
+            b.retrieve_layout_ns / 1e3,
+            b.dma_ns / 1e3,
+            b.read_file_ns / 1e3,
+            b.compute_ns / 1e3,
+            b.others_ns / 1e3,
+            n.pao * 100.0
+        );
+        if n.stale_files > 0 {
+            println!(
+                "  ndp: {} file read(s) older than the host's copy (dirty pages, or metadata still in the journal)",
+                n.stale_files
+            );
+        }
+    }
+    if let Some(i) = &d.isc {
+        println!(
+            "  isc: {} task transaction(s), {} committed, {} rolled back",
+            i.requests, i.committed, i.aborted
+        );
+    }
+    if let Some(f) = &d.fusion {
+        print_storagefs(f);
+    }
+    if let Some(i) = &d.isp {
+        println!(
+            "  isp: {} instruction(s) through command files, {} refused; engine busy {:.3} ms over {} bytes, done at {:.3} ms; host I/O waited {:.3} µs for it",
+            i.instructions,
+            i.refused,
+            i.engine_ns as f64 / 1e6,
+            i.bytes_compared,
+            i.engine_done_ns as f64 / 1e6,
+            i.host_wait_ns as f64 / 1e3
+        );
+    }
+    if let Some(j) = &d.journal {
+        println!(
+            "  journal: {} commit(s), {} log block(s); {} metadata block(s) written home ({} when the log was full)",
+            j.commits, j.log_blocks, j.checkpointed, j.full_log_checkpoints
+        );
+    }
+    for (op, e) in &d.first_errors {
+        println!("  first failed {op}: {e}");
+    }
+    for (why, n) in &d.skipped {
+        println!("  skipped {n}: {why}");
+    }
 }
 
 /// Under the summary, what the per-op tables would show of ops the model refused: a design

@@ -67,6 +67,9 @@ pub fn higher_is_better(metric: &str) -> Option<bool> {
             "flash_page_programs",
             "surviving_blocks",
             "write_requests",
+            "stale_files",
+            "commits",
+            "log_blocks",
         ]
         .contains(&m);
     lower.then_some(false)
@@ -100,6 +103,11 @@ impl Report {
                     if let Some(ndp) = &d.ndp {
                         m.push(("ndp.pao", ndp.pao));
                         m.extend(stages(NDP_STAGES, &ndp.breakdown));
+                        m.push(("ndp.stale_files", ndp.stale_files as f64));
+                    }
+                    if let Some(j) = &d.journal {
+                        m.push(("journal.commits", j.commits as f64));
+                        m.push(("journal.log_blocks", j.log_blocks as f64));
                     }
                     m.push(("device.waf", d.device.waf));
                     m.push((
