@@ -754,6 +754,8 @@ impl HostFs {
         let mut blocks = vec![layout.inode_block(r.ino), layout.inode_block(r.parent)];
         blocks.extend(self.dir_blocks(r.parent));
         self.write_meta(blocks)?;
+        // The directory's entries changed: an `fsync` of it must commit.
+        self.inode_changed(r.parent, true)?;
         Ok(r.ino)
     }
 
@@ -783,6 +785,8 @@ impl HostFs {
         blocks.extend(self.dir_blocks(r.old_parent));
         blocks.extend(self.dir_blocks(r.new_parent));
         self.write_meta(blocks)?;
+        self.inode_changed(r.old_parent, true)?;
+        self.inode_changed(r.new_parent, true)?;
         Ok(r.ino)
     }
 
@@ -862,7 +866,8 @@ impl HostFs {
     }
 
     /// Every dirty page belongs to a live file and passes [`HostFs::check_cache_of`]; the
-    /// journal's blocks not yet home are cached; and the device's own invariants hold. O(dirty pages + device), for tests.
+    /// journal's blocks not yet home are cached; and the device's own invariants hold.
+    /// O(dirty pages + device), for tests.
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut inos: Vec<Ino> = self.cache.iter().map(|(ino, _, _)| ino).collect();
         inos.dedup();
