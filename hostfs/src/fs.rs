@@ -307,7 +307,9 @@ impl HostFs {
             .min(self.alloc.free_blocks() / 8)
             .max(16);
         let area = self.alloc.allocate(blocks, None).map_err(NsError::from)?;
-        self.journal = Some(Journal::new(area, bs));
+        let journal =
+            Journal::new(area, bs).ok_or(FsError::TooSmall(self.device.logical_pages()))?;
+        self.journal = Some(journal);
         Ok(())
     }
 
@@ -336,20 +338,23 @@ impl HostFs {
     /// commit at once if it is full); without one they are written through the device
     /// before this returns. Either way the cache holds them, as a write would leave them.
     fn write_meta(&mut self, blocks: impl IntoIterator<Item = u64>) -> Result<(), FsError> {
-        if let Some(j) = &mut self.journal {
-            let now = self.clock;
-            for b in blocks {
+        if self.journal.is_none() {
+            return self.write_in_place(blocks);
+        }
+        let now = self.clock;
+        for b in blocks {
+            let full = self.journal.as_mut().is_some_and(|j| {
                 j.add(b, now);
-                let ready = self.cached.entry(b).or_insert(now);
-                *ready = (*ready).min(now);
-            }
-            if j.full() {
+                j.full()
+            });
+            let ready = self.cached.entry(b).or_insert(now);
+            *ready = (*ready).min(now);
+            if full {
                 // jbd2 makes the handle that filled the transaction wait for its commit.
                 self.commit(true)?;
             }
-            return Ok(());
         }
-        self.write_in_place(blocks)
+        Ok(())
     }
 
     /// Writes metadata blocks to their home locations, all submitted at the clock; the

@@ -95,10 +95,14 @@ pub struct Journal {
 }
 
 impl Journal {
-    /// A journal over `area` (at least four blocks), for file-system blocks of `block_bytes`.
-    pub fn new(area: Vec<Extent>, block_bytes: u64) -> Journal {
-        let len = area.iter().map(|e| e.pages).sum();
-        Journal {
+    /// A journal over `area`, for file-system blocks of `block_bytes`; `None` if the area
+    /// holds fewer than four blocks (a descriptor, a copy, a commit block, and room).
+    pub fn new(area: Vec<Extent>, block_bytes: u64) -> Option<Journal> {
+        let len: u64 = area.iter().map(|e| e.pages).sum();
+        if len < 4 {
+            return None;
+        }
+        Some(Journal {
             area,
             len,
             tags_per_descriptor: (block_bytes.saturating_sub(DESCRIPTOR_OVERHEAD_BYTES)
@@ -113,16 +117,11 @@ impl Journal {
             unhomed_inodes: BTreeMap::new(),
             unhomed: BTreeMap::new(),
             stats: JournalStats::default(),
-        }
+        })
     }
 
     pub fn stats(&self) -> JournalStats {
         self.stats
-    }
-
-    /// The log's device blocks.
-    pub fn area(&self) -> &[Extent] {
-        &self.area
     }
 
     /// The most blocks one transaction may change (jbd2's `j_max_transaction_buffers`, a
@@ -321,7 +320,7 @@ mod tests {
     #[test]
     fn a_commit_writes_descriptors_copies_then_the_commit_block_in_log_order() {
         // 4 KiB blocks: 255 tags per descriptor, so 300 blocks need two descriptors.
-        let mut j = Journal::new(vec![Extent::new(1000, 2000)], 4096);
+        let mut j = Journal::new(vec![Extent::new(1000, 2000)], 4096).unwrap();
         for b in 0..300 {
             j.add(5000 + b, t(0));
         }
@@ -338,7 +337,7 @@ mod tests {
     #[test]
     fn a_full_log_checkpoints_before_it_wraps() {
         // Two extents: the log continues in the second, then wraps to the first.
-        let mut j = Journal::new(vec![Extent::new(100, 8), Extent::new(500, 8)], 4096);
+        let mut j = Journal::new(vec![Extent::new(100, 8), Extent::new(500, 8)], 4096).unwrap();
         for round in 0..3u64 {
             j.add(9000 + round, t(round));
             j.add(9100 + round, t(round));
@@ -371,7 +370,7 @@ mod tests {
 
     #[test]
     fn the_timer_and_the_size_limit_make_a_transaction_due() {
-        let mut j = Journal::new(vec![Extent::new(0, 64)], 4096);
+        let mut j = Journal::new(vec![Extent::new(0, 64)], 4096).unwrap();
         let fired = t(1_000 + COMMIT_INTERVAL_NS);
         assert_eq!(
             j.timer_fired(t(u64::MAX / 2)),
@@ -391,7 +390,7 @@ mod tests {
 
     #[test]
     fn expired_blocks_go_home_and_free_the_log() {
-        let mut j = Journal::new(vec![Extent::new(0, 64)], 4096);
+        let mut j = Journal::new(vec![Extent::new(0, 64)], 4096).unwrap();
         j.add(10, t(0));
         let c = j.plan_commit().unwrap();
         j.committed(&c.blocks, t(100));
@@ -407,7 +406,7 @@ mod tests {
 
     #[test]
     fn fdatasync_waits_only_for_size_and_block_changes() {
-        let mut j = Journal::new(vec![Extent::new(0, 64)], 4096);
+        let mut j = Journal::new(vec![Extent::new(0, 64)], 4096).unwrap();
         j.add(3, t(0));
         j.inode_changed(Ino(12), 3, false);
         j.inode_changed(Ino(13), 3, true);
@@ -424,6 +423,12 @@ mod tests {
         );
         j.take_all();
         assert!(!j.inode_held(Ino(13)), "home");
+    }
+
+    #[test]
+    fn a_log_too_small_for_one_commit_is_refused() {
+        assert!(Journal::new(vec![Extent::new(0, 3)], 4096).is_none());
+        assert!(Journal::new(Vec::new(), 4096).is_none());
     }
 
     #[test]
