@@ -547,8 +547,17 @@ pub fn headlines(run: &StoredRun) -> Vec<Headline> {
             .iter()
             .flat_map(|d| {
                 let name = d.design.to_string();
+                let stale = d.ndp.as_ref().filter(|n| n.stale_files > 0).map(|n| {
+                    let files = n.stale_files as f64;
+                    h(name.clone(), "stale reads", files, "files")
+                });
                 std::iter::once(h(name.clone(), "throughput", d.ops_per_sec, "ops/s"))
-                    .chain(d.ndp.as_ref().map(|n| h(name, "PAO", n.pao, "ratio")))
+                    .chain(
+                        d.ndp
+                            .as_ref()
+                            .map(|n| h(name.clone(), "PAO", n.pao, "ratio")),
+                    )
+                    .chain(stale)
             })
             .collect(),
         Report::Ndp(r) => r.points.first().map_or(Vec::new(), |p| {
