@@ -2221,6 +2221,19 @@ fn the_replay_summary_names_the_ops_that_failed() {
 /// A program that removes and renames files between two scans: LightFS's index follows
 /// `unlink`, `rename` and `rmdir` (its `.ndpmeta` goes with an emptied directory), so it
 /// offers the scans the files frag-s finds, and refuses nothing the file system allows.
+/// Writes `trace` into `dir`, replays it with `args` (and `--no-store --json`), removes
+/// `dir`, and returns the report, after checking that the replay succeeded.
+fn replay_json(dir: &std::path::Path, trace: &str, args: &[&str]) -> serde_json::Value {
+    let path = dir.join("t.trace");
+    std::fs::write(&path, trace).unwrap();
+    let mut all = vec!["replay", path.to_str().unwrap(), "--no-store", "--json"];
+    all.extend_from_slice(args);
+    let o = csd(&all);
+    let _ = std::fs::remove_dir_all(dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 #[test]
 fn lightfs_follows_unlink_rename_and_rmdir() {
     let dir = scratch("lightfs-unlink");
@@ -2252,19 +2265,7 @@ fn lightfs_follows_unlink_rename_and_rmdir() {
     ev(r#""op":"rename","path":"/d/sub/f2","to":"/d/g2""#.into());
     ev(r#""op":"rmdir","path":"/d/sub""#.into());
     ev(scan.into());
-    let path = dir.join("t.trace");
-    std::fs::write(&path, trace).unwrap();
-    let o = csd(&[
-        "replay",
-        path.to_str().unwrap(),
-        "--design",
-        "frag-s,lightfs",
-        "--no-store",
-        "--json",
-    ]);
-    let _ = std::fs::remove_dir_all(&dir);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = replay_json(&dir, &trace, &["--design", "frag-s,lightfs"]);
     for d in r["designs"].as_array().unwrap() {
         assert_eq!(d["first_errors"], serde_json::json!({}), "{}", d["design"]);
         // 4 files, then 2 (f1 gone, f2 moved down), then 3 (f2 back as g2).
@@ -2302,21 +2303,11 @@ fn the_replay_counts_files_the_device_read_older_than_the_host_had_them() {
     let scan = r#""op":"ndp","task":"stats64","paths":["/d"]"#;
     ev(scan, None);
     ev(scan, Some(40_000_000_000));
-    let path = dir.join("t.trace");
-    std::fs::write(&path, trace).unwrap();
-    let o = csd(&[
-        "replay",
-        path.to_str().unwrap(),
-        "--design",
-        "frag-s,fsr,lightfs",
-        "--mode",
-        "timed",
-        "--no-store",
-        "--json",
-    ]);
-    let _ = std::fs::remove_dir_all(&dir);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = replay_json(
+        &dir,
+        &trace,
+        &["--design", "frag-s,fsr,lightfs", "--mode", "timed"],
+    );
     let ndp = |design: &str| {
         let d = r["designs"]
             .as_array()
@@ -2365,19 +2356,7 @@ fn a_replayed_sync_leaves_nothing_for_the_device_to_read_stale() {
     }
     ev(r#""op":"sync""#);
     ev(r#""op":"ndp","task":"stats64","paths":["/d"]"#);
-    let path = dir.join("t.trace");
-    std::fs::write(&path, trace).unwrap();
-    let o = csd(&[
-        "replay",
-        path.to_str().unwrap(),
-        "--design",
-        "frag-s,fsr",
-        "--no-store",
-        "--json",
-    ]);
-    let _ = std::fs::remove_dir_all(&dir);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = replay_json(&dir, &trace, &["--design", "frag-s,fsr"]);
     for d in r["designs"].as_array().unwrap() {
         assert_eq!(d["ndp"]["files"], 3, "{}", d["design"]);
         assert_eq!(d["ndp"]["stale_files"], 0, "{}", d["design"]);
