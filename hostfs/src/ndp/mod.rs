@@ -347,9 +347,6 @@ pub trait OffloadDesign {
     }
 }
 
-/// Expands a request's paths into the files it covers, in order. This is the application's
-/// own `readdir`, charged nowhere: the per-file lookups that follow read the same directory
-/// blocks and pay for them.
 /// How many of `req`'s files the device reads, under `design`, older than the host's copy:
 /// files with dirty pages (data not yet on flash: delayed allocation may not even have
 /// given them blocks), and under FSR, whose walk reads the on-flash metadata itself, files
@@ -374,6 +371,9 @@ pub fn stale_files(fs: &HostFs, design: DesignKind, req: &NdpRequest) -> Result<
     Ok(stale)
 }
 
+/// Expands a request's paths into the files it covers, in order. This is the application's
+/// own `readdir`, charged nowhere: the per-file lookups that follow read the same directory
+/// blocks and pay for them.
 fn expand_paths(fs: &HostFs, req: &NdpRequest) -> Result<Vec<String>, NdpError> {
     let ns = fs.namespace();
     let mut files = Vec::new();
