@@ -364,7 +364,7 @@ pub fn stale_files(fs: &HostFs, design: DesignKind, req: &NdpRequest) -> Result<
     let mut stale = 0;
     for path in expand_paths(fs, req)? {
         let r = ns.resolve(&path, req.who).map_err(FsError::from)?;
-        let dirty_data = !fs.page_cache().dirty_blocks(r.ino).is_empty();
+        let dirty_data = fs.page_cache().is_dirty(r.ino);
         let old_metadata = design == DesignKind::Fsr && fs.journal_holds_inode(r.ino);
         stale += u64::from(dirty_data || old_metadata);
     }
