@@ -394,15 +394,20 @@ impl HostFs {
     /// `wait` the caller waits for the commit block (`fsync`); otherwise the commit is
     /// kjournald's and the clock stays.
     fn commit(&mut self, wait: bool) -> Result<(), FsError> {
-        self.commit_as_of(wait, None)
+        self.commit_as_of(wait, None).map(|_| ())
     }
 
     /// [`HostFs::commit`], for a commit that belongs to moment `as_of` (kjournald's timer,
     /// passed already): its writes go to the device now, whose timelines only move
-    /// forward, but the flusher's expiry counts from `as_of`.
-    fn commit_as_of(&mut self, wait: bool, as_of: Option<VirtualTime>) -> Result<(), FsError> {
+    /// forward, but the flusher's expiry counts from `as_of`. Returns when the commit block
+    /// is on the device, if there was anything to commit.
+    fn commit_as_of(
+        &mut self,
+        wait: bool,
+        as_of: Option<VirtualTime>,
+    ) -> Result<Option<VirtualTime>, FsError> {
         let Some(plan) = self.journal.as_mut().and_then(Journal::plan_commit) else {
-            return Ok(());
+            return Ok(None);
         };
         let start = self.clock;
         if !plan.checkpoint.is_empty() {
@@ -424,7 +429,7 @@ impl HostFs {
             j.committed(&plan.blocks, as_of.map_or(done, |t| t.min(done)));
         }
         self.clock = if wait { done } else { start };
-        Ok(())
+        Ok(Some(done))
     }
 
     /// The journal's background work due by the clock, which it leaves where it was:
@@ -433,8 +438,12 @@ impl HostFs {
     /// flusher's last wake-up `last_wake`.
     fn journal_background(&mut self, last_wake: Option<VirtualTime>) -> Result<(), FsError> {
         let now = self.clock;
+        // A block goes home only once the commit that logged it is on the device.
+        let mut home_at = now;
         if let Some(fired) = self.journal.as_ref().and_then(|j| j.timer_fired(now)) {
-            self.commit_as_of(false, Some(fired))?;
+            if let Some(done) = self.commit_as_of(false, Some(fired))? {
+                home_at = home_at.max(done);
+            }
         }
         let expire = self.policy.expire_ns;
         let home = match (&mut self.journal, last_wake) {
@@ -444,6 +453,7 @@ impl HostFs {
             _ => return Ok(()),
         };
         if !home.is_empty() {
+            self.clock = home_at;
             self.write_in_place(home)?;
             self.clock = now;
         }

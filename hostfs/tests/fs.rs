@@ -424,3 +424,29 @@ fn after_an_overwrite_fsync_commits_the_new_mtime_and_fdatasync_does_not() {
     );
     fs.check_invariants().unwrap();
 }
+
+/// After a long idle stretch, kjournald's overdue commit and the flusher's home writes of the
+/// same blocks come in one pass: the home writes wait for the commit block, so the device is
+/// busy for three programs in a row (log, commit block, home), not two.
+#[test]
+fn blocks_go_home_only_after_the_commit_that_logged_them() {
+    use csd_device::VirtualTime;
+    let mut fs = fs("cosmos-plus");
+    fs.enable_journal().unwrap();
+    let page_ns = Profile::load("cosmos-plus").unwrap().timing.page_program_ns;
+    let s = 1_000_000_000u64;
+    fs.start_op(VirtualTime(s));
+    fs.mkdir("/a", MINE, ME).unwrap();
+    let now = VirtualTime(50 * s);
+    fs.start_op(now);
+    fs.run_flusher().unwrap();
+    let stats = fs.journal_stats().unwrap();
+    assert_eq!(stats.commits, 1);
+    assert!(stats.checkpointed >= 2, "{stats:?}");
+    let busy = fs.device().idle_at().since(now);
+    assert!(
+        busy >= 3 * page_ns,
+        "log, commit block, then home: {busy} ns for {page_ns} ns programs"
+    );
+    fs.check_invariants().unwrap();
+}
