@@ -472,12 +472,13 @@ impl HostFs {
         Ok(ino)
     }
 
-    /// Writes what creating `ino` changed: its inode, its parent's, the directory blocks.
+    /// Writes what creating `ino` changed: its inode, its parent's, the parent's directory
+    /// block that took the entry, and a new directory's own block.
     fn write_created(&mut self, ino: Ino) -> Result<(), FsError> {
         let parent = self.ns.inode(ino).expect("just created").parent;
         let layout = *self.ns.layout();
         let mut blocks = vec![layout.inode_block(ino), layout.inode_block(parent)];
-        blocks.extend(self.dir_blocks(parent));
+        blocks.extend(self.ns.entry_block(parent, ino));
         blocks.extend(self.dir_blocks(ino));
         self.write_meta(blocks)?;
         self.inode_changed(ino, true)?;
@@ -766,8 +767,11 @@ impl HostFs {
         self.cache.forget(r.ino);
         self.debug_check_cache(r.ino);
         let layout = *self.ns.layout();
-        let mut blocks = vec![layout.inode_block(r.ino), layout.inode_block(r.parent)];
-        blocks.extend(self.dir_blocks(r.parent));
+        let blocks = [
+            layout.inode_block(r.ino),
+            layout.inode_block(r.parent),
+            r.dir_block,
+        ];
         self.write_meta(blocks)?;
         // The directory's entries changed: an `fsync` of it must commit.
         self.inode_changed(r.parent, true)?;
@@ -797,8 +801,7 @@ impl HostFs {
             layout.inode_block(r.old_parent),
             layout.inode_block(r.new_parent),
         ];
-        blocks.extend(self.dir_blocks(r.old_parent));
-        blocks.extend(self.dir_blocks(r.new_parent));
+        blocks.extend(&r.dir_blocks);
         self.write_meta(blocks)?;
         self.inode_changed(r.old_parent, true)?;
         self.inode_changed(r.new_parent, true)?;
@@ -880,10 +883,11 @@ impl HostFs {
         }
     }
 
-    /// Every dirty page belongs to a live file and passes [`HostFs::check_cache_of`]; the
-    /// journal's blocks not yet home are cached; and the device's own invariants hold.
+    /// The namespace's invariants hold; every dirty page belongs to a live file and passes
+    /// [`HostFs::check_cache_of`]; the journal's blocks not yet home are cached; and the device's own invariants hold.
     /// O(dirty pages + device), for tests.
     pub fn check_invariants(&self) -> Result<(), String> {
+        self.ns.check_invariants()?;
         let mut inos: Vec<Ino> = self.cache.iter().map(|(ino, _, _)| ino).collect();
         inos.dedup();
         for ino in inos {

@@ -58,11 +58,9 @@ pub struct DirEntry {
     /// `name`'s FNV-1a hash: lookups scan a directory comparing these, not the names
     /// (a long scan of string compares was the replay's hottest loop).
     hash: u64,
-    /// The directory block holding the entry, and where the entry ends in it: kept by
-    /// [`place_entries`] whenever a directory changes, so a lookup does not re-lay the
-    /// directory up to its entry.
+    /// The index of the directory block holding the entry. An entry stays in its block
+    /// until it is removed, as an ext4 dirent does.
     block: u64,
-    end: u64,
 }
 
 impl DirEntry {
@@ -73,36 +71,47 @@ impl DirEntry {
 }
 
 impl DirEntry {
-    /// An entry not yet placed: [`place_entries`] must run before it is looked up.
-    fn new(name: &str, ino: Ino) -> DirEntry {
+    fn new(name: &str, ino: Ino, block: u64) -> DirEntry {
         DirEntry {
             name: name.to_string(),
             ino,
             hash: name_hash(name),
-            block: 0,
-            end: 0,
+            block,
         }
+    }
+
+    fn bytes(&self) -> u64 {
+        dirent_bytes(self.name.len())
     }
 }
 
-/// Lays `entries[from..]` into directory blocks after `entries[..from]`, recording each
-/// entry's block and end (entries never straddle blocks; the first block starts with "." and
-/// "..").
-fn place_entries(block_bytes: u64, entries: &mut [DirEntry], from: usize) {
-    let (mut index, mut used) = match from.checked_sub(1) {
-        Some(i) => (entries[i].block, entries[i].end),
-        None => (0, DOT_ENTRIES_BYTES),
-    };
-    for e in &mut entries[from..] {
-        let size = dirent_bytes(e.name.len());
-        if used + size > block_bytes {
-            index += 1;
-            used = 0;
-        }
-        used += size;
-        e.block = index;
-        e.end = used;
+/// The directory block a new entry of `size` bytes goes into: the first with room for it,
+/// as ext4's `add_dirent_to_buf` scans a directory, or `used.len()` (a block to add) when
+/// none has. Space a removed entry leaves is reused this way; nothing else moves.
+fn block_with_room(used: &[u64], size: u64, block_bytes: u64) -> u64 {
+    used.iter()
+        .position(|&u| u + size <= block_bytes)
+        .unwrap_or(used.len()) as u64
+}
+
+/// Puts `entry` (its block chosen by [`block_with_room`]) after the entries already in its
+/// block, keeping `entries` in on-disk order, and counts its bytes there.
+fn insert_entry(entries: &mut Vec<DirEntry>, used: &mut Vec<u64>, entry: DirEntry) {
+    let b = entry.block as usize;
+    if b == used.len() {
+        used.push(0);
     }
+    used[b] += entry.bytes();
+    let at = entries.partition_point(|e| e.block <= entry.block);
+    entries.insert(at, entry);
+}
+
+/// Takes `entries[k]` out; the others stay where they are (ext4 folds a removed dirent into
+/// its neighbour's record, so only its own block changes). Returns its block index.
+fn remove_entry_at(entries: &mut Vec<DirEntry>, used: &mut [u64], k: usize) -> u64 {
+    let e = entries.remove(k);
+    used[e.block as usize] -= e.bytes();
+    e.block
 }
 
 fn name_hash(name: &str) -> u64 {
@@ -126,6 +135,9 @@ pub enum InodeKind {
     Dir {
         entries: Vec<DirEntry>,
         blocks: Vec<Extent>,
+        /// Bytes in use in each directory block, "." and ".." included in the first: one
+        /// per block of `blocks` (a directory never shrinks, as on ext4).
+        used: Vec<u64>,
     },
 }
 
@@ -209,6 +221,8 @@ pub struct Removed {
     pub parent: Ino,
     /// Data blocks (a file) or directory blocks (a directory) to give back to the allocator.
     pub blocks: Vec<Extent>,
+    /// The parent's directory block that held the entry: the only one the removal changed.
+    pub dir_block: u64,
 }
 
 /// What a rename changed.
@@ -217,8 +231,9 @@ pub struct Renamed {
     pub ino: Ino,
     pub old_parent: Ino,
     pub new_parent: Ino,
-    /// Directory blocks the new parent had to grow by.
-    pub grown: Vec<Extent>,
+    /// The directory blocks the rename changed: the one that held the old entry, the one
+    /// that holds the new, and a moved directory's first block (its "..").
+    pub dir_blocks: Vec<u64>,
     /// A file the rename replaced.
     pub replaced: Option<Removed>,
 }
@@ -384,6 +399,7 @@ impl Namespace {
             kind: InodeKind::Dir {
                 entries: Vec::new(),
                 blocks,
+                used: vec![DOT_ENTRIES_BYTES],
             },
         };
         Ok(Namespace {
@@ -415,22 +431,110 @@ impl Namespace {
         }
     }
 
-    /// Blocks a directory's entries need once an entry with a `name_len`-byte name is
-    /// appended (without building the grown list).
-    fn blocks_with_appended(&self, entries: &[DirEntry], name_len: usize) -> u64 {
-        let (index, used) = entries
-            .last()
-            .map_or((0, DOT_ENTRIES_BYTES), |e| (e.block, e.end));
-        if used + dirent_bytes(name_len) > self.layout.block_bytes {
-            index + 2
-        } else {
-            index + 1
+    /// Every directory's blocks account for its entries: one `used` count per block, each
+    /// the entries' bytes there (with "." and ".." in the first) and within the block, and
+    /// the entries in block order. O(entries), for tests.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        for inode in self.inodes.slots.iter().flatten() {
+            let InodeKind::Dir {
+                entries,
+                blocks,
+                used,
+            } = &inode.kind
+            else {
+                continue;
+            };
+            let pages: u64 = blocks.iter().map(|r| r.pages).sum();
+            if used.len() as u64 != pages {
+                return Err(format!(
+                    "directory {:?} has {pages} blocks but counts bytes in {}",
+                    inode.ino,
+                    used.len()
+                ));
+            }
+            if used.is_empty() {
+                return Err(format!("directory {:?} has no block", inode.ino));
+            }
+            let mut counted = vec![0u64; used.len()];
+            counted[0] = DOT_ENTRIES_BYTES;
+            for (i, e) in entries.iter().enumerate() {
+                if i > 0 && entries[i - 1].block > e.block {
+                    return Err(format!(
+                        "directory {:?}: entries out of block order",
+                        inode.ino
+                    ));
+                }
+                let Some(c) = counted.get_mut(e.block as usize) else {
+                    return Err(format!(
+                        "directory {:?}: '{}' in block {} of {}",
+                        inode.ino,
+                        e.name,
+                        e.block,
+                        used.len()
+                    ));
+                };
+                *c += e.bytes();
+            }
+            if counted != *used {
+                return Err(format!(
+                    "directory {:?}: blocks hold {counted:?} bytes, counted {used:?}",
+                    inode.ino
+                ));
+            }
+            if let Some(u) = used.iter().find(|&&u| u > self.layout.block_bytes) {
+                return Err(format!(
+                    "directory {:?}: a block holds {u} bytes",
+                    inode.ino
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// How many blocks directory `ino` has (0 for a file or a free number).
+    pub fn dir_block_count(&self, ino: Ino) -> u64 {
+        match self.inodes.get(&ino).map(|i| &i.kind) {
+            Some(InodeKind::Dir { used, .. }) => used.len() as u64,
+            _ => 0,
         }
     }
 
-    /// Blocks a directory's (placed) entries need.
-    pub fn dir_blocks_needed(entries: &[DirEntry]) -> u64 {
-        entries.last().map_or(1, |e| e.block + 1)
+    /// The device block holding `ino`'s entry in directory `dir`.
+    pub fn entry_block(&self, dir: Ino, ino: Ino) -> Option<u64> {
+        match &self.inodes.get(&dir)?.kind {
+            // From the end: a new entry is most often the last.
+            InodeKind::Dir {
+                entries, blocks, ..
+            } => entries
+                .iter()
+                .rfind(|e| e.ino == ino)
+                .map(|e| Self::nth_block(blocks, e.block)),
+            InodeKind::File { .. } => None,
+        }
+    }
+
+    /// Allocates a directory block near `blocks`' last when `at` is one past them (the
+    /// entry about to go there needs a new block).
+    fn grow_for(
+        alloc: &mut ExtentAllocator,
+        blocks: &[Extent],
+        used: &[u64],
+        at: u64,
+    ) -> Result<Vec<Extent>, NsError> {
+        if at < used.len() as u64 {
+            return Ok(Vec::new());
+        }
+        Ok(alloc.allocate(1, blocks.last().map(|r| r.end()))?)
+    }
+
+    /// Appends freshly allocated runs to a directory's block list.
+    fn extend_blocks(blocks: &mut Vec<Extent>, extra: Vec<Extent>) {
+        for r in extra {
+            match blocks.last_mut() {
+                Some(last) if last.end() == r.first.0 => last.pages += r.pages,
+                _ => blocks.push(r),
+            }
+        }
     }
 
     /// The device block holding block `index` of a run list.
@@ -491,7 +595,12 @@ impl Namespace {
                     block: self.layout.inode_block(ino),
                 });
             }
-            let InodeKind::Dir { entries, blocks } = &dir.kind else {
+            let InodeKind::Dir {
+                entries,
+                blocks,
+                used,
+            } = &dir.kind
+            else {
                 return Err(NsError::NotADirectory(walked_path(walked)));
             };
             if !dir.perms.allows(who, Access::Execute) {
@@ -503,7 +612,7 @@ impl Namespace {
             walked += 1 + part.len();
             let found = find_entry(entries, part);
             if let Some(t) = trail.as_deref_mut() {
-                let needed = Self::dir_blocks_needed(entries);
+                let needed = used.len() as u64;
                 let leaf = match found {
                     Some(k) => entries[k].block,
                     None => needed - 1,
@@ -611,18 +720,14 @@ impl Namespace {
             None if self.next_ino < self.layout.inode_count => Ino(self.next_ino),
             None => return Err(NsError::NoInodes(self.layout.inode_count)),
         };
-        // Grow the parent's directory blocks if the new entry does not fit, near its last block.
-        let needed = self.blocks_with_appended(entries, name.len());
-        let InodeKind::Dir { blocks, .. } = &self.inodes[&parent].kind else {
+        // The first block with room takes the entry; the directory grows by a block, near its
+        // last, when none has.
+        let InodeKind::Dir { blocks, used, .. } = &self.inodes[&parent].kind else {
             unreachable!()
         };
-        let have: u64 = blocks.iter().map(|r| r.pages).sum();
+        let at = block_with_room(used, dirent_bytes(name.len()), self.layout.block_bytes);
+        let extra = Self::grow_for(alloc, blocks, used, at)?;
         let goal = blocks.last().map(|r| r.end());
-        let extra = if needed > have {
-            alloc.allocate(needed - have, goal)?
-        } else {
-            Vec::new()
-        };
         let new_kind = match kind {
             NewKind::File => InodeKind::File {
                 size_bytes: 0,
@@ -632,6 +737,7 @@ impl Namespace {
                 Ok(b) => InodeKind::Dir {
                     entries: Vec::new(),
                     blocks: b,
+                    used: vec![DOT_ENTRIES_BYTES],
                 },
                 Err(e) => {
                     for r in extra {
@@ -641,20 +747,16 @@ impl Namespace {
                 }
             },
         };
-        let InodeKind::Dir { entries, blocks } =
-            &mut self.inodes.get_mut(&parent).expect("parent").kind
+        let InodeKind::Dir {
+            entries,
+            blocks,
+            used,
+        } = &mut self.inodes.get_mut(&parent).expect("parent").kind
         else {
             unreachable!()
         };
-        entries.push(DirEntry::new(name, ino));
-        let last = entries.len() - 1;
-        place_entries(self.layout.block_bytes, entries, last);
-        for r in extra {
-            match blocks.last_mut() {
-                Some(last) if last.end() == r.first.0 => last.pages += r.pages,
-                _ => blocks.push(r),
-            }
-        }
+        insert_entry(entries, used, DirEntry::new(name, ino, at));
+        Self::extend_blocks(blocks, extra);
         self.inodes.insert(
             ino,
             Inode {
@@ -690,14 +792,19 @@ impl Namespace {
         Ok((parent, name))
     }
 
-    /// Takes `ino`'s entry out of directory `dir`; the entries after it move up.
-    fn remove_entry(&mut self, dir: Ino, ino: Ino) {
-        match &mut self.inodes.get_mut(&dir).expect("directory").kind {
-            InodeKind::Dir { entries, .. } => {
-                entries.retain(|e| e.ino != ino);
-                place_entries(self.layout.block_bytes, entries, 0);
+    /// Takes entry `name` out of directory `dir`; returns the device block that held it.
+    fn remove_entry(&mut self, dir: Ino, name: &str) -> Option<u64> {
+        match &mut self.inodes.get_mut(&dir)?.kind {
+            InodeKind::Dir {
+                entries,
+                blocks,
+                used,
+            } => {
+                let k = find_entry(entries, name)?;
+                let b = remove_entry_at(entries, used, k);
+                Some(Self::nth_block(blocks, b))
             }
-            InodeKind::File { .. } => unreachable!("checked to be a directory"),
+            InodeKind::File { .. } => None,
         }
     }
 
@@ -718,13 +825,16 @@ impl Namespace {
             InodeKind::Dir { blocks, .. } => blocks.clone(),
             InodeKind::File { extents, .. } => extents.clone(),
         };
-        self.remove_entry(parent, ino);
+        let dir_block = self
+            .remove_entry(parent, name)
+            .expect("found in its parent above");
         self.inodes.remove(&ino);
         self.free_inos.insert(ino.0);
         Ok(Removed {
             ino,
             parent,
             blocks,
+            dir_block,
         })
     }
 
@@ -749,7 +859,7 @@ impl Namespace {
                 ino,
                 old_parent,
                 new_parent: old_parent,
-                grown: Vec::new(),
+                dir_blocks: Vec::new(),
                 replaced: None,
             });
         }
@@ -775,50 +885,72 @@ impl Namespace {
         if existing.is_some_and(|e| self.inodes[&e].is_dir()) {
             return Err(NsError::Exists(to.to_string()));
         }
-        // Grow the new parent first: if that fails, nothing has changed.
-        let mut grown_entries: Vec<DirEntry> = self
-            .readdir(new_parent)
-            .unwrap_or_default()
-            .iter()
-            .filter(|e| e.ino != ino && Some(e.ino) != existing)
-            .cloned()
-            .collect();
-        grown_entries.push(DirEntry::new(new_name, ino));
-        place_entries(self.layout.block_bytes, &mut grown_entries, 0);
-        let needed = Self::dir_blocks_needed(&grown_entries);
-        let InodeKind::Dir { blocks, .. } = &self.inodes[&new_parent].kind else {
-            unreachable!("checked to be a directory")
-        };
-        let have: u64 = blocks.iter().map(|r| r.pages).sum();
-        let goal = blocks.last().map(|r| r.end());
-        let grown = if needed > have {
-            alloc.allocate(needed - have, goal)?
-        } else {
-            Vec::new()
-        };
-        let replaced = match existing {
-            Some(_) => Some(self.remove(to, false, who)?),
-            None => None,
-        };
-        self.remove_entry(old_parent, ino);
-        let InodeKind::Dir { entries, blocks } =
-            &mut self.inodes.get_mut(&new_parent).expect("parent").kind
-        else {
-            unreachable!()
-        };
-        *entries = grown_entries;
-        for r in &grown {
-            match blocks.last_mut() {
-                Some(last) if last.end() == r.first.0 => last.pages += r.pages,
-                _ => blocks.push(*r),
+        let moved_dir_block = match &self.inodes[&ino].kind {
+            InodeKind::Dir { blocks, .. } if new_parent != old_parent => {
+                Some(Self::nth_block(blocks, 0))
             }
+            _ => None,
+        };
+        let mut dir_blocks = Vec::with_capacity(3);
+        let replaced = match existing {
+            // As ext4's rename over a file: the destination's entry now names the moved inode
+            // (the same name, in the same place), and the file it named is gone.
+            Some(gone) => {
+                let blocks = match self.inodes.remove(&gone).map(|i| i.kind) {
+                    Some(InodeKind::File { extents, .. }) => extents,
+                    _ => unreachable!("a directory destination was refused above"),
+                };
+                self.free_inos.insert(gone.0);
+                let InodeKind::Dir {
+                    entries, blocks: b, ..
+                } = &mut self.inodes.get_mut(&new_parent).expect("parent").kind
+                else {
+                    unreachable!("checked to be a directory")
+                };
+                let k = find_entry(entries, new_name).expect("found above");
+                entries[k].ino = ino;
+                let dir_block = Self::nth_block(b, entries[k].block);
+                dir_blocks.push(dir_block);
+                Some(Removed {
+                    ino: gone,
+                    parent: new_parent,
+                    blocks,
+                    dir_block,
+                })
+            }
+            // Otherwise the new entry is added first, as ext4 does, growing the new parent
+            // if no block has room: if that fails, nothing has changed.
+            None => {
+                let InodeKind::Dir {
+                    entries,
+                    blocks,
+                    used,
+                } = &mut self.inodes.get_mut(&new_parent).expect("parent").kind
+                else {
+                    unreachable!("checked to be a directory")
+                };
+                let at =
+                    block_with_room(used, dirent_bytes(new_name.len()), self.layout.block_bytes);
+                let extra = Self::grow_for(alloc, blocks, used, at)?;
+                Self::extend_blocks(blocks, extra);
+                insert_entry(entries, used, DirEntry::new(new_name, ino, at));
+                dir_blocks.push(Self::nth_block(blocks, at));
+                None
+            }
+        };
+        let old_block = self
+            .remove_entry(old_parent, old_name)
+            .expect("found in its parent above");
+        if !dir_blocks.contains(&old_block) {
+            dir_blocks.push(old_block);
         }
+        dir_blocks.extend(moved_dir_block);
         self.inodes.get_mut(&ino).expect("moved").parent = new_parent;
         Ok(Renamed {
             ino,
             old_parent,
             new_parent,
-            grown,
+            dir_blocks,
             replaced,
         })
     }

@@ -120,20 +120,76 @@ fn big_directories_spill_into_more_blocks_and_lookups_read_one_leaf() {
 }
 
 #[test]
-fn removing_and_renaming_entries_moves_later_entries_up() {
+fn removed_entries_leave_the_others_in_place_and_their_room_is_reused() {
     let (mut ns, mut alloc) = root_with_600_files();
+    let first_block = ns.entry_block(Ino::ROOT, ns.find(&name(0), ME).unwrap());
+    let mut changed = std::collections::BTreeSet::new();
     for i in 0..127 {
-        ns.remove(&name(i), false, ME).unwrap();
+        changed.insert(ns.remove(&name(i), false, ME).unwrap().dir_block);
     }
-    // 473 entries left: 127 in the first block (after "." and ".."), 128 in each next one.
-    assert_eq!(dir_reads(&ns, &name(253)), 1);
-    assert_eq!(dir_reads(&ns, &name(254)), 2);
-    assert_eq!(dir_reads(&ns, &name(599)), 4);
-    // A rename within the directory moves the entry to the end; the next one moves up.
-    ns.rename(&name(253), "/moved", ME, &mut alloc).unwrap();
-    assert_eq!(dir_reads(&ns, &name(254)), 1);
-    assert_eq!(dir_reads(&ns, "/moved"), 4);
-    assert_eq!(dir_reads(&ns, &name(253)), usize::MAX);
+    // Only the block that held them changed; nothing moved up (ext4 folds a removed dirent
+    // into its neighbour), and the directory keeps its five blocks.
+    assert_eq!(
+        changed.into_iter().collect::<Vec<_>>(),
+        Vec::from_iter(first_block)
+    );
+    assert_eq!(dir_reads(&ns, &name(127)), 2);
+    assert_eq!(dir_reads(&ns, &name(599)), 5);
+    assert_eq!(ns.dir_block_count(Ino::ROOT), 5);
+    // A new entry takes the first block with room: the emptied first one.
+    let f = ns
+        .create("/new", NewKind::File, MINE, ME, &mut alloc)
+        .unwrap();
+    assert_eq!(dir_reads(&ns, "/new"), 1);
+    assert_eq!(ns.entry_block(Ino::ROOT, f), first_block);
+    // A rename adds the new name where there is room and removes the old one: two blocks
+    // change, and no other entry moves.
+    let r = ns.rename(&name(300), "/moved", ME, &mut alloc).unwrap();
+    assert_eq!(dir_reads(&ns, "/moved"), 1);
+    assert_eq!(dir_reads(&ns, &name(301)), 3);
+    assert_eq!(dir_reads(&ns, &name(300)), usize::MAX);
+    assert_eq!(r.dir_blocks.len(), 2);
+    assert!(r.dir_blocks.contains(&first_block.unwrap()));
+    ns.check_invariants().unwrap();
+}
+
+#[test]
+fn a_rename_over_a_file_reuses_its_entry() {
+    let (mut ns, mut alloc) = root_with_600_files();
+    let moved = ns.find(&name(5), ME).unwrap();
+    let r = ns.rename(&name(5), &name(400), ME, &mut alloc).unwrap();
+    assert_eq!(
+        r.replaced.as_ref().map(|g| g.dir_block),
+        Some(r.dir_blocks[0])
+    );
+    assert_eq!(ns.find(&name(400), ME).unwrap(), moved);
+    assert_eq!(
+        dir_reads(&ns, &name(400)),
+        4,
+        "the entry stays in its block"
+    );
+    assert!(ns.find(&name(5), ME).is_err());
+    ns.check_invariants().unwrap();
+}
+
+#[test]
+fn churn_in_a_directory_does_not_grow_it() {
+    // Create, rename, unlink over a bounded set of names, as a replayed build or mail
+    // spool does: the freed room is reused, so the directory stays the size it needs.
+    let (mut ns, mut alloc) = fresh();
+    for round in 0..50 {
+        for i in 0..200 {
+            ns.create(&name(i), NewKind::File, MINE, ME, &mut alloc)
+                .unwrap();
+        }
+        for i in 0..200 {
+            let to = format!("/renamed-{i:016}-{round:02}");
+            ns.rename(&name(i), &to, ME, &mut alloc).unwrap();
+            ns.remove(&to, false, ME).unwrap();
+        }
+    }
+    assert!(ns.dir_block_count(Ino::ROOT) <= 4);
+    ns.check_invariants().unwrap();
 }
 
 #[test]

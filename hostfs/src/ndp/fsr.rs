@@ -9,7 +9,7 @@ use super::{
     expand_paths, DesignKind, NdpCompute, NdpError, NdpOutcome, NdpRequest, OffloadDesign,
 };
 use crate::fs::{byte_ranges, FsError, HostFs};
-use crate::namespace::{InodeKind, Namespace, NsError};
+use crate::namespace::{InodeKind, NsError};
 use crate::perms::Access;
 use csd_device::{IoPath, Lpn};
 use std::collections::BTreeSet;
@@ -98,7 +98,7 @@ impl OffloadDesign for Fsr {
                         FsError::Namespace(NsError::NotADirectory(job.path.clone()))
                     })?;
                     let at = entries.iter().position(|e| e.ino == pair[1]).unwrap_or(0);
-                    let blocks = Namespace::dir_blocks_needed(entries);
+                    let blocks = ns.dir_block_count(pair[0]);
                     examined += if blocks <= 1 {
                         1 + at as u64
                     } else {
