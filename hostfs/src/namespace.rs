@@ -330,22 +330,16 @@ fn components(path: &str) -> Result<Components<'_>, NsError> {
         return Ok(Components { rest: None });
     }
     let rest = path.strip_prefix('/').ok_or_else(bad)?;
-    // One pass over the bytes: each component's length, and whether it is all dots.
-    let (mut len, mut dots) = (0usize, 0usize);
-    for &b in rest.as_bytes().iter().chain(std::iter::once(&b'/')) {
-        match b {
-            0 => return Err(bad()),
-            b'/' => {
-                if len == 0 || (len <= 2 && dots == len) {
-                    return Err(bad());
-                }
-                (len, dots) = (0, 0);
-            }
-            _ => {
-                len += 1;
-                dots += usize::from(b == b'.');
-            }
-        }
+    // A NUL anywhere (one vectorised scan), then each part's shape.
+    if rest.as_bytes().contains(&0) {
+        return Err(bad());
+    }
+    if rest
+        .as_bytes()
+        .split(|&b| b == b'/')
+        .any(|c| c.is_empty() || c == b"." || c == b"..")
+    {
+        return Err(bad());
     }
     Ok(Components { rest: Some(rest) })
 }

@@ -162,7 +162,7 @@ impl<'a> HostSystem<'a> {
                 // Linux truncates only a file that was there: one the open creates is
                 // already empty, and `O_TRUNC` on it changes nothing (`do_open`).
                 let truncate =
-                    flags.truncate && flags.write && self.fs.namespace().resolve(path, WHO).is_ok();
+                    flags.truncate && flags.write && self.fs.namespace().find(path, WHO).is_ok();
                 let f = self.open_path(path, how)?;
                 if truncate {
                     self.fs.truncate(path, 0, WHO)?;
@@ -492,7 +492,7 @@ pub(super) fn make_initial_files(fs: &mut HostFs, scan: &Prescan) -> Result<(), 
     let files: Vec<_> = scan
         .files
         .iter()
-        .filter(|(f, _)| fs.namespace().resolve(f, WHO).is_err())
+        .filter(|(f, _)| fs.namespace().find(f, WHO).is_err())
         .collect();
     let written: Vec<Vec<(u64, u64)>> = files
         .iter()

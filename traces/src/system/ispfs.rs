@@ -355,7 +355,7 @@ impl<'a> IspfsSystem<'a> {
                 }
                 // As on the host: `O_TRUNC` truncates only a file that was there.
                 let existed =
-                    flags.truncate && self.fs.fs_mut().namespace().resolve(path, WHO).is_ok();
+                    flags.truncate && self.fs.fs_mut().namespace().find(path, WHO).is_ok();
                 let f = self.open(path, flags.write, flags.create)?;
                 if flags.write && existed && matches!(f, TraceFd::File { .. }) {
                     self.fs.fs_mut().truncate(path, 0, WHO)?;

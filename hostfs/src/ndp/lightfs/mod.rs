@@ -323,11 +323,11 @@ impl State {
     /// LightFS indexes it.
     fn parent_changed(&mut self, fs: &mut HostFs, path: &str) -> Result<(), NdpError> {
         let parent = parent_dir(path).unwrap_or("/");
-        let Ok(r) = fs.namespace().resolve(parent, self.who) else {
+        let Ok(dir) = fs.namespace().find(parent, self.who) else {
             return Ok(());
         };
-        if self.indexes.contains_key(&r.ino) {
-            self.refresh(fs, r.ino, parent)?;
+        if self.indexes.contains_key(&dir) {
+            self.refresh(fs, dir, parent)?;
         }
         Ok(())
     }
@@ -345,8 +345,8 @@ impl State {
     fn moved(&mut self, fs: &HostFs, ino: Ino, from: &str, to: &str) {
         if let Some(u) = self.unsync.get_mut(&ino) {
             let parent = parent_dir(to).unwrap_or("/");
-            if let Ok(r) = fs.namespace().resolve(parent, self.who) {
-                u.dir = r.ino;
+            if let Ok(dir) = fs.namespace().find(parent, self.who) {
+                u.dir = dir;
                 u.dir_path = parent.to_string();
             }
         }
@@ -710,7 +710,7 @@ impl OffloadDesign for LightFs {
 
     /// The directory's index drops the entry in memory, as a close updates it (§III-B).
     fn unlink(&mut self, fs: &mut HostFs, path: &str, who: Cred) -> Result<(), NdpError> {
-        let ino = fs.namespace().resolve(path, who).map(|r| r.ino);
+        let ino = fs.namespace().find(path, who);
         fs.unlink(path, who)?;
         if let Some(st) = self.state.as_mut() {
             if let Ok(ino) = ino {
@@ -724,7 +724,7 @@ impl OffloadDesign for LightFs {
     /// A directory LightFS indexed holds its `.ndpmeta`: when that is all it holds, the
     /// index goes first, so the directory is empty to the kernel.
     fn rmdir(&mut self, fs: &mut HostFs, path: &str, who: Cred) -> Result<(), NdpError> {
-        let dir = fs.namespace().resolve(path, who).map(|r| r.ino);
+        let dir = fs.namespace().find(path, who);
         if let (Some(st), Ok(dir)) = (self.state.as_mut(), dir) {
             // Listing the directory only when LightFS indexed it.
             let only_index = st.indexes.contains_key(&dir)
@@ -748,7 +748,7 @@ impl OffloadDesign for LightFs {
     /// Both directories' indexes change; a directory moved keeps its index, under its new
     /// path.
     fn rename(&mut self, fs: &mut HostFs, from: &str, to: &str, who: Cred) -> Result<(), NdpError> {
-        let replaced = fs.namespace().resolve(to, who).ok().map(|r| r.ino);
+        let replaced = fs.namespace().find(to, who).ok();
         let ino = fs.rename(from, to, who)?;
         if let Some(st) = self.state.as_mut() {
             // A file the rename replaced is gone, written back or not.
