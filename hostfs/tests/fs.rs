@@ -450,3 +450,48 @@ fn blocks_go_home_only_after_the_commit_that_logged_them() {
     );
     fs.check_invariants().unwrap();
 }
+
+#[test]
+fn a_change_in_a_big_directory_journals_only_the_block_it_touched() {
+    use csd_hostfs::fs::OpenOptions;
+    let mut fs = fs("cosmos-plus");
+    fs.enable_journal().unwrap();
+    fs.mkdir("/big", MINE, ME).unwrap();
+    let how = OpenOptions {
+        write: true,
+        create: Some(MINE),
+    };
+    // 2000 entries of 32 bytes: 16 directory blocks.
+    for i in 0..2000 {
+        let fd = fs.open(&format!("/big/file-{i:019}"), how, ME).unwrap();
+        fs.close(fd).unwrap();
+    }
+    fs.sync().unwrap();
+    let logged = |fs: &HostFs| fs.journal_stats().unwrap().log_blocks;
+    let before = logged(&fs);
+    // A create, an unlink and a rename, each committed: the descriptor, the inode-table
+    // blocks and the one or two directory blocks that hold the entries, never the
+    // directory's other blocks.
+    let fd = fs.open("/big/new", how, ME).unwrap();
+    fs.fsync(fd).unwrap();
+    fs.close(fd).unwrap();
+    let create = logged(&fs) - before;
+    fs.unlink(&format!("/big/file-{:019}", 1500), ME).unwrap();
+    fs.sync().unwrap();
+    let unlink = logged(&fs) - before - create;
+    fs.rename(
+        &format!("/big/file-{:019}", 10),
+        &format!("/big/file-{:019}", 1999),
+        ME,
+    )
+    .unwrap();
+    fs.sync().unwrap();
+    let rename = logged(&fs) - before - create - unlink;
+    for (op, blocks) in [("create", create), ("unlink", unlink), ("rename", rename)] {
+        assert!(
+            (2..=5).contains(&blocks),
+            "{op} logged {blocks} blocks of a 16-block directory"
+        );
+    }
+    fs.check_invariants().unwrap();
+}
