@@ -2,11 +2,12 @@
 //!
 //! `query` is the word query of Figs. 8–9: the ISP engine through a directory's command
 //! file against a software search through an EXT4-like page cache, per file size. `iozone`
-//! is Fig. 7: ISPFS's POSIX path against an EXT4-like one over the same board.
+//! is Fig. 7: ISPFS's POSIX path against an EXT4-like one over the same medium (DRAM, as
+//! the paper ran it, or the PCM board).
 
 use anyhow::bail;
 use csd_device::Profile;
-use csd_hostfs::ispfs::iozone::{self, IozoneReport, IozoneSpec, Test};
+use csd_hostfs::ispfs::iozone::{self, IozoneReport, IozoneSpec, Medium, Test};
 use csd_hostfs::ispfs::query::{self, QueryReport, QuerySpec};
 use csd_runtime::WasmStages;
 use csd_traces::report::Report;
@@ -27,21 +28,30 @@ pub enum IspfsCommand {
     /// Example: csd ispfs query --sizes 0.1m,1m,10m,100m
     Query(QueryArgs),
     /// iozone's rewrite, reread, random write and random read (ISPFS Fig. 7) through ISPFS
-    /// and through an EXT4-like path over the same PCM, per file and record size.
+    /// and through an EXT4-like path over the same medium, per file and record size.
     ///
-    /// Example: csd ispfs iozone --files 1m,100m --records 4k,1m
+    /// Example: csd ispfs iozone --files 1m,100m --records 4k,1m --medium pcm
     Iozone(IozoneArgs),
 }
 
 #[derive(clap::Args, Debug)]
 pub struct IozoneArgs {
-    /// File sizes (binary units: 1m = 1 MiB), at most 256 MiB.
-    #[arg(long, value_delimiter = ',', default_value = "1m,10m,100m")]
+    /// File sizes (binary units: 1m = 1 MiB), at most 256 MiB. The paper's is 256 MB.
+    #[arg(long, value_delimiter = ',', default_value = "256m")]
     pub files: Vec<String>,
     /// Record sizes (binary units), 512 bytes to 16 MiB; a record larger than a file is
-    /// skipped.
-    #[arg(long, value_delimiter = ',', default_value = "4k,64k,1m")]
+    /// skipped. The default is the paper's 1 KiB to 16 MiB.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1k,2k,4k,8k,16k,32k,64k,128k,256k,512k,1m,2m,4m,8m,16m"
+    )]
     pub records: Vec<String>,
+    /// Where both file systems keep the file: `dram`, as the paper ran Fig. 7 (ISPFS in a
+    /// mapped region, EXT4 on a RAM disk sharing the host's memory with its page cache), or
+    /// `pcm`, ISPFS's board (writes wait for the PCM's program time).
+    #[arg(long, default_value = "dram", value_parser = ["dram", "pcm"])]
+    pub medium: String,
     /// Device profile (ISPFS's board is pcm-zynq).
     #[arg(long, default_value = "pcm-zynq")]
     pub profile: String,
@@ -113,6 +123,10 @@ pub fn iozone_spec(args: &IozoneArgs) -> anyhow::Result<IozoneSpec> {
     Ok(IozoneSpec {
         file_bytes: list(&args.files, iozone::MAX_FILE_BYTES)?,
         record_bytes: list(&args.records, iozone::MAX_RECORD_BYTES)?,
+        medium: match args.medium.as_str() {
+            "pcm" => Medium::Pcm,
+            _ => Medium::Dram,
+        },
     })
 }
 
@@ -147,8 +161,12 @@ fn run_iozone(args: &IozoneArgs) -> anyhow::Result<()> {
 
 fn print_iozone(r: &IozoneReport) {
     println!(
-        "ISPFS Fig. 7: iozone through ISPFS and an EXT4-like path on {}",
-        r.profile
+        "ISPFS Fig. 7: iozone through ISPFS and an EXT4-like path on {}, the file in {}",
+        r.profile,
+        match r.spec.medium {
+            Medium::Dram => "DRAM (EXT4 on a RAM disk)",
+            Medium::Pcm => "the PCM board",
+        }
     );
     println!(
         "\n{:<13} {:>10} {:>10} {:>13} {:>13} {:>9}",

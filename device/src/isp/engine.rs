@@ -55,6 +55,9 @@ pub struct IspCosts {
     pub block_request_ns: u64,
     /// The largest read the EXT4-like path's readahead issues, bytes.
     pub readahead_bytes: u64,
+    /// The host memory its kernel and user space keep resident, which neither the page
+    /// cache nor a RAM disk can use, bytes.
+    pub host_resident_bytes: u64,
 }
 
 impl IspCosts {
