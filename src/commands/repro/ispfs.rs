@@ -199,25 +199,25 @@ fn iozone_lines(ctx: &Ctx, profile: &csd_device::Profile, s: &mut Sheet) -> anyh
             Test::Rewrite,
             4.10,
             "ispfs.fig7.rewrite",
-            "ISPFS over EXT4, rewrite (mean)",
+            "ISPFS over EXT4, rewrite (mean; ours: POSIX calls only)",
         ),
         (
             Test::Reread,
             1.34,
             "ispfs.fig7.reread",
-            "ISPFS over EXT4, reread (mean)",
+            "ISPFS over EXT4, reread (mean; ours: POSIX calls only)",
         ),
         (
             Test::RandomWrite,
             8.30,
             "ispfs.fig7.random-write",
-            "ISPFS over EXT4, random write (mean)",
+            "ISPFS over EXT4, random write (mean; ours: POSIX calls only)",
         ),
         (
             Test::RandomRead,
             3.32,
             "ispfs.fig7.random-read",
-            "ISPFS over EXT4, random read (mean)",
+            "ISPFS over EXT4, random read (mean; ours: POSIX calls only)",
         ),
     ] {
         if let Some(ours) = r.mean_ratio(test) {
