@@ -466,7 +466,11 @@ impl RunView {
                 values: points.iter().map(|p| Some(f(p))).collect(),
             };
             self.charts.push(GroupedChart {
-                title: format!("iozone {}: throughput by record and file size", test.name()),
+                title: format!(
+                    "iozone {} over {}: throughput by record and file size",
+                    test.name(),
+                    r.spec.medium.name()
+                ),
                 unit: "MB/s",
                 series,
                 groups: vec![
