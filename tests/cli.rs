@@ -2119,6 +2119,26 @@ fn ispfs_iozone_compares_both_paths_and_refuses_bad_sizes() {
         "{}",
         stdout(&rerun)
     );
+    // On the PCM board ISPFS's writes wait for the PCM's programs; over DRAM (§5.1's
+    // set-up, the default) they do not.
+    let on_pcm = csd(&[&args[..], &["--medium", "pcm", "--no-store"]].concat());
+    assert!(on_pcm.status.success(), "{}", stderr(&on_pcm));
+    let on_pcm: serde_json::Value = serde_json::from_slice(&on_pcm.stdout).unwrap();
+    assert_eq!(r["spec"]["medium"], "dram");
+    assert_eq!(on_pcm["spec"]["medium"], "pcm");
+    let rewrite = |r: &serde_json::Value| {
+        r["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["test"] == "rewrite" && p["record_bytes"] == 4096)
+            .map(|p| p["ispfs_mb_per_sec"].as_f64().unwrap())
+            .unwrap()
+    };
+    assert!(rewrite(&r) > 10.0 * rewrite(&on_pcm));
+    let tape = csd(&["ispfs", "iozone", "--medium", "tape", "--no-store"]);
+    assert_eq!(tape.status.code(), Some(2));
+    assert!(stderr(&tape).contains("'tape'"), "{}", stderr(&tape));
     let bad: &[(&[&str], &str)] = &[
         (&["ispfs", "iozone", "--files", "1g"], "size '1g'"),
         (&["ispfs", "iozone", "--records", "0"], "size '0'"),
