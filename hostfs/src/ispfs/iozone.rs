@@ -420,7 +420,7 @@ impl<'a> Ext4<'a> {
                 while end < window_end && !self.cache.contains(end) {
                     end += 1;
                 }
-                self.now = self.medium_read(self.now, p, end - p)?;
+                self.now = self.block_request(self.now, p, end - p, false)?;
                 for q in p..end {
                     self.cache.insert(q);
                 }
@@ -437,7 +437,7 @@ impl<'a> Ext4<'a> {
             if !self.cache.contains(p) {
                 if bytes < BLOCK_BYTES {
                     // `block_write_begin`: a partly written page is read first.
-                    self.now = self.medium_read(self.now, p, 1)?;
+                    self.now = self.block_request(self.now, p, 1, false)?;
                 }
                 self.cache.insert(p);
             }
@@ -493,50 +493,36 @@ impl<'a> Ext4<'a> {
         for p in first..end {
             self.cache.clean(p);
         }
-        self.flusher_free = self.medium_write(self.flusher_free, first, end - first)?;
+        self.flusher_free = self.block_request(self.flusher_free, first, end - first, true)?;
         self.writeback_from = end;
         Ok(true)
     }
 
-    /// One block request reading `pages` pages from `first` into the page cache, issued at
-    /// `at`; returns when the data is there.
-    fn medium_read(
+    /// One block request moving `pages` pages from `first` between the page cache and the
+    /// medium (`write`: back to it), issued at `at`; returns when it is done. The RAM disk's
+    /// driver copies the pages in the submitter's context.
+    fn block_request(
         &mut self,
         at: VirtualTime,
         first: u32,
         pages: u32,
+        write: bool,
     ) -> Result<VirtualTime, IspfsError> {
         let bytes = u64::from(pages) * BLOCK_BYTES;
         let at = at.after(self.costs.block_request_ns);
-        Ok(match &mut self.device {
-            // The RAM disk's driver copies the pages in the submitter's context.
-            None => at.after(copy_ns(self.profile, bytes)),
-            Some(d) => {
-                let off = u64::from(first) * BLOCK_BYTES;
-                d.read_at(IoPath::Internal, at, off, bytes, None)?.done
-            }
-        })
-    }
-
-    /// One block request writing `pages` pages from `first` back, issued at `at`; returns
-    /// when the medium has them.
-    fn medium_write(
-        &mut self,
-        at: VirtualTime,
-        first: u32,
-        pages: u32,
-    ) -> Result<VirtualTime, IspfsError> {
-        let bytes = u64::from(pages) * BLOCK_BYTES;
-        let at = at.after(self.costs.block_request_ns);
-        Ok(match &mut self.device {
-            None => at.after(copy_ns(self.profile, bytes)),
-            Some(d) => {
-                let off = u64::from(first) * BLOCK_BYTES;
-                d.write_at(IoPath::Internal, at, off, bytes, None)?.done
-            }
-        })
+        let Some(d) = &mut self.device else {
+            return Ok(at.after(copy_ns(self.profile, bytes)));
+        };
+        let off = u64::from(first) * BLOCK_BYTES;
+        let c = if write {
+            d.write_at(IoPath::Internal, at, off, bytes, None)?
+        } else {
+            d.read_at(IoPath::Internal, at, off, bytes, None)?
+        };
+        Ok(c.done)
     }
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;
