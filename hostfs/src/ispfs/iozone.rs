@@ -179,6 +179,21 @@ pub struct IozonePoint {
     pub record_bytes: u64,
     pub ispfs_mb_per_sec: f64,
     pub ext4_mb_per_sec: f64,
+    /// Where the EXT4-like path's time went (runs saved before it was kept read zeros).
+    #[serde(default)]
+    pub ext4: Ext4Work,
+}
+
+/// What the EXT4-like path did beyond ISPFS's one copy per call: why it was slower.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Ext4Work {
+    /// Pages read from the medium into the page cache (misses, readahead, and pages read
+    /// before a partial write).
+    pub pages_read: u64,
+    /// Pages the flusher wrote back during the test.
+    pub pages_written_back: u64,
+    /// Time the writer waited for the flusher past the dirty limit, ns.
+    pub throttled_ns: u64,
 }
 
 impl IozonePoint {
@@ -228,7 +243,8 @@ pub fn compare(
                 Medium::Dram => ispfs_dram_ns(profile, &ops, record),
                 Medium::Pcm => ispfs_pcm_ns(profile, &engine, test, &ops, record)?,
             };
-            let ext4 = Ext4::new(profile, costs, spec.medium, file)?.run(test, &ops, record)?;
+            let (ext4, work) =
+                Ext4::new(profile, costs, spec.medium, file)?.run(test, &ops, record)?;
             let mbs = |ns: u64| file as f64 / ns.max(1) as f64 * 1e3;
             points.push(IozonePoint {
                 test,
@@ -236,6 +252,7 @@ pub fn compare(
                 record_bytes: record,
                 ispfs_mb_per_sec: mbs(ispfs),
                 ext4_mb_per_sec: mbs(ext4),
+                ext4: work,
             });
         }
         progress();
@@ -327,6 +344,7 @@ struct Ext4<'a> {
     flushing: bool,
     /// Where the flusher's next pass over the file starts (the inode's `writeback_index`).
     writeback_from: u32,
+    work: Ext4Work,
 }
 
 impl<'a> Ext4<'a> {
@@ -375,11 +393,12 @@ impl<'a> Ext4<'a> {
             flusher_free: now,
             flushing: false,
             writeback_from: 0,
+            work: Ext4Work::default(),
         })
     }
 
-    /// Runs a test's calls; returns the writer's time.
-    fn run(mut self, test: Test, ops: &[u64], record: u64) -> Result<u64, IspfsError> {
+    /// Runs a test's calls; returns the writer's time and what the path did.
+    fn run(mut self, test: Test, ops: &[u64], record: u64) -> Result<(u64, Ext4Work), IspfsError> {
         let start = self.now;
         for &off in ops {
             self.now = self.now.after(self.profile.host.syscall_ns);
@@ -390,7 +409,7 @@ impl<'a> Ext4<'a> {
             }
         }
         debug_assert!(self.cache.len() <= self.cache.capacity());
-        Ok(self.now.since(start))
+        Ok((self.now.since(start), self.work))
     }
 
     /// The pages `[off, off + len)` covers, each with the bytes of it covered.
@@ -465,6 +484,7 @@ impl<'a> Ext4<'a> {
         }
         if dirty > self.limit_pages {
             while self.cache.dirty_pages() > self.limit_pages && self.write_back_one_run()? {}
+            self.work.throttled_ns += self.flusher_free.ns().saturating_sub(self.now.ns());
             self.now = self.now.max(self.flusher_free);
         }
         Ok(())
@@ -510,6 +530,12 @@ impl<'a> Ext4<'a> {
     ) -> Result<VirtualTime, IspfsError> {
         let bytes = u64::from(pages) * BLOCK_BYTES;
         let at = at.after(self.costs.block_request_ns);
+        let counter = if write {
+            &mut self.work.pages_written_back
+        } else {
+            &mut self.work.pages_read
+        };
+        *counter += u64::from(pages);
         let Some(d) = &mut self.device else {
             return Ok(at.after(copy_ns(self.profile, bytes)));
         };
@@ -599,6 +625,16 @@ mod tests {
             fits.ext4_mb_per_sec > 1.3 * not.ext4_mb_per_sec,
             "{fits:?} {not:?}"
         );
+        assert_eq!(fits.ext4.pages_read, 0, "{fits:?}");
+        assert_eq!(
+            not.ext4.pages_read,
+            MAX_FILE_BYTES / BLOCK_BYTES,
+            "every page misses"
+        );
+        // Small random writes read their pages first, and the writer waits for the flusher.
+        let small = point(Test::RandomWrite, MAX_FILE_BYTES, 1 << 10);
+        assert!(small.ext4.pages_read > 0 && small.ext4.pages_written_back > 0);
+        assert!(small.ext4.throttled_ns > 0, "{small:?}");
         assert_eq!(fits.ispfs_mb_per_sec, not.ispfs_mb_per_sec);
         // Over DRAM ISPFS writes at copy speed; on the board it waits for the PCM.
         let pcm = compare(
