@@ -7,7 +7,7 @@ mod units;
 use clap::{Parser, Subcommand};
 use commands::{
     bench, crashcheck, device, fusion, ispfs, ndp, persist, profiles, replay, repro, runs, serve,
-    sweep, task, trace, txapps, txbench,
+    sweep, sweep_worker, task, trace, txapps, txbench,
 };
 use std::process::ExitCode;
 
@@ -75,6 +75,9 @@ enum Command {
     /// /sweeps/NAME.
     /// Example: csd sweep examples/sweep.toml --jobs 2
     Sweep(sweep::SweepArgs),
+    /// A `csd sweep` worker process: runs the points its parent sends on stdin.
+    #[command(hide = true)]
+    SweepWorker(sweep_worker::WorkerArgs),
     /// List the tasks a run can name: the built-in examples and those kept in the run store.
     Tasks {
         /// Print as JSON.
@@ -197,6 +200,7 @@ fn main() -> ExitCode {
         Some(Command::Serve(args)) => serve::run(args),
         Some(Command::Runs(cmd)) => runs::run(cmd),
         Some(Command::Sweep(args)) => sweep::run(args),
+        Some(Command::SweepWorker(args)) => sweep_worker::run(args),
         Some(Command::Tasks { json, store }) => task::list(*json, store),
         Some(Command::Task(cmd)) => task::task_cmd(cmd),
         Some(Command::Bench(cmd)) => bench::run(cmd),

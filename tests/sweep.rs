@@ -1,6 +1,7 @@
 //! `csd sweep` end to end: shards merged through export/import hold what one whole sweep
-//! holds; a sweep killed midway resumes with only its missing points; bad specs and bad
-//! exports are refused by name with nothing stored.
+//! holds (the whole sweep run in-process, the shards in worker processes); a sweep killed
+//! midway resumes with only its missing points; bad specs and bad exports are refused by
+//! name with nothing stored.
 
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -95,6 +96,8 @@ fn two_shards_imported_hold_what_the_whole_sweep_holds() {
         dir.join("b"),
         dir.join("merged"),
     );
+    // The whole sweep on one worker, in-process; the shards on two worker processes each:
+    // their points must be stored alike.
     ok(&csd(&[
         "sweep",
         s(&spec),
@@ -102,6 +105,8 @@ fn two_shards_imported_hold_what_the_whole_sweep_holds() {
         "0/1",
         "--store",
         s(&whole),
+        "--jobs",
+        "1",
     ]));
     for (shard, store) in [("0/2", &a), ("1/2", &b)] {
         ok(&csd(&[

@@ -19,6 +19,7 @@ pub mod runs;
 pub mod serve;
 pub mod summary;
 pub mod sweep;
+pub mod sweep_worker;
 pub mod task;
 pub mod trace;
 pub mod txapps;

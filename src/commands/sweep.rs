@@ -7,6 +7,7 @@
 
 use super::rerun::{reproduce, Modules};
 use super::runs::StoreArgs;
+use super::sweep_worker::{share_modules, Job, Worker};
 use anyhow::{bail, Context};
 use csd::ndp::NdpTask;
 use csd::tasks::{Origin, Paths, Resolver};
@@ -493,24 +494,83 @@ pub fn execute(
     let next = AtomicUsize::new(0);
     let (tx, rx) = std::sync::mpsc::channel::<(usize, anyhow::Result<Report>)>();
     let mut saved: std::collections::BTreeMap<String, String> = done;
+    let workers = jobs.min(todo.len());
+    let mut unstarted = 0usize;
+    // More than one worker: processes (see `sweep_worker` for why), sharing the sweep's
+    // modules and traces through a directory.
+    let shared = if workers > 1 {
+        Some(share(plan, &todo)?)
+    } else {
+        None
+    };
     std::thread::scope(|scope| -> anyhow::Result<()> {
-        for _ in 0..jobs.min(todo.len()) {
+        for _ in 0..workers {
             let tx = tx.clone();
-            let (next, todo) = (&next, &todo);
-            scope.spawn(move || loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(p) = todo.get(i) else { break };
-                let bytes = p.trace.as_ref().map(|(_, b)| b.as_ref().clone());
-                let label = format!("point {}", p.tag.label());
-                let result = reproduce(&label, &p.system, bytes, &plan.modules);
-                if tx.send((i, result)).is_err() {
-                    break;
+            let (next, todo, shared) = (&next, &todo, &shared);
+            scope.spawn(move || {
+                let mut worker = match shared {
+                    Some(s) => match Worker::spawn(s.dir.path()) {
+                        Ok(w) => Some(w),
+                        Err(e) => {
+                            let _ = tx.send((usize::MAX, Err(e.context("starting a worker"))));
+                            return;
+                        }
+                    },
+                    None => None,
+                };
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(p) = todo.get(i) else { break };
+                    let label = format!("point {}", p.tag.label());
+                    let result = match (&mut worker, shared) {
+                        (Some(w), Some(s)) => {
+                            let job = Job {
+                                label,
+                                system: p.system.clone(),
+                                trace: s.trace_of(p),
+                            };
+                            match w.run(&job) {
+                                Ok(result) => result,
+                                // The worker is gone (killed, out of memory): this point
+                                // fails, and a fresh worker takes the next one.
+                                Err(e) => match Worker::spawn(s.dir.path()) {
+                                    Ok(fresh) => {
+                                        *w = fresh;
+                                        Err(e.context("its worker process failed"))
+                                    }
+                                    Err(again) => {
+                                        let e = e.context(format!(
+                                            "its worker process failed, and no other starts: \
+                                             {again:#}"
+                                        ));
+                                        let _ = tx.send((i, Err(e)));
+                                        break;
+                                    }
+                                },
+                            }
+                        }
+                        _ => {
+                            let bytes = p.trace.as_ref().map(|(_, b)| b.as_ref().clone());
+                            reproduce(&label, &p.system, bytes, &plan.modules)
+                        }
+                    };
+                    if tx.send((i, result)).is_err() {
+                        break;
+                    }
                 }
             });
         }
         drop(tx);
         for (i, result) in rx {
-            let p = todo[i];
+            let Some(&p) = todo.get(i) else {
+                // Not a point's: a worker that could not start.
+                if let Err(e) = result {
+                    bar.suspend(|| eprintln!("csd: {e:#}"));
+                    unstarted += 1;
+                    summary.failed.push(("(worker)".into(), format!("{e:#}")));
+                }
+                continue;
+            };
             bar.inc(1);
             bar.set_message(p.tag.label());
             match result {
@@ -548,6 +608,15 @@ pub fn execute(
         }
         Ok(())
     })?;
+    // Points no worker took (every worker process failed to start) are failures too.
+    let answered = summary.ran + summary.failed.len() - unstarted;
+    if answered < todo.len() {
+        let missing = todo.len() - answered;
+        summary.failed.push((
+            format!("{missing} point(s)"),
+            "not run: no worker process could be started".into(),
+        ));
+    }
     bar.finish_and_clear();
     summary.runs = mine
         .iter()
@@ -560,6 +629,35 @@ pub fn execute(
         })
         .collect();
     Ok(summary)
+}
+
+/// The sweep's modules and traces in a directory the worker processes read.
+struct Shared {
+    dir: tempfile::TempDir,
+    /// Each trace's file, by the address of its bytes (points share one `Arc` per trace).
+    traces: std::collections::HashMap<usize, PathBuf>,
+}
+
+impl Shared {
+    fn trace_of(&self, p: &Point) -> Option<PathBuf> {
+        let (_, bytes) = p.trace.as_ref()?;
+        self.traces.get(&(Arc::as_ptr(bytes) as usize)).cloned()
+    }
+}
+
+fn share(plan: &Plan, todo: &[&Point]) -> anyhow::Result<Shared> {
+    let dir = tempfile::tempdir().context("creating a directory for the sweep's workers")?;
+    share_modules(dir.path(), &plan.modules).context("writing the sweep's task modules")?;
+    let mut traces = std::collections::HashMap::new();
+    for (_, bytes) in todo.iter().filter_map(|p| p.trace.as_ref()) {
+        let key = Arc::as_ptr(bytes) as usize;
+        if !traces.contains_key(&key) {
+            let path = dir.path().join(format!("trace-{}.trace", traces.len()));
+            std::fs::write(&path, bytes.as_slice()).context("writing a trace for the workers")?;
+            traces.insert(key, path);
+        }
+    }
+    Ok(Shared { dir, traces })
 }
 
 /// Where a point went: into the store, or (the store busy) to its spool.
