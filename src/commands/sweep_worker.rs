@@ -15,6 +15,7 @@
 //! run in a worker is stored byte for byte as one run in-process.
 
 use super::rerun::{reproduce, Modules};
+use anyhow::Context;
 use csd_traces::report::{Report, ReportKind};
 use csd_traces::spec::SystemSpec;
 use serde::{Deserialize, Serialize};
@@ -71,10 +72,15 @@ fn load_modules(dir: &Path) -> anyhow::Result<Modules> {
 
 /// `csd sweep-worker`: answers jobs until its stdin closes.
 pub fn run(args: &WorkerArgs) -> anyhow::Result<()> {
-    let modules = load_modules(&args.dir)?;
+    let modules = load_modules(&args.dir).with_context(|| {
+        format!(
+            "reading the sweep's task modules in {} (csd sweep starts its workers itself)",
+            args.dir.display()
+        )
+    })?;
     let mut out = std::io::stdout().lock();
     for line in std::io::stdin().lock().lines() {
-        let job: Job = serde_json::from_str(&line?)?;
+        let job: Job = serde_json::from_str(&line?).context("reading a job from csd sweep")?;
         let result = job
             .trace
             .as_deref()
