@@ -492,7 +492,7 @@ pub fn execute(
     };
     let bar = super::ispfs::bar(true, todo.len(), "points  {msg}");
     let next = AtomicUsize::new(0);
-    let (tx, rx) = std::sync::mpsc::channel::<(usize, anyhow::Result<Report>)>();
+    let (tx, rx) = std::sync::mpsc::channel::<Outcome>();
     let mut saved: std::collections::BTreeMap<String, String> = done;
     let workers = jobs.min(todo.len());
     let mut unstarted = 0usize;
@@ -506,59 +506,8 @@ pub fn execute(
     std::thread::scope(|scope| -> anyhow::Result<()> {
         for _ in 0..workers {
             let tx = tx.clone();
-            let (next, todo, shared) = (&next, &todo, &shared);
-            scope.spawn(move || {
-                let mut worker = match shared {
-                    Some(s) => match Worker::spawn(s.dir.path()) {
-                        Ok(w) => Some(w),
-                        Err(e) => {
-                            let _ = tx.send((usize::MAX, Err(e.context("starting a worker"))));
-                            return;
-                        }
-                    },
-                    None => None,
-                };
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(p) = todo.get(i) else { break };
-                    let label = format!("point {}", p.tag.label());
-                    let result = match (&mut worker, shared) {
-                        (Some(w), Some(s)) => {
-                            let job = Job {
-                                label,
-                                system: p.system.clone(),
-                                trace: s.trace_of(p),
-                            };
-                            match w.run(&job) {
-                                Ok(result) => result,
-                                // The worker is gone (killed, out of memory): this point
-                                // fails, and a fresh worker takes the next one.
-                                Err(e) => match Worker::spawn(s.dir.path()) {
-                                    Ok(fresh) => {
-                                        *w = fresh;
-                                        Err(e.context("its worker process failed"))
-                                    }
-                                    Err(again) => {
-                                        let e = e.context(format!(
-                                            "its worker process failed, and no other starts: \
-                                             {again:#}"
-                                        ));
-                                        let _ = tx.send((i, Err(e)));
-                                        break;
-                                    }
-                                },
-                            }
-                        }
-                        _ => {
-                            let bytes = p.trace.as_ref().map(|(_, b)| b.as_ref().clone());
-                            reproduce(&label, &p.system, bytes, &plan.modules)
-                        }
-                    };
-                    if tx.send((i, result)).is_err() {
-                        break;
-                    }
-                }
-            });
+            let (next, todo, shared) = (&next, &todo, shared.as_ref());
+            scope.spawn(move || work(next, todo, shared, plan, &tx));
         }
         drop(tx);
         for (i, result) in rx {
@@ -629,6 +578,68 @@ pub fn execute(
         })
         .collect();
     Ok(summary)
+}
+
+/// An outcome for the saving loop: a point's index, or `usize::MAX` for a worker that
+/// could not start.
+type Outcome = (usize, anyhow::Result<Report>);
+
+/// One thread of the pool: takes points until none are left, runs each on its worker
+/// process (in-process when there is none) and hands the outcome to the saving loop.
+fn work(
+    next: &AtomicUsize,
+    todo: &[&Point],
+    shared: Option<&Shared>,
+    plan: &Plan,
+    tx: &std::sync::mpsc::Sender<Outcome>,
+) {
+    let mut worker = match shared.map(|s| Worker::spawn(s.dir.path())) {
+        Some(Ok(w)) => Some(w),
+        Some(Err(e)) => {
+            let _ = tx.send((usize::MAX, Err(e.context("starting a worker"))));
+            return;
+        }
+        None => None,
+    };
+    loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        let Some(p) = todo.get(i) else { return };
+        let label = format!("point {}", p.tag.label());
+        let result = match (&mut worker, shared) {
+            (Some(w), Some(s)) => {
+                let job = Job {
+                    label,
+                    system: p.system.clone(),
+                    trace: s.trace_of(p),
+                };
+                match w.run(&job) {
+                    Ok(result) => result,
+                    // The worker is gone (killed, out of memory): this point fails, and a
+                    // fresh worker takes the next one.
+                    Err(e) => match Worker::spawn(s.dir.path()) {
+                        Ok(fresh) => {
+                            *w = fresh;
+                            Err(e.context("its worker process failed"))
+                        }
+                        Err(again) => {
+                            let e = e.context(format!(
+                                "its worker process failed, and no other starts: {again:#}"
+                            ));
+                            let _ = tx.send((i, Err(e)));
+                            return;
+                        }
+                    },
+                }
+            }
+            _ => {
+                let bytes = p.trace.as_ref().map(|(_, b)| b.as_ref().clone());
+                reproduce(&label, &p.system, bytes, &plan.modules)
+            }
+        };
+        if tx.send((i, result)).is_err() {
+            return;
+        }
+    }
 }
 
 /// The sweep's modules and traces in a directory the worker processes read.
