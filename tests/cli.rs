@@ -2386,3 +2386,27 @@ fn a_replayed_sync_leaves_nothing_for_the_device_to_read_stale() {
         assert_eq!(d["latency"]["sync"]["count"], 1);
     }
 }
+
+/// `csd bench sweep` times `csd sweep` on one worker and on two, and says what it measured.
+#[test]
+fn bench_sweep_times_both_worker_counts() {
+    let o = csd(&[
+        "bench", "sweep", "--files", "2", "--size", "4k", "--jobs", "2", "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["points"], 16, "{v}");
+    assert_eq!(v["jobs"], 2, "{v}");
+    let (one, two) = (
+        v["serial_s"].as_f64().unwrap(),
+        v["parallel_s"].as_f64().unwrap(),
+    );
+    assert!(one > 0.0 && two > 0.0, "{v}");
+    assert!(
+        (v["speedup"].as_f64().unwrap() - one / two).abs() < 1e-9,
+        "{v}"
+    );
+    let bad = csd(&["bench", "sweep", "--size", "lots"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(stderr(&bad).contains("lots"), "{}", stderr(&bad));
+}
