@@ -50,8 +50,8 @@ pub struct IozoneArgs {
     /// Where both file systems keep the file: `dram`, as the paper ran Fig. 7 (ISPFS in a
     /// mapped region, EXT4 on a RAM disk sharing the host's memory with its page cache), or
     /// `pcm`, ISPFS's board (writes wait for the PCM's program time).
-    #[arg(long, default_value = "dram", value_parser = ["dram", "pcm"])]
-    pub medium: String,
+    #[arg(long, default_value = "dram")]
+    pub medium: Medium,
     /// Device profile (ISPFS's board is pcm-zynq).
     #[arg(long, default_value = "pcm-zynq")]
     pub profile: String,
@@ -123,10 +123,7 @@ pub fn iozone_spec(args: &IozoneArgs) -> anyhow::Result<IozoneSpec> {
     Ok(IozoneSpec {
         file_bytes: list(&args.files, iozone::MAX_FILE_BYTES)?,
         record_bytes: list(&args.records, iozone::MAX_RECORD_BYTES)?,
-        medium: match args.medium.as_str() {
-            "pcm" => Medium::Pcm,
-            _ => Medium::Dram,
-        },
+        medium: args.medium,
     })
 }
 

@@ -82,6 +82,17 @@ impl Medium {
     }
 }
 
+impl std::str::FromStr for Medium {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Medium, String> {
+        [Medium::Dram, Medium::Pcm]
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| format!("'{s}' is not a medium: dram or pcm"))
+    }
+}
+
 /// One of iozone's tests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -453,14 +464,16 @@ impl<'a> Ext4<'a> {
     fn write(&mut self, off: u64, record: u64) -> Result<(), IspfsError> {
         for (p, bytes) in Self::pages(off, record) {
             self.flusher_catch_up()?;
-            if !self.cache.contains(p) {
+            if self.cache.contains(p) {
+                self.cache.touch(p);
+            } else {
                 if bytes < BLOCK_BYTES {
                     // `block_write_begin`: a partly written page is read first.
                     self.now = self.block_request(self.now, p, 1, false)?;
                 }
+                // Inserted as the most recently used page.
                 self.cache.insert(p);
             }
-            self.cache.touch(p);
             self.now = self.now.after(self.page_work_ns(bytes));
             if self.cache.mark_dirty(p) {
                 self.balance_dirty_pages()?;
