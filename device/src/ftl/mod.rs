@@ -577,9 +577,7 @@ impl Ftl {
                 store.drop_range(first..first + ppb);
             }
             self.oob_seq[first as usize..(first + ppb) as usize].fill(0);
-            for p in first..first + ppb {
-                set_bit(&mut self.oob_delta, p, false);
-            }
+            clear_bits(&mut self.oob_delta, first..first + ppb);
             self.blocks.erased(victim);
             // The copies are programmed before the victim's only copies are erased.
             self.barrier();
@@ -899,6 +897,21 @@ fn set_bit(bits: &mut [u64], i: u32, on: bool) {
     }
 }
 
+/// Clears bits `range`: whole words at once, so erasing a block is not one dependent
+/// read-modify-write of the same word per page (that loop was a tenth of GC's time).
+fn clear_bits(bits: &mut [u64], range: std::ops::Range<u32>) {
+    let (mut i, end) = (range.start, range.end);
+    while i < end && i % 64 != 0 {
+        set_bit(bits, i, false);
+        i += 1;
+    }
+    let whole = (end - i) / 64;
+    bits[(i / 64) as usize..(i / 64 + whole) as usize].fill(0);
+    for j in i + whole * 64..end {
+        set_bit(bits, j, false);
+    }
+}
+
 /// A page's version tag for crash checkers: its first 8 bytes.
 fn tag_of(data: Option<&[u8]>) -> u64 {
     data.and_then(|d| d.get(..8))
@@ -924,6 +937,21 @@ mod tests {
             gc_high_watermark_blocks: 3,
         };
         Ftl::new(&geo, &policy, false)
+    }
+
+    #[test]
+    fn clear_bits_clears_exactly_its_range() {
+        for (start, end) in [(0, 0), (0, 64), (3, 5), (60, 130), (64, 192), (1, 255)] {
+            let mut bits = vec![u64::MAX; 4];
+            clear_bits(&mut bits, start..end);
+            for i in 0..256 {
+                assert_eq!(
+                    get_bit(&bits, i),
+                    !(start..end).contains(&i),
+                    "{start}..{end} bit {i}"
+                );
+            }
+        }
     }
 
     #[test]
