@@ -32,6 +32,9 @@ pub(crate) struct BlockMeta {
     prev: u32,
     next: u32,
     in_bucket: bool,
+    /// The die holding the block, kept here so finding it is not a division on every
+    /// bucket move (blocks per die is rarely a power of two).
+    die: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -47,7 +50,6 @@ pub(crate) struct DieBlocks {
 pub(crate) struct BlockTable {
     pub blocks: Vec<BlockMeta>,
     pub dies: Vec<DieBlocks>,
-    blocks_per_die: u32,
 }
 
 impl BlockTable {
@@ -61,9 +63,15 @@ impl BlockTable {
             prev: NIL,
             next: NIL,
             in_bucket: false,
+            die: 0,
         };
         BlockTable {
-            blocks: vec![meta; (dies * blocks_per_die) as usize],
+            blocks: (0..dies * blocks_per_die)
+                .map(|b| BlockMeta {
+                    die: b / blocks_per_die,
+                    ..meta.clone()
+                })
+                .collect(),
             dies: (0..dies)
                 .map(|d| DieBlocks {
                     free: (d * blocks_per_die..(d + 1) * blocks_per_die).collect(),
@@ -71,13 +79,12 @@ impl BlockTable {
                     heads: vec![NIL; pages_per_block as usize + 1],
                 })
                 .collect(),
-            blocks_per_die,
         }
     }
 
     #[inline]
     pub fn die_of(&self, block: u32) -> usize {
-        (block / self.blocks_per_die) as usize
+        self.blocks[block as usize].die as usize
     }
 
     /// A block belongs in a bucket iff it is closed and not pinned.

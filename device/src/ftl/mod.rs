@@ -102,6 +102,9 @@ pub struct Ftl {
     counters: FtlCounters,
     /// Reused buffer of a GC victim's live pages.
     gc_scratch: Vec<u32>,
+    /// `log2(pages_per_block)` when that is a power of two (it always is on real flash):
+    /// a page's block is then a shift, not a division, on every write.
+    ppb_shift: Option<u32>,
     /// OOB flag per physical page: programmed for a TxISC delta mapping, so its OOB LPN is
     /// not authoritative until the delta is applied and its P2L persisted.
     oob_delta: Vec<u64>,
@@ -156,6 +159,10 @@ impl Ftl {
             store: keep_payloads.then(|| PageStore::new(geo.page_size_bytes as usize)),
             counters: FtlCounters::default(),
             gc_scratch: Vec::with_capacity(geo.pages_per_block as usize),
+            ppb_shift: geo
+                .pages_per_block
+                .is_power_of_two()
+                .then(|| geo.pages_per_block.trailing_zeros()),
             oob_delta: vec![0; physical.div_ceil(64)],
             live_deltas: vec![0; physical.div_ceil(64)],
             live_delta_count: 0,
@@ -238,6 +245,15 @@ impl Ftl {
         Ok(self.l2p.get(lpn))
     }
 
+    /// The block holding physical page `ppn`.
+    #[inline]
+    fn block_of(&self, ppn: u32) -> u32 {
+        match self.ppb_shift {
+            Some(shift) => ppn >> shift,
+            None => ppn / self.geo.pages_per_block,
+        }
+    }
+
     #[inline]
     fn is_valid(&self, ppn: u32) -> bool {
         get_bit(&self.valid, ppn)
@@ -255,7 +271,7 @@ impl Ftl {
         }
         set_bit(&mut self.valid, ppn, on);
         #[cfg(debug_assertions)]
-        self.touched.blocks.push(ppn / self.geo.pages_per_block);
+        self.touched.blocks.push(self.block_of(ppn));
     }
 
     /// Notes that `lpn`'s mapping may have changed (debug builds check it after the mutation).
@@ -297,8 +313,7 @@ impl Ftl {
     fn invalidate(&mut self, old: Ppn) {
         debug_assert!(self.is_valid(old.0));
         self.set_valid(old.0, false);
-        self.blocks
-            .page_invalidated(old.0 / self.geo.pages_per_block);
+        self.blocks.page_invalidated(self.block_of(old.0));
     }
 
     /// Programs the next page of `die`'s open block for `lpn`, opening a free block if
@@ -381,7 +396,7 @@ impl Ftl {
         }
         if let Some(ppn) = self.l2p.get(lpn) {
             prefetch_read(self.valid.as_ptr().wrapping_add((ppn.0 / 64) as usize));
-            self.blocks.prefetch(ppn.0 / self.geo.pages_per_block);
+            self.blocks.prefetch(self.block_of(ppn.0));
         }
     }
 
@@ -419,7 +434,7 @@ impl Ftl {
             .expect("pick_die guaranteed a page");
         set_bit(&mut self.live_deltas, ppn.0, true);
         self.live_delta_count += 1;
-        self.blocks.pin(ppn.0 / self.geo.pages_per_block);
+        self.blocks.pin(self.block_of(ppn.0));
         let out = self.finish_write(die, ppn, data);
         self.check_touched();
         out
@@ -478,7 +493,7 @@ impl Ftl {
         }
         set_bit(&mut self.live_deltas, ppn.0, false);
         self.live_delta_count -= 1;
-        self.blocks.unpin(ppn.0 / self.geo.pages_per_block);
+        self.blocks.unpin(self.block_of(ppn.0));
         Ok(())
     }
 
