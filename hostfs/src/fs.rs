@@ -15,7 +15,9 @@
 
 use crate::alloc::{Extent, ExtentAllocator};
 use crate::journal::{Journal, JournalStats};
-use crate::namespace::{Ino, InodeKind, MetaLayout, Namespace, NewKind, NsError, Resolution};
+use crate::namespace::{
+    Ino, InodeKind, MetaLayout, Namespace, NewKind, NsError, Removed, Renamed, Resolution,
+};
 use crate::pagecache::{PageCache, WritebackPolicy};
 use crate::perms::{Access, Cred, Perms};
 use csd_device::{Device, DeviceError, HostCosts, IoPath, Lpn, VirtualTime};
@@ -761,7 +763,7 @@ impl HostFs {
         Ok(())
     }
 
-    fn remove(&mut self, path: &str, dir: bool, who: Cred) -> Result<Ino, FsError> {
+    fn remove(&mut self, path: &str, dir: bool, who: Cred) -> Result<Removed, FsError> {
         let r = self.ns.remove(path, dir, who)?;
         self.free_runs(&r.blocks)?;
         self.cache.forget(r.ino);
@@ -775,21 +777,23 @@ impl HostFs {
         self.write_meta(blocks)?;
         // The directory's entries changed: an `fsync` of it must commit.
         self.inode_changed(r.parent, true)?;
-        Ok(r.ino)
+        Ok(r)
     }
 
-    /// `unlink`: removes a file and frees its blocks (its dirty pages are dropped).
-    pub fn unlink(&mut self, path: &str, who: Cred) -> Result<Ino, FsError> {
+    /// `unlink`: removes a file and frees its blocks (its dirty pages are dropped). Says
+    /// which inode went and from which directory, so callers need not look the path up again.
+    pub fn unlink(&mut self, path: &str, who: Cred) -> Result<Removed, FsError> {
         self.remove(path, false, who)
     }
 
     /// `rmdir`: removes an empty directory.
-    pub fn rmdir(&mut self, path: &str, who: Cred) -> Result<Ino, FsError> {
+    pub fn rmdir(&mut self, path: &str, who: Cred) -> Result<Removed, FsError> {
         self.remove(path, true, who)
     }
 
-    /// `rename`: moves a file or directory, replacing a file at the destination.
-    pub fn rename(&mut self, from: &str, to: &str, who: Cred) -> Result<Ino, FsError> {
+    /// `rename`: moves a file or directory, replacing a file at the destination. Says what
+    /// moved between which directories, and what it replaced.
+    pub fn rename(&mut self, from: &str, to: &str, who: Cred) -> Result<Renamed, FsError> {
         let r = self.ns.rename(from, to, who, &mut self.alloc)?;
         if let Some(gone) = &r.replaced {
             self.free_runs(&gone.blocks)?;
@@ -805,7 +809,7 @@ impl HostFs {
         self.write_meta(blocks)?;
         self.inode_changed(r.old_parent, true)?;
         self.inode_changed(r.new_parent, true)?;
-        Ok(r.ino)
+        Ok(r)
     }
 
     /// `truncate`: sets a file's size; blocks past the new end are freed and their dirty

@@ -319,15 +319,11 @@ impl State {
         Ok(())
     }
 
-    /// `path`'s directory lost or gained an entry: its index is refreshed in memory, if
-    /// LightFS indexes it.
-    fn parent_changed(&mut self, fs: &mut HostFs, path: &str) -> Result<(), NdpError> {
-        let parent = parent_dir(path).unwrap_or("/");
-        let Ok(dir) = fs.namespace().find(parent, self.who) else {
-            return Ok(());
-        };
+    /// Directory `dir`, the parent of `path`, lost or gained an entry: its index is refreshed
+    /// in memory, if LightFS indexes it.
+    fn parent_changed(&mut self, fs: &mut HostFs, dir: Ino, path: &str) -> Result<(), NdpError> {
         if self.indexes.contains_key(&dir) {
-            self.refresh(fs, dir, parent)?;
+            self.refresh(fs, dir, parent_dir(path).unwrap_or("/"))?;
         }
         Ok(())
     }
@@ -340,15 +336,13 @@ impl State {
         self.csd.forget_dir(u64::from(dir.0));
     }
 
-    /// `ino` moved from `from` to `to`: a file waiting for its sync is indexed in its new
-    /// directory; a directory's index, and every index below it, live under the new path.
-    fn moved(&mut self, fs: &HostFs, ino: Ino, from: &str, to: &str) {
+    /// `ino` moved from `from` to `to`, into directory `dir`: a file waiting for its sync is
+    /// indexed in its new directory; a directory's index, and every index below it, live
+    /// under the new path.
+    fn moved(&mut self, fs: &HostFs, ino: Ino, dir: Ino, from: &str, to: &str) {
         if let Some(u) = self.unsync.get_mut(&ino) {
-            let parent = parent_dir(to).unwrap_or("/");
-            if let Ok(dir) = fs.namespace().find(parent, self.who) {
-                u.dir = dir;
-                u.dir_path = parent.to_string();
-            }
+            u.dir = dir;
+            u.dir_path = parent_dir(to).unwrap_or("/").to_string();
         }
         if !fs.namespace().inode(ino).is_some_and(|i| i.is_dir()) {
             return;
@@ -710,13 +704,10 @@ impl OffloadDesign for LightFs {
 
     /// The directory's index drops the entry in memory, as a close updates it (§III-B).
     fn unlink(&mut self, fs: &mut HostFs, path: &str, who: Cred) -> Result<(), NdpError> {
-        let ino = fs.namespace().find(path, who);
-        fs.unlink(path, who)?;
+        let gone = fs.unlink(path, who)?;
         if let Some(st) = self.state.as_mut() {
-            if let Ok(ino) = ino {
-                st.unsync.remove(&ino);
-            }
-            st.parent_changed(fs, path)?;
+            st.unsync.remove(&gone.ino);
+            st.parent_changed(fs, gone.parent, path)?;
         }
         Ok(())
     }
@@ -738,9 +729,9 @@ impl OffloadDesign for LightFs {
                 st.forget(dir);
             }
         }
-        fs.rmdir(path, who)?;
+        let gone = fs.rmdir(path, who)?;
         if let Some(st) = self.state.as_mut() {
-            st.parent_changed(fs, path)?;
+            st.parent_changed(fs, gone.parent, path)?;
         }
         Ok(())
     }
@@ -748,16 +739,15 @@ impl OffloadDesign for LightFs {
     /// Both directories' indexes change; a directory moved keeps its index, under its new
     /// path.
     fn rename(&mut self, fs: &mut HostFs, from: &str, to: &str, who: Cred) -> Result<(), NdpError> {
-        let replaced = fs.namespace().find(to, who).ok();
-        let ino = fs.rename(from, to, who)?;
+        let r = fs.rename(from, to, who)?;
         if let Some(st) = self.state.as_mut() {
             // A file the rename replaced is gone, written back or not.
-            if let Some(gone) = replaced.filter(|&r| r != ino) {
-                st.unsync.remove(&gone);
+            if let Some(gone) = &r.replaced {
+                st.unsync.remove(&gone.ino);
             }
-            st.moved(fs, ino, from, to);
-            st.parent_changed(fs, from)?;
-            st.parent_changed(fs, to)?;
+            st.moved(fs, r.ino, r.new_parent, from, to);
+            st.parent_changed(fs, r.old_parent, from)?;
+            st.parent_changed(fs, r.new_parent, to)?;
         }
         Ok(())
     }
