@@ -5,8 +5,8 @@
 //! Why processes and not threads: a point allocates and frees tens of MiB (payload pages,
 //! read buffers, task memories), and two threads of one process fault those pages in, unmap
 //! them and `mprotect` wasmtime's slots under one address space's locks and TLB. Measured on
-//! a 2-core VM, 16 NDP points took 1.46–1.50× less time on two threads than on one, and
-//! 1.73–1.94× less on two processes (README, "Sweeps").
+//! a 2-core VM, 16 NDP points took 1.41–1.61× less time on two threads than on one, and
+//! 1.70–1.74× less on two processes (medians of eight alternating runs; README, "Sweeps").
 //!
 //! The protocol is JSON lines: the parent writes a [`Job`] to the child's stdin and reads
 //! a [`Done`] from its stdout, then sends the next. The sweep's task modules and traces go
