@@ -27,6 +27,16 @@ pub struct FlashTiming {
     pub block_erase_ns: u64,
     /// Bytes per second one channel (flash bus) moves between a die and the controller.
     pub channel_bytes_per_sec: u64,
+    /// Emulation platforms only (FEMU-style, flash backed by DRAM): bytes per second one
+    /// page moves between the backing store and the firmware's buffer. The copy runs beside
+    /// the emulated NAND latency, so it shows only when flash timing is off (TxISC §V-B),
+    /// where it is the "hardware" that bounds deep queues. 0: not an emulation platform.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub backend_bytes_per_sec: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// Host interface costs, from a profile's `[host_interface]` table.
@@ -290,6 +300,7 @@ mod tests {
             page_program_ns: 400_000,
             block_erase_ns: 4_000_000,
             channel_bytes_per_sec: 1_000_000_000,
+            backend_bytes_per_sec: 0,
         };
         let h = HostInterface {
             link: "test".into(),

@@ -4,7 +4,8 @@
 //! bandwidth comes from the device model. With flash timing off, the paper removes every
 //! latency simulation so only the firmware's own work remains: here NAND operations and
 //! transfers take a nanosecond, and what is left is the firmware core's request handling
-//! (`device_cpu.request_ns`) and mapping lookups (`device_cpu.metadata_entry_ns` per entry),
+//! (`device_cpu.request_ns`), its mapping lookups (`device_cpu.metadata_entry_ns` per entry)
+//! and each page's copy to or from the DDR4 backing store (`timing.backend_bytes_per_sec`),
 //! the same model `csd repro txisc` judges. A third table times the simulator itself on this
 //! machine (the only machine-dependent numbers this command prints).
 

@@ -135,11 +135,15 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
         );
     }
     if ctx.wants("txisc.fig3.off") {
-        // Fig. 3 with flash timing off: only the firmware's work remains.
+        // Fig. 3 with flash timing off: the firmware's work and the backing store's copies remain.
         let off_profile = without_flash_timing(&profile);
         let off = Bench::new(&off_profile, FILE_BYTES)?;
         let mut off_points = Vec::new();
-        let fw: &[&str] = &["device_cpu.request_ns", "device_cpu.metadata_entry_ns"];
+        let fw: &[&str] = &[
+            "device_cpu.request_ns",
+            "device_cpu.metadata_entry_ns",
+            "timing.backend_bytes_per_sec",
+        ];
         // (write %, the paper's drop vs FileISC and vs BlockISC, their ids)
         let cases = [
             (
