@@ -7,7 +7,7 @@ use super::error::TxError;
 use super::ids::{ExecMode, FileId};
 use crate::addr::Extent;
 use crate::addr::{Lpn, VirtualTime};
-use crate::device::{DataMode, Device, IoPath};
+use crate::device::{Completion, DataMode, Device, IoPath};
 use crate::profile::Profile;
 use crate::rng::SimRng;
 use serde::Serialize;
@@ -121,6 +121,38 @@ pub fn without_flash_timing(profile: &Profile) -> Profile {
     p
 }
 
+/// An emulation platform's backing store (`timing.backend_bytes_per_sec`): each request's
+/// page is copied between it and the firmware's buffer, one copy at a time, beside the
+/// emulated NAND latency (FEMU copies at once and completes the request when its emulated
+/// time expires). Costs nothing on a profile without one.
+struct BackingStore {
+    copy_ns: u64,
+    free: VirtualTime,
+}
+
+impl BackingStore {
+    fn of(dev: &Device) -> BackingStore {
+        let copy_ns = match dev.profile().timing.backend_bytes_per_sec {
+            0 => 0,
+            rate => crate::timing::transfer_ns(dev.page_size(), rate),
+        };
+        BackingStore {
+            copy_ns,
+            free: VirtualTime::ZERO,
+        }
+    }
+
+    /// When a one-page request whose flash work completed as `c` is done, its copy included.
+    fn complete(&mut self, c: &Completion) -> VirtualTime {
+        if self.copy_ns == 0 {
+            return c.done;
+        }
+        let issued = c.submitted.after(c.nvme_ns);
+        self.free = issued.max(self.free).after(self.copy_ns);
+        c.done.max(self.free)
+    }
+}
+
 /// Runs one point on `dev` (a clone of `bench.device`): `requests` random one-page I/Os,
 /// `write_pct` % writes, `qd` outstanding at a time, then (TxISC) the commit.
 pub fn run(
@@ -146,14 +178,7 @@ pub fn run(
         .map(|s| Reverse((VirtualTime::ZERO, s)))
         .collect();
     let mut end = VirtualTime::ZERO;
-    // An emulation platform's backing store: each page is copied between it and the
-    // firmware's buffer, one copy at a time, beside the emulated NAND latency (FEMU copies
-    // at once and completes the request when its emulated time expires).
-    let copy_ns = match dev.profile().timing.backend_bytes_per_sec {
-        0 => 0,
-        rate => crate::timing::transfer_ns(ps, rate),
-    };
-    let mut backend_free = VirtualTime::ZERO;
+    let mut store = BackingStore::of(dev);
     for _ in 0..point.requests {
         let Reverse((at, slot)) = slots.pop().expect("qd >= 1");
         let page = rng.below(bench.file_pages);
@@ -179,13 +204,7 @@ pub fn run(
                 }
             }
         };
-        let done = if copy_ns == 0 {
-            done.done
-        } else {
-            let issued = done.submitted.after(done.nvme_ns);
-            backend_free = issued.max(backend_free).after(copy_ns);
-            done.done.max(backend_free)
-        };
+        let done = store.complete(&done);
         end = end.max(done);
         slots.push(Reverse((done, slot)));
     }
