@@ -272,7 +272,7 @@ fn print_timing_off(r: &TxbenchRun) {
         .collect();
     print_modes(
         "flash timing off (virtual time, QD 1: the firmware core's request handling and \
-         mapping lookups; MB/s)",
+         mapping lookups, and each page's copy to or from the backing store; MB/s)",
         &model,
         1,
         |mb_per_s| mb_per_s,
