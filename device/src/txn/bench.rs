@@ -116,7 +116,8 @@ pub fn without_flash_timing(profile: &Profile) -> Profile {
     p.timing.block_erase_ns = 1;
     // A page crosses a channel in a nanosecond (u64::MAX / 1e9 B/s would still take 0.9 µs
     // per 16 KiB page); what moving it costs is the backing store's copy, booked by `run`.
-    p.timing.channel_bytes_per_sec = u64::from(p.geometry.page_size_bytes) * 1_000_000_000;
+    p.timing.channel_bytes_per_sec =
+        u64::from(p.geometry.page_size_bytes).saturating_mul(1_000_000_000);
     p.name = format!("{} (flash timing off)", profile.name);
     p
 }
