@@ -91,10 +91,10 @@ enum Command {
     Task(task::TaskCmd),
     /// TxISC's transaction overhead: in-storage random file I/O under tx, file and block modes.
     ///
-    /// Sweeps write ratio and queue depth with flash timing on, then each write ratio at QD 1
-    /// with flash timing off (the firmware's own work and the backing store's copies), both in
-    /// virtual time; last, times the simulator itself on this machine (--no-cpu skips it). The
-    /// run is saved in the run store.
+    /// Sweeps write ratio and queue depth with flash timing on, then again with flash timing
+    /// off (the firmware's own work and the backing store's copies), both in virtual time;
+    /// last, times the simulator itself on this machine at QD 1 (--no-cpu skips it). The run is
+    /// saved in the run store.
     /// Example: csd txbench --writes 0,50,100 --qd 1,32
     Txbench(txbench::TxbenchArgs),
     /// TxISC's application case studies: bitmap decompression, BFS and LSM compaction as

@@ -967,7 +967,8 @@ fn task_runs_are_saved_too() {
 }
 
 /// `csd txbench`: both virtual-time halves are deterministic and have TxISC Fig. 3's shape
-/// (with flash timing off only the firmware's work is left, and transactions cost it more);
+/// (with flash timing off only the firmware's work and the backing store's copies are left,
+/// and transactions cost the firmware more);
 /// timing the simulator measures all three modes.
 #[test]
 fn txbench_compares_the_three_modes() {
@@ -1006,25 +1007,32 @@ fn txbench_compares_the_three_modes() {
         );
     }
     let off = v["flash_timing_off_model"].as_array().unwrap();
-    assert_eq!(off.len(), 2 * 3, "writes × modes, at QD 1");
+    assert_eq!(off.len(), 2 * 2 * 3, "writes × qd × modes");
     for point in off.chunks(3) {
         let bw: Vec<f64> = point
             .iter()
             .map(|m| m["mb_per_s"].as_f64().unwrap())
             .collect();
-        assert_eq!(point[0]["qd"], 1);
         assert!(bw[0] <= bw[1] && bw[1] < bw[2], "{point:?}");
-        // Nothing but firmware work is left: far above the flash-bound bandwidths.
+        // Nothing but firmware work and the backing store's copies are left: far above the
+        // flash-bound bandwidths, and never past the one port the copies cross (5.33 GB/s).
         assert!(
             bw[2] > 10.0 * on[2]["mb_per_s"].as_f64().unwrap(),
             "{point:?}"
         );
+        assert!(bw[2] <= 5328.0 * 1.0001, "{point:?}");
     }
+    // (writes, qd) in order: 0 % at QD 1 and 16, then 100 % at QD 1 and 16.
+    let mb = |i: usize| off[i]["mb_per_s"].as_f64().unwrap();
+    assert!(
+        mb(5) > 1.5 * mb(2),
+        "deep queues overlap firmware and copies: {off:?}"
+    );
     let drop = |p: &[serde_json::Value]| {
         1.0 - p[0]["mb_per_s"].as_f64().unwrap() / p[1]["mb_per_s"].as_f64().unwrap()
     };
     assert!(
-        drop(&off[3..6]) > drop(&off[0..3]),
+        drop(&off[6..9]) > drop(&off[0..3]),
         "writes cost transactions more than reads: {off:?}"
     );
     assert_eq!(v["flash_timing_off"].as_array().unwrap().len(), 2 * 3);

@@ -1,13 +1,14 @@
 //! `csd txbench`: TxISC §V-B's transaction-overhead microbenchmark (Fig. 3).
 //!
-//! Two halves, as in the paper, both in virtual time (deterministic). With flash timing on,
-//! bandwidth comes from the device model. With flash timing off, the paper removes every
-//! latency simulation so only the firmware's own work remains: here NAND operations and
-//! transfers take a nanosecond, and what is left is the firmware core's request handling
-//! (`device_cpu.request_ns`), its mapping lookups (`device_cpu.metadata_entry_ns` per entry)
-//! and each page's copy to or from the DDR4 backing store (`timing.backend_bytes_per_sec`),
-//! the same model `csd repro txisc` judges. A third table times the simulator itself on this
-//! machine (the only machine-dependent numbers this command prints).
+//! Two halves, as in the paper, both in virtual time (deterministic), each at every write
+//! ratio and queue depth. With flash timing on, bandwidth comes from the device model. With
+//! flash timing off, the paper removes every latency simulation so only the firmware's own
+//! work remains: here NAND operations and transfers take a nanosecond, and what is left is
+//! the firmware core's request handling (`device_cpu.request_ns`), its mapping lookups
+//! (`device_cpu.metadata_entry_ns` per entry) and each page's copy to or from the DDR4
+//! backing store (`timing.backend_bytes_per_sec`), the same model `csd repro txisc` judges
+//! at QD 1. A third table times the simulator itself on this machine (the only
+//! machine-dependent numbers this command prints).
 
 use crate::units::parse_size;
 use anyhow::{bail, Context};
@@ -30,7 +31,7 @@ pub struct TxbenchArgs {
     /// Queue depths to sweep.
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32")]
     pub qd: Vec<u32>,
-    /// Requests per point with flash timing on.
+    /// Requests per point, with flash timing on and off.
     #[arg(long, default_value_t = 4096)]
     pub requests: u64,
     /// Size of the file the task works on.
@@ -73,8 +74,8 @@ pub fn run(args: &TxbenchArgs) -> anyhow::Result<()> {
     for &write_pct in &args.writes {
         for &qd in &args.qd {
             points.extend(ExecMode::ALL.map(|mode| point(mode, write_pct, qd)));
+            off_points.extend(ExecMode::ALL.map(|mode| point(mode, write_pct, qd)));
         }
-        off_points.extend(ExecMode::ALL.map(|mode| point(mode, write_pct, 1)));
     }
     let stored = rerun(&profile, args.file_size, &points, &off_points, args.seed)?;
     let mut report = stored.clone();
@@ -208,25 +209,7 @@ fn print_tables(r: &TxbenchRun) {
         r.profile,
         r.file_bytes >> 20
     );
-    println!("\nflash timing on (virtual time; MB/s)");
-    println!(
-        "{:>7} {:>4} {:>10} {:>10} {:>10} {:>11} {:>12} {:>10}",
-        "writes", "qd", "tx", "file", "block", "tx vs file", "tx vs block", "tx commit"
-    );
-    for c in r.flash_timing_on.chunks(3) {
-        let (tx, file, block) = (&c[0], &c[1], &c[2]);
-        println!(
-            "{:>6}% {:>4} {:>10.1} {:>10.1} {:>10.1} {:>10.2}% {:>11.2}% {:>9.1}%",
-            tx.write_pct,
-            tx.qd,
-            tx.mb_per_s,
-            file.mb_per_s,
-            block.mb_per_s,
-            -drop_pct(tx.mb_per_s, file.mb_per_s),
-            -drop_pct(tx.mb_per_s, block.mb_per_s),
-            tx.commit_ns as f64 / tx.virtual_ns.max(1) as f64 * 100.0,
-        );
-    }
+    print_measured("flash timing on (virtual time; MB/s)", &r.flash_timing_on);
     print_timing_off(r);
     println!(
         "(throughput change of tx relative to file / block: negative = tx slower; \
@@ -258,24 +241,39 @@ fn print_tables(r: &TxbenchRun) {
     }
 }
 
+/// One row per (write ratio, queue depth): the three modes' bandwidth, tx's change against
+/// the other two, and the commit's share of tx's time.
+fn print_measured(title: &str, points: &[Measured]) {
+    if points.is_empty() {
+        return;
+    }
+    println!("\n{title}");
+    println!(
+        "{:>7} {:>4} {:>10} {:>10} {:>10} {:>11} {:>12} {:>10}",
+        "writes", "qd", "tx", "file", "block", "tx vs file", "tx vs block", "tx commit"
+    );
+    for c in points.chunks(3) {
+        let (tx, file, block) = (&c[0], &c[1], &c[2]);
+        println!(
+            "{:>6}% {:>4} {:>10.1} {:>10.1} {:>10.1} {:>10.2}% {:>11.2}% {:>9.1}%",
+            tx.write_pct,
+            tx.qd,
+            tx.mb_per_s,
+            file.mb_per_s,
+            block.mb_per_s,
+            -drop_pct(tx.mb_per_s, file.mb_per_s),
+            -drop_pct(tx.mb_per_s, block.mb_per_s),
+            tx.commit_ns as f64 / tx.virtual_ns.max(1) as f64 * 100.0,
+        );
+    }
+}
+
 /// The flash-timing-off tables: the model in virtual time, then the simulator's own CPU time.
 fn print_timing_off(r: &TxbenchRun) {
-    let model: Vec<_> = r
-        .flash_timing_off_model
-        .chunks(3)
-        .map(|c| {
-            (
-                c[0].write_pct,
-                [c[0].mb_per_s, c[1].mb_per_s, c[2].mb_per_s],
-            )
-        })
-        .collect();
-    print_modes(
-        "flash timing off (virtual time, QD 1: the firmware core's request handling and \
-         mapping lookups, and each page's copy to or from the backing store; MB/s)",
-        &model,
-        1,
-        |mb_per_s| mb_per_s,
+    print_measured(
+        "flash timing off (virtual time: the firmware core's request handling and mapping \
+         lookups, and each page's copy to or from the backing store; MB/s)",
+        &r.flash_timing_off_model,
     );
     let simulator: Vec<_> = r
         .flash_timing_off
