@@ -70,13 +70,14 @@ pub fn run(args: &TxbenchArgs) -> anyhow::Result<()> {
         (mode, p)
     };
     let mut points = Vec::new();
-    let mut off_points = Vec::new();
     for &write_pct in &args.writes {
         for &qd in &args.qd {
             points.extend(ExecMode::ALL.map(|mode| point(mode, write_pct, qd)));
-            off_points.extend(ExecMode::ALL.map(|mode| point(mode, write_pct, qd)));
         }
     }
+    // The same grid with flash timing off (a stored run keeps both lists: older runs had
+    // only QD 1 here).
+    let off_points = points.clone();
     let stored = rerun(&profile, args.file_size, &points, &off_points, args.seed)?;
     let mut report = stored.clone();
     if !args.no_cpu {
@@ -275,46 +276,25 @@ fn print_timing_off(r: &TxbenchRun) {
          lookups, and each page's copy to or from the backing store; MB/s)",
         &r.flash_timing_off_model,
     );
-    let simulator: Vec<_> = r
-        .flash_timing_off
-        .chunks(3)
-        .map(|c| {
-            let ns = [
-                c[0].ns_per_request,
-                c[1].ns_per_request,
-                c[2].ns_per_request,
-            ];
-            (c[0].write_pct, ns)
-        })
-        .collect();
-    print_modes(
-        "the simulator's own CPU time per request with flash timing off (this machine, QD 1; \
-         ns/request; not a device figure)",
-        &simulator,
-        0,
-        |ns| 1.0 / ns,
-    );
-}
-
-/// One row per write ratio: tx, file and block, then tx's change against file and block,
-/// computed on the throughput `rate` gives for each value. Nothing when there are no rows.
-fn print_modes(title: &str, rows: &[(u32, [f64; 3])], decimals: usize, rate: fn(f64) -> f64) {
-    if rows.is_empty() {
+    if r.flash_timing_off.is_empty() {
         return;
     }
-    println!("\n{title}");
+    println!(
+        "\nthe simulator's own CPU time per request with flash timing off (this machine, QD 1; \
+         ns/request; not a device figure)"
+    );
     println!(
         "{:>7} {:>10} {:>10} {:>10} {:>11} {:>12}",
         "writes", "tx", "file", "block", "tx vs file", "tx vs block"
     );
-    let d = decimals;
-    for (write_pct, [tx, file, block]) in rows {
+    for c in r.flash_timing_off.chunks(3) {
+        let [tx, file, block] = [0, 1, 2].map(|i| c[i].ns_per_request);
+        // The change in throughput, as in the tables above: requests per ns.
         println!(
-            "{:>6}% {tx:>10.d$} {file:>10.d$} {block:>10.d$} {:>10.p$}% {:>11.p$}%",
-            write_pct,
-            -drop_pct(rate(*tx), rate(*file)),
-            -drop_pct(rate(*tx), rate(*block)),
-            p = d + 1,
+            "{:>6}% {tx:>10.0} {file:>10.0} {block:>10.0} {:>10.1}% {:>11.1}%",
+            c[0].write_pct,
+            -drop_pct(1.0 / tx, 1.0 / file),
+            -drop_pct(1.0 / tx, 1.0 / block),
         );
     }
 }
