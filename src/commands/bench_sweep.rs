@@ -4,9 +4,9 @@
 //!
 //! The grid is NDP requests (LightFS §IV's setting) over 4 designs × 4 seeds: points of
 //! similar length (45–65 ms each on the development machine), long enough that the pool's
-//! start and the stores' saves are a small part of the time. The two commands alternate, three times
-//! each, and each one's fastest run counts, so a slow moment of a shared machine does not
-//! decide the ratio.
+//! start and the stores' saves are a small part of the time. The two commands alternate,
+//! three times each, and each one's fastest run counts, so a slow moment of a shared machine
+//! does not decide the ratio.
 
 use anyhow::Context;
 use csd_traces::sweep::SweepSpec;
