@@ -110,6 +110,7 @@ pub fn workload(app: App, sizes: &Sizes, seed: u64) -> Workload {
                 inputs.push((format!("/sst/{r:06}.ldb"), run));
             }
             let total: u64 = inputs.iter().map(|(_, d)| d.len() as u64).sum();
+            // LevelDB's max_file_size (at the default 1/16 scale the output fits in one).
             let max_output = 2u64 << 20;
             let outputs = (0..total.div_ceil(max_output) + 1)
                 .map(|i| format!("/sst/out-{i:06}.ldb"))
@@ -152,7 +153,12 @@ pub fn measure(
         for path in &w.outputs {
             ctx = ctx.file(path, FileMode::Write);
         }
-        ctx = ctx.args(w.args.to_string().into_bytes());
+        let mut args = w.args.clone();
+        if placement == Placement::HostOnly && app == App::Compact {
+            // Host-only is LevelDB's own compaction, which syncs each finished table.
+            args["sync_tables"] = true.into();
+        }
+        ctx = ctx.args(args.to_string().into_bytes());
         ctx = match placement {
             Placement::Tx => ctx.exec(ExecMode::Tx),
             Placement::File => ctx.exec(ExecMode::File),

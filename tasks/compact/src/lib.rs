@@ -9,6 +9,11 @@ struct Args {
     inputs: usize,
     #[serde(default = "default_max")]
     max_output_bytes: usize,
+    /// Wait for each output table to be durable before merging on, as LevelDB's compaction
+    /// does on a host file system (an `fdatasync` per finished table). In the device a
+    /// transaction's commit makes the outputs durable together, so it is off by default.
+    #[serde(default)]
+    sync_tables: bool,
 }
 
 fn default_max() -> usize {
@@ -49,26 +54,49 @@ fn run(ctx: Context) -> Result<()> {
         .collect();
     csd_sdk::read_many(&mut requests, csd_sdk::MAX_QUEUE_DEPTH);
     let slices: Vec<&[u8]> = runs.iter().map(Vec::as_slice).collect();
-    let mut merged = Vec::new();
-    let read = csd_kernels::compact_runs(&slices, |r| merged.extend_from_slice(r))
-        .map_err(csd_sdk::Error::msg)?;
-    // Output files are written as they fill, like LevelDB's compaction; running out of
-    // registered outputs fails the task after some were written (a transaction undoes them).
-    let chunks = merged.len().div_ceil(per_file);
-    for (i, chunk) in merged.chunks(per_file).enumerate() {
-        if i == outputs {
-            bail!(
-                "{} bytes of output need {chunks} files of {per_file} bytes, {outputs} registered",
-                merged.len()
-            );
+    // Output tables are written as they fill, like LevelDB's compaction: a full table is
+    // submitted and the merge goes on while it is programmed. Running out of registered
+    // outputs fails the task after some were written (a transaction undoes them).
+    let mut table = Vec::with_capacity(per_file);
+    let mut used = 0usize;
+    let mut out_bytes = 0u64;
+    let mut overflow = false;
+    let mut flush = |table: &mut Vec<u8>, used: &mut usize| -> bool {
+        if *used == outputs {
+            return false;
         }
-        // Written behind: the next output is formatted while this one is programmed.
-        let _ = ctx.file(args.inputs + i)?.submit_write(Some(0), chunk);
+        if let Ok(f) = ctx.file(args.inputs + *used) {
+            let pending = f.submit_write(Some(0), table);
+            if args.sync_tables {
+                pending.wait();
+            }
+        }
+        *used += 1;
+        table.clear();
+        true
+    };
+    let read = csd_kernels::compact_runs(&slices, |r| {
+        if overflow {
+            return;
+        }
+        table.extend_from_slice(r);
+        out_bytes += r.len() as u64;
+        if table.len() >= per_file {
+            overflow = !flush(&mut table, &mut used);
+        }
+    })
+    .map_err(csd_sdk::Error::msg)?;
+    if !overflow && !table.is_empty() {
+        overflow = !flush(&mut table, &mut used);
+    }
+    if overflow {
+        csd_sdk::wait_all();
+        bail!("the output does not fit in the {outputs} registered files of {per_file} bytes");
     }
     csd_sdk::wait_all();
     csd_sdk::ret_json(&serde_json::json!({
         "records_in": read,
-        "records_out": merged.len() / csd_kernels::RECORD_BYTES,
-        "outputs_used": chunks,
+        "records_out": out_bytes / csd_kernels::RECORD_BYTES as u64,
+        "outputs_used": used,
     }))
 }
