@@ -562,7 +562,10 @@ fn a_failed_compaction_writes_no_output_as_a_transaction() {
                     .into_bytes(),
             );
         let e = csd.run(&task("compact"), &ctx).unwrap_err().to_string();
-        assert!(e.contains("does not fit in the 1 registered files of 64 bytes"), "{e}");
+        assert!(
+            e.contains("does not fit in the 1 registered files of 64 bytes"),
+            "{e}"
+        );
         let out = csd.export("/out0").unwrap();
         if exec == ExecMode::Tx {
             assert_eq!(out, b"old output");
