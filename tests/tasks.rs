@@ -288,6 +288,55 @@ proptest! {
     }
 }
 
+/// BFS reads the graph as the search reaches it: a search confined to a small component
+/// reads few of a large file's pages, each one synchronous request. A graph whose words
+/// point outside it is refused with the reason, and the device keeps serving.
+#[test]
+fn bfs_reads_only_the_pages_the_search_reaches() {
+    // Two components: a 10-node ring, then 20,000 isolated nodes with 4 self-loops each.
+    let (ring, rest) = (10u32, 20_000u32);
+    let n = ring + rest;
+    let mut adj: Vec<Vec<u32>> = (0..ring).map(|u| vec![(u + 1) % ring]).collect();
+    adj.extend((ring..n).map(|u| vec![u; 4]));
+    let mut words = vec![n, adj.iter().map(|a| a.len() as u32).sum()];
+    let mut off = 0;
+    for a in &adj {
+        words.push(off);
+        off += a.len() as u32;
+    }
+    words.push(off);
+    words.extend(adj.iter().flatten());
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let pages = bytes.len().div_ceil(4096) as u64;
+    let (_, r) = run_on("bfs", &[bytes.clone()], json!({ "source": 3 }), &[]);
+    let ret = r.ret_json().unwrap();
+    assert_eq!(ret["reached"], json!(ring));
+    // The header and the ring's offsets share page 0; its edges are on the first target page.
+    let reads = ret["page_reads"].as_u64().unwrap();
+    assert!(reads <= 3 && pages > 90, "{reads} of {pages} pages read");
+    assert!(r.breakdown.read_file_ns > 0);
+
+    // Node 5's only edge now points past the last node.
+    let mut bad = bytes;
+    let at = 4 * (3 + n as usize + 5);
+    bad[at..at + 4].copy_from_slice(&(n + 7).to_le_bytes());
+    let mut csd = device("daisyplus-femu");
+    csd.import("/g", &bad).unwrap();
+    let ctx = IscContext::new()
+        .file("/g", FileMode::Read)
+        .args(json!({ "source": 0 }).to_string().into_bytes());
+    let e = csd.run(&task("bfs"), &ctx).unwrap_err().to_string();
+    assert!(
+        e.contains(&format!("edge 5 points to node {} of {n}", n + 7)),
+        "{e}"
+    );
+    let ctx = IscContext::new()
+        .file("/g", FileMode::Read)
+        .args(json!({ "source": ring + 1 }).to_string().into_bytes());
+    let ok = csd.run(&task("bfs"), &ctx).unwrap();
+    assert_eq!(ok.ret_json().unwrap()["reached"], json!(1));
+}
+
 #[test]
 fn identical_runs_give_identical_results_breakdowns_and_fuel() {
     let files = vec![(0..50_000u32)

@@ -369,76 +369,121 @@ pub fn rle_bitmap_decompress(input: &[u8], mut emit: impl FnMut(&[u8])) -> Resul
     Ok(total)
 }
 
-/// A graph in compressed sparse row form, as stored in a file: little-endian u32
-/// `node_count`, `edge_count`, then `node_count + 1` offsets, then `edge_count` targets.
-pub struct Csr<'a> {
+/// Bytes a CSR graph is read in: the host page cache's page, and a block of the file.
+pub const GRAPH_PAGE_BYTES: usize = 4096;
+
+/// A graph in compressed sparse row form, as stored in a file (little-endian u32
+/// `node_count`, `edge_count`, then `node_count + 1` offsets, then `edge_count` targets),
+/// read the way a BFS over `pread` reads it: a page at a time, when the search first needs
+/// a word in it. Which vertex comes next depends on the bytes just read, so each miss is
+/// one synchronous read of [`GRAPH_PAGE_BYTES`]; a page once read is kept.
+pub struct PagedCsr<R> {
+    read: R,
+    size: u64,
+    pages: Vec<Option<Box<[u8]>>>,
     pub nodes: u32,
-    offsets: &'a [u8],
-    targets: &'a [u8],
+    pub edges: u32,
+    /// Pages read so far (the search's I/O requests).
+    pub reads: u64,
 }
 
-fn u32_at(b: &[u8], i: usize) -> u32 {
-    u32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]])
-}
-
-impl<'a> Csr<'a> {
-    pub fn parse(file: &'a [u8]) -> Result<Csr<'a>, String> {
-        if file.len() < 8 {
+impl<R: FnMut(u64, &mut [u8]) -> usize> PagedCsr<R> {
+    /// Opens a graph file of `size` bytes whose bytes at an offset `read` fills in (returning
+    /// how many it got); checks the header against the size.
+    pub fn open(size: u64, read: R) -> Result<PagedCsr<R>, String> {
+        if size < 8 {
             return Err("graph file shorter than its 8-byte header".into());
         }
-        let nodes = u32_at(file, 0);
-        let edges = u32_at(file, 1);
+        let pages = usize::try_from(size.div_ceil(GRAPH_PAGE_BYTES as u64))
+            .map_err(|_| format!("graph file of {size} bytes is too large"))?;
+        let mut g = PagedCsr {
+            read,
+            size,
+            pages: (0..pages).map(|_| None).collect(),
+            nodes: 0,
+            edges: 0,
+            reads: 0,
+        };
+        let (nodes, edges) = (g.word(0)?, g.word(1)?);
         let need = 8 + 4 * (u64::from(nodes) + 1 + u64::from(edges));
-        if (file.len() as u64) != need {
+        if size != need {
             return Err(format!(
-                "graph file is {} bytes; {nodes} nodes and {edges} edges need {need}",
-                file.len()
+                "graph file is {size} bytes; {nodes} nodes and {edges} edges need {need}"
             ));
         }
-        let offsets = &file[8..8 + 4 * (nodes as usize + 1)];
-        let targets = &file[8 + 4 * (nodes as usize + 1)..];
-        let mut prev = 0;
-        for i in 0..=nodes as usize {
-            let o = u32_at(offsets, i);
-            if o < prev || o > edges {
-                return Err(format!(
-                    "offset {i} ({o}) is out of order or past {edges} edges"
-                ));
-            }
-            prev = o;
-        }
-        if u32_at(offsets, nodes as usize) != edges {
-            return Err("the last offset must equal the edge count".into());
-        }
-        for e in 0..edges as usize {
-            if u32_at(targets, e) >= nodes {
-                return Err(format!(
-                    "edge {e} points to node {} of {nodes}",
-                    u32_at(targets, e)
-                ));
-            }
-        }
-        Ok(Csr {
-            nodes,
-            offsets,
-            targets,
-        })
+        g.nodes = nodes;
+        g.edges = edges;
+        Ok(g)
     }
 
-    pub fn neighbors(&self, node: u32) -> impl Iterator<Item = u32> + '_ {
+    /// The little-endian u32 at word `index` of the file, reading its page on a miss.
+    fn word(&mut self, index: u64) -> Result<u32, String> {
+        let off = index
+            .checked_mul(4)
+            .filter(|o| o.checked_add(4).is_some_and(|end| end <= self.size))
+            .ok_or_else(|| format!("word {index} is past the graph file's end"))?;
+        let page = (off / GRAPH_PAGE_BYTES as u64) as usize;
+        let at = (off % GRAPH_PAGE_BYTES as u64) as usize;
+        let slot = &mut self.pages[page];
+        let bytes = match slot {
+            Some(bytes) => bytes,
+            None => {
+                let len = (self.size - page as u64 * GRAPH_PAGE_BYTES as u64)
+                    .min(GRAPH_PAGE_BYTES as u64) as usize;
+                let mut buf = vec![0u8; len].into_boxed_slice();
+                let got = (self.read)(page as u64 * GRAPH_PAGE_BYTES as u64, &mut buf);
+                self.reads += 1;
+                if got < len {
+                    return Err(format!(
+                        "graph file ended early: page {page} gave {got} of {len} bytes"
+                    ));
+                }
+                slot.insert(buf)
+            }
+        };
+        // Words are 4-aligned and pages 4 KiB, so a word never straddles two pages.
+        Ok(u32::from_le_bytes([
+            bytes[at],
+            bytes[at + 1],
+            bytes[at + 2],
+            bytes[at + 3],
+        ]))
+    }
+
+    /// Node `node`'s edges as a range of edge indices, checked against the edge count.
+    fn edge_range(&mut self, node: u32) -> Result<(u32, u32), String> {
         let (a, b) = (
-            u32_at(self.offsets, node as usize),
-            u32_at(self.offsets, node as usize + 1),
+            self.word(2 + u64::from(node))?,
+            self.word(3 + u64::from(node))?,
         );
-        (a..b).map(move |e| u32_at(self.targets, e as usize))
+        if a > b || b > self.edges {
+            return Err(format!(
+                "offsets of node {node} ({a}..{b}) are out of order or past {} edges",
+                self.edges
+            ));
+        }
+        Ok((a, b))
+    }
+
+    /// The target of edge `e`, checked to be a node.
+    fn target(&mut self, e: u32) -> Result<u32, String> {
+        let v = self.word(3 + u64::from(self.nodes) + u64::from(e))?;
+        if v >= self.nodes {
+            return Err(format!("edge {e} points to node {v} of {}", self.nodes));
+        }
+        Ok(v)
     }
 }
 
 /// Distance marking an unreachable node.
 pub const UNREACHABLE: u32 = u32::MAX;
 
-/// Breadth-first search: hop distance of every node from `source`.
-pub fn bfs(graph: &Csr<'_>, source: u32) -> Result<Vec<u32>, String> {
+/// Breadth-first search: hop distance of every node from `source`, reading the graph's pages
+/// as the search reaches them.
+pub fn bfs<R: FnMut(u64, &mut [u8]) -> usize>(
+    graph: &mut PagedCsr<R>,
+    source: u32,
+) -> Result<Vec<u32>, String> {
     if source >= graph.nodes {
         return Err(format!(
             "source {source} is not a node (the graph has {})",
@@ -453,7 +498,9 @@ pub fn bfs(graph: &Csr<'_>, source: u32) -> Result<Vec<u32>, String> {
         depth += 1;
         let mut next = Vec::new();
         for &u in &frontier {
-            for v in graph.neighbors(u) {
+            let (a, b) = graph.edge_range(u)?;
+            for e in a..b {
+                let v = graph.target(e)?;
                 if dist[v as usize] == UNREACHABLE {
                     dist[v as usize] = depth;
                     next.push(v);
