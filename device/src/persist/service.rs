@@ -289,11 +289,13 @@ impl CheckpointStats {
     }
 }
 
-/// The I/O one checkpoint did, in namespace blocks, for a timing model: the staged
-/// transactions it re-read to validate, its replay, and the superblock write that reclaims.
+/// The I/O one checkpoint did, in namespace blocks, for a timing model: the raw replay set
+/// it read (staged and journal transactions), its replay, and the superblock write that
+/// reclaims.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CheckpointIo {
-    /// `(first block, blocks)` of every staged transaction re-read (descriptor to commit).
+    /// `(first block, blocks)` of every staged transaction re-read (descriptor to commit)
+    /// and of every journal transaction read (descriptor and journaled updates).
     pub validate: Vec<(u64, u64)>,
     pub replay: Replay,
     pub superblock: u64,
@@ -828,8 +830,8 @@ impl<B: Blocks> Sift<B> {
     }
 
     /// A checkpoint's first step: revalidates every staged update the batch references
-    /// (*wait-not-skip*) and lists the raw replay set in order, counting it in `stats` and
-    /// the validation reads in `io`.
+    /// (*wait-not-skip*), reads each journal transaction, and lists the raw replay set in
+    /// order, counting it in `stats` and the reads in `io`.
     fn gather(
         &mut self,
         batch: Vec<Journaled>,
@@ -851,6 +853,10 @@ impl<B: Blocks> Sift<B> {
                 g.raw.extend(staged_records(&self.ns, start, &desc));
                 g.eligible.push(s);
             }
+            // SIFT §4.3.1: the backend reads the journaled updates from the journal area
+            // too; with the staged bodies they form the raw replay set, before coalescing.
+            io.validate
+                .push((self.ns.journal_block(j.extent.start), j.extent.len));
             g.raw
                 .extend(journal_records(&self.ns, j.extent.start, &j.desc));
             g.journals.push((j.desc.seq, j.extent));
