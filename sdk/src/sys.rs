@@ -73,17 +73,28 @@ pub fn file_size(handle: i32) -> i64 {
 }
 
 pub fn file_read(handle: i32, offset: u64, buf: &mut [u8]) -> usize {
+    read_into(handle, offset, buf.as_mut_ptr(), buf.len())
+}
+
+/// [`file_read`] into memory not yet initialised: the host writes the bytes it returns, so
+/// a buffer need not be zeroed first (in Wasm that is guest code, a fuel per byte).
+pub fn file_read_uninit(handle: i32, offset: u64, buf: &mut [core::mem::MaybeUninit<u8>]) -> usize {
+    read_into(handle, offset, buf.as_mut_ptr().cast(), buf.len())
+}
+
+/// Reads up to `len` bytes at `offset` into `ptr`, a call per `MAX_CALL_BYTES`; returns how
+/// many the host wrote, all from `ptr` on.
+fn read_into(handle: i32, offset: u64, ptr: *mut u8, len: usize) -> usize {
     let mut done = 0usize;
-    while done < buf.len() {
-        let piece = (buf.len() - done).min(MAX_CALL_BYTES);
-        let ptr = buf[done..].as_mut_ptr();
+    while done < len {
+        let piece = (len - done).min(MAX_CALL_BYTES);
         let n = host!(file_read(
             handle,
             (offset + done as u64) as i64,
-            ptr,
+            ptr.wrapping_add(done),
             piece as i32
         )) as usize;
-        done += n;
+        done += n.min(piece);
         if n < piece {
             break;
         }
