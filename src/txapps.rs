@@ -29,6 +29,8 @@ pub struct Workload {
     pub inputs: Vec<(String, Vec<u8>)>,
     pub outputs: Vec<String>,
     pub args: serde_json::Value,
+    /// The arguments of the host-only run, where the host program's I/O differs.
+    pub host_args: serde_json::Value,
     /// What the throughput counts (bytes of output, of graph, of runs).
     pub work_bytes: u64,
 }
@@ -59,6 +61,7 @@ pub fn workload(app: App, sizes: &Sizes, seed: u64) -> Workload {
                 inputs: vec![("/bitmap.rle".into(), le_words(&words))],
                 outputs: vec!["/bitmap.out".into()],
                 args: serde_json::json!({}),
+                host_args: serde_json::json!({}),
                 work_bytes: out,
             }
         }
@@ -77,21 +80,13 @@ pub fn workload(app: App, sizes: &Sizes, seed: u64) -> Workload {
                     list.push(v as u32);
                 }
             }
-            let edges: u32 = adj.iter().map(|a| a.len() as u32).sum();
-            let mut file = vec![n, edges];
-            let mut off = 0;
-            for a in &adj {
-                file.push(off);
-                off += a.len() as u32;
-            }
-            file.push(off);
-            file.extend(adj.iter().flatten());
-            let bytes = le_words(&file);
+            let bytes = csd_kernels::encode_csr(&adj);
             let work = bytes.len() as u64;
             Workload {
                 inputs: vec![("/graph.csr".into(), bytes)],
                 outputs: vec!["/graph.dist".into()],
                 args: serde_json::json!({ "source": 0 }),
+                host_args: serde_json::json!({ "source": 0 }),
                 work_bytes: work,
             }
         }
@@ -115,8 +110,14 @@ pub fn workload(app: App, sizes: &Sizes, seed: u64) -> Workload {
             let outputs = (0..total.div_ceil(max_output) + 1)
                 .map(|i| format!("/sst/out-{i:06}.ldb"))
                 .collect();
+            let args =
+                serde_json::json!({ "inputs": inputs.len(), "max_output_bytes": max_output });
+            // Host-only is LevelDB's own compaction, which syncs each finished table.
+            let mut host_args = args.clone();
+            host_args["sync_tables"] = true.into();
             Workload {
-                args: serde_json::json!({ "inputs": inputs.len(), "max_output_bytes": max_output }),
+                args,
+                host_args,
                 inputs,
                 outputs,
                 work_bytes: total,
@@ -153,11 +154,10 @@ pub fn measure(
         for path in &w.outputs {
             ctx = ctx.file(path, FileMode::Write);
         }
-        let mut args = w.args.clone();
-        if placement == Placement::HostOnly && app == App::Compact {
-            // Host-only is LevelDB's own compaction, which syncs each finished table.
-            args["sync_tables"] = true.into();
-        }
+        let args = match placement {
+            Placement::HostOnly => &w.host_args,
+            Placement::Tx | Placement::File => &w.args,
+        };
         ctx = ctx.args(args.to_string().into_bytes());
         ctx = match placement {
             Placement::Tx => ctx.exec(ExecMode::Tx),

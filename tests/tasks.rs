@@ -265,12 +265,7 @@ proptest! {
         for &(a, b) in &edges {
             adj[(a % n) as usize].push(b % n);
         }
-        let mut file: Vec<u32> = vec![n, adj.iter().map(|a| a.len() as u32).sum()];
-        let mut off = 0;
-        for a in &adj { file.push(off); off += a.len() as u32; }
-        file.push(off);
-        for a in &adj { file.extend(a); }
-        let bytes: Vec<u8> = file.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let bytes = csd_kernels::encode_csr(&adj);
         // Reference BFS.
         let mut dist = vec![u32::MAX; n as usize];
         let mut queue = std::collections::VecDeque::from([source]);
@@ -298,15 +293,7 @@ fn bfs_reads_only_the_pages_the_search_reaches() {
     let n = ring + rest;
     let mut adj: Vec<Vec<u32>> = (0..ring).map(|u| vec![(u + 1) % ring]).collect();
     adj.extend((ring..n).map(|u| vec![u; 4]));
-    let mut words = vec![n, adj.iter().map(|a| a.len() as u32).sum()];
-    let mut off = 0;
-    for a in &adj {
-        words.push(off);
-        off += a.len() as u32;
-    }
-    words.push(off);
-    words.extend(adj.iter().flatten());
-    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let bytes = csd_kernels::encode_csr(&adj);
     let pages = bytes.len().div_ceil(4096) as u64;
     let (_, r) = run_on("bfs", &[bytes.clone()], json!({ "source": 3 }), &[]);
     let ret = r.ret_json().unwrap();

@@ -57,21 +57,21 @@ fn run(ctx: Context) -> Result<()> {
     // Output tables are written as they fill, like LevelDB's compaction: a full table is
     // submitted and the merge goes on while it is programmed. Running out of registered
     // outputs fails the task after some were written (a transaction undoes them).
+    let tables = (args.inputs..ctx.file_count())
+        .map(|i| ctx.file(i))
+        .collect::<Result<Vec<_>>>()?;
     let mut table = Vec::with_capacity(per_file);
-    let mut used = 0usize;
-    let mut out_bytes = 0u64;
-    let mut overflow = false;
-    let mut flush = |table: &mut Vec<u8>, used: &mut usize| -> bool {
-        if *used == outputs {
+    let (mut used, mut out_bytes, mut overflow) = (0usize, 0u64, false);
+    // Submits the filled table to the next output file; false when none is left.
+    let mut flush = |table: &mut Vec<u8>| {
+        let Some(file) = tables.get(used) else {
             return false;
+        };
+        let pending = file.submit_write(Some(0), table);
+        if args.sync_tables {
+            pending.wait();
         }
-        if let Ok(f) = ctx.file(args.inputs + *used) {
-            let pending = f.submit_write(Some(0), table);
-            if args.sync_tables {
-                pending.wait();
-            }
-        }
-        *used += 1;
+        used += 1;
         table.clear();
         true
     };
@@ -82,12 +82,12 @@ fn run(ctx: Context) -> Result<()> {
         table.extend_from_slice(r);
         out_bytes += r.len() as u64;
         if table.len() >= per_file {
-            overflow = !flush(&mut table, &mut used);
+            overflow = !flush(&mut table);
         }
     })
     .map_err(csd_sdk::Error::msg)?;
     if !overflow && !table.is_empty() {
-        overflow = !flush(&mut table, &mut used);
+        overflow = !flush(&mut table);
     }
     if overflow {
         csd_sdk::wait_all();

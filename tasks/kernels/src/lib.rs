@@ -475,6 +475,21 @@ impl<R: FnMut(u64, &mut [u8]) -> usize> PagedCsr<R> {
     }
 }
 
+/// A graph's adjacency lists in the file form [`PagedCsr`] reads.
+pub fn encode_csr(adj: &[Vec<u32>]) -> Vec<u8> {
+    let edges: usize = adj.iter().map(Vec::len).sum();
+    let mut words = Vec::with_capacity(3 + adj.len() + edges);
+    words.extend([adj.len() as u32, edges as u32]);
+    let mut off = 0u32;
+    for a in adj {
+        words.push(off);
+        off += a.len() as u32;
+    }
+    words.push(off);
+    words.extend(adj.iter().flatten());
+    words.iter().flat_map(|w| w.to_le_bytes()).collect()
+}
+
 /// Distance marking an unreachable node.
 pub const UNREACHABLE: u32 = u32::MAX;
 
