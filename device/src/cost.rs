@@ -92,6 +92,11 @@ pub struct HostCosts {
     /// file system's block mapping (ext4's delayed allocation). 0 where not modelled.
     #[serde(default)]
     pub page_cache_page_ns: u64,
+    /// A page fault on a mapped file, apart from the file system's work for the page: the
+    /// exception's entry and exit, the VMA lookup, the page-table update. 0 where not
+    /// modelled (then nothing that maps files can be run on the profile).
+    #[serde(default)]
+    pub page_fault_ns: u64,
 }
 
 /// The host file systems FusionFS is compared with, and its device cores' two speeds, from a

@@ -7,7 +7,7 @@
 
 use anyhow::bail;
 use csd_device::Profile;
-use csd_hostfs::ispfs::iozone::{self, IozoneReport, IozoneSpec, Medium, Test};
+use csd_hostfs::ispfs::iozone::{self, Interface, IozoneReport, IozoneSpec, Medium, Test};
 use csd_hostfs::ispfs::query::{self, QueryReport, QuerySpec};
 use csd_runtime::WasmStages;
 use csd_traces::report::Report;
@@ -52,6 +52,11 @@ pub struct IozoneArgs {
     /// `pcm`, ISPFS's board (writes wait for the PCM's program time).
     #[arg(long, default_value = "dram")]
     pub medium: Medium,
+    /// How iozone reaches the file: `posix` (a read or write call per record), `mmap`
+    /// (`iozone -B`: records copied into and out of a mapping of the file), or both, as the
+    /// paper ran Fig. 7.
+    #[arg(long, value_delimiter = ',', default_value = "posix,mmap")]
+    pub interface: Vec<Interface>,
     /// Device profile (ISPFS's board is pcm-zynq).
     #[arg(long, default_value = "pcm-zynq")]
     pub profile: String,
@@ -124,6 +129,7 @@ pub fn iozone_spec(args: &IozoneArgs) -> anyhow::Result<IozoneSpec> {
         file_bytes: list(&args.files, iozone::MAX_FILE_BYTES)?,
         record_bytes: list(&args.records, iozone::MAX_RECORD_BYTES)?,
         medium: args.medium,
+        interfaces: args.interface.clone(),
     })
 }
 
@@ -165,10 +171,11 @@ fn print_iozone(r: &IozoneReport) {
             Medium::Pcm => "the PCM board",
         }
     );
-    println!("\n{:77}{:-^30}", "", " what EXT4 did ");
+    println!("\n{:83}{:-^40}", "", " what EXT4 did ");
     println!(
-        "{:<13} {:>10} {:>10} {:>13} {:>13} {:>10}   {:>9} {:>9} {:>10}",
+        "{:<13} {:<5} {:>10} {:>10} {:>13} {:>13} {:>10}   {:>9} {:>9} {:>9} {:>10}",
         "test",
+        "via",
         "file",
         "record",
         "ISPFS MB/s",
@@ -176,12 +183,14 @@ fn print_iozone(r: &IozoneReport) {
         "ISPFS/EXT4",
         "pages in",
         "pages out",
+        "faults",
         "waited ms"
     );
     for p in &r.points {
         println!(
-            "{:<13} {:>10} {:>10} {:>13.2} {:>13.2} {:>9.2}x   {:>9} {:>9} {:>10.1}",
+            "{:<13} {:<5} {:>10} {:>10} {:>13.2} {:>13.2} {:>9.2}x   {:>9} {:>9} {:>9} {:>10.1}",
             p.test.name(),
+            p.interface.name(),
             binary(p.file_bytes),
             binary(p.record_bytes),
             p.ispfs_mb_per_sec,
@@ -189,17 +198,22 @@ fn print_iozone(r: &IozoneReport) {
             p.ratio(),
             p.ext4.pages_read,
             p.ext4.pages_written_back,
+            p.ext4.faults,
             p.ext4.throttled_ns as f64 / 1e6
         );
     }
     println!(
         "\npages in: read from the medium into EXT4's page cache (misses, readahead, a page\n\
-         read before a partial write); pages out: written back by the flusher; waited: the\n\
-         writer held past the dirty limit. ISPFS copies each call's bytes once.\n"
+         read before a partial write, or before a write through a mapping); pages out: written\n\
+         back by the flusher; faults: through the mapping; waited: the writer held past the\n\
+         dirty limit. ISPFS copies each record's bytes once, and through a mapping faults once\n\
+         per page.\n"
     );
-    for t in Test::ALL {
-        if let Some(m) = r.mean_ratio(t) {
-            println!("mean ISPFS/EXT4 {:<13} {m:.2}x", t.name());
+    for i in Interface::ALL {
+        for t in Test::ALL {
+            if let Some(m) = r.mean_ratio_where(|p| p.test == t && p.interface == i) {
+                println!("mean ISPFS/EXT4 {:<13} {:<5} {m:.2}x", t.name(), i.name());
+            }
         }
     }
 }

@@ -64,26 +64,30 @@ impl PageCache {
         }
     }
 
-    /// Caches a page of the file, evicting the least recently used clean page if full.
-    pub fn insert(&mut self, p: u32) {
+    /// Caches a page of the file, evicting the least recently used clean page if full;
+    /// returns the page evicted (a mapping of it is then gone too).
+    pub fn insert(&mut self, p: u32) -> Option<u32> {
         if p >= self.pages() || self.contains(p) {
-            return;
+            return None;
         }
-        if self.len >= self.capacity {
-            self.evict_one();
-        }
+        let evicted = if self.len >= self.capacity {
+            self.evict_one()
+        } else {
+            None
+        };
         self.cached[p as usize] = true;
         self.len += 1;
         self.push_newest(p);
+        evicted
     }
 
     /// Reclaim: the oldest clean page goes; a dirty one met on the way is rotated to the
     /// newest end instead, as the kernel rotates pages under writeback.
-    fn evict_one(&mut self) {
+    fn evict_one(&mut self) -> Option<u32> {
         for _ in 0..self.len {
             let p = self.oldest;
             if p == NIL {
-                return;
+                return None;
             }
             self.unlink(p);
             if self.dirty.contains(&p) {
@@ -91,9 +95,10 @@ impl PageCache {
             } else {
                 self.cached[p as usize] = false;
                 self.len -= 1;
-                return;
+                return Some(p);
             }
         }
+        None
     }
 
     /// Marks a cached page dirty; true if it was clean.
