@@ -2111,7 +2111,24 @@ fn ispfs_iozone_compares_both_paths_and_refuses_bad_sizes() {
     assert_eq!(first.stdout, again.stdout);
     let r: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
     let points = r["points"].as_array().unwrap();
-    assert_eq!(points.len(), 8, "4 tests at 2 record sizes");
+    assert_eq!(
+        points.len(),
+        16,
+        "4 tests at 2 record sizes through 2 interfaces"
+    );
+    assert_eq!(
+        r["spec"]["interfaces"],
+        serde_json::json!(["posix", "mmap"])
+    );
+    let faults = |via: &str| {
+        points
+            .iter()
+            .filter(|p| p["interface"] == via)
+            .map(|p| p["ext4"]["faults"].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    assert_eq!(faults("posix"), 0);
+    assert!(faults("mmap") > 0);
     for p in points {
         let (i, e) = (
             p["ispfs_mb_per_sec"].as_f64().unwrap(),
@@ -2147,6 +2164,9 @@ fn ispfs_iozone_compares_both_paths_and_refuses_bad_sizes() {
     let tape = csd(&["ispfs", "iozone", "--medium", "tape", "--no-store"]);
     assert_eq!(tape.status.code(), Some(2));
     assert!(stderr(&tape).contains("'tape'"), "{}", stderr(&tape));
+    let dax = csd(&["ispfs", "iozone", "--interface", "dax", "--no-store"]);
+    assert_eq!(dax.status.code(), Some(2));
+    assert!(stderr(&dax).contains("posix or mmap"), "{}", stderr(&dax));
     let bad: &[(&[&str], &str)] = &[
         (&["ispfs", "iozone", "--files", "1g"], "size '1g'"),
         (&["ispfs", "iozone", "--records", "0"], "size '0'"),

@@ -295,7 +295,12 @@ fn bfs_reads_only_the_pages_the_search_reaches() {
     adj.extend((ring..n).map(|u| vec![u; 4]));
     let bytes = csd_kernels::encode_csr(&adj);
     let pages = bytes.len().div_ceil(4096) as u64;
-    let (_, r) = run_on("bfs", std::slice::from_ref(&bytes), json!({ "source": 3 }), &[]);
+    let (_, r) = run_on(
+        "bfs",
+        std::slice::from_ref(&bytes),
+        json!({ "source": 3 }),
+        &[],
+    );
     let ret = r.ret_json().unwrap();
     assert_eq!(ret["reached"], json!(ring));
     // The header and the ring's offsets share page 0; its edges are on the first target page.

@@ -450,7 +450,7 @@ impl RunView {
     }
 
     /// `csd ispfs iozone`: ISPFS and EXT4 throughput per test, one group per (file,
-    /// record) size (ISPFS Fig. 7).
+    /// record) size and interface (ISPFS Fig. 7).
     fn add_iozone(&mut self, r: &IozoneReport) {
         for test in Test::ALL {
             let points: Vec<_> = r.points.iter().filter(|p| p.test == test).collect();
@@ -459,7 +459,14 @@ impl RunView {
             }
             let series = points
                 .iter()
-                .map(|p| format!("{} KiB of {} KiB", p.record_bytes >> 10, p.file_bytes >> 10))
+                .map(|p| {
+                    format!(
+                        "{} KiB of {} KiB, {}",
+                        p.record_bytes >> 10,
+                        p.file_bytes >> 10,
+                        p.interface.name()
+                    )
+                })
                 .collect();
             let group = |design: &str, f: fn(&IozonePoint) -> f64| Group {
                 design: design.to_string(),
