@@ -784,7 +784,7 @@ impl<'a> Ext4<'a> {
                 let end = start.saturating_add(ra).min(pages);
                 m.window = (start, ra);
                 // Only a page the window reads is marked.
-                let mark = start + ra - ra / 4;
+                let mark = start.saturating_add(ra - ra / 4);
                 if mark < end && !self.cache.contains(mark) {
                     m.marked[mark as usize] = true;
                 }
