@@ -589,6 +589,8 @@ impl<'a> Ext4<'a> {
             }
         }
         debug_assert!(self.cache.len() <= self.cache.capacity());
+        #[cfg(debug_assertions)]
+        self.check_mapping();
         Ok((self.now.since(start), self.work))
     }
 
@@ -721,6 +723,28 @@ impl<'a> Ext4<'a> {
             self.balance_dirty_pages()?;
         }
         Ok(())
+    }
+
+    /// The mapping's invariants: only cached pages are mapped or marked for readahead, and
+    /// a page mapped writable is dirty (writeback write-protects what it cleans).
+    #[cfg(debug_assertions)]
+    fn check_mapping(&self) {
+        let Some(m) = &self.mapping else { return };
+        for (p, (&map, &marked)) in (0u32..).zip(m.pages.iter().zip(&m.marked)) {
+            assert!(
+                map == Map::Unmapped || self.cache.contains(p),
+                "page {p} is mapped but not cached"
+            );
+            assert!(
+                !marked || self.cache.contains(p),
+                "page {p} is marked but not cached"
+            );
+            assert!(
+                map != Map::Writable || self.cache.is_dirty(p),
+                "page {p} is writable but clean"
+            );
+        }
+        assert!(m.mmap_miss <= MMAP_LOTSAMISS * 10);
     }
 
     fn map_of(&self, p: u32) -> Map {
