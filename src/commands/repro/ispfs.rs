@@ -3,7 +3,7 @@
 
 use super::{Ctx, Fig, Sheet};
 use crate::commands::ispfs;
-use csd_hostfs::ispfs::iozone::{Interface, IozoneSpec, Test};
+use csd_hostfs::ispfs::iozone::{Interface, IozonePoint, IozoneSpec, Test};
 use csd_hostfs::ispfs::query::{QueryReport, QuerySpec};
 use csd_traces::report::Report;
 use csd_traces::spec::SystemKind;
@@ -183,10 +183,86 @@ const IOZONE: &[&str] = &[
     "device_cpu.dram_bytes",
 ];
 
-/// Fig. 7: ISPFS over the EXT4-like path on the default grid, through both interfaces.
-/// §5.1 gives a mean per test, "on average" (ours: over both interfaces and every record
-/// size), the mmap interface's ranges (reads 1–4×, writes 5–9×), and the worst cases of
-/// the random tests.
+/// §5.1's means per test, "on average" (ours: over both interfaces and every record size).
+const IOZONE_MEANS: [(Test, f64, &str, &str); 4] = [
+    (
+        Test::Rewrite,
+        4.10,
+        "ispfs.fig7.rewrite",
+        "ISPFS over EXT4, rewrite (mean over POSIX and mmap)",
+    ),
+    (
+        Test::Reread,
+        1.34,
+        "ispfs.fig7.reread",
+        "ISPFS over EXT4, reread (mean over POSIX and mmap)",
+    ),
+    (
+        Test::RandomWrite,
+        8.30,
+        "ispfs.fig7.random-write",
+        "ISPFS over EXT4, random write (mean over POSIX and mmap)",
+    ),
+    (
+        Test::RandomRead,
+        3.32,
+        "ispfs.fig7.random-read",
+        "ISPFS over EXT4, random read (mean over POSIX and mmap)",
+    ),
+];
+
+/// §5.1 on the mmap interface: "the read throughput of the ISPFS is 1 to 4 times faster
+/// than that of EXT4 and the write throughput is 5 to 9 times faster".
+const IOZONE_MMAP_RANGES: [(Test, f64, f64, &str, &str); 4] = [
+    (
+        Test::Rewrite,
+        5.0,
+        9.0,
+        "ispfs.fig7.mmap.rewrite",
+        "ISPFS over EXT4 through a mapping, rewrite (mean)",
+    ),
+    (
+        Test::RandomWrite,
+        5.0,
+        9.0,
+        "ispfs.fig7.mmap.random-write",
+        "ISPFS over EXT4 through a mapping, random write (mean)",
+    ),
+    (
+        Test::Reread,
+        1.0,
+        4.0,
+        "ispfs.fig7.mmap.reread",
+        "ISPFS over EXT4 through a mapping, reread (mean)",
+    ),
+    (
+        Test::RandomRead,
+        1.0,
+        4.0,
+        "ispfs.fig7.mmap.random-read",
+        "ISPFS over EXT4 through a mapping, random read (mean)",
+    ),
+];
+
+/// §5.1: "In the worst cases, the throughput of ISPFS for random read and write can reach
+/// 26 and 39 times those of EXT4".
+const IOZONE_WORST: [(Test, f64, &str, &str); 2] = [
+    (
+        Test::RandomRead,
+        26.0,
+        "ispfs.fig7.worst.random-read",
+        "ISPFS over EXT4, random read, worst case (any record, either interface)",
+    ),
+    (
+        Test::RandomWrite,
+        39.0,
+        "ispfs.fig7.worst.random-write",
+        "ISPFS over EXT4, random write, worst case (any record, either interface)",
+    ),
+];
+
+/// Fig. 7: ISPFS over the EXT4-like path on the default grid, through both interfaces:
+/// the means per test, the mmap interface's ranges, and the random tests' worst cases.
 fn iozone_lines(ctx: &Ctx, profile: &csd_device::Profile, s: &mut Sheet) -> anyhow::Result<()> {
     let spec = IozoneSpec::default_grid();
     let r = ispfs::measure_iozone(profile, &spec, ctx.seed, false)?;
@@ -205,88 +281,24 @@ fn iozone_lines(ctx: &Ctx, profile: &csd_device::Profile, s: &mut Sheet) -> anyh
         ),
     );
     let fig = |id, what| Fig::new(id, "§5.1, Fig. 7", what, "×", e, IOZONE);
-    for (test, paper, id, what) in [
-        (
-            Test::Rewrite,
-            4.10,
-            "ispfs.fig7.rewrite",
-            "ISPFS over EXT4, rewrite (mean over POSIX and mmap)",
-        ),
-        (
-            Test::Reread,
-            1.34,
-            "ispfs.fig7.reread",
-            "ISPFS over EXT4, reread (mean over POSIX and mmap)",
-        ),
-        (
-            Test::RandomWrite,
-            8.30,
-            "ispfs.fig7.random-write",
-            "ISPFS over EXT4, random write (mean over POSIX and mmap)",
-        ),
-        (
-            Test::RandomRead,
-            3.32,
-            "ispfs.fig7.random-read",
-            "ISPFS over EXT4, random read (mean over POSIX and mmap)",
-        ),
-    ] {
+    for (test, paper, id, what) in IOZONE_MEANS {
         if let Some(ours) = r.mean_ratio(test) {
             s.value(fig(id, what), paper, ours);
         }
     }
-    for (test, (lo, hi), id, what) in [
-        (
-            Test::Rewrite,
-            (5.0, 9.0),
-            "ispfs.fig7.mmap.rewrite",
-            "ISPFS over EXT4 through a mapping, rewrite (mean)",
-        ),
-        (
-            Test::RandomWrite,
-            (5.0, 9.0),
-            "ispfs.fig7.mmap.random-write",
-            "ISPFS over EXT4 through a mapping, random write (mean)",
-        ),
-        (
-            Test::Reread,
-            (1.0, 4.0),
-            "ispfs.fig7.mmap.reread",
-            "ISPFS over EXT4 through a mapping, reread (mean)",
-        ),
-        (
-            Test::RandomRead,
-            (1.0, 4.0),
-            "ispfs.fig7.mmap.random-read",
-            "ISPFS over EXT4 through a mapping, random read (mean)",
-        ),
-    ] {
-        if let Some(ours) = r.mean_ratio_where(|p| p.test == test && p.interface == Interface::Mmap)
-        {
+    for (test, lo, hi, id, what) in IOZONE_MMAP_RANGES {
+        let mmap = |p: &IozonePoint| p.test == test && p.interface == Interface::Mmap;
+        if let Some(ours) = r.mean_ratio_where(mmap) {
             s.range(fig(id, what), lo, hi, ours);
         }
     }
-    for (test, paper, id, what) in [
-        (
-            Test::RandomRead,
-            26.0,
-            "ispfs.fig7.worst.random-read",
-            "ISPFS over EXT4, random read, worst case (any record, either interface)",
-        ),
-        (
-            Test::RandomWrite,
-            39.0,
-            "ispfs.fig7.worst.random-write",
-            "ISPFS over EXT4, random write, worst case (any record, either interface)",
-        ),
-    ] {
-        let worst = r
+    for (test, paper, id, what) in IOZONE_WORST {
+        let ratios = r
             .points
             .iter()
             .filter(|p| p.test == test)
-            .map(|p| p.ratio())
-            .fold(f64::NAN, f64::max);
-        s.value(fig(id, what), paper, worst);
+            .map(IozonePoint::ratio);
+        s.value(fig(id, what), paper, ratios.fold(f64::NAN, f64::max));
     }
     Ok(())
 }
