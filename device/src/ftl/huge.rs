@@ -1,10 +1,12 @@
 //! Huge-page hints for the FTL's large tables.
 //!
-//! The FTL's tables (the L2P, the OOB arrays, the valid bitmap) are read at random, one slot
-//! per request. With 4 KiB pages nearly every access also misses the TLB, and inside a
-//! virtual machine a TLB miss walks two page tables. Where the kernel leaves transparent huge
-//! pages to `madvise` (a common default), the tables ask for them. A hint only: contents and
-//! results never depend on it, and where it is refused nothing changes.
+//! The L2P is read at random, one slot per request. With 4 KiB pages nearly every access
+//! also misses the TLB, and inside a virtual machine a TLB miss walks two page tables. Where
+//! the kernel leaves transparent huge pages to `madvise` (a common default), the L2P's slabs
+//! ask for them. The OOB arrays are not hinted: they are written at each die's write front
+//! and read a block at a time, and a huge page per front would cost up to 2 MiB per die and
+//! array on a mostly empty terabyte device. A hint only: contents and results never depend
+//! on it, and where it is refused nothing changes.
 
 /// Huge page size the hint aligns to.
 const HUGE: usize = 2 << 20;
