@@ -7,7 +7,7 @@
 use csd_device::persist::backlog::BacklogReport;
 use csd_device::persist::online::OnlineReport;
 use csd_hostfs::fusion::FusionReport;
-use csd_hostfs::ispfs::iozone::{IozonePoint, IozoneReport, Test};
+use csd_hostfs::ispfs::iozone::{Interface, IozonePoint, IozoneReport, Test};
 use csd_hostfs::ispfs::query::{QueryReport, Solution};
 use csd_hostfs::ndp::Stages;
 use csd_traces::report::{online_label, AppRun, NdpDesign, PersistRun, ReplayRun, Report, TaskRun};
@@ -619,12 +619,15 @@ pub fn headlines(run: &StoredRun) -> Vec<Headline> {
                 h("software".into(), "speed", p.software.mb_per_sec, "MB/s"),
             ]
         }),
-        Report::Iozone(r) => Test::ALL
+        // One headline per test and interface run: the two interfaces differ most on the
+        // random tests, which a mean over both would hide.
+        Report::Iozone(r) => Interface::ALL
             .into_iter()
-            .filter_map(|t| {
-                let ratio = r.mean_ratio(t)?;
+            .flat_map(|i| Test::ALL.into_iter().map(move |t| (i, t)))
+            .filter_map(|(i, t)| {
+                let ratio = r.mean_ratio_where(|p| p.test == t && p.interface == i)?;
                 Some(h(
-                    format!("ispfs/ext4 {}", t.name()),
+                    format!("ispfs/ext4 {} {}", t.name(), i.name()),
                     "mean ratio",
                     ratio,
                     "x",
