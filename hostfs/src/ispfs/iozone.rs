@@ -693,6 +693,11 @@ impl<'a> Ext4<'a> {
             let map = self.mapping.as_ref().map_or(need, |m| m.pages[p as usize]);
             if map < need {
                 self.fault(p, map, write)?;
+            } else {
+                // The access sets the page's referenced bit: reclaim gives a page used through
+                // a mapping since its last scan another round (`page_check_references`), as
+                // it does one read through a call.
+                self.cache.touch(p);
             }
             self.now = self.now.after(copy_ns(self.profile, bytes));
         }
