@@ -795,14 +795,26 @@ impl<'a> Ext4<'a> {
         if self.cache.contains(p) {
             m.mmap_miss = m.mmap_miss.saturating_sub(1);
             if std::mem::take(&mut m.marked[p as usize]) {
-                // `page_cache_async_readahead`: the next window, marked at its start.
-                let start = m.window.0.saturating_add(m.window.1).max(p + 1);
-                m.window = (start, ra);
-                let end = start.saturating_add(ra).min(pages);
-                if start < end && !self.cache.contains(start) {
-                    m.marked[start as usize] = true;
+                // `page_cache_async_readahead` (`ondemand_readahead`): a mark in the last
+                // window reads the next one; a mark left by an older window reads from the
+                // first page not cached after it, if that is within a window's reach.
+                let (w_start, w_size) = m.window;
+                let in_window = p >= w_start && p - w_start < w_size;
+                let start = if in_window {
+                    Some(w_start.saturating_add(w_size))
+                } else {
+                    (p + 1..pages)
+                        .take(ra as usize)
+                        .find(|&q| !self.cache.contains(q))
+                };
+                if let Some(start) = start.filter(|&s| s < pages) {
+                    m.window = (start, ra);
+                    let end = start.saturating_add(ra).min(pages);
+                    if !self.cache.contains(start) {
+                        m.marked[start as usize] = true;
+                    }
+                    self.read_pages(start, end)?;
                 }
-                self.read_pages(start, end)?;
             }
         } else {
             m.mmap_miss = (m.mmap_miss + 1).min(MMAP_LOTSAMISS * 10);
