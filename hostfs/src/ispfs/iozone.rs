@@ -1,6 +1,7 @@
 //! ISPFS's file-system comparison (ISPFS §5.1, Fig. 7): iozone's rewrite, reread, random
-//! write and random read through ISPFS's POSIX path and through an EXT4-like path, per file
-//! and record size, on the medium the paper ran them on.
+//! write and random read through ISPFS and through an EXT4-like path, per file and record
+//! size, through POSIX calls or a mapping of the file ([`Interface`]: §5.1 ran both), on the
+//! medium the paper ran them on.
 //!
 //! **The medium.** §5.1: "Because it is hard to implement EXT4 on PCM chips, we used DRAM as a
 //! storage medium and mounted EXT4 on the RAMDisk block device to provide equivalent hardware
@@ -25,6 +26,11 @@
 //!   back in file order, merging contiguous ones into requests, from the moment they pass
 //!   `vm.dirty_background_ratio` of the memory the page cache may use until they are under
 //!   it again; past `vm.dirty_ratio` the writer waits for it (`balance_dirty_pages`).
+//! - **Through a mapping** (`iozone -B`) a record is a copy into or out of the mapping, with
+//!   no system call. ISPFS's fault handler maps the medium's own page: a fault per page
+//!   (`host.page_fault_ns`). EXT4 faults as Linux 4.x's `filemap_fault` does ([`Mapping`]):
+//!   fault-around for reads, read-around on a miss until `mmap_miss` says misses dominate,
+//!   readahead marks, a read before every write fault, `page_mkwrite` and `page_mkclean`.
 //!
 //! Each test starts as iozone's previous pass leaves it: the file written, the page cache
 //! holding as much of its end as fits, clean. As with iozone without `-e`, a test's time does
@@ -325,16 +331,17 @@ pub fn compare(
     let interfaces = spec.interfaces(profile)?;
     let mut points = Vec::new();
     for (file, record) in spec.points()? {
+        // Both interfaces visit the records in the same order.
+        let orders = Test::ALL.map(|test| order(test, file, record, seed));
         for &interface in &interfaces {
-            for test in Test::ALL {
-                let ops = order(test, file, record, seed);
+            for (test, ops) in Test::ALL.into_iter().zip(&orders) {
                 let mut entry = Entry::new(profile, interface, file);
                 let ispfs = match spec.medium {
-                    Medium::Dram => ispfs_dram_ns(profile, &mut entry, &ops, record),
-                    Medium::Pcm => ispfs_pcm_ns(profile, &engine, &mut entry, test, &ops, record)?,
+                    Medium::Dram => ispfs_dram_ns(profile, &mut entry, ops, record),
+                    Medium::Pcm => ispfs_pcm_ns(profile, &engine, &mut entry, test, ops, record)?,
                 };
                 let (ext4, work) = Ext4::new(profile, costs, spec.medium, interface, file)?
-                    .run(test, &ops, record)?;
+                    .run(test, ops, record)?;
                 let mbs = |ns: u64| file as f64 / ns.max(1) as f64 * 1e3;
                 points.push(IozonePoint {
                     test,
