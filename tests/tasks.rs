@@ -45,6 +45,16 @@ fn run_on(
     args: Value,
     extra: &[(&str, FileMode)],
 ) -> (Csd, TaskReport) {
+    run_on_bytes(name, files, args.to_string().into_bytes(), extra)
+}
+
+/// [`run_on`] for a task whose arguments are not JSON.
+fn run_on_bytes(
+    name: &str,
+    files: &[Vec<u8>],
+    args: Vec<u8>,
+    extra: &[(&str, FileMode)],
+) -> (Csd, TaskReport) {
     let mut csd = device("daisyplus-femu");
     let mut ctx = IscContext::new();
     for (i, f) in files.iter().enumerate() {
@@ -55,9 +65,7 @@ fn run_on(
     for (path, mode) in extra {
         ctx = ctx.file(*path, *mode);
     }
-    let report = csd
-        .run(&task(name), &ctx.args(args.to_string().into_bytes()))
-        .unwrap();
+    let report = csd.run(&task(name), &ctx.args(args)).unwrap();
     (csd, report)
 }
 
@@ -228,6 +236,45 @@ proptest! {
             if g["index"] != json!(i) {
                 let other = expect.iter().find(|e| json!(e.1) == g["index"]).unwrap();
                 prop_assert!((other.0 - d).abs() <= 1e-3 * d.max(1.0));
+            }
+        }
+    }
+
+    #[test]
+    fn knn_bin_returns_the_in_order_distances_in_binary(
+        files in prop::collection::vec(prop::collection::vec(prop::collection::vec(-100f32..100f32, 128), 0..12), 1..4),
+        k in 1u32..8,
+    ) {
+        let query: Vec<f32> = (0..128).map(|i| (i as f32).cos() * 40.0).collect();
+        let args: Vec<u8> = query.iter().flat_map(|x| x.to_le_bytes()).chain(k.to_le_bytes()).collect();
+        let bytes: Vec<Vec<u8>> = files.iter()
+            .map(|f| f.iter().flatten().flat_map(|x| x.to_le_bytes()).collect())
+            .collect();
+        let (_, r) = run_on_bytes("knn-bin", &bytes, args, &[]);
+        // The paper's loop in f32, one dimension after the other: the task must give these
+        // exact bits, ordered by distance, then file, then index.
+        let mut expect: Vec<(f32, usize, u64)> = Vec::new();
+        for (f, vectors) in files.iter().enumerate() {
+            for (i, v) in vectors.iter().enumerate() {
+                let d = v.iter().zip(&query).fold(0f32, |s, (a, q)| s + (a - q) * (a - q));
+                expect.push((d.sqrt(), f, i as u64));
+            }
+        }
+        expect.sort_by(|a, b| a.0.total_cmp(&b.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+        expect.truncate(k as usize);
+        prop_assert_eq!(r.ret.len(), expect.len() * 16);
+        let mut seen = Vec::new();
+        for (got, (d, f, i)) in r.ret.chunks_exact(16).zip(&expect) {
+            let handle = u32::from_le_bytes(got[..4].try_into().unwrap());
+            let index = u64::from_le_bytes(got[4..12].try_into().unwrap());
+            let distance = f32::from_le_bytes(got[12..].try_into().unwrap());
+            prop_assert_eq!((distance.to_bits(), index), (d.to_bits(), *i));
+            seen.push((handle, *f));
+        }
+        // Handles are the runtime's numbers for the files, given in registration order.
+        for &(h, f) in &seen {
+            for &(h2, f2) in &seen {
+                prop_assert_eq!(h.cmp(&h2), f.cmp(&f2));
             }
         }
     }
