@@ -13,6 +13,9 @@
 //!   of the fabric clock: a byte-serial 32-bit window compared against all four keywords in
 //!   parallel, which is what matching at any byte alignment needs.
 //! - The FSM **fetches, then compares**: it has no second buffer, so the two do not overlap.
+//! - The FSM and the controllers run on **different clocks**, so a fetch's request and its
+//!   data each cross between them through a synchroniser: `cdc_sync_cycles` cycles of the
+//!   receiving clock each way, on top of the access.
 //!
 //! Before the first access the FSM decodes the instruction (`setup_cycles`) and reads the
 //! file's inode and indirect blocks to find its physical addresses (ISPFS: "calculate the
@@ -48,6 +51,12 @@ pub struct IspCosts {
     pub comparator_bytes_per_cycle: u32,
     /// Fabric cycles to decode an instruction and start its FSM.
     pub setup_cycles: u32,
+    /// Synchroniser stages a signal passes crossing between the fabric and controller
+    /// clocks, counted in cycles of the receiving clock: a read request crosses into the
+    /// controller's domain, its data back into the fabric's. Profiles written before it
+    /// existed read as 0 (crossings free), so runs saved then re-run unchanged.
+    #[serde(default)]
+    pub cdc_sync_cycles: u32,
     /// How long an application waits between reads of the command file's status, ns.
     pub poll_interval_ns: u64,
     /// The EXT4-like path's CPU time per block request: the generic block layer, the I/O
@@ -95,6 +104,12 @@ impl IspCosts {
                 "isp".into(),
                 "chips_per_group and controllers must be at most 64, row_buffer_bytes at most 1 MiB"
                     .into(),
+            ));
+        }
+        if self.cdc_sync_cycles > 16 {
+            return Err((
+                "isp.cdc_sync_cycles".into(),
+                "must be at most 16 (a synchroniser has two or three stages)".into(),
             ));
         }
         // A chip cannot deliver faster than its bus: the burst alone bounds the access.
@@ -194,6 +209,18 @@ impl Engine {
         f64::from(self.costs.row_buffer_bytes) / bytes_per_ns
     }
 
+    /// A read request crossing into the controllers' clock domain.
+    pub fn request_crossing_ns(&self) -> f64 {
+        f64::from(self.costs.cdc_sync_cycles) * 1e3 / self.costs.controller_clock_mhz
+    }
+
+    /// Both crossings of one fetch: the request into the controllers' domain, the data
+    /// back into the fabric's.
+    pub fn crossing_ns(&self) -> f64 {
+        self.request_crossing_ns()
+            + f64::from(self.costs.cdc_sync_cycles) * 1e3 / self.costs.fabric_clock_mhz
+    }
+
     /// The comparators' time for one access's bytes.
     pub fn compare_ns(&self) -> f64 {
         let cycles =
@@ -201,9 +228,10 @@ impl Engine {
         cycles * 1e3 / self.costs.fabric_clock_mhz
     }
 
-    /// One FSM step: fetch, then compare.
+    /// One FSM step: fetch (the request crossing over, the access, the data crossing
+    /// back), then compare.
     pub fn step_ns(&self) -> f64 {
-        self.access_ns() + self.compare_ns()
+        self.access_ns() + self.crossing_ns() + self.compare_ns()
     }
 
     /// The engine's streaming speed, bytes/s.
@@ -219,7 +247,7 @@ impl Engine {
 
     /// Reading `bytes` of metadata (no comparing).
     fn fetch_ns(&self, bytes: u64) -> f64 {
-        bytes.div_ceil(self.bytes_per_access()) as f64 * self.access_ns()
+        bytes.div_ceil(self.bytes_per_access()) as f64 * (self.access_ns() + self.crossing_ns())
     }
 
     /// An instruction over `len` bytes of a file of `file_blocks` blocks: setup, the
@@ -231,17 +259,17 @@ impl Engine {
     }
 
     /// A host request alone on the controllers: its bytes, one access per
-    /// [`Engine::bytes_per_access`].
+    /// [`Engine::bytes_per_access`] (the host's requests cross clock domains too).
     pub fn host_ns(&self, bytes: u64) -> f64 {
         self.fetch_ns(bytes.max(1))
     }
 
     /// How long a host request waits when it arrives `since_ns` after an instruction's
     /// first fetch began (the engine streaming without pause since): the rest of the access
-    /// in flight, if one is.
+    /// in flight or about to start, if one is.
     pub fn wait_ns(&self, since_ns: f64) -> f64 {
         let phase = since_ns.max(0.0) % self.step_ns();
-        (self.access_ns() - phase).max(0.0)
+        (self.request_crossing_ns() + self.access_ns() - phase).max(0.0)
     }
 
     /// Runs an instruction of `len` bytes from time 0 while `host` requests (in arrival
@@ -249,7 +277,8 @@ impl Engine {
     /// engine's next access waits for the host's.
     pub fn shared(&self, len: u64, file_blocks: u64, host: &[HostRequest]) -> Shared {
         let steps = len.div_ceil(self.bytes_per_access());
-        let access = self.access_ns();
+        // A step holds the controllers from its request's arrival to the end of the access.
+        let access = self.request_crossing_ns() + self.access_ns();
         let step = self.step_ns();
         // Step k's fetch starts at `origin + k × step`; each host request that delays a fetch
         // moves the origin of the steps after it.
@@ -302,13 +331,21 @@ mod tests {
     #[test]
     fn the_engine_speed_follows_from_the_board() {
         let e = Engine::new(&board());
-        // 32 B per chip, 4 chips: 128 B per access of 213.3 ns, compared at 1 B per 10 ns.
+        // 32 B per chip, 4 chips: 128 B per access of 213.3 ns, its request and data crossing
+        // two-stage synchronisers (2 cycles at 250 MHz, 2 at 100 MHz), compared at 1 B per
+        // 10 ns.
         assert_eq!(e.bytes_per_access(), 128);
         assert!((e.access_ns() - 213.33).abs() < 0.01, "{}", e.access_ns());
+        assert!((e.crossing_ns() - 28.0).abs() < 1e-9, "{}", e.crossing_ns());
         assert!((e.compare_ns() - 1280.0).abs() < 1e-9);
         let mbs = e.bytes_per_sec() / 1e6;
-        assert!((mbs - 85.71).abs() < 0.01, "{mbs}");
+        assert!((mbs - 84.14).abs() < 0.01, "{mbs}");
         assert!(e.burst_ns() < e.access_ns());
+        // Without the crossings, the access and the compare alone.
+        let mut free = board();
+        free.cdc_sync_cycles = 0;
+        let mbs = Engine::new(&free).bytes_per_sec() / 1e6;
+        assert!((mbs - 85.71).abs() < 0.01, "{mbs}");
     }
 
     #[test]
@@ -367,10 +404,13 @@ mod tests {
         let e = Engine::new(&board());
         let len = 10 << 20;
         let alone = e.instruction_ns(len, len / BLOCK_BYTES);
-        // A 4 KiB host read every 37 µs, from inside the setup to past the end.
-        let host: Vec<HostRequest> = (0..4000)
+        // A 4 KiB host read about every 37 µs, from inside the setup to past the end. A
+        // request re-aligns the engine's steps to its end, so a fixed period would meet every
+        // step at one phase: a pseudo-random delay of up to 1.5 µs (an engine step) spreads
+        // them over the step, and some arrive during an access.
+        let host: Vec<HostRequest> = (0..4000u64)
             .map(|i| HostRequest {
-                at_ns: 500 + i * 37_003,
+                at_ns: 500 + i * 37_003 + i.wrapping_mul(2_654_435_761) % 1_500,
                 bytes: 4096,
             })
             .collect();
@@ -378,7 +418,7 @@ mod tests {
         let idle = e.host_ns(4096);
         for (i, l) in s.host_latency_ns.iter().enumerate() {
             assert!(
-                (*l as f64) <= idle + e.access_ns() + 1.0,
+                (*l as f64) <= idle + e.request_crossing_ns() + e.access_ns() + 1.0,
                 "request {i}: {l} ns against {idle} idle"
             );
         }

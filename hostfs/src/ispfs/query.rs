@@ -441,13 +441,14 @@ mod tests {
         // A small file needs few block requests; a large one many more than ISP's calls.
         assert!(big.isp.io_requests * 4 < big.software.io_requests);
         assert!((big.isp.mb_per_sec / r.engine_mb_per_sec - 1.0).abs() < 0.01);
-        // Host reads during the query wait at most one engine access.
+        // Host reads during the query wait at most one engine access: its request's
+        // crossing into the controllers' clock (2 cycles at 250 MHz) and the access (213 ns).
         assert!(
             r.host_io.max_during_query_ns > r.host_io.idle_ns,
             "{:?}",
             r.host_io
         );
-        assert!(r.host_io.max_during_query_ns <= r.host_io.idle_ns + 214);
+        assert!(r.host_io.max_during_query_ns <= r.host_io.idle_ns + 8 + 214);
         assert!((r.search_fuel_per_byte - 4.0).abs() < 0.001);
     }
 

@@ -15,6 +15,8 @@ const ENGINE: &[&str] = &[
     "isp.chips_per_group",
     "isp.controllers",
     "isp.fabric_clock_mhz",
+    "isp.controller_clock_mhz",
+    "isp.cdc_sync_cycles",
     "isp.comparator_bytes_per_cycle",
 ];
 const SOFTWARE: &[&str] = &[
