@@ -90,8 +90,9 @@ pub fn run(args: &WorkerArgs) -> anyhow::Result<()> {
             .and_then(|bytes| reproduce(&job.label, &job.system, bytes, &modules))
             .map(|r| (r.kind(), r.version(), r.to_json()))
             .map_err(|e| format!("{e:#}"));
-        serde_json::to_writer(&mut out, &Done { result })?;
-        out.write_all(b"\n")?;
+        let mut line = serde_json::to_vec(&Done { result })?;
+        line.push(b'\n');
+        out.write_all(&line)?;
         out.flush()?;
     }
     Ok(())
@@ -127,9 +128,11 @@ impl Worker {
             .to
             .as_mut()
             .ok_or_else(|| anyhow::anyhow!("the worker's input is closed"))?;
-        serde_json::to_writer(&mut *to, job)?;
-        to.write_all(b"\n")?;
-        to.flush()?;
+        // One write per job: the pipe is unbuffered, and serde writes token by token (a
+        // job carries its whole profile: some 600 tokens, as many system calls).
+        let mut line = serde_json::to_vec(job)?;
+        line.push(b'\n');
+        to.write_all(&line)?;
         let mut line = String::new();
         if self.from.read_line(&mut line)? == 0 {
             let status = self.child.wait()?;
