@@ -475,6 +475,55 @@ fn csd_tasks_lists_the_builtin_tasks() {
     }
 }
 
+/// A task with binary arguments and a binary result: the query comes from a file, and the
+/// result, not being JSON or text, is shown as its length and hex.
+#[test]
+fn csd_run_hands_a_binary_query_from_a_file_and_shows_a_binary_result() {
+    let dir = scratch("binary-args");
+    std::fs::create_dir_all(dir.join("vectors")).unwrap();
+    // Three vectors of 128 f32: all 0, all 1, all 3; the query is all 1.
+    let vectors: Vec<u8> = [0f32, 1.0, 3.0]
+        .iter()
+        .flat_map(|&x| std::iter::repeat_n(x, 128))
+        .flat_map(f32::to_le_bytes)
+        .collect();
+    std::fs::write(dir.join("vectors/v"), &vectors).unwrap();
+    let query: Vec<u8> = std::iter::repeat_n(1f32, 128)
+        .flat_map(f32::to_le_bytes)
+        .chain(2u32.to_le_bytes())
+        .collect();
+    std::fs::write(dir.join("query"), &query).unwrap();
+    let (v, q) = (dir.join("vectors"), dir.join("query"));
+    let o = csd_cached(
+        &[
+            "run",
+            "knn-bin",
+            "--import",
+            v.to_str().unwrap(),
+            "--args-file",
+            q.to_str().unwrap(),
+            "--json",
+            "--no-store",
+        ],
+        &dir.join("cache"),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // k = 2: vector 1 at distance 0, then vector 0 at sqrt(128): 16 bytes each.
+    assert_eq!(r["result"]["binary_bytes"], 32, "{}", r["result"]);
+    let hex = r["result"]["hex"].as_str().unwrap();
+    let bytes: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect();
+    let index = |n: usize| u64::from_le_bytes(bytes[n * 16 + 4..n * 16 + 12].try_into().unwrap());
+    let distance =
+        |n: usize| f32::from_le_bytes(bytes[n * 16 + 12..n * 16 + 16].try_into().unwrap());
+    assert_eq!((index(0), distance(0)), (1, 0.0));
+    assert_eq!((index(1), distance(1)), (0, 128f32.sqrt()));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[test]
 fn csd_run_errors_are_clear() {
     let dir = scratch("errors");
@@ -501,6 +550,21 @@ fn csd_run_errors_are_clear() {
         (
             vec!["run", "grep", "--import", f, "--file", "/x"],
             "expected PATH:MODE",
+        ),
+        (
+            vec![
+                "run",
+                "knn-bin",
+                "--import",
+                f,
+                "--args-file",
+                "/no/such/query",
+            ],
+            "reading the task's arguments from /no/such/query",
+        ),
+        (
+            vec!["run", "knn-bin", "--args", "x", "--args-file", f],
+            "cannot be used with",
         ),
         (
             vec![

@@ -6,6 +6,7 @@ use csd::builtin::BUILTIN_TASKS;
 use csd_device::{DataMode, Profile};
 use csd_runtime::{Csd, EngineConfig, ExecMode, FileMode, IscContext, TaskEngine, TaskLimits};
 use csd_traces::report::{Report, TaskRun};
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -31,6 +32,10 @@ pub struct RunArgs {
     /// Arguments handed to the task (tasks in tasks/ take JSON).
     #[arg(long, default_value = "")]
     pub args: String,
+    /// Hand the task this file's bytes as its arguments instead (for tasks that take binary
+    /// arguments, such as knn-bin's query of 128 little-endian f32; at most 16 MiB).
+    #[arg(long, value_name = "PATH", conflicts_with = "args")]
+    pub args_file: Option<PathBuf>,
     /// Device profile; the default is the LightFS testbed with its calibrated CPU and Grep-ACC.
     #[arg(long, short, default_value = "cosmos-plus")]
     pub profile: String,
@@ -199,7 +204,11 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         ctx = ctx.file(path, mode);
         registered.push((path.to_string(), mode));
     }
-    ctx = ctx.args(args.args.clone().into_bytes()).limits(TaskLimits {
+    let task_args = match &args.args_file {
+        Some(path) => read_args_file(path)?,
+        None => args.args.clone().into_bytes(),
+    };
+    ctx = ctx.args(task_args).limits(TaskLimits {
         fuel: args.fuel,
         memory_bytes: args.memory,
         wall_clock_ms: args.wall_clock_s.saturating_mul(1000),
@@ -225,9 +234,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("exporting {path} to {}", host.display()))?;
         }
     }
-    let result = report.ret_json().unwrap_or_else(|_| {
-        serde_json::Value::String(String::from_utf8_lossy(&report.ret).into_owned())
-    });
+    let result = report
+        .ret_json()
+        .unwrap_or_else(|_| shown_result(&report.ret));
     let out = TaskRun {
         profile: profile.name.clone(),
         files: registered.iter().map(|f| f.0.clone()).collect(),
@@ -483,4 +492,42 @@ fn build(dir: &Path) -> anyhow::Result<()> {
         println!("{f}");
     }
     Ok(())
+}
+
+/// The most bytes `--args-file` hands a task: arguments are copied into the task's memory,
+/// so a file of any size must not be.
+const MAX_ARGS_FILE_BYTES: u64 = 16 << 20;
+
+fn read_args_file(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    let file = std::fs::File::open(path)
+        .with_context(|| format!("reading the task's arguments from {}", path.display()))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_ARGS_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("reading the task's arguments from {}", path.display()))?;
+    if bytes.len() as u64 > MAX_ARGS_FILE_BYTES {
+        bail!(
+            "{} is larger than {} (--args-file hands its bytes to the task's memory)",
+            path.display(),
+            fmt_bytes(MAX_ARGS_FILE_BYTES)
+        );
+    }
+    Ok(bytes)
+}
+
+/// The bytes most of a binary result shows as hex.
+const SHOWN_BINARY_BYTES: usize = 4096;
+
+/// A result that is not JSON: its text, or, when it is not text either (a binary result
+/// such as knn-bin's), its length and its bytes in hex (the first 4 KiB of a longer one).
+fn shown_result(ret: &[u8]) -> serde_json::Value {
+    if let Ok(text) = std::str::from_utf8(ret) {
+        return serde_json::Value::String(text.to_string());
+    }
+    let shown = &ret[..ret.len().min(SHOWN_BINARY_BYTES)];
+    let hex: String = shown.iter().map(|b| format!("{b:02x}")).collect();
+    serde_json::json!({
+        "binary_bytes": ret.len(),
+        "hex": if shown.len() < ret.len() { format!("{hex}…") } else { hex },
+    })
 }
