@@ -533,6 +533,12 @@ fn csd_run_errors_are_clear() {
     let f = f.to_str().unwrap();
     let garbage = dir.join("garbage.wasm");
     let cache = dir.join("cache");
+    // Sparse: one byte over what --args-file hands a task.
+    let huge = dir.join("huge-args");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len((16 << 20) + 1)
+        .unwrap();
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["run", "frobnicate"], "unknown task 'frobnicate'"),
         (
@@ -565,6 +571,17 @@ fn csd_run_errors_are_clear() {
         (
             vec!["run", "knn-bin", "--args", "x", "--args-file", f],
             "cannot be used with",
+        ),
+        (
+            vec![
+                "run",
+                "knn-bin",
+                "--import",
+                f,
+                "--args-file",
+                huge.to_str().unwrap(),
+            ],
+            "is larger than 16 MiB",
         ),
         (
             vec![
