@@ -236,7 +236,6 @@ impl<R: BufRead> TraceReader<R> {
             return Ok(());
         };
         let key = (ev.pid, fd);
-        let known = self.fds.get(&key).cloned();
         let path = match &mut ev.op {
             Op::Close { path, .. }
             | Op::Read { path, .. }
@@ -247,9 +246,11 @@ impl<R: BufRead> TraceReader<R> {
             | Op::Fdatasync { path, .. } => path,
             _ => unreachable!("fd ops only"),
         };
+        // The fd table's path is cloned only into an event that names none.
+        let known = self.fds.get(&key);
         if path.is_empty() {
             match known {
-                Some(p) => *path = p,
+                Some(p) => *path = p.clone(),
                 None => {
                     return Err(self.malformed(format!(
                         "fd {fd} of pid {} is not open (no open returned it and the event names no path)",
@@ -257,7 +258,7 @@ impl<R: BufRead> TraceReader<R> {
                     )))
                 }
             }
-        } else if known.as_deref() != Some(path.as_str()) {
+        } else if known.map(String::as_str) != Some(path.as_str()) {
             // Recorders that know each fd's path (strace -y) need no open event.
             self.fds.insert(key, path.clone());
         }
