@@ -211,7 +211,7 @@ fn print_iozone(r: &IozoneReport) {
     );
     for i in Interface::ALL {
         for t in Test::ALL {
-            if let Some(m) = r.mean_ratio_where(|p| p.test == t && p.interface == i) {
+            if let Some(m) = r.mean_ratio_through(t, i) {
                 println!("mean ISPFS/EXT4 {:<13} {:<5} {m:.2}x", t.name(), i.name());
             }
         }

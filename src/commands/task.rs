@@ -6,6 +6,7 @@ use csd::builtin::BUILTIN_TASKS;
 use csd_device::{DataMode, Profile};
 use csd_runtime::{Csd, EngineConfig, ExecMode, FileMode, IscContext, TaskEngine, TaskLimits};
 use csd_traces::report::{Report, TaskRun};
+use std::fmt::Write as _;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -525,7 +526,10 @@ fn shown_result(ret: &[u8]) -> serde_json::Value {
         return serde_json::Value::String(text.to_string());
     }
     let shown = &ret[..ret.len().min(SHOWN_BINARY_BYTES)];
-    let hex: String = shown.iter().map(|b| format!("{b:02x}")).collect();
+    let mut hex = String::with_capacity(2 * shown.len() + 3);
+    for b in shown {
+        let _ = write!(hex, "{b:02x}");
+    }
     serde_json::json!({
         "binary_bytes": ret.len(),
         "hex": if shown.len() < ret.len() { format!("{hex}…") } else { hex },

@@ -625,7 +625,7 @@ pub fn headlines(run: &StoredRun) -> Vec<Headline> {
             .into_iter()
             .flat_map(|i| Test::ALL.into_iter().map(move |t| (i, t)))
             .filter_map(|(i, t)| {
-                let ratio = r.mean_ratio_where(|p| p.test == t && p.interface == i)?;
+                let ratio = r.mean_ratio_through(t, i)?;
                 Some(h(
                     format!("ispfs/ext4 {} {}", t.name(), i.name()),
                     "mean ratio",

@@ -214,6 +214,12 @@ impl Engine {
         f64::from(self.costs.cdc_sync_cycles) * 1e3 / self.costs.controller_clock_mhz
     }
 
+    /// How long a step holds the controllers: from its request's arrival to the end of the
+    /// access.
+    fn held_ns(&self) -> f64 {
+        self.request_crossing_ns() + self.access_ns()
+    }
+
     /// Both crossings of one fetch: the request into the controllers' domain, the data
     /// back into the fabric's.
     pub fn crossing_ns(&self) -> f64 {
@@ -269,7 +275,7 @@ impl Engine {
     /// in flight or about to start, if one is.
     pub fn wait_ns(&self, since_ns: f64) -> f64 {
         let phase = since_ns.max(0.0) % self.step_ns();
-        (self.request_crossing_ns() + self.access_ns() - phase).max(0.0)
+        (self.held_ns() - phase).max(0.0)
     }
 
     /// Runs an instruction of `len` bytes from time 0 while `host` requests (in arrival
@@ -277,8 +283,7 @@ impl Engine {
     /// engine's next access waits for the host's.
     pub fn shared(&self, len: u64, file_blocks: u64, host: &[HostRequest]) -> Shared {
         let steps = len.div_ceil(self.bytes_per_access());
-        // A step holds the controllers from its request's arrival to the end of the access.
-        let access = self.request_crossing_ns() + self.access_ns();
+        let held = self.held_ns();
         let step = self.step_ns();
         // Step k's fetch starts at `origin + k × step`; each host request that delays a fetch
         // moves the origin of the steps after it.
@@ -294,7 +299,7 @@ impl Engine {
                 0
             } else {
                 let k = ((start - origin) / step).floor() as u64;
-                let fetch_end = origin + k as f64 * step + access;
+                let fetch_end = origin + k as f64 * step + held;
                 if k < steps && start < fetch_end {
                     start = fetch_end;
                 }
@@ -418,7 +423,7 @@ mod tests {
         let idle = e.host_ns(4096);
         for (i, l) in s.host_latency_ns.iter().enumerate() {
             assert!(
-                (*l as f64) <= idle + e.request_crossing_ns() + e.access_ns() + 1.0,
+                (*l as f64) <= idle + e.held_ns() + 1.0,
                 "request {i}: {l} ns against {idle} idle"
             );
         }

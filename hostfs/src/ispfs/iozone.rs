@@ -304,15 +304,19 @@ impl IozoneReport {
         self.mean_ratio_where(|p| p.test == test)
     }
 
+    /// ISPFS over EXT4, averaged over a test's points through one interface.
+    pub fn mean_ratio_through(&self, test: Test, interface: Interface) -> Option<f64> {
+        self.mean_ratio_where(|p| p.test == test && p.interface == interface)
+    }
+
     /// ISPFS over EXT4, averaged over the points `keep` selects.
-    pub fn mean_ratio_where(&self, keep: impl Fn(&IozonePoint) -> bool) -> Option<f64> {
-        let r: Vec<f64> = self
+    fn mean_ratio_where(&self, keep: impl Fn(&IozonePoint) -> bool) -> Option<f64> {
+        let (sum, n) = self
             .points
             .iter()
             .filter(|p| keep(p))
-            .map(IozonePoint::ratio)
-            .collect();
-        (!r.is_empty()).then(|| r.iter().sum::<f64>() / r.len() as f64)
+            .fold((0.0, 0u32), |(sum, n), p| (sum + p.ratio(), n + 1));
+        (n > 0).then(|| sum / f64::from(n))
     }
 }
 

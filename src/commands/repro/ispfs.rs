@@ -289,8 +289,7 @@ fn iozone_lines(ctx: &Ctx, profile: &csd_device::Profile, s: &mut Sheet) -> anyh
         }
     }
     for (test, lo, hi, id, what) in IOZONE_MMAP_RANGES {
-        let mmap = |p: &IozonePoint| p.test == test && p.interface == Interface::Mmap;
-        if let Some(ours) = r.mean_ratio_where(mmap) {
+        if let Some(ours) = r.mean_ratio_through(test, Interface::Mmap) {
             s.range(fig(id, what), lo, hi, ours);
         }
     }
