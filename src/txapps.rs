@@ -12,6 +12,9 @@ use std::sync::Arc;
 
 pub use csd_traces::report::{AppRun, Placement, Sizes, TxApp as App};
 
+/// Bytes of one sorted run to compact at the paper's scale.
+const RUN_BYTES: u64 = 8 << 20;
+
 /// Input sizes at `scale` of the paper's.
 pub fn scaled_sizes(scale: f64) -> Sizes {
     let s = |x: f64| (x * scale).max(1.0);
@@ -20,7 +23,7 @@ pub fn scaled_sizes(scale: f64) -> Sizes {
         graph_nodes: s(4_847_571.0) as u32,
         graph_degree: 14,
         runs: 4,
-        run_records: s(262_144.0) as u32,
+        run_records: s(RUN_BYTES as f64 / csd_kernels::RECORD_BYTES as f64) as u32,
     }
 }
 
@@ -97,10 +100,10 @@ pub fn workload(app: App, sizes: &Sizes, seed: u64) -> Workload {
                 let mut keys: Vec<u64> = (0..sizes.run_records).map(|_| rng.below(space)).collect();
                 keys.sort_unstable();
                 keys.dedup();
-                let mut run = Vec::with_capacity(keys.len() * 32);
+                let mut run = Vec::with_capacity(keys.len() * csd_kernels::RECORD_BYTES);
                 for k in keys {
                     run.extend_from_slice(&k.to_le_bytes());
-                    run.extend_from_slice(&[r as u8 + 1; 24]);
+                    run.extend_from_slice(&[r as u8 + 1; csd_kernels::RECORD_BYTES - 8]);
                 }
                 inputs.push((format!("/sst/{r:06}.ldb"), run));
             }

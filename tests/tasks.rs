@@ -2,6 +2,7 @@
 //! implementations written here (not the kernels the tasks use), on random inputs.
 
 use csd_device::{DataMode, Profile};
+use csd_kernels::RECORD_BYTES;
 use csd_runtime::{
     Csd, EngineConfig, FileMode, IscContext, Task, TaskEngine, TaskError, TaskLimits, TaskReport,
 };
@@ -569,7 +570,7 @@ fn a_failed_transaction_is_rolled_back_and_a_file_isc_task_is_not() {
     }
 }
 
-/// Merges sorted runs of 32-byte records with a reference: newest run wins per key.
+/// Merges sorted runs of records with a reference: newest run wins per key.
 fn ref_compact(runs: &[Vec<(u64, u8)>]) -> Vec<(u64, u8)> {
     let mut newest = std::collections::BTreeMap::new();
     for run in runs {
@@ -584,7 +585,7 @@ fn encode_run(run: &[(u64, u8)]) -> Vec<u8> {
     run.iter()
         .flat_map(|&(k, v)| {
             let mut r = k.to_le_bytes().to_vec();
-            r.extend_from_slice(&[v; 24]);
+            r.extend_from_slice(&[v; RECORD_BYTES - 8]);
             r
         })
         .collect()
@@ -604,8 +605,8 @@ proptest! {
             .collect();
         let expect = ref_compact(&runs);
         let files: Vec<Vec<u8>> = runs.iter().map(|r| encode_run(r)).collect();
-        let per_file = (max_output / 32).max(1) * 32;
-        let outputs = (expect.len() * 32).div_ceil(per_file).max(1);
+        let per_file = (max_output / RECORD_BYTES).max(1) * RECORD_BYTES;
+        let outputs = (expect.len() * RECORD_BYTES).div_ceil(per_file).max(1);
         let names: Vec<String> = (0..outputs).map(|i| format!("/out/{i}")).collect();
         let outs: Vec<(&str, FileMode)> = names.iter().map(|n| (n.as_str(), FileMode::Write)).collect();
         let (mut csd, r) = run_on(
@@ -618,7 +619,7 @@ proptest! {
         for n in &names {
             let bytes = csd.export(n).unwrap();
             prop_assert!(bytes.len() <= per_file);
-            got.extend(bytes.chunks_exact(32).map(|c| (u64::from_le_bytes(c[..8].try_into().unwrap()), c[8])));
+            got.extend(bytes.chunks_exact(RECORD_BYTES).map(|c| (u64::from_le_bytes(c[..8].try_into().unwrap()), c[8])));
         }
         prop_assert_eq!(&got, &expect);
         prop_assert_eq!(r.ret_json().unwrap()["records_out"].as_u64().unwrap(), expect.len() as u64);
@@ -645,20 +646,27 @@ fn a_failed_compaction_writes_no_output_as_a_transaction() {
             .file("/out0", FileMode::Write)
             .exec(exec)
             .args(
-                json!({ "inputs": 2, "max_output_bytes": 64 })
+                json!({ "inputs": 2, "max_output_bytes": 2 * RECORD_BYTES })
                     .to_string()
                     .into_bytes(),
             );
         let e = csd.run(&task("compact"), &ctx).unwrap_err().to_string();
         assert!(
-            e.contains("does not fit in the 1 registered files of 64 bytes"),
+            e.contains(&format!(
+                "does not fit in the 1 registered files of {} bytes",
+                2 * RECORD_BYTES
+            )),
             "{e}"
         );
         let out = csd.export("/out0").unwrap();
         if exec == ExecMode::Tx {
             assert_eq!(out, b"old output");
         } else {
-            assert_eq!(out.len(), 64, "FileISC keeps the first output file");
+            assert_eq!(
+                out.len(),
+                2 * RECORD_BYTES,
+                "FileISC keeps the first output file"
+            );
             assert_eq!(out[..8], 1u64.to_le_bytes());
         }
     }
