@@ -6,8 +6,8 @@ mod units;
 
 use clap::{Parser, Subcommand};
 use commands::{
-    bench, crashcheck, device, fusion, ispfs, ndp, persist, profiles, replay, repro, runs, serve,
-    sweep, sweep_worker, task, trace, txapps, txbench,
+    bench, crashcheck, device, fusion, ispfs, memory, ndp, persist, profiles, replay, repro, runs,
+    serve, sweep, sweep_worker, task, trace, txapps, txbench,
 };
 use std::process::ExitCode;
 
@@ -200,8 +200,14 @@ fn main() -> ExitCode {
         },
         Some(Command::Serve(args)) => serve::run(args),
         Some(Command::Runs(cmd)) => runs::run(cmd),
-        Some(Command::Sweep(args)) => sweep::run(args),
-        Some(Command::SweepWorker(args)) => sweep_worker::run(args),
+        Some(Command::Sweep(args)) => {
+            memory::keep_freed_memory();
+            sweep::run(args)
+        }
+        Some(Command::SweepWorker(args)) => {
+            memory::keep_freed_memory();
+            sweep_worker::run(args)
+        }
         Some(Command::Tasks { json, store }) => task::list(*json, store),
         Some(Command::Task(cmd)) => task::task_cmd(cmd),
         Some(Command::Bench(cmd)) => bench::run(cmd),
@@ -209,7 +215,10 @@ fn main() -> ExitCode {
         Some(Command::Txbench(args)) => txbench::run(args),
         Some(Command::Fusion(args)) => fusion::run(args),
         Some(Command::Ispfs(args)) => ispfs::run(args),
-        Some(Command::Repro(args)) => repro::run(args),
+        Some(Command::Repro(args)) => {
+            memory::keep_freed_memory();
+            repro::run(args)
+        }
         Some(Command::Txapps(args)) => txapps::run(args),
         Some(Command::Persist(cmd)) => persist::run_cmd(cmd),
     };
