@@ -1,7 +1,7 @@
 //! LSM compaction (TxISC §V-C's LevelDB case, with db_bench's default entries at a fixed
 //! 124 bytes): merges the sorted runs in files `0..inputs` (oldest first) into new sorted
-//! files, the remaining registered files, each at most `max_output_bytes`. Returns which outputs it filled. As a transaction,
-//! either every output is written or none is.
+//! files, the remaining registered files, each at most `max_output_bytes`. Returns which
+//! outputs it filled. As a transaction, either every output is written or none is.
 use csd_sdk::{bail, serde_json, task, Context, Result};
 
 #[derive(serde::Deserialize)]
