@@ -65,24 +65,25 @@ pub enum Paths {
 
 /// Reads a module file: a regular file of at most [`MAX_MODULE_BYTES`].
 fn read_module(path: &Path) -> anyhow::Result<Vec<u8>> {
-    use std::io::Read as _;
-    let file = std::fs::File::open(path)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
+    if !std::fs::metadata(path)?.is_file() {
         bail!("not a regular file");
     }
-    if meta.len() > MAX_MODULE_BYTES {
-        bail!(
-            "{} bytes, over the {MAX_MODULE_BYTES}-byte limit of a task module",
-            meta.len()
-        );
+    match read_at_most(path, MAX_MODULE_BYTES)? {
+        Some(wasm) => Ok(wasm),
+        None => bail!("over the {MAX_MODULE_BYTES}-byte limit of a task module"),
     }
-    let mut wasm = Vec::with_capacity(meta.len() as usize);
-    file.take(MAX_MODULE_BYTES + 1).read_to_end(&mut wasm)?;
-    if wasm.len() as u64 > MAX_MODULE_BYTES {
-        bail!("grew past the {MAX_MODULE_BYTES}-byte limit of a task module while read");
-    }
-    Ok(wasm)
+}
+
+/// Reads the file at `path` whole if it holds at most `max` bytes, else `None`. The read
+/// stops one byte past `max`, so a file that is larger, or grows while read, or never ends
+/// (a device, a pipe) costs no more memory than the bound.
+pub fn read_at_most(path: &Path, max: u64) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path)?;
+    let hint = file.metadata().map_or(0, |m| m.len()).min(max);
+    let mut bytes = Vec::with_capacity(usize::try_from(hint).unwrap_or(0));
+    file.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= max).then_some(bytes))
 }
 
 /// Resolves one task reference. `stored` looks names up in the run store (none with

@@ -7,7 +7,6 @@ use csd_device::{DataMode, Profile};
 use csd_runtime::{Csd, EngineConfig, ExecMode, FileMode, IscContext, TaskEngine, TaskLimits};
 use csd_traces::report::{Report, TaskRun};
 use std::fmt::Write as _;
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -499,21 +498,17 @@ fn build(dir: &Path) -> anyhow::Result<()> {
 /// so a file of any size must not be.
 const MAX_ARGS_FILE_BYTES: u64 = 16 << 20;
 
-fn read_args_file(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
-    let file = std::fs::File::open(path)
-        .with_context(|| format!("reading the task's arguments from {}", path.display()))?;
-    let mut bytes = Vec::new();
-    file.take(MAX_ARGS_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .with_context(|| format!("reading the task's arguments from {}", path.display()))?;
-    if bytes.len() as u64 > MAX_ARGS_FILE_BYTES {
-        bail!(
+fn read_args_file(path: &Path) -> anyhow::Result<Vec<u8>> {
+    match csd::tasks::read_at_most(path, MAX_ARGS_FILE_BYTES)
+        .with_context(|| format!("reading the task's arguments from {}", path.display()))?
+    {
+        Some(bytes) => Ok(bytes),
+        None => bail!(
             "{} is larger than {} (--args-file hands its bytes to the task's memory)",
             path.display(),
             fmt_bytes(MAX_ARGS_FILE_BYTES)
-        );
+        ),
     }
-    Ok(bytes)
 }
 
 /// The bytes most of a binary result shows as hex.
