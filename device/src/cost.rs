@@ -28,9 +28,30 @@ pub struct DeviceCpu {
     /// when flash timing is off (TxISC §V-B). 0 where the profile does not model it.
     #[serde(default)]
     pub request_ns: u64,
+    /// Firmware time to step over one entry of a small structure that stays in the core's
+    /// caches: an extent in a snapshot's extent array, a node of a delta-mapping tree of a few
+    /// thousand entries. `metadata_entry_ns` prices an entry fetched from DRAM (a random L2P
+    /// slot, a directory block); a cached one costs a fraction of that. Absent: the profile
+    /// does not tell them apart, and both cost `metadata_entry_ns`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_entry_ns: Option<u64>,
+    /// Firmware time to record one delta mapping (TxISC §III-B): take an entry from the
+    /// allocator, fill it, link it into the snapshot's tree and rebalance it. 0 where the
+    /// profile does not model it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub delta_record_ns: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl DeviceCpu {
+    /// See [`DeviceCpu::cached_entry_ns`].
+    pub fn cached_entry_ns(&self) -> u64 {
+        self.cached_entry_ns.unwrap_or(self.metadata_entry_ns)
+    }
+
     /// Compute time of `fuel` units, rounded to the nearest nanosecond.
     pub fn compute_ns(&self, fuel: u64) -> u64 {
         (fuel as f64 * self.ns_per_fuel).round() as u64
@@ -161,6 +182,8 @@ mod tests {
             dram_bytes: 1,
             metadata_entry_ns: 1,
             request_ns: 0,
+            cached_entry_ns: None,
+            delta_record_ns: 0,
         };
         assert_eq!(cpu.compute_ns(3), 5);
     }

@@ -5,9 +5,10 @@
 //! flash timing off, the paper removes every latency simulation so only the firmware's own
 //! work remains: here NAND operations and transfers take a nanosecond, and what is left is
 //! the firmware core's request handling (`device_cpu.request_ns`), its mapping lookups
-//! (`device_cpu.metadata_entry_ns` per entry) and each page's copy to or from the DDR4
-//! backing store (`timing.backend_bytes_per_sec`), the same model `csd repro txisc` judges
-//! at QD 1. A third table times the simulator itself on this machine (the only
+//! (`device_cpu.cached_entry_ns` per extent or delta-tree node, `metadata_entry_ns` per L2P
+//! entry a commit applies), each delta it records (`device_cpu.delta_record_ns`) and each
+//! page's copy to or from the DDR4 backing store (`timing.backend_bytes_per_sec`), the same
+//! model `csd repro txisc` judges at QD 1. A third table times the simulator itself on this machine (the only
 //! machine-dependent numbers this command prints).
 
 use crate::units::parse_size;
@@ -272,8 +273,8 @@ fn print_measured(title: &str, points: &[Measured]) {
 /// The flash-timing-off tables: the model in virtual time, then the simulator's own CPU time.
 fn print_timing_off(r: &TxbenchRun) {
     print_measured(
-        "flash timing off (virtual time: the firmware core's request handling and mapping \
-         lookups, and each page's copy to or from the backing store; MB/s)",
+        "flash timing off (virtual time: the firmware core's request handling, mapping \
+         lookups and delta records, and each page's copy to or from the backing store; MB/s)",
         &r.flash_timing_off_model,
     );
     if r.flash_timing_off.is_empty() {

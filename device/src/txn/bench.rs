@@ -5,6 +5,7 @@
 
 use super::error::TxError;
 use super::ids::{ExecMode, FileId};
+use super::FirmwareWork;
 use crate::addr::Extent;
 use crate::addr::{Lpn, VirtualTime};
 use crate::device::{Completion, DataMode, Device, IoPath};
@@ -194,7 +195,7 @@ pub fn run(
                 // FileISC translates the file offset through the extents on the firmware
                 // core; BlockISC tasks already hold LBAs.
                 let at = if mode == ExecMode::File {
-                    dev.firmware(at, examined)
+                    dev.firmware(at, FirmwareWork::cached(examined))
                 } else {
                     at
                 };
@@ -326,5 +327,40 @@ mod tests {
         let deep = measure(&with_copy, 16);
         assert!(deep.virtual_ns >= deep.requests * copy_ns, "{deep:?}");
         assert!(deep.virtual_ns < slow.virtual_ns, "{deep:?} vs {slow:?}");
+    }
+
+    /// With flash timing off, a TxISC write pays its delta record on top of the tree probe a
+    /// read pays too, so the transaction's cost over FileISC grows with the write ratio, and
+    /// `delta_record_ns` leaves the all-read point where it was.
+    #[test]
+    fn delta_records_are_what_writes_add() {
+        let profile = without_flash_timing(&small());
+        let mut dearer = profile.clone();
+        dearer.device_cpu.delta_record_ns += 1000;
+        let per_request = |p: &Profile, write_pct, mode| {
+            let bench = Bench::new(p, 64 << 20).unwrap();
+            let point = Point {
+                write_pct,
+                qd: 1,
+                requests: 512,
+            };
+            let m = run(&bench, &mut bench.device.clone(), mode, point, 7).unwrap();
+            (m.virtual_ns / m.requests) as i64
+        };
+        let extra = |p: &Profile, write_pct| {
+            per_request(p, write_pct, ExecMode::Tx) - per_request(p, write_pct, ExecMode::File)
+        };
+        assert!(extra(&profile, 100) > extra(&profile, 50));
+        assert!(extra(&profile, 50) > extra(&profile, 0));
+        assert_eq!(
+            extra(&dearer, 0),
+            extra(&profile, 0),
+            "reads record nothing"
+        );
+        let grown = extra(&dearer, 100) - extra(&profile, 100);
+        assert!(
+            (990..=1010).contains(&grown),
+            "one record per write: {grown} ns"
+        );
     }
 }

@@ -15,8 +15,11 @@
 //! - The task table and delta mappings live in a capacitor-backed region: every change to them
 //!   is a [`PersistStep`], and [`crate::durable::recover`] rebuilds the L2P after power loss.
 //!
-//! Firmware bookkeeping runs on the device's one NVMe/FTL core (TxISC §IV) and costs
-//! `device_cpu.metadata_entry_ns` per mapping entry examined, booked FIFO on that core.
+//! Firmware bookkeeping runs on the device's one NVMe/FTL core (TxISC §IV), booked FIFO on
+//! that core and priced by where each step's entry lives ([`FirmwareWork`]): the extent
+//! array and the delta tree stay in the core's caches (`device_cpu.cached_entry_ns` per
+//! entry), an L2P or P2L entry is a DRAM access (`device_cpu.metadata_entry_ns`), and
+//! recording a delta mapping costs `device_cpu.delta_record_ns`.
 
 pub mod bench;
 pub mod crash;
@@ -51,6 +54,35 @@ struct AppliedDeltas {
     last_die: Option<DieId>,
 }
 
+/// Firmware work on the mapping structures, counted by what each step costs: where the entry
+/// it touches lives, or what it builds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FirmwareWork {
+    /// Entries fetched from DRAM (an L2P slot, a P2L record): `metadata_entry_ns` each.
+    pub entries: u64,
+    /// Entries of structures that stay in the core's caches (a snapshot's extent array, the
+    /// delta tree's nodes): `cached_entry_ns` each.
+    pub cached: u64,
+    /// Delta mappings recorded: `delta_record_ns` each.
+    pub records: u64,
+}
+
+impl FirmwareWork {
+    pub fn entries(n: u64) -> FirmwareWork {
+        FirmwareWork {
+            entries: n,
+            ..FirmwareWork::default()
+        }
+    }
+
+    pub fn cached(n: u64) -> FirmwareWork {
+        FirmwareWork {
+            cached: n,
+            ..FirmwareWork::default()
+        }
+    }
+}
+
 /// Entries a balanced tree of `n` examines for one lookup.
 fn tree_probe(n: usize) -> u64 {
     u64::from(usize::BITS - n.leading_zeros()) + 1
@@ -83,10 +115,14 @@ impl Device {
         done
     }
 
-    /// Books `entries` mapping-entry examinations on the firmware core from `at`.
-    pub fn firmware(&mut self, at: VirtualTime, entries: u64) -> VirtualTime {
+    /// Books `work` on the firmware core from `at`.
+    pub fn firmware(&mut self, at: VirtualTime, work: FirmwareWork) -> VirtualTime {
+        let cpu = &self.profile.device_cpu;
+        let ns = work.entries * cpu.metadata_entry_ns
+            + work.cached * cpu.cached_entry_ns()
+            + work.records * cpu.delta_record_ns;
         let start = at.max(self.txn.firmware_busy);
-        let done = start.after(entries * self.profile.device_cpu.metadata_entry_ns);
+        let done = start.after(ns);
         self.txn.firmware_busy = done;
         done
     }
@@ -214,7 +250,7 @@ impl Device {
             views.push((page, ppn));
             examined += n;
         }
-        let t0 = self.firmware(at, examined);
+        let t0 = self.firmware(at, FirmwareWork::cached(examined));
         let mut done = t0;
         let mut scratch = vec![0u8; if out.is_some() { ps as usize } else { 0 }];
         for (page, ppn) in views {
@@ -308,7 +344,15 @@ impl Device {
             self.txn.stats.conflicts += 1;
             return Err(e);
         }
-        let t0 = self.firmware(at, examined);
+        // Each page's delta entry is allocated, linked and rebalanced as its program is
+        // issued; the record that names the page follows the program (`put_delta`), but the
+        // firmware's work is the same, so it is booked here with the probes.
+        let work = FirmwareWork {
+            cached: examined,
+            records: pages.len() as u64,
+            ..FirmwareWork::default()
+        };
+        let t0 = self.firmware(at, work);
         let payloads = self.ftl.keeps_payloads();
         let mut buf = vec![0u8; if payloads { ps as usize } else { 0 }];
         let mut done = t0;
@@ -405,7 +449,7 @@ impl Device {
             self.tx_abort(task, at)?;
             return Err(e);
         }
-        let t0 = self.firmware(at, examined);
+        let t0 = self.firmware(at, FirmwareWork::cached(examined));
         let ts = self.txn.tick();
         let broken = self.txn.fault == Some(TxFault::MappingsBeforeCommit);
         // The task's delta pages are on flash already: each was before its record (put_delta).
@@ -423,7 +467,7 @@ impl Device {
         }
         // Applying costs one entry per page; the commit completes then: the task table and
         // the deltas are capacitor-backed, so the P2L is programmed in the background.
-        let done = self.firmware(t0, applied.pages.len() as u64);
+        let done = self.firmware(t0, FirmwareWork::entries(applied.pages.len() as u64));
         if let Some(first) = applied.last_die {
             self.program_p2l(first, applied.pages.len() as u64, done);
         }
@@ -543,7 +587,7 @@ impl Device {
                 }
             }
         }
-        let done = self.firmware(at, dropped + 1);
+        let done = self.firmware(at, FirmwareWork::entries(dropped + 1));
         self.finish_task(task)?;
         self.txn.stats.aborted += 1;
         Ok(internal_completion(at, at, done))

@@ -144,6 +144,8 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
         let fw: &[&str] = &[
             "device_cpu.request_ns",
             "device_cpu.metadata_entry_ns",
+            "device_cpu.cached_entry_ns",
+            "device_cpu.delta_record_ns",
             "timing.backend_bytes_per_sec",
         ];
         // (write %, the paper's drop vs FileISC and vs BlockISC, their ids)
