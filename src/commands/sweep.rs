@@ -14,14 +14,16 @@ use csd::tasks::{Origin, Paths, Resolver};
 use csd_device::Profile;
 use csd_traces::report::Report;
 use csd_traces::spec::{SystemKind, SystemSpec, TraceRef};
-use csd_traces::store::{NewRun, RunStore, Saved};
+use csd_traces::store::{NewRun, RunStore, Saved, StoreError};
 use csd_traces::sweep::{grid_size, point_key, Axis, Shard, SweepRecord, SweepSpec, SweepTag};
 use csd_traces::Strictness;
 use serde::Serialize;
 use std::io::Read;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 #[derive(clap::Args, Debug)]
 pub struct SweepArgs {
@@ -457,8 +459,9 @@ pub fn execute(
     say: bool,
 ) -> anyhow::Result<Summary> {
     let name = &plan.spec.name;
+    let mut lease = Lease::new(store);
     let done = {
-        let s = super::runs::open(store)?;
+        let s = lease.get()?;
         s.put_sweep(&SweepRecord {
             spec: plan.spec.clone(),
             points: plan.points.len(),
@@ -510,7 +513,22 @@ pub fn execute(
             scope.spawn(move || work(next, todo, shared, plan, &tx));
         }
         drop(tx);
-        for (i, result) in rx {
+        loop {
+            // The store is let go once it has been held long enough, here or on a save.
+            let received = match lease.left() {
+                Some(left) => match rx.recv_timeout(left) {
+                    Err(RecvTimeoutError::Timeout) => {
+                        lease.release();
+                        continue;
+                    }
+                    other => other.ok(),
+                },
+                None => {
+                    lease.release();
+                    rx.recv().ok()
+                }
+            };
+            let Some((i, result)) = received else { break };
             let Some(&p) = todo.get(i) else {
                 // Not a point's: a worker that could not start.
                 if let Err(e) = result {
@@ -524,7 +542,7 @@ pub fn execute(
             bar.set_message(p.tag.label());
             match result {
                 Ok(report) => {
-                    let where_to = save(store, p, report)?;
+                    let where_to = save(&mut lease, p, report)?;
                     summary.ran += 1;
                     if say {
                         let place = match &where_to {
@@ -557,6 +575,7 @@ pub fn execute(
         }
         Ok(())
     })?;
+    lease.release();
     // Points no worker took (every worker process failed to start) are failures too.
     let answered = summary.ran + summary.failed.len() - unstarted;
     if answered < todo.len() {
@@ -678,9 +697,53 @@ enum Stored {
 }
 use Stored::Spooled;
 
+/// How long the sweep keeps the run store open across saves.
+const STORE_LEASE: Duration = Duration::from_millis(500);
+
+/// The run store, kept open across the saves of points that finish close together and let go
+/// after [`STORE_LEASE`]. Opening sled starts its thread pool and flusher each time: about
+/// 4 % of a two-worker sweep's CPU when each of its 16 short points opened it, CPU the
+/// workers needed. Holding it for the whole
+/// sweep would keep the dashboard and other sweeps out for hours; they wait for it up to
+/// `CSD_STORE_WAIT`, far longer than the lease.
+struct Lease<'a> {
+    store: &'a StoreArgs,
+    held: Option<(RunStore, Instant)>,
+}
+
+impl<'a> Lease<'a> {
+    fn new(store: &'a StoreArgs) -> Lease<'a> {
+        Lease { store, held: None }
+    }
+
+    /// The store: the one held while the lease lasts, else opened anew (waiting for another
+    /// process as every csd does).
+    fn get(&mut self) -> Result<&RunStore, StoreError> {
+        if self.left().is_none() {
+            self.release();
+            let s =
+                RunStore::open_waiting(&self.store.path(), super::runs::store_patience(), || {})?;
+            self.held = Some((s, Instant::now()));
+        }
+        Ok(&self.held.as_ref().expect("opened above").0)
+    }
+
+    /// What is left of the lease, if the store is held and the lease not over.
+    fn left(&self) -> Option<Duration> {
+        let (_, since) = self.held.as_ref()?;
+        STORE_LEASE
+            .checked_sub(since.elapsed())
+            .filter(|d| !d.is_zero())
+    }
+
+    fn release(&mut self) {
+        self.held = None;
+    }
+}
+
 /// Stores one point's run (a point stored meanwhile by another process of the same sweep is
 /// not stored twice), or spools it when another process keeps the store busy.
-fn save(store: &StoreArgs, p: &Point, report: Report) -> anyhow::Result<Stored> {
+fn save(lease: &mut Lease, p: &Point, report: Report) -> anyhow::Result<Stored> {
     let run = NewRun {
         trace: p.trace.as_ref().map(|(t, _)| t.clone()),
         profile: p.system.profile.name.clone(),
@@ -690,12 +753,12 @@ fn save(store: &StoreArgs, p: &Point, report: Report) -> anyhow::Result<Stored> 
         spec: Some(p.system.clone()),
         sweep: Some(p.tag.clone()),
     };
-    let path = store.path();
-    match RunStore::open_waiting(&path, super::runs::store_patience(), || {}) {
+    match lease.get() {
         Ok(s) => Ok(Stored::Saved(s.insert(run)?)),
         // A store another process keeps busy gets the point spooled beside it, tag and all:
         // the next csd to open the store stores it (once, as a point).
-        Err(csd_traces::store::StoreError::Busy { .. }) => {
+        Err(StoreError::Busy { .. }) => {
+            let path = lease.store.path();
             let file = csd_traces::store::spool(&path, &run)
                 .with_context(|| format!("spooling a point beside {}", path.display()))?;
             Ok(Spooled(file))
