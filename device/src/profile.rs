@@ -83,6 +83,9 @@ pub enum ProfileError {
 }
 
 /// The profiles compiled into every `csd` binary: `(name, TOML source)`.
+/// The most one firmware step (`device_cpu.*_ns`) may cost.
+const MAX_FIRMWARE_STEP_NS: u64 = 1_000_000_000;
+
 pub const BUILTIN: &[(&str, &str)] = &[
     (
         "daisyplus-femu",
@@ -293,6 +296,21 @@ impl Profile {
                 "must be at least 1 MiB".into(),
             ));
         }
+        // Each is one firmware step, multiplied by how many steps a request takes: a second
+        // is no step's cost, and the bound keeps the products far from overflowing.
+        for (field, ns) in [
+            ("metadata_entry_ns", cpu.metadata_entry_ns),
+            ("cached_entry_ns", cpu.cached_entry_ns()),
+            ("delta_record_ns", cpu.delta_record_ns),
+            ("request_ns", cpu.request_ns),
+        ] {
+            if ns > MAX_FIRMWARE_STEP_NS {
+                return Err((
+                    format!("device_cpu.{field}"),
+                    format!("{ns} ns is more than a second for one firmware step"),
+                ));
+            }
+        }
         for (name, acc) in [
             ("grep", &self.accelerators.grep),
             ("stats", &self.accelerators.stats),
@@ -450,6 +468,17 @@ mod tests {
             e.contains("pages_per_block") || e.contains("invalid type"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_firmware_step_over_a_second_is_refused() {
+        let src = BUILTIN[0].1.replace(
+            "delta_record_ns = 100",
+            "delta_record_ns = 18446744073709551615",
+        );
+        let e = Profile::from_toml(&src, "t").unwrap_err().to_string();
+        assert!(e.contains("device_cpu.delta_record_ns"), "{e}");
+        assert!(e.contains("more than a second"), "{e}");
     }
 
     #[test]
