@@ -118,7 +118,9 @@ impl Device {
     /// Books `work` on the firmware core from `at`.
     pub fn firmware(&mut self, at: VirtualTime, work: FirmwareWork) -> VirtualTime {
         let cpu = &self.profile.device_cpu;
-        let ns = (work.entries.saturating_mul(cpu.metadata_entry_ns))
+        let ns = work
+            .entries
+            .saturating_mul(cpu.metadata_entry_ns)
             .saturating_add(work.cached.saturating_mul(cpu.cached_entry_ns()))
             .saturating_add(work.records.saturating_mul(cpu.delta_record_ns));
         let start = at.max(self.txn.firmware_busy);
