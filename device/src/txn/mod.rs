@@ -436,6 +436,14 @@ impl Device {
         data: Option<&[u8]>,
         ready: VirtualTime,
     ) -> Result<VirtualTime, DeviceError> {
+        // The firmware records the host's delta as it records a task's (TxISC §III-B).
+        let ready = self.firmware(
+            ready,
+            FirmwareWork {
+                records: 1,
+                ..FirmwareWork::default()
+            },
+        );
         let (ppn, done) = self.program_delta(lpn, data, ready)?;
         self.put_delta(TaskId::HOST, file, page, lpn, ppn)?;
         Ok(done)
