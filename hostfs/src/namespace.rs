@@ -10,6 +10,7 @@
 
 use crate::alloc::{AllocError, Extent, ExtentAllocator};
 use crate::perms::{Access, Cred, Perms};
+use std::collections::HashMap;
 
 /// An inode number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -94,36 +95,134 @@ fn block_with_room(used: &[u64], size: u64, block_bytes: u64) -> u64 {
         .unwrap_or(used.len()) as u64
 }
 
-/// Puts `entry` (its block chosen by [`block_with_room`]) after the entries already in its
-/// block, keeping `entries` in on-disk order, and counts its bytes there.
-fn insert_entry(entries: &mut Vec<DirEntry>, used: &mut Vec<u64>, entry: DirEntry) {
-    let b = entry.block as usize;
-    if b == used.len() {
-        used.push(0);
-    }
-    used[b] += entry.bytes();
-    let at = entries.partition_point(|e| e.block <= entry.block);
-    entries.insert(at, entry);
+/// A directory's entries in on-disk order (by block; within a block, in the order they were
+/// added), and once the directory is large, an index of the blocks each name hash is in.
+///
+/// A lookup in a large directory hashes the name to its blocks, as ext4's htree hashes a name
+/// to its leaf block, and searches those blocks' entries only: a directory of 50 000 names
+/// costs a lookup what one of a few hundred does. (Every lookup scanned every entry until
+/// 27 November, so the files of one large directory took time quadratic in their number.)
+/// A small directory is scanned, comparing hashes: that is faster than the index there, and
+/// a replay's directories are mostly small.
+#[derive(Clone, Debug, Default)]
+pub struct DirEntries {
+    list: Vec<DirEntry>,
+    /// Name hash → the blocks holding an entry with that hash (one, but for collisions);
+    /// built when the directory first outgrows [`INDEX_FROM`] entries.
+    blocks_by_hash: Option<HashMap<u64, Vec<u64>>>,
 }
 
-/// Takes `entries[k]` out; the others stay where they are (ext4 folds a removed dirent into
-/// its neighbour's record, so only its own block changes). Returns its block index.
-fn remove_entry_at(entries: &mut Vec<DirEntry>, used: &mut [u64], k: usize) -> u64 {
-    let e = entries.remove(k);
-    used[e.block as usize] -= e.bytes();
-    e.block
+/// Entries past which a directory is indexed.
+const INDEX_FROM: usize = 256;
+
+/// Two directories are equal when their entries are: the index is a cache of them.
+impl PartialEq for DirEntries {
+    fn eq(&self, other: &DirEntries) -> bool {
+        self.list == other.list
+    }
+}
+
+impl Eq for DirEntries {}
+
+impl std::ops::Deref for DirEntries {
+    type Target = [DirEntry];
+
+    fn deref(&self) -> &[DirEntry] {
+        &self.list
+    }
+}
+
+impl DirEntries {
+    /// The position of `name`.
+    fn find(&self, name: &str) -> Option<usize> {
+        let h = name_hash(name);
+        let Some(index) = &self.blocks_by_hash else {
+            return self.list.iter().position(|e| e.hash == h && e.name == name);
+        };
+        index.get(&h)?.iter().find_map(|&b| {
+            let lo = self.list.partition_point(|e| e.block < b);
+            let len = self.list[lo..].partition_point(|e| e.block == b);
+            self.list[lo..lo + len]
+                .iter()
+                .position(|e| e.hash == h && e.name == name)
+                .map(|i| lo + i)
+        })
+    }
+
+    /// Puts `entry` (its block chosen by [`block_with_room`]) after the entries already in
+    /// its block, and counts its bytes there.
+    fn insert(&mut self, used: &mut Vec<u64>, entry: DirEntry) {
+        let b = entry.block as usize;
+        if b == used.len() {
+            used.push(0);
+        }
+        used[b] += entry.bytes();
+        if let Some(index) = &mut self.blocks_by_hash {
+            index.entry(entry.hash).or_default().push(entry.block);
+        }
+        let at = self.list.partition_point(|e| e.block <= entry.block);
+        self.list.insert(at, entry);
+        if self.blocks_by_hash.is_none() && self.list.len() > INDEX_FROM {
+            self.blocks_by_hash = Some(Self::index_of(&self.list));
+        }
+    }
+
+    fn index_of(list: &[DirEntry]) -> HashMap<u64, Vec<u64>> {
+        let mut index: HashMap<u64, Vec<u64>> = HashMap::with_capacity(list.len());
+        for e in list {
+            index.entry(e.hash).or_default().push(e.block);
+        }
+        index
+    }
+
+    /// Takes entry `k` out; the others stay where they are (ext4 folds a removed dirent into
+    /// its neighbour's record, so only its own block changes). Returns its block index.
+    fn remove_at(&mut self, used: &mut [u64], k: usize) -> u64 {
+        let e = self.list.remove(k);
+        used[e.block as usize] -= e.bytes();
+        if let Some(index) = &mut self.blocks_by_hash {
+            if let Some(blocks) = index.get_mut(&e.hash) {
+                if let Some(i) = blocks.iter().position(|&b| b == e.block) {
+                    blocks.swap_remove(i);
+                }
+                if blocks.is_empty() {
+                    index.remove(&e.hash);
+                }
+            }
+        }
+        e.block
+    }
+
+    /// Points entry `k` at another inode (a rename over an existing name).
+    fn set_ino(&mut self, k: usize, ino: Ino) {
+        self.list[k].ino = ino;
+    }
+
+    /// Every entry carries its name's hash, and the index (if built) holds exactly the
+    /// entries' (hash, block) pairs. O(entries), for tests.
+    fn check_index(&self) -> Result<(), String> {
+        if let Some(e) = self.list.iter().find(|e| e.hash != name_hash(&e.name)) {
+            return Err(format!("'{}' carries another name's hash", e.name));
+        }
+        let Some(index) = &self.blocks_by_hash else {
+            return Ok(());
+        };
+        let mut want = Self::index_of(&self.list);
+        let mut have = index.clone();
+        for v in want.values_mut().chain(have.values_mut()) {
+            v.sort_unstable();
+        }
+        if want != have {
+            return Err("the name index does not match the entries".into());
+        }
+        Ok(())
+    }
 }
 
 fn name_hash(name: &str) -> u64 {
     name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
     })
-}
-
-/// The position of `name` in a directory's entries.
-fn find_entry(entries: &[DirEntry], name: &str) -> Option<usize> {
-    let h = name_hash(name);
-    entries.iter().position(|e| e.hash == h && e.name == name)
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -133,7 +232,7 @@ pub enum InodeKind {
         extents: Vec<Extent>,
     },
     Dir {
-        entries: Vec<DirEntry>,
+        entries: DirEntries,
         blocks: Vec<Extent>,
         /// Bytes in use in each directory block, "." and ".." included in the first: one
         /// per block of `blocks` (a directory never shrinks, as on ext4).
@@ -391,7 +490,7 @@ impl Namespace {
             parent: Ino::ROOT,
             perms: root_perms,
             kind: InodeKind::Dir {
-                entries: Vec::new(),
+                entries: DirEntries::default(),
                 blocks,
                 used: vec![DOT_ENTRIES_BYTES],
             },
@@ -415,6 +514,14 @@ impl Namespace {
     /// Number of inodes in use (files and directories, root included).
     pub fn inode_count(&self) -> usize {
         self.inodes.len()
+    }
+
+    /// Entry `name` of directory `dir`, if both exist.
+    fn entry(&self, dir: Ino, name: &str) -> Option<&DirEntry> {
+        match &self.inodes.get(&dir)?.kind {
+            InodeKind::Dir { entries, .. } => entries.find(name).map(|k| &entries[k]),
+            InodeKind::File { .. } => None,
+        }
     }
 
     /// The entries of a directory, in on-disk order.
@@ -449,6 +556,9 @@ impl Namespace {
             if used.is_empty() {
                 return Err(format!("directory {:?} has no block", inode.ino));
             }
+            entries
+                .check_index()
+                .map_err(|e| format!("directory {:?}: {e}", inode.ino))?;
             let mut counted = vec![0u64; used.len()];
             counted[0] = DOT_ENTRIES_BYTES;
             for (i, e) in entries.iter().enumerate() {
@@ -604,7 +714,7 @@ impl Namespace {
                 });
             }
             walked += 1 + part.len();
-            let found = find_entry(entries, part);
+            let found = entries.find(part);
             if let Some(t) = trail.as_deref_mut() {
                 let needed = used.len() as u64;
                 let leaf = match found {
@@ -664,7 +774,7 @@ impl Namespace {
     /// at every level.
     pub fn child(&self, dir: Ino, name: &str) -> Option<Ino> {
         match &self.inodes.get(&dir)?.kind {
-            InodeKind::Dir { entries, .. } => find_entry(entries, name).map(|k| entries[k].ino),
+            InodeKind::Dir { entries, .. } => entries.find(name).map(|k| entries[k].ino),
             InodeKind::File { .. } => None,
         }
     }
@@ -700,7 +810,7 @@ impl Namespace {
         let InodeKind::Dir { entries, .. } = &parent_inode.kind else {
             return Err(NsError::NotADirectory(parent_path.to_string()));
         };
-        if find_entry(entries, name).is_some() {
+        if entries.find(name).is_some() {
             return Err(NsError::Exists(path.to_string()));
         }
         if !parent_inode.perms.allows(who, Access::Write) {
@@ -729,7 +839,7 @@ impl Namespace {
             },
             NewKind::Dir => match alloc.allocate(1, goal) {
                 Ok(b) => InodeKind::Dir {
-                    entries: Vec::new(),
+                    entries: DirEntries::default(),
                     blocks: b,
                     used: vec![DOT_ENTRIES_BYTES],
                 },
@@ -749,7 +859,7 @@ impl Namespace {
         else {
             unreachable!()
         };
-        insert_entry(entries, used, DirEntry::new(name, ino, at));
+        entries.insert(used, DirEntry::new(name, ino, at));
         Self::extend_blocks(blocks, extra);
         self.inodes.insert(
             ino,
@@ -794,8 +904,8 @@ impl Namespace {
                 blocks,
                 used,
             } => {
-                let k = find_entry(entries, name)?;
-                let b = remove_entry_at(entries, used, k);
+                let k = entries.find(name)?;
+                let b = entries.remove_at(used, k);
                 Some(Self::nth_block(blocks, b))
             }
             InodeKind::File { .. } => None,
@@ -806,8 +916,7 @@ impl Namespace {
     pub fn remove(&mut self, path: &str, dir: bool, who: Cred) -> Result<Removed, NsError> {
         let (parent, name) = self.parent_of(path, who)?;
         let ino = self
-            .readdir(parent)
-            .and_then(|es| find_entry(es, name).map(|k| &es[k]))
+            .entry(parent, name)
             .map(|e| e.ino)
             .ok_or_else(|| NsError::NotFound(path.to_string()))?;
         let blocks = match &self.inodes[&ino].kind {
@@ -844,8 +953,7 @@ impl Namespace {
     ) -> Result<Renamed, NsError> {
         let (old_parent, old_name) = self.parent_of(from, who)?;
         let ino = self
-            .readdir(old_parent)
-            .and_then(|es| find_entry(es, old_name).map(|k| &es[k]))
+            .entry(old_parent, old_name)
             .map(|e| e.ino)
             .ok_or_else(|| NsError::NotFound(from.to_string()))?;
         if from == to {
@@ -872,10 +980,7 @@ impl Namespace {
             }
             up = self.inodes[&up].parent;
         }
-        let existing = self
-            .readdir(new_parent)
-            .and_then(|es| find_entry(es, new_name).map(|k| &es[k]))
-            .map(|e| e.ino);
+        let existing = self.entry(new_parent, new_name).map(|e| e.ino);
         if existing.is_some_and(|e| self.inodes[&e].is_dir()) {
             return Err(NsError::Exists(to.to_string()));
         }
@@ -901,8 +1006,8 @@ impl Namespace {
                 else {
                     unreachable!("checked to be a directory")
                 };
-                let k = find_entry(entries, new_name).expect("found above");
-                entries[k].ino = ino;
+                let k = entries.find(new_name).expect("found above");
+                entries.set_ino(k, ino);
                 let dir_block = Self::nth_block(b, entries[k].block);
                 dir_blocks.push(dir_block);
                 Some(Removed {
@@ -927,7 +1032,7 @@ impl Namespace {
                     block_with_room(used, dirent_bytes(new_name.len()), self.layout.block_bytes);
                 let extra = Self::grow_for(alloc, blocks, used, at)?;
                 Self::extend_blocks(blocks, extra);
-                insert_entry(entries, used, DirEntry::new(new_name, ino, at));
+                entries.insert(used, DirEntry::new(new_name, ino, at));
                 dir_blocks.push(Self::nth_block(blocks, at));
                 None
             }
@@ -988,6 +1093,32 @@ mod tests {
             && rest
                 .split('/')
                 .all(|c| !c.is_empty() && c != "." && c != "..")
+    }
+
+    /// The index finds every name where a scan of the entries does, removals included.
+    #[test]
+    fn the_name_index_finds_what_a_scan_finds() {
+        let scan = |d: &DirEntries, name: &str| d.iter().position(|e| e.name == name);
+        let mut d = DirEntries::default();
+        let mut used = Vec::new();
+        for i in 0..3000u64 {
+            d.insert(
+                &mut used,
+                DirEntry::new(&format!("f{i}"), Ino(i as u32 + 10), i / 100),
+            );
+        }
+        assert!(d.blocks_by_hash.is_some(), "3000 entries are indexed");
+        for i in (0..3000u64).step_by(2) {
+            let k = d.find(&format!("f{i}")).expect("present");
+            d.remove_at(&mut used, k);
+        }
+        d.check_index().unwrap();
+        for i in 0..3000u64 {
+            let name = format!("f{i}");
+            assert_eq!(d.find(&name), scan(&d, &name), "{name}");
+            assert_eq!(d.find(&name).is_some(), i % 2 == 1, "{name}");
+        }
+        assert_eq!(d.find("absent"), None);
     }
 
     proptest! {
