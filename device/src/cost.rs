@@ -38,12 +38,8 @@ pub struct DeviceCpu {
     /// Firmware time to record one delta mapping (TxISC §III-B): take an entry from the
     /// allocator, fill it, link it into the snapshot's tree and rebalance it. 0 where the
     /// profile does not model it.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::timing::is_zero")]
     pub delta_record_ns: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 impl DeviceCpu {

@@ -82,10 +82,10 @@ pub enum ProfileError {
     },
 }
 
-/// The profiles compiled into every `csd` binary: `(name, TOML source)`.
 /// The most one firmware step (`device_cpu.*_ns`) may cost.
 const MAX_FIRMWARE_STEP_NS: u64 = 1_000_000_000;
 
+/// The profiles compiled into every `csd` binary: `(name, TOML source)`.
 pub const BUILTIN: &[(&str, &str)] = &[
     (
         "daisyplus-femu",

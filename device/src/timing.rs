@@ -35,7 +35,8 @@ pub struct FlashTiming {
     pub backend_bytes_per_sec: u64,
 }
 
-fn is_zero(v: &u64) -> bool {
+/// For `skip_serializing_if`: a cost of 0 is a cost the profile does not model.
+pub(crate) fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 

@@ -186,7 +186,12 @@ pub fn stored_tasks(s: &StoreArgs) -> impl Fn(&str) -> Option<(String, Vec<u8>)>
 /// Opens the store for a read, waiting for another csd process (the dashboard, a replay
 /// saving) to let go of it.
 pub fn open(s: &StoreArgs) -> anyhow::Result<RunStore> {
-    RunStore::open_waiting(&s.path(), store_patience(), || {}).map_err(Into::into)
+    open_store(s).map_err(Into::into)
+}
+
+/// [`open`] with the store's own error, for callers that act on `StoreError::Busy`.
+pub fn open_store(s: &StoreArgs) -> Result<RunStore, csd_traces::store::StoreError> {
+    RunStore::open_waiting(&s.path(), store_patience(), || {})
 }
 
 pub fn run(cmd: &RunsCmd) -> anyhow::Result<()> {

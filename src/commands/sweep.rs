@@ -721,9 +721,7 @@ impl<'a> Lease<'a> {
     fn get(&mut self) -> Result<&RunStore, StoreError> {
         if self.left().is_none() {
             self.release();
-            let s =
-                RunStore::open_waiting(&self.store.path(), super::runs::store_patience(), || {})?;
-            self.held = Some((s, Instant::now()));
+            self.held = Some((super::runs::open_store(self.store)?, Instant::now()));
         }
         Ok(&self.held.as_ref().expect("opened above").0)
     }

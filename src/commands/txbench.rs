@@ -8,8 +8,8 @@
 //! (`device_cpu.cached_entry_ns` per extent or delta-tree node, `metadata_entry_ns` per L2P
 //! entry a commit applies), each delta it records (`device_cpu.delta_record_ns`) and each
 //! page's copy to or from the DDR4 backing store (`timing.backend_bytes_per_sec`), the same
-//! model `csd repro txisc` judges at QD 1. A third table times the simulator itself on this machine (the only
-//! machine-dependent numbers this command prints).
+//! model `csd repro txisc` judges at QD 1. A third table times the simulator itself on this
+//! machine (the only machine-dependent numbers this command prints).
 
 use crate::units::parse_size;
 use anyhow::{bail, Context};

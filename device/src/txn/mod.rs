@@ -81,6 +81,13 @@ impl FirmwareWork {
             ..FirmwareWork::default()
         }
     }
+
+    pub fn records(n: u64) -> FirmwareWork {
+        FirmwareWork {
+            records: n,
+            ..FirmwareWork::default()
+        }
+    }
 }
 
 /// Entries a balanced tree of `n` examines for one lookup.
@@ -437,13 +444,7 @@ impl Device {
         ready: VirtualTime,
     ) -> Result<VirtualTime, DeviceError> {
         // The firmware records the host's delta as it records a task's (TxISC §III-B).
-        let ready = self.firmware(
-            ready,
-            FirmwareWork {
-                records: 1,
-                ..FirmwareWork::default()
-            },
-        );
+        let ready = self.firmware(ready, FirmwareWork::records(1));
         let (ppn, done) = self.program_delta(lpn, data, ready)?;
         self.put_delta(TaskId::HOST, file, page, lpn, ppn)?;
         Ok(done)
