@@ -21,6 +21,7 @@ use crate::namespace::{
 use crate::pagecache::{PageCache, WritebackPolicy};
 use crate::perms::{Access, Cred, Perms};
 use csd_device::{Device, DeviceError, HostCosts, IoPath, Lpn, VirtualTime};
+use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The superblock's block.
@@ -132,11 +133,10 @@ pub struct HostFs {
     device: Device,
     ns: Namespace,
     alloc: ExtentAllocator,
-    /// Metadata blocks in the host's cache (inode-table and directory blocks).
-    /// Metadata blocks in the host's cache, with the time each one's read completes: a
-    /// lookup that needs a block still being read waits for it (as on a locked buffer head)
-    /// instead of reading it again or finding it early.
-    cached: BTreeMap<u64, VirtualTime>,
+    /// Metadata blocks (inode-table and directory blocks) in the host's cache, with the time
+    /// each one's read completes: a lookup that needs a block still being read waits for it
+    /// (as on a locked buffer head) instead of reading it again or finding it early.
+    cached: FxHashMap<u64, VirtualTime>,
     costs: HostCosts,
     clock: VirtualTime,
     /// When the current operation started. Operations start in time order, so this never
@@ -183,7 +183,7 @@ impl HostFs {
             device,
             ns,
             alloc,
-            cached: BTreeMap::new(),
+            cached: FxHashMap::default(),
             costs,
             clock: VirtualTime::ZERO,
             epoch: VirtualTime::ZERO,

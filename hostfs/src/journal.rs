@@ -17,7 +17,10 @@
 use crate::alloc::Extent;
 use crate::namespace::Ino;
 use csd_device::VirtualTime;
-use std::collections::{BTreeMap, BTreeSet};
+// Hash sets, not ordered ones: every metadata change lands here (a replay spent a tenth of
+// its time in these trees), and the two places that list them sort what they take. Fx has
+// no random seed, so nothing here depends on the process.
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// kjournald commits a transaction once it is this old (`JBD2_DEFAULT_MAX_COMMIT_AGE`, ext4's
 /// `commit=5` mount default).
@@ -79,18 +82,18 @@ pub struct Journal {
     head: u64,
     /// Log blocks written since the log was last empty (every committed block home).
     used: u64,
-    running: BTreeSet<u64>,
+    running: FxHashSet<u64>,
     running_since: Option<VirtualTime>,
     /// Inodes the running transaction changed at all (a write's timestamps too), and those
     /// it changed in a way `fdatasync` must make durable (created, resized, blocks
     /// allocated): ext4's `i_sync_tid` and `i_datasync_tid` naming the running transaction.
-    changed: BTreeSet<Ino>,
-    changed_for_data: BTreeSet<Ino>,
+    changed: FxHashSet<Ino>,
+    changed_for_data: FxHashSet<Ino>,
     /// Inodes whose size, blocks or existence changed since their inode block last went
     /// home, with that block: what a reader of the flash would find out of date.
-    unhomed_inodes: BTreeMap<Ino, u64>,
+    unhomed_inodes: FxHashMap<Ino, u64>,
     /// Committed blocks not yet written home, with when their commit completed.
-    unhomed: BTreeMap<u64, VirtualTime>,
+    unhomed: FxHashMap<u64, VirtualTime>,
     stats: JournalStats,
 }
 
@@ -110,12 +113,12 @@ impl Journal {
                 .max(1),
             head: 0,
             used: 0,
-            running: BTreeSet::new(),
+            running: FxHashSet::default(),
             running_since: None,
-            changed: BTreeSet::new(),
-            changed_for_data: BTreeSet::new(),
-            unhomed_inodes: BTreeMap::new(),
-            unhomed: BTreeMap::new(),
+            changed: FxHashSet::default(),
+            changed_for_data: FxHashSet::default(),
+            unhomed_inodes: FxHashMap::default(),
+            unhomed: FxHashMap::default(),
             stats: JournalStats::default(),
         })
     }
@@ -201,7 +204,8 @@ impl Journal {
         if self.running.is_empty() {
             return None;
         }
-        let blocks: Vec<u64> = std::mem::take(&mut self.running).into_iter().collect();
+        let mut blocks: Vec<u64> = self.running.drain().collect();
+        blocks.sort_unstable();
         self.running_since = None;
         self.changed.clear();
         self.changed_for_data.clear();
@@ -252,17 +256,17 @@ impl Journal {
     }
 
     fn take_unhomed(&mut self, pick: impl Fn(VirtualTime) -> bool) -> Vec<u64> {
-        let taken: Vec<u64> = self
-            .unhomed
-            .iter()
-            .filter(|&(_, &at)| pick(at))
-            .map(|(&b, _)| b)
-            .collect();
-        for b in &taken {
-            self.unhomed.remove(b);
-        }
-        // `taken` is sorted (a map's keys): an inode is home once its block is, unless the
-        // running transaction changed the block again.
+        let mut taken: Vec<u64> = Vec::new();
+        self.unhomed.retain(|&b, &mut at| {
+            let take = pick(at);
+            if take {
+                taken.push(b);
+            }
+            !take
+        });
+        taken.sort_unstable();
+        // An inode is home once its block is, unless the running transaction changed the
+        // block again.
         let running = &self.running;
         self.unhomed_inodes
             .retain(|_, b| taken.binary_search(b).is_err() || running.contains(b));
