@@ -151,9 +151,11 @@ impl Prescan {
             }
             Op::Pwrite { path, .. } | Op::Truncate { path, .. } => self.creates(path),
             Op::Stat { path } | Op::Unlink { path } => self.needs(path, 0, 0),
+            // The trace makes `to` by the rename: ops on it later find the renamed file, so
+            // setup must not make one first (it would be a file the trace never had).
             Op::Rename { path, to } => {
                 self.needs(path, 0, 0);
-                self.note_dirs(to);
+                self.creates(to);
             }
             Op::Mkdir { path } => {
                 if !self.dirs.contains(path) {
@@ -225,5 +227,40 @@ impl Prescan {
             }
         }
         Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scan(events: &[&str]) -> Prescan {
+        let mut text = String::from(r#"{"format":"csd-trace","version":1,"clock":"ns"}"#);
+        for e in events {
+            text.push('\n');
+            text.push_str(e);
+        }
+        Prescan::run(text.as_bytes(), Strictness::Strict).expect("a valid trace")
+    }
+
+    #[test]
+    fn a_renamed_file_is_the_traces_own_and_its_source_must_exist() {
+        let s = scan(&[
+            r#"{"t":1,"pid":1,"op":"open","path":"/w/a","flags":"O_WRONLY|O_CREAT","ret":3}"#,
+            r#"{"t":2,"pid":1,"op":"close","fd":3,"ret":0}"#,
+            r#"{"t":3,"pid":1,"op":"rename","path":"/w/a","to":"/w/b"}"#,
+            r#"{"t":4,"pid":1,"op":"stat","path":"/w/b"}"#,
+            r#"{"t":5,"pid":1,"op":"unlink","path":"/w/b"}"#,
+            r#"{"t":6,"pid":1,"op":"rename","path":"/old/x","to":"/new/y"}"#,
+            r#"{"t":7,"pid":1,"op":"stat","path":"/new/y"}"#,
+        ]);
+        let files: Vec<&str> = s.files.keys().map(String::as_str).collect();
+        assert_eq!(
+            files,
+            ["/old/x"],
+            "only the file the trace found is made first"
+        );
+        let dirs: Vec<&str> = s.dirs.iter().map(String::as_str).collect();
+        assert_eq!(dirs, ["/new", "/old", "/w"]);
     }
 }
