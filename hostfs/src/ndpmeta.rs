@@ -49,6 +49,7 @@ const FLAG_CONTINUATION: u16 = 1 << 3;
 const KNOWN_FLAGS: u16 = FLAG_DIR | FLAG_NAME_CONTINUES | FLAG_TOO_FRAGMENTED | FLAG_CONTINUATION;
 
 pub use crate::perms::Perms;
+use std::collections::HashSet;
 
 /// A run of consecutive file-system blocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -155,8 +156,9 @@ impl NdpMeta {
         }
         let len = self.encoded_len();
         let mut out = vec![0u8; len];
-        for (i, e) in self.entries.iter().enumerate() {
-            check_entry(e, &self.entries[..i])?;
+        let mut seen = HashSet::with_capacity(self.entries.len());
+        for e in &self.entries {
+            check_entry(e, &mut seen)?;
         }
         let header = &mut out[..SLOT_BYTES];
         header[0..8].copy_from_slice(MAGIC);
@@ -267,6 +269,7 @@ impl NdpMeta {
             mode: get16(bytes, 20),
         });
         let mut entries: Vec<NdpEntry> = Vec::new();
+        let mut seen = HashSet::new();
         let mut slot = 1;
         while slot <= slots {
             let s = &bytes[slot * SLOT_BYTES..(slot + 1) * SLOT_BYTES];
@@ -363,7 +366,7 @@ impl NdpMeta {
                 layout,
                 name,
             };
-            check_entry(&entry, &entries).map_err(|e| NdpMetaError::BadSlot {
+            check_entry(&entry, &mut seen).map_err(|e| NdpMetaError::BadSlot {
                 slot: entry_slot,
                 reason: e.to_string(),
             })?;
@@ -388,8 +391,10 @@ impl NdpMeta {
     }
 }
 
-/// What every entry must satisfy, both to be written and to be trusted when read.
-fn check_entry(e: &NdpEntry, before: &[NdpEntry]) -> Result<(), NdpMetaError> {
+/// What every entry must satisfy, both to be written and to be trusted when read; `seen`
+/// holds the names of the entries before it. (A set, not a scan of those entries: a scan
+/// made the index of a 50 000-file directory cost 1.2 G name comparisons each way.)
+fn check_entry(e: &NdpEntry, seen: &mut HashSet<String>) -> Result<(), NdpMetaError> {
     let fail = |reason: String| {
         Err(NdpMetaError::Unencodable {
             name: e.name.clone(),
@@ -418,7 +423,7 @@ fn check_entry(e: &NdpEntry, before: &[NdpEntry]) -> Result<(), NdpMetaError> {
             return fail("an extent of zero blocks".into());
         }
     }
-    if before.iter().any(|b| b.name == e.name) {
+    if !seen.insert(e.name.clone()) {
         return fail("duplicate name in the directory".into());
     }
     Ok(())
