@@ -274,6 +274,7 @@ impl MetaRead {
 /// What a walk collects for [`Resolution`].
 struct Trail {
     ino_list: Vec<Ino>,
+    positions: Vec<usize>,
     reads: Vec<MetaRead>,
 }
 
@@ -283,6 +284,9 @@ pub struct Resolution {
     pub ino: Ino,
     /// The ino of every level, root first: what LightFS-Host sends the device instead of a path.
     pub ino_list: Vec<Ino>,
+    /// Where each level's entry sits in its directory (in on-disk order): `positions[i]` is
+    /// `ino_list[i + 1]`'s, in directory `ino_list[i]`.
+    pub positions: Vec<usize>,
     /// The metadata blocks the lookup reads, in order.
     pub reads: Vec<MetaRead>,
 }
@@ -663,12 +667,14 @@ impl Namespace {
         ino_list.push(Ino::ROOT);
         let mut trail = Trail {
             ino_list,
+            positions: Vec::with_capacity(8),
             reads: Vec::with_capacity(16),
         };
         let ino = self.walk(path, who, Some(&mut trail))?;
         Ok(Resolution {
             ino,
             ino_list: trail.ino_list,
+            positions: trail.positions,
             reads: trail.reads,
         })
     }
@@ -744,6 +750,7 @@ impl Namespace {
             ino = entries[k].ino;
             if let Some(t) = trail.as_deref_mut() {
                 t.ino_list.push(ino);
+                t.positions.push(k);
             }
         }
         if let Some(t) = trail {

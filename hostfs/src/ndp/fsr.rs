@@ -93,17 +93,18 @@ impl OffloadDesign for Fsr {
                 // the leaf block it hashes to (after a binary search of the index) when it is
                 // larger, as the namespace reads it.
                 let mut examined = r.reads.len() as u64;
-                for pair in r.ino_list.windows(2) {
-                    let entries = ns.readdir(pair[0]).ok_or_else(|| {
+                for (&dir, &at) in r.ino_list.iter().zip(&r.positions) {
+                    let entries = ns.readdir(dir).ok_or_else(|| {
                         FsError::Namespace(NsError::NotADirectory(job.path.clone()))
                     })?;
-                    let at = entries.iter().position(|e| e.ino == pair[1]).unwrap_or(0);
-                    let blocks = ns.dir_block_count(pair[0]);
+                    let blocks = ns.dir_block_count(dir);
                     examined += if blocks <= 1 {
                         1 + at as u64
                     } else {
+                        // Entries are in on-disk order, so those of the leaf block before
+                        // this one are a run ending at it.
                         let leaf = entries[at].block();
-                        let before = entries[..at].iter().filter(|e| e.block() == leaf).count();
+                        let before = at - entries[..at].partition_point(|e| e.block() < leaf);
                         u64::from(blocks.ilog2()) + 1 + before as u64
                     };
                 }
