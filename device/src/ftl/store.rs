@@ -1,7 +1,9 @@
 //! Page payloads for data mode, stored sparsely: only pages holding a non-zero byte cost
-//! memory, so a mostly-empty terabyte device stays cheap while tasks still compute on real
-//! bytes. Payloads are keyed by *physical* page, like the flash they model: a stale copy stays
-//! readable (through its physical address) until GC erases its block.
+//! memory, and a page keeps only what comes before its trailing zeros (a 1 KiB file in a
+//! 16 KiB page costs 1 KiB, not 16), so a mostly-empty terabyte device, or a device of many
+//! small files, stays cheap while tasks still compute on real bytes. Payloads are keyed by
+//! *physical* page, like the flash they model: a stale copy stays readable (through its
+//! physical address) until GC erases its block.
 
 use crate::addr::Ppn;
 use std::collections::HashMap;
@@ -21,32 +23,33 @@ impl PageStore {
         }
     }
 
-    /// Stores a freshly programmed page; `None` or all-zero data stores nothing.
+    /// Stores a freshly programmed page up to its last non-zero byte; `None` or all-zero
+    /// data stores nothing.
     pub fn put(&mut self, ppn: Ppn, data: Option<&[u8]>) {
-        match data {
-            Some(d) if d.iter().any(|&b| b != 0) => {
-                debug_assert_eq!(d.len(), self.page_size);
-                self.pages.insert(ppn.0, d.into());
+        debug_assert!(data.is_none_or(|d| d.len() == self.page_size));
+        match data.and_then(|d| d.iter().rposition(|&b| b != 0).map(|last| &d[..=last])) {
+            Some(kept) => {
+                self.pages.insert(ppn.0, kept.into());
             }
-            _ => {
+            None => {
                 self.pages.remove(&ppn.0);
             }
         }
     }
 
+    /// The page's first `out.len()` bytes (at most a page).
     pub fn get(&self, ppn: Ppn, out: &mut [u8]) {
-        match self.pages.get(&ppn.0) {
-            Some(p) => out.copy_from_slice(&p[..out.len()]),
-            None => out.fill(0),
-        }
+        let kept: &[u8] = self.pages.get(&ppn.0).map_or(&[], |p| p);
+        let n = kept.len().min(out.len());
+        out[..n].copy_from_slice(&kept[..n]);
+        out[n..].fill(0);
     }
 
     /// The page's first 8 bytes as a little-endian number (0 for a zero page).
     pub fn tag(&self, ppn: Ppn) -> u64 {
-        self.pages
-            .get(&ppn.0)
-            .and_then(|p| p.get(..8))
-            .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        let mut first = [0u8; 8];
+        self.get(ppn, &mut first);
+        u64::from_le_bytes(first)
     }
 
     /// GC copied a page: the payload moves with it (the old copy is erased right after).
@@ -74,5 +77,36 @@ impl PageStore {
     /// Pages holding a payload (non-zero content).
     pub fn stored_pages(&self) -> usize {
         self.pages.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_page_reads_back_whole_however_much_of_it_is_kept() {
+        let mut s = PageStore::new(64);
+        let mut short = [0u8; 64];
+        short[..3].copy_from_slice(&[7, 0, 9]);
+        let mut tail = [0u8; 64];
+        tail[63] = 1;
+        s.put(Ppn(1), Some(&short));
+        s.put(Ppn(2), Some(&tail));
+        s.put(Ppn(3), Some(&[0u8; 64]));
+        assert_eq!(s.stored_pages(), 2, "a zero page keeps nothing");
+        for (ppn, want) in [(1, short), (2, tail), (3, [0u8; 64]), (4, [0u8; 64])] {
+            let mut out = [0xffu8; 64];
+            s.get(Ppn(ppn), &mut out);
+            assert_eq!(out, want, "page {ppn}");
+        }
+        assert_eq!(s.tag(Ppn(1)), 0x09_00_07);
+        assert_eq!(s.tag(Ppn(2)), 0);
+        // A prefix read of a short page, and a page overwritten with zeros.
+        let mut head = [0xffu8; 2];
+        s.get(Ppn(1), &mut head);
+        assert_eq!(head, [7, 0]);
+        s.put(Ppn(1), None);
+        assert_eq!(s.stored_pages(), 1);
     }
 }
