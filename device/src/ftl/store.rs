@@ -27,11 +27,11 @@ impl PageStore {
     /// data stores nothing.
     pub fn put(&mut self, ppn: Ppn, data: Option<&[u8]>) {
         debug_assert!(data.is_none_or(|d| d.len() == self.page_size));
-        match data.and_then(|d| d.iter().rposition(|&b| b != 0).map(|last| &d[..=last])) {
-            Some(kept) => {
+        match data.map(|d| &d[..kept_len(d)]) {
+            Some(kept) if !kept.is_empty() => {
                 self.pages.insert(ppn.0, kept.into());
             }
-            None => {
+            _ => {
                 self.pages.remove(&ppn.0);
             }
         }
@@ -80,6 +80,17 @@ impl PageStore {
     }
 }
 
+/// Bytes of `d` up to its last non-zero one: zero 64-byte blocks are skipped from the end
+/// a block at a time (a vectorised OR), then bytes (a byte loop over a small file's page
+/// was an eighth of `csd ndp`'s time).
+fn kept_len(d: &[u8]) -> usize {
+    let mut end = d.len();
+    while end >= 64 && d[end - 64..end].iter().fold(0u8, |a, &b| a | b) == 0 {
+        end -= 64;
+    }
+    d[..end].iter().rposition(|&b| b != 0).map_or(0, |i| i + 1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,5 +119,18 @@ mod tests {
         assert_eq!(head, [7, 0]);
         s.put(Ppn(1), None);
         assert_eq!(s.stored_pages(), 1);
+    }
+
+    #[test]
+    fn kept_len_ends_at_the_last_non_zero_byte() {
+        let mut d = vec![0u8; 200];
+        assert_eq!(kept_len(&d), 0);
+        for at in [0, 1, 63, 64, 65, 127, 128, 135, 136, 199] {
+            d.fill(0);
+            d[at] = 1;
+            assert_eq!(kept_len(&d), at + 1, "non-zero byte at {at}");
+            d[0] = 2;
+            assert_eq!(kept_len(&d), at + 1, "and one at 0");
+        }
     }
 }
