@@ -100,7 +100,9 @@ impl Prescan {
     }
 
     fn creates(&mut self, path: &str) {
-        if !self.files.contains_key(path) && !self.created.contains(path) {
+        // The hash set first: a trace writes mostly files it made, and the ordered map's
+        // string comparisons cost more.
+        if !self.created.contains(path) && !self.files.contains_key(path) {
             self.created.insert(path.to_string());
             self.note_dirs(path);
         }
