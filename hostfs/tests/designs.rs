@@ -368,11 +368,35 @@ fn files_created_in_an_indexed_directory_join_the_index_at_sync() {
             .len(),
         2
     );
+    // Named before the update synchronizer ran, the new file is refused as not indexed yet,
+    // not as missing: the host has it.
+    let named = NdpRequest {
+        paths: vec!["/d/new".into()],
+        who: ME,
+    };
+    let e = d.offload(&mut fs, &named, &mut ByteSum).unwrap_err();
+    assert!(
+        matches!(&e, NdpError::NotYetIndexed { path } if path == "/d/new"),
+        "{e}"
+    );
+    let missing = NdpRequest {
+        paths: vec!["/d/absent".into()],
+        who: ME,
+    };
+    let e = d.offload(&mut fs, &missing, &mut ByteSum).unwrap_err();
+    assert!(e.to_string().contains("no such file"), "{e}");
     fs.advance_to(fs.clock().after(csd_hostfs::ndp::lightfs::SYNC_INTERVAL_NS));
     d.background(&mut fs).unwrap();
     let out = d.offload(&mut fs, &request(ME), &mut ByteSum).unwrap();
     assert_eq!(out.files.len(), 3);
     assert_eq!(out.files[2].ret, sum_of(&[5u8; 70_000]));
+    assert_eq!(
+        d.offload(&mut fs, &named, &mut ByteSum)
+            .unwrap()
+            .files
+            .len(),
+        1
+    );
     let fp = d.footprint().unwrap();
     assert!(fp.host_bytes > 0 && fp.device_bytes > 0);
 }

@@ -202,6 +202,14 @@ pub enum NdpError {
     },
     #[error("the request names no files ({0})")]
     NoFiles(String),
+    /// LightFS indexes a file it saw created only once its update synchronizer has synced
+    /// it (§III-E): until then the device cannot find it, though the host can.
+    #[error(
+        "'{path}' is not in LightFS's index yet: it was created since the update synchronizer \
+         last ran (it syncs closed files every {secs} s; an fsync of the file indexes it at once)",
+        secs = lightfs::SYNC_INTERVAL_NS / 1_000_000_000
+    )]
+    NotYetIndexed { path: String },
     #[error("{design} is not initialised: run init on the directory tree first")]
     NotInitialised { design: &'static str },
 }

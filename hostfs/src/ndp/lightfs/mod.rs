@@ -900,6 +900,25 @@ impl HostPlan {
 impl State {
     /// LightFS-Host: permissions, path → ino lists, `filefrag` only for files the index
     /// gave up on.
+    /// A path the index lacks but the host has, because the file (or a directory above it)
+    /// is new and not synced yet, is named as such; other errors pass unchanged.
+    fn why_unindexed(&self, fs: &HostFs, path: &str, e: NdpError) -> NdpError {
+        let NdpError::Fs(FsError::Namespace(crate::namespace::NsError::NotFound(_))) = &e else {
+            return e;
+        };
+        let Ok(r) = fs.namespace().resolve(path, self.who) else {
+            return e;
+        };
+        let new = |ino: &Ino| self.unsync.get(ino).is_some_and(|u| u.new);
+        if r.ino_list.iter().skip(1).any(new) {
+            NdpError::NotYetIndexed {
+                path: path.to_string(),
+            }
+        } else {
+            e
+        }
+    }
+
     fn plan_on_host(&mut self, fs: &mut HostFs, req: &NdpRequest) -> Result<HostPlan, NdpError> {
         let mut plan = HostPlan {
             lists: Vec::new(),
@@ -907,7 +926,9 @@ impl State {
             host_layouts: BTreeMap::new(),
         };
         for p in &req.paths {
-            let r = self.resolve(fs, p, req.who)?;
+            let r = self
+                .resolve(fs, p, req.who)
+                .map_err(|e| self.why_unindexed(fs, p, e))?;
             for (path, e) in &r.files {
                 plan.names.insert(e.ino, path.clone());
                 if e.too_fragmented {
