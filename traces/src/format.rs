@@ -107,7 +107,52 @@ pub struct OpenFlags {
     pub directory: bool,
 }
 
+/// Linux's `open` flags that change nothing csdlab models, accepted as written.
+const OTHER_LINUX_FLAGS: [&str; 16] = [
+    "O_EXCL",
+    "O_NOCTTY",
+    "O_NONBLOCK",
+    "O_NDELAY",
+    "O_DSYNC",
+    "O_SYNC",
+    "O_RSYNC",
+    "O_ASYNC",
+    "FASYNC",
+    "O_DIRECT",
+    "O_LARGEFILE",
+    "O_NOFOLLOW",
+    "O_NOATIME",
+    "O_CLOEXEC",
+    "O_PATH",
+    "O_TMPFILE",
+];
+
 impl OpenFlags {
+    /// [`OpenFlags::parse`] for a trace: every flag must be one of Linux's `O_*` names or a
+    /// number (strace prints bits it cannot name as one), so a misspelt `O_CREATE` is an
+    /// error instead of an open that silently does not create.
+    pub fn parse_checked(s: &str) -> Result<OpenFlags, String> {
+        const MODELLED: [&str; 7] = [
+            "O_RDONLY",
+            "O_WRONLY",
+            "O_RDWR",
+            "O_CREAT",
+            "O_TRUNC",
+            "O_APPEND",
+            "O_DIRECTORY",
+        ];
+        for flag in s.split('|').map(str::trim).filter(|f| !f.is_empty()) {
+            let number = flag.starts_with(|c: char| c.is_ascii_digit())
+                && flag.bytes().all(|b| b.is_ascii_hexdigit() || b == b'x');
+            if !number && !MODELLED.contains(&flag) && !OTHER_LINUX_FLAGS.contains(&flag) {
+                return Err(format!(
+                    "unknown open flag '{flag}' (Linux's O_* names or numbers, joined by '|')"
+                ));
+            }
+        }
+        Ok(OpenFlags::parse(s))
+    }
+
     /// Parses `O_WRONLY|O_CREAT|O_TRUNC`-style flags; unknown flags are ignored.
     pub fn parse(s: &str) -> OpenFlags {
         let mut f = OpenFlags {
@@ -633,7 +678,7 @@ fn parse_fast(line: &str) -> Option<Event> {
     let op = match f.op? {
         "open" => Op::Open {
             path: path()?,
-            flags: OpenFlags::parse(f.flags.unwrap_or("")),
+            flags: OpenFlags::parse_checked(f.flags.unwrap_or("")).ok()?,
         },
         "close" => {
             let (fd, path) = fd_path()?;
@@ -842,7 +887,8 @@ fn event_from_json(v: Value, top: bool) -> Result<Parsed, String> {
     let op = match op_name.as_str() {
         "open" => {
             let path = f.path("path")?;
-            let flags = OpenFlags::parse(&f.opt_string("flags")?.unwrap_or_default());
+            let flags = OpenFlags::parse_checked(&f.opt_string("flags")?.unwrap_or_default())
+                .map_err(|e| format!("field \"flags\": {e}"))?;
             Op::Open { path, flags }
         }
         "close" => {
@@ -1228,5 +1274,25 @@ mod tests {
         assert!(parse_event(&line.replace("write-sync", "bogus"))
             .unwrap_err()
             .contains("unknown pattern"));
+    }
+
+    #[test]
+    fn open_flags_are_linux_names_or_numbers() {
+        let open = |flags: &str| {
+            parse_event(&format!(
+                r#"{{"t":1,"pid":2,"op":"open","path":"/a","flags":"{flags}","ret":3}}"#
+            ))
+        };
+        let Ok(Parsed::Event(ev)) = open("O_WRONLY|O_CREAT|O_CLOEXEC|0x8000") else {
+            panic!("real flags parse")
+        };
+        let Op::Open { flags, .. } = ev.op else {
+            panic!("an open")
+        };
+        assert!(flags.write && flags.create && !flags.truncate);
+        for typo in ["O_WRONLY|O_CREATE", "O_RDWR|TRUNC", "ace"] {
+            let e = open(typo).err().unwrap_or_default();
+            assert!(e.contains("unknown open flag"), "{typo}: {e}");
+        }
     }
 }
