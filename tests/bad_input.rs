@@ -529,3 +529,20 @@ fn storagefs_holds_no_more_than_its_device_and_refuses_what_passes_a_file() {
     assert_eq!(d["latency"]["truncate"]["failed"].as_u64(), Some(1), "{d}");
     assert!(d["fusion"]["bytes"].as_u64().unwrap() <= 128 << 20, "{d}");
 }
+
+#[test]
+fn an_ndp_data_set_past_its_bounds_is_refused_before_it_is_allocated() {
+    // Each used to abort on a failed allocation: 4.8 TB of file names, then 1 TB of data.
+    for (args, says) in [
+        (&["--files", "99999999999"][..], "holds at most 1000000"),
+        (
+            &["--files", "10", "--size", "100g"][..],
+            "more than an NDP data set may hold",
+        ),
+        (&["--sweep", "size=4k,100g"][..], "100 files of 100 GiB"),
+    ] {
+        let r = csd(&[&["ndp", "--no-store"][..], args].concat());
+        bounded(&r, 1, 10, 100);
+        assert!(r.stderr.contains(says), "{args:?}: {}", r.stderr);
+    }
+}

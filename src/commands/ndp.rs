@@ -27,7 +27,8 @@ pub struct NdpArgs {
     /// application works on; text for other tasks].
     #[arg(long)]
     pub content: Option<Content>,
-    /// Number of files in the directory the request processes.
+    /// Number of files in the directory the request processes (at most 1 000 000, and
+    /// 4 GiB in all: every byte is held in memory).
     #[arg(long, default_value_t = 100)]
     pub files: usize,
     /// Size of each file (e.g. 4k, 16k, 1m).
@@ -103,14 +104,51 @@ fn points(args: &NdpArgs) -> anyhow::Result<Vec<(usize, u64)>> {
     }
 }
 
+/// The most files one NDP data set may hold.
+pub const MAX_DATA_FILES: usize = 1_000_000;
+/// The most bytes one NDP data set may hold: a data-mode run keeps every byte in memory
+/// twice (the data set, the device's pages) while it measures.
+pub const MAX_DATA_BYTES: u64 = 4 << 30;
+
+/// Refuses a data set of `files` files of `size` bytes each that [`MAX_DATA_FILES`] or
+/// [`MAX_DATA_BYTES`] forbid, before anything is allocated for it.
+pub fn check_data_set(files: usize, size: u64) -> anyhow::Result<()> {
+    if files > MAX_DATA_FILES {
+        bail!("{files} files: an NDP data set holds at most {MAX_DATA_FILES}");
+    }
+    let total = (files as u64)
+        .checked_mul(size)
+        .filter(|&t| t <= MAX_DATA_BYTES);
+    if total.is_none() {
+        bail!(
+            "{files} files of {} make more than an NDP data set may hold ({}: a data-mode \
+             run keeps every byte in memory)",
+            crate::units::fmt_bytes(size),
+            crate::units::fmt_bytes(MAX_DATA_BYTES)
+        );
+    }
+    Ok(())
+}
+
 fn import_dir(dir: &PathBuf) -> anyhow::Result<DataSet> {
     let mut files = Vec::new();
+    let mut bytes = 0u64;
     for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
         let entry = entry?;
         if entry.file_type()?.is_file() {
             let name = entry.file_name().to_string_lossy().into_owned();
             if name.len() > 255 || name.contains('/') {
                 continue;
+            }
+            // Sized before it is read: a directory too large is refused, not loaded.
+            bytes = bytes.saturating_add(entry.metadata()?.len());
+            check_data_set(files.len() + 1, 0)?;
+            if bytes > MAX_DATA_BYTES {
+                bail!(
+                    "{} holds more than an NDP data set may ({})",
+                    dir.display(),
+                    crate::units::fmt_bytes(MAX_DATA_BYTES)
+                );
             }
             files.push((name, std::fs::read(entry.path())?));
         }
@@ -138,10 +176,14 @@ pub fn run(args: &NdpArgs) -> anyhow::Result<()> {
             );
             vec![(Some(data), n, size / n as u64)]
         }
-        None => points(args)?
-            .into_iter()
-            .map(|(n, s)| (None, n, s))
-            .collect(),
+        None => {
+            let points = points(args)?;
+            // Every point checked before the first runs: a bad last point fails at once.
+            for &(n, s) in &points {
+                check_data_set(n, s)?;
+            }
+            points.into_iter().map(|(n, s)| (None, n, s)).collect()
+        }
     };
     let task = NdpTask::new(
         &args.app,
@@ -216,7 +258,13 @@ pub fn measure_plan(
         .expect("static template"),
     );
     for (data, files, size) in plan {
-        let data = data.unwrap_or_else(|| synthetic_of(task.content, files, size as usize, seed));
+        let data = match data {
+            Some(d) => d,
+            None => {
+                check_data_set(files, size)?;
+                synthetic_of(task.content, files, size as usize, seed)
+            }
+        };
         let mut results = Vec::new();
         for &kind in kinds {
             bar.set_message(format!(
