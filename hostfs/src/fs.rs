@@ -708,8 +708,8 @@ impl HostFs {
         Ok(self
             .ns
             .readdir(r.ino)
-            .unwrap_or_default()
-            .iter()
+            .into_iter()
+            .flat_map(|d| d.iter())
             .filter(|e| e.name != crate::ndp::NDPMETA_NAME)
             .filter(|e| self.ns.inode(e.ino).is_some_and(|i| !i.is_dir()))
             .map(|e| (format!("{base}/{}", e.name), e.ino))

@@ -96,20 +96,33 @@ fn block_with_room(used: &[u64], size: u64, block_bytes: u64) -> u64 {
 }
 
 /// A directory's entries in on-disk order (by block; within a block, in the order they were
-/// added), and once the directory is large, an index of the blocks each name hash is in.
+/// added), kept block by block, and once the directory is large, an index of the blocks each
+/// name hash is in.
 ///
 /// A lookup in a large directory hashes the name to its blocks, as ext4's htree hashes a name
 /// to its leaf block, and searches those blocks' entries only: a directory of 50 000 names
 /// costs a lookup what one of a few hundred does. (Every lookup scanned every entry until
 /// 27 November, so the files of one large directory took time quadratic in their number.)
 /// A small directory is scanned, comparing hashes: that is faster than the index there, and
-/// a replay's directories are mostly small.
+/// a replay's directories are mostly small. Removing an entry shifts only its block's later
+/// entries, as ext4 folds a dirent into its neighbour (one flat list made unlinking every
+/// file of a large directory quadratic).
 #[derive(Clone, Debug, Default)]
 pub struct DirEntries {
-    list: Vec<DirEntry>,
+    /// Entry lists by directory block (a block index with no entries may be empty or past
+    /// the end).
+    blocks: Vec<Vec<DirEntry>>,
+    len: usize,
     /// Name hash → the blocks holding an entry with that hash (one, but for collisions);
     /// built when the directory first outgrows [`INDEX_FROM`] entries.
     blocks_by_hash: Option<HashMap<u64, Vec<u64>>>,
+}
+
+/// Where an entry sits: its directory block, and its place among that block's entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slot {
+    pub block: usize,
+    pub index: usize,
 }
 
 /// Entries past which a directory is indexed.
@@ -118,35 +131,45 @@ const INDEX_FROM: usize = 256;
 /// Two directories are equal when their entries are: the index is a cache of them.
 impl PartialEq for DirEntries {
     fn eq(&self, other: &DirEntries) -> bool {
-        self.list == other.list
+        self.iter().eq(other.iter())
     }
 }
 
 impl Eq for DirEntries {}
 
-impl std::ops::Deref for DirEntries {
-    type Target = [DirEntry];
-
-    fn deref(&self) -> &[DirEntry] {
-        &self.list
-    }
-}
-
 impl DirEntries {
-    /// The position of `name`.
-    fn find(&self, name: &str) -> Option<usize> {
+    /// Every entry, in on-disk order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &DirEntry> + '_ {
+        self.blocks.iter().flatten()
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn get(&self, at: Slot) -> &DirEntry {
+        &self.blocks[at.block][at.index]
+    }
+
+    /// Where `name` is.
+    fn find(&self, name: &str) -> Option<Slot> {
         let h = name_hash(name);
-        let Some(index) = &self.blocks_by_hash else {
-            return self.list.iter().position(|e| e.hash == h && e.name == name);
-        };
-        index.get(&h)?.iter().find_map(|&b| {
-            let lo = self.list.partition_point(|e| e.block < b);
-            let len = self.list[lo..].partition_point(|e| e.block == b);
-            self.list[lo..lo + len]
+        let in_block = |block: usize| {
+            let index = self
+                .blocks
+                .get(block)?
                 .iter()
-                .position(|e| e.hash == h && e.name == name)
-                .map(|i| lo + i)
-        })
+                .position(|e| e.hash == h && e.name == name)?;
+            Some(Slot { block, index })
+        };
+        match &self.blocks_by_hash {
+            None => (0..self.blocks.len()).find_map(in_block),
+            Some(index) => index.get(&h)?.iter().find_map(|&b| in_block(b as usize)),
+        }
     }
 
     /// Puts `entry` (its block chosen by [`block_with_room`]) after the entries already in
@@ -160,25 +183,30 @@ impl DirEntries {
         if let Some(index) = &mut self.blocks_by_hash {
             index.entry(entry.hash).or_default().push(entry.block);
         }
-        let at = self.list.partition_point(|e| e.block <= entry.block);
-        self.list.insert(at, entry);
-        if self.blocks_by_hash.is_none() && self.list.len() > INDEX_FROM {
-            self.blocks_by_hash = Some(Self::index_of(&self.list));
+        if self.blocks.len() <= b {
+            self.blocks.resize_with(b + 1, Vec::new);
+        }
+        self.blocks[b].push(entry);
+        self.len += 1;
+        if self.blocks_by_hash.is_none() && self.len > INDEX_FROM {
+            self.blocks_by_hash = Some(Self::index_of(self.iter()));
         }
     }
 
-    fn index_of(list: &[DirEntry]) -> HashMap<u64, Vec<u64>> {
-        let mut index: HashMap<u64, Vec<u64>> = HashMap::with_capacity(list.len());
-        for e in list {
+    fn index_of<'a>(entries: impl Iterator<Item = &'a DirEntry>) -> HashMap<u64, Vec<u64>> {
+        let mut index: HashMap<u64, Vec<u64>> = HashMap::new();
+        for e in entries {
             index.entry(e.hash).or_default().push(e.block);
         }
         index
     }
 
-    /// Takes entry `k` out; the others stay where they are (ext4 folds a removed dirent into
-    /// its neighbour's record, so only its own block changes). Returns its block index.
-    fn remove_at(&mut self, used: &mut [u64], k: usize) -> u64 {
-        let e = self.list.remove(k);
+    /// Takes the entry at `at` out; the others stay where they are (ext4 folds a removed
+    /// dirent into its neighbour's record, so only its own block changes). Returns its
+    /// block index.
+    fn remove_at(&mut self, used: &mut [u64], at: Slot) -> u64 {
+        let e = self.blocks[at.block].remove(at.index);
+        self.len -= 1;
         used[e.block as usize] -= e.bytes();
         if let Some(index) = &mut self.blocks_by_hash {
             if let Some(blocks) = index.get_mut(&e.hash) {
@@ -193,21 +221,37 @@ impl DirEntries {
         e.block
     }
 
-    /// Points entry `k` at another inode (a rename over an existing name).
-    fn set_ino(&mut self, k: usize, ino: Ino) {
-        self.list[k].ino = ino;
+    /// Points the entry at `at` at another inode (a rename over an existing name).
+    fn set_ino(&mut self, at: Slot, ino: Ino) {
+        self.blocks[at.block][at.index].ino = ino;
     }
 
-    /// Every entry carries its name's hash, and the index (if built) holds exactly the
-    /// entries' (hash, block) pairs. O(entries), for tests.
+    /// Every entry carries its name's hash and sits in the list of its own block, the count
+    /// is right, and the index (if built) holds exactly the entries' (hash, block) pairs.
+    /// O(entries), for tests.
     fn check_index(&self) -> Result<(), String> {
-        if let Some(e) = self.list.iter().find(|e| e.hash != name_hash(&e.name)) {
+        if let Some(e) = self.iter().find(|e| e.hash != name_hash(&e.name)) {
             return Err(format!("'{}' carries another name's hash", e.name));
+        }
+        for (b, list) in self.blocks.iter().enumerate() {
+            if let Some(e) = list.iter().find(|e| e.block as usize != b) {
+                return Err(format!(
+                    "'{}' of block {} is listed in block {b}",
+                    e.name, e.block
+                ));
+            }
+        }
+        if self.iter().count() != self.len {
+            return Err(format!(
+                "{} entries counted as {}",
+                self.iter().count(),
+                self.len
+            ));
         }
         let Some(index) = &self.blocks_by_hash else {
             return Ok(());
         };
-        let mut want = Self::index_of(&self.list);
+        let mut want = Self::index_of(self.iter());
         let mut have = index.clone();
         for v in want.values_mut().chain(have.values_mut()) {
             v.sort_unstable();
@@ -274,7 +318,7 @@ impl MetaRead {
 /// What a walk collects for [`Resolution`].
 struct Trail {
     ino_list: Vec<Ino>,
-    positions: Vec<usize>,
+    positions: Vec<Slot>,
     reads: Vec<MetaRead>,
 }
 
@@ -284,9 +328,9 @@ pub struct Resolution {
     pub ino: Ino,
     /// The ino of every level, root first: what LightFS-Host sends the device instead of a path.
     pub ino_list: Vec<Ino>,
-    /// Where each level's entry sits in its directory (in on-disk order): `positions[i]` is
-    /// `ino_list[i + 1]`'s, in directory `ino_list[i]`.
-    pub positions: Vec<usize>,
+    /// Where each level's entry sits in its directory: `positions[i]` is `ino_list[i + 1]`'s,
+    /// in directory `ino_list[i]`.
+    pub positions: Vec<Slot>,
     /// The metadata blocks the lookup reads, in order.
     pub reads: Vec<MetaRead>,
 }
@@ -523,13 +567,13 @@ impl Namespace {
     /// Entry `name` of directory `dir`, if both exist.
     fn entry(&self, dir: Ino, name: &str) -> Option<&DirEntry> {
         match &self.inodes.get(&dir)?.kind {
-            InodeKind::Dir { entries, .. } => entries.find(name).map(|k| &entries[k]),
+            InodeKind::Dir { entries, .. } => entries.find(name).map(|at| entries.get(at)),
             InodeKind::File { .. } => None,
         }
     }
 
     /// The entries of a directory, in on-disk order.
-    pub fn readdir(&self, ino: Ino) -> Option<&[DirEntry]> {
+    pub fn readdir(&self, ino: Ino) -> Option<&DirEntries> {
         match &self.inodes.get(&ino)?.kind {
             InodeKind::Dir { entries, .. } => Some(entries),
             InodeKind::File { .. } => None,
@@ -565,13 +609,7 @@ impl Namespace {
                 .map_err(|e| format!("directory {:?}: {e}", inode.ino))?;
             let mut counted = vec![0u64; used.len()];
             counted[0] = DOT_ENTRIES_BYTES;
-            for (i, e) in entries.iter().enumerate() {
-                if i > 0 && entries[i - 1].block > e.block {
-                    return Err(format!(
-                        "directory {:?}: entries out of block order",
-                        inode.ino
-                    ));
-                }
+            for e in entries.iter() {
                 let Some(c) = counted.get_mut(e.block as usize) else {
                     return Err(format!(
                         "directory {:?}: '{}' in block {} of {}",
@@ -724,7 +762,7 @@ impl Namespace {
             if let Some(t) = trail.as_deref_mut() {
                 let needed = used.len() as u64;
                 let leaf = match found {
-                    Some(k) => entries[k].block,
+                    Some(at) => at.block as u64,
                     None => needed - 1,
                 };
                 // A one-block directory is scanned; a larger one is hashed, as ext4's
@@ -744,13 +782,13 @@ impl Namespace {
                     });
                 }
             }
-            let Some(k) = found else {
+            let Some(at) = found else {
                 return Err(NsError::NotFound(walked_path(walked)));
             };
-            ino = entries[k].ino;
+            ino = entries.get(at).ino;
             if let Some(t) = trail.as_deref_mut() {
                 t.ino_list.push(ino);
-                t.positions.push(k);
+                t.positions.push(at);
             }
         }
         if let Some(t) = trail {
@@ -781,7 +819,7 @@ impl Namespace {
     /// at every level.
     pub fn child(&self, dir: Ino, name: &str) -> Option<Ino> {
         match &self.inodes.get(&dir)?.kind {
-            InodeKind::Dir { entries, .. } => entries.find(name).map(|k| entries[k].ino),
+            InodeKind::Dir { entries, .. } => entries.find(name).map(|at| entries.get(at).ino),
             InodeKind::File { .. } => None,
         }
     }
@@ -1013,9 +1051,9 @@ impl Namespace {
                 else {
                     unreachable!("checked to be a directory")
                 };
-                let k = entries.find(new_name).expect("found above");
-                entries.set_ino(k, ino);
-                let dir_block = Self::nth_block(b, entries[k].block);
+                let at = entries.find(new_name).expect("found above");
+                entries.set_ino(at, ino);
+                let dir_block = Self::nth_block(b, entries.get(at).block);
                 dir_blocks.push(dir_block);
                 Some(Removed {
                     ino: gone,
@@ -1102,10 +1140,21 @@ mod tests {
                 .all(|c| !c.is_empty() && c != "." && c != "..")
     }
 
-    /// The index finds every name where a scan of the entries does, removals included.
+    /// The index finds every name where a scan of the entries does, removals included, and
+    /// a slot's index counts the entries before it in its block.
     #[test]
     fn the_name_index_finds_what_a_scan_finds() {
-        let scan = |d: &DirEntries, name: &str| d.iter().position(|e| e.name == name);
+        let scan = |d: &DirEntries, name: &str| {
+            let e = d.iter().find(|e| e.name == name)?;
+            let index = d
+                .iter()
+                .filter(|o| o.block == e.block)
+                .position(|o| o.name == name)?;
+            Some(Slot {
+                block: e.block as usize,
+                index,
+            })
+        };
         let mut d = DirEntries::default();
         let mut used = Vec::new();
         for i in 0..3000u64 {

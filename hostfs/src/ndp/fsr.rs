@@ -9,7 +9,7 @@ use super::{
     expand_paths, DesignKind, NdpCompute, NdpError, NdpOutcome, NdpRequest, OffloadDesign,
 };
 use crate::fs::{byte_ranges, FsError, HostFs};
-use crate::namespace::{InodeKind, NsError};
+use crate::namespace::InodeKind;
 use crate::perms::Access;
 use csd_device::{IoPath, Lpn};
 use std::collections::BTreeSet;
@@ -93,19 +93,15 @@ impl OffloadDesign for Fsr {
                 // the leaf block it hashes to (after a binary search of the index) when it is
                 // larger, as the namespace reads it.
                 let mut examined = r.reads.len() as u64;
-                for (&dir, &at) in r.ino_list.iter().zip(&r.positions) {
-                    let entries = ns.readdir(dir).ok_or_else(|| {
-                        FsError::Namespace(NsError::NotADirectory(job.path.clone()))
-                    })?;
+                for (&dir, at) in r.ino_list.iter().zip(&r.positions) {
+                    // The entries before this one in its block: the whole scan of a
+                    // one-block directory, the leaf's scan after the index of a larger one.
+                    let before = at.index as u64;
                     let blocks = ns.dir_block_count(dir);
                     examined += if blocks <= 1 {
-                        1 + at as u64
+                        1 + before
                     } else {
-                        // Entries are in on-disk order, so those of the leaf block before
-                        // this one are a run ending at it.
-                        let leaf = entries[at].block();
-                        let before = at - entries[..at].partition_point(|e| e.block() < leaf);
-                        u64::from(blocks.ilog2()) + 1 + before as u64
+                        u64::from(blocks.ilog2()) + 1 + before
                     };
                 }
                 let mut at = t;
