@@ -151,8 +151,9 @@ impl DirEntries {
         self.len == 0
     }
 
-    pub fn get(&self, at: Slot) -> &DirEntry {
-        &self.blocks[at.block][at.index]
+    /// The entry at `at` (as [`Resolution::positions`] names it), if there is one.
+    pub fn get(&self, at: Slot) -> Option<&DirEntry> {
+        self.blocks.get(at.block)?.get(at.index)
     }
 
     /// Where `name` is.
@@ -567,7 +568,7 @@ impl Namespace {
     /// Entry `name` of directory `dir`, if both exist.
     fn entry(&self, dir: Ino, name: &str) -> Option<&DirEntry> {
         match &self.inodes.get(&dir)?.kind {
-            InodeKind::Dir { entries, .. } => entries.find(name).map(|at| entries.get(at)),
+            InodeKind::Dir { entries, .. } => entries.find(name).and_then(|at| entries.get(at)),
             InodeKind::File { .. } => None,
         }
     }
@@ -782,10 +783,10 @@ impl Namespace {
                     });
                 }
             }
-            let Some(at) = found else {
+            let Some((at, entry)) = found.and_then(|at| Some((at, entries.get(at)?))) else {
                 return Err(NsError::NotFound(walked_path(walked)));
             };
-            ino = entries.get(at).ino;
+            ino = entry.ino;
             if let Some(t) = trail.as_deref_mut() {
                 t.ino_list.push(ino);
                 t.positions.push(at);
@@ -819,7 +820,10 @@ impl Namespace {
     /// at every level.
     pub fn child(&self, dir: Ino, name: &str) -> Option<Ino> {
         match &self.inodes.get(&dir)?.kind {
-            InodeKind::Dir { entries, .. } => entries.find(name).map(|at| entries.get(at).ino),
+            InodeKind::Dir { entries, .. } => entries
+                .find(name)
+                .and_then(|at| entries.get(at))
+                .map(|e| e.ino),
             InodeKind::File { .. } => None,
         }
     }
@@ -1053,7 +1057,7 @@ impl Namespace {
                 };
                 let at = entries.find(new_name).expect("found above");
                 entries.set_ino(at, ino);
-                let dir_block = Self::nth_block(b, entries.get(at).block);
+                let dir_block = Self::nth_block(b, at.block as u64);
                 dir_blocks.push(dir_block);
                 Some(Removed {
                     ino: gone,
