@@ -707,9 +707,7 @@ impl HostFs {
         let base = path.trim_end_matches('/');
         Ok(self
             .ns
-            .readdir(r.ino)
-            .into_iter()
-            .flat_map(|d| d.iter())
+            .entries_of(r.ino)
             .filter(|e| e.name != crate::ndp::NDPMETA_NAME)
             .filter(|e| self.ns.inode(e.ino).is_some_and(|i| !i.is_dir()))
             .map(|e| (format!("{base}/{}", e.name), e.ino))

@@ -573,6 +573,11 @@ impl Namespace {
         }
     }
 
+    /// The entries of directory `ino` in on-disk order; none when it is not a directory.
+    pub fn entries_of(&self, ino: Ino) -> impl DoubleEndedIterator<Item = &DirEntry> + '_ {
+        self.readdir(ino).into_iter().flat_map(DirEntries::iter)
+    }
+
     /// The entries of a directory, in on-disk order.
     pub fn readdir(&self, ino: Ino) -> Option<&DirEntries> {
         match &self.inodes.get(&ino)?.kind {

@@ -113,17 +113,26 @@ pub const MAX_DATA_BYTES: u64 = 4 << 30;
 /// Refuses a data set of `files` files of `size` bytes each that [`MAX_DATA_FILES`] or
 /// [`MAX_DATA_BYTES`] forbid, before anything is allocated for it.
 pub fn check_data_set(files: usize, size: u64) -> anyhow::Result<()> {
+    check_totals(files, (files as u64).checked_mul(size), || {
+        format!("{files} files of {}", crate::units::fmt_bytes(size))
+    })
+}
+
+/// The bounds of [`check_data_set`] on `files` files of `total` bytes in all (`None`: past
+/// what a u64 counts); `what` names the data set in the error.
+fn check_totals(
+    files: usize,
+    total: Option<u64>,
+    what: impl FnOnce() -> String,
+) -> anyhow::Result<()> {
     if files > MAX_DATA_FILES {
         bail!("{files} files: an NDP data set holds at most {MAX_DATA_FILES}");
     }
-    let total = (files as u64)
-        .checked_mul(size)
-        .filter(|&t| t <= MAX_DATA_BYTES);
-    if total.is_none() {
+    if total.is_none_or(|t| t > MAX_DATA_BYTES) {
         bail!(
-            "{files} files of {} make more than an NDP data set may hold ({}: a data-mode \
-             run keeps every byte in memory)",
-            crate::units::fmt_bytes(size),
+            "{} make more than an NDP data set may hold ({}: a data-mode run keeps every \
+             byte in memory)",
+            what(),
             crate::units::fmt_bytes(MAX_DATA_BYTES)
         );
     }
@@ -142,14 +151,9 @@ fn import_dir(dir: &PathBuf) -> anyhow::Result<DataSet> {
             }
             // Sized before it is read: a directory too large is refused, not loaded.
             bytes = bytes.saturating_add(entry.metadata()?.len());
-            check_data_set(files.len() + 1, 0)?;
-            if bytes > MAX_DATA_BYTES {
-                bail!(
-                    "{} holds more than an NDP data set may ({})",
-                    dir.display(),
-                    crate::units::fmt_bytes(MAX_DATA_BYTES)
-                );
-            }
+            check_totals(files.len() + 1, Some(bytes), || {
+                format!("the files of {}", dir.display())
+            })?;
             files.push((name, std::fs::read(entry.path())?));
         }
     }

@@ -400,7 +400,7 @@ fn expand_paths(fs: &HostFs, req: &NdpRequest) -> Result<Vec<String>, NdpError> 
             });
         }
         let base = p.trim_end_matches('/');
-        for e in ns.readdir(r.ino).into_iter().flat_map(|d| d.iter()) {
+        for e in ns.entries_of(r.ino) {
             if e.name != NDPMETA_NAME && ns.inode(e.ino).is_some_and(|i| !i.is_dir()) {
                 files.push(format!("{base}/{}", e.name));
             }

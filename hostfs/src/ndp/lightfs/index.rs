@@ -103,9 +103,7 @@ pub fn build_index(
         mode: 0o755,
     });
     let entries: Vec<NdpEntry> = ns
-        .readdir(dir)
-        .into_iter()
-        .flat_map(|d| d.iter())
+        .entries_of(dir)
         .filter(|e| e.name != NDPMETA_NAME)
         .filter_map(|e| entry_for(fs, &e.name, e.ino, &sub))
         .collect();
@@ -166,7 +164,7 @@ pub fn build_tree(fs: &mut HostFs, root: &str, who: Cred) -> Result<Vec<DirIndex
         }
         stack.push((dir, path.clone(), true));
         let ns = fs.namespace();
-        for e in ns.readdir(dir).into_iter().flat_map(|d| d.iter()).rev() {
+        for e in ns.entries_of(dir).rev() {
             if ns.inode(e.ino).is_some_and(|i| i.is_dir()) {
                 stack.push((e.ino, format!("{path}/{}", e.name), false));
             }
