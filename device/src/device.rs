@@ -515,8 +515,6 @@ impl Device {
         let ps = self.page_size();
         let t0 = self.front_end(path, at);
         let mut flash_done = t0;
-        // Scratch space only for partly covered pages: whole pages are read straight into
-        // the caller's buffer (this copy is the hot path of every task's file read).
         let mut scratch = Vec::new();
         let mut out = out;
         let mut base = 0u64;
@@ -526,16 +524,9 @@ impl Device {
                 let dst = (base + p * ps + a - offset) as usize;
                 let done = match out.as_deref_mut() {
                     None => self.flash_read_page(Lpn(p), None, t0)?,
-                    Some(o) if b - a == ps => {
-                        self.flash_read_page(Lpn(p), Some(&mut o[dst..dst + ps as usize]), t0)?
-                    }
-                    Some(o) => {
-                        scratch.resize(ps as usize, 0);
-                        let done = self.flash_read_page(Lpn(p), Some(&mut scratch), t0)?;
-                        o[dst..dst + (b - a) as usize]
-                            .copy_from_slice(&scratch[a as usize..b as usize]);
-                        done
-                    }
+                    Some(o) => in_place(o, dst, (a, b), ps, &mut scratch, |buf| {
+                        self.flash_read_page(Lpn(p), Some(buf), t0)
+                    })?,
                 };
                 flash_done = flash_done.max(done);
             }
@@ -554,17 +545,20 @@ impl Device {
             return Err(DeviceError::PayloadsNotKept);
         }
         let ps = self.page_size();
-        let mut scratch = vec![0u8; ps as usize];
+        let mut scratch = Vec::new();
         let mut base = 0u64;
         for &(offset, len) in ranges.iter().filter(|r| r.1 > 0) {
             for p in offset / ps..=(offset + len - 1) / ps {
                 let (a, b) = page_span(p, ps, offset, len);
-                match self.resolve(Lpn(p))? {
-                    Some(ppn) => self.ftl.read_physical(ppn, &mut scratch)?,
-                    None => scratch.fill(0),
-                }
                 let dst = (base + p * ps + a - offset) as usize;
-                out[dst..dst + (b - a) as usize].copy_from_slice(&scratch[a as usize..b as usize]);
+                let ppn = self.resolve(Lpn(p))?;
+                in_place(out, dst, (a, b), ps, &mut scratch, |buf| match ppn {
+                    Some(ppn) => self.ftl.read_physical(ppn, buf),
+                    None => {
+                        buf.fill(0);
+                        Ok(())
+                    }
+                })?;
             }
             base += len;
         }
@@ -716,6 +710,26 @@ impl Device {
 }
 
 /// The byte span `[a, b)` inside page `p` that the range `offset..offset+len` covers.
+/// Reads one page for a caller's buffer `out`, of which the page's bytes `a..b` fill
+/// `out[dst..]`: a whole page is read straight into `out` (this copy is the hot path of every
+/// task's file read), a partial one through a page of `scratch`. Returns what `read` does.
+pub(crate) fn in_place<R, E>(
+    out: &mut [u8],
+    dst: usize,
+    (a, b): (u64, u64),
+    ps: u64,
+    scratch: &mut Vec<u8>,
+    read: impl FnOnce(&mut [u8]) -> Result<R, E>,
+) -> Result<R, E> {
+    if b - a == ps {
+        return read(&mut out[dst..dst + ps as usize]);
+    }
+    scratch.resize(ps as usize, 0);
+    let r = read(scratch)?;
+    out[dst..dst + (b - a) as usize].copy_from_slice(&scratch[a as usize..b as usize]);
+    Ok(r)
+}
+
 fn page_span(p: u64, ps: u64, offset: u64, len: u64) -> (u64, u64) {
     let start = p * ps;
     let a = offset.max(start) - start;

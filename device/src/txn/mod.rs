@@ -40,7 +40,7 @@ pub use snapshot::{
 
 pub use crate::addr::Extent;
 use crate::addr::{DieId, Lpn, Ppn, VirtualTime};
-use crate::device::{Completion, Device};
+use crate::device::{in_place, Completion, Device};
 use crate::durable::{recover, DeltaRecord, DurableImage, PersistStep};
 use crate::error::DeviceError;
 use serde::Serialize;
@@ -261,14 +261,16 @@ impl Device {
         }
         let t0 = self.firmware(at, FirmwareWork::cached(examined));
         let mut done = t0;
-        let mut scratch = vec![0u8; if out.is_some() { ps as usize } else { 0 }];
+        let mut scratch = Vec::new();
         for (page, ppn) in views {
-            let buf = out.as_ref().map(|_| scratch.as_mut_slice());
-            done = done.max(self.flash_read_ppn(ppn, buf, t0)?);
-            if let Some(o) = out.as_deref_mut() {
-                let (a, b, dst) = clip(page, ps, offset, len);
-                o[dst..dst + (b - a) as usize].copy_from_slice(&scratch[a as usize..b as usize]);
-            }
+            let (a, b, dst) = clip(page, ps, offset, len);
+            let ready = match out.as_deref_mut() {
+                None => self.flash_read_ppn(ppn, None, t0)?,
+                Some(o) => in_place(o, dst, (a, b), ps, &mut scratch, |buf| {
+                    self.flash_read_ppn(ppn, Some(buf), t0)
+                })?,
+            };
+            done = done.max(ready);
         }
         self.counters.internal_bytes_read += len;
         Ok(internal_completion(at, t0, done))
@@ -288,15 +290,17 @@ impl Device {
         }
         let ps = self.page_size();
         let len = out.len() as u64;
-        let mut scratch = vec![0u8; ps as usize];
+        let mut scratch = Vec::new();
         for page in page_span(offset, len, ps) {
             let (ppn, _) = self.tx_view(task, file, page)?;
-            match ppn {
-                Some(ppn) => self.ftl.read_physical(ppn, &mut scratch)?,
-                None => scratch.fill(0),
-            }
             let (a, b, dst) = clip(page, ps, offset, len);
-            out[dst..dst + (b - a) as usize].copy_from_slice(&scratch[a as usize..b as usize]);
+            in_place(out, dst, (a, b), ps, &mut scratch, |buf| match ppn {
+                Some(ppn) => self.ftl.read_physical(ppn, buf),
+                None => {
+                    buf.fill(0);
+                    Ok(())
+                }
+            })?;
         }
         Ok(())
     }
