@@ -530,3 +530,58 @@ fn a_cold_request_reads_the_indexes_of_one_level_together() {
         "eight sibling indexes cost {eight} ns against {one} ns for one"
     );
 }
+
+/// Renames and unlinks only mark LightFS's caches stale; the next request rebuilds them
+/// once. It must then see what every other design sees: the surviving files under their
+/// new names, with their data.
+#[test]
+fn a_storm_of_renames_and_unlinks_leaves_the_index_as_the_namespace() {
+    let storm = |d: &mut dyn OffloadDesign, fs: &mut HostFs| {
+        for i in 0..6 {
+            d.rename(fs, &format!("/d/f{i}"), &format!("/d/g{i}"), ME)
+                .unwrap();
+            if i % 2 == 0 {
+                d.unlink(fs, &format!("/d/g{i}"), ME).unwrap();
+            }
+        }
+        d.unlink(fs, "/d/f11", ME).unwrap();
+        // Over a name the storm left: the replaced file is gone.
+        d.rename(fs, "/d/f10", "/d/g1", ME).unwrap();
+    };
+    let mut seen = Vec::new();
+    for kind in [DesignKind::LightFs, DesignKind::FragS] {
+        let mut fs = populated(&[SHARED; 12]);
+        let mut d = kind.build();
+        d.init(&mut fs, "/d", ME).unwrap();
+        // Both caches hold the directory before the storm.
+        d.offload(&mut fs, &request(ME), &mut ByteSum).unwrap();
+        storm(d.as_mut(), &mut fs);
+        let out = d.offload(&mut fs, &request(ME), &mut ByteSum).unwrap();
+        let mut rets: Vec<_> = out
+            .files
+            .iter()
+            .map(|f| (f.path.clone(), f.ret.clone()))
+            .collect();
+        rets.sort();
+        let named = NdpRequest {
+            paths: vec!["/d/g3".into()],
+            who: ME,
+        };
+        let one = d.offload(&mut fs, &named, &mut ByteSum).unwrap();
+        assert_eq!(one.files[0].ret, sum_of(&[3u8; 5000]), "{kind}");
+        let gone = NdpRequest {
+            paths: vec!["/d/g0".into()],
+            who: ME,
+        };
+        assert!(d.offload(&mut fs, &gone, &mut ByteSum).is_err(), "{kind}");
+        seen.push(rets);
+    }
+    let names: Vec<&str> = seen[0].iter().map(|r| r.0.as_str()).collect();
+    assert_eq!(
+        names,
+        ["/d/f6", "/d/f7", "/d/f8", "/d/f9", "/d/g1", "/d/g3", "/d/g5"]
+    );
+    let g1 = &seen[0][4];
+    assert_eq!(g1.1, sum_of(&[10u8; 5000]), "f10 replaced g1");
+    assert_eq!(seen[0], seen[1], "LightFS and frag-s see the same files");
+}

@@ -26,7 +26,7 @@ use crate::namespace::{parent_dir, Ino};
 use crate::ndpmeta::{EntryKind, Layout, NdpMeta};
 use crate::perms::{Access, Cred, Perms};
 use csd_device::{IoPath, VirtualTime};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// How often LightFS-Host's periodic updater runs `sync` on closed files. The paper gives no
 /// period; this is the kernel flusher's wake-up interval.
@@ -76,6 +76,9 @@ struct State {
     /// Directories whose index changed in memory since its `.ndpmeta` was written (dir →
     /// path): the periodic updater writes each once (§III-E), not every close.
     pending: BTreeMap<Ino, String>,
+    /// Indexed directories whose entries changed since both caches last took them: they are
+    /// rebuilt once, when a cache is next read ([`State::settle`]), not on every change.
+    stale: BTreeSet<Ino>,
     last_sync: VirtualTime,
     who: Cred,
 }
@@ -185,6 +188,7 @@ impl State {
         who: Cred,
         files: bool,
     ) -> Result<Resolved, NdpError> {
+        self.settle(fs)?;
         let rel = self.relative(path).ok_or_else(|| {
             NdpError::Fs(FsError::Namespace(crate::namespace::NsError::NotFound(
                 format!("{path} (outside the LightFS tree {})", self.root_path),
@@ -303,19 +307,34 @@ impl State {
     }
 
     /// The host's in-memory update of `dir`'s index (§III-B: about 5 µs while the file is
-    /// in memory): both caches see the new entries now, and the `.ndpmeta` waits for the
-    /// periodic updater. A directory not indexed yet gets its `.ndpmeta` now, linked into
-    /// its parent's: until then neither the host nor the device can find it.
+    /// in memory): both caches take the new entries before they are next read, and the
+    /// `.ndpmeta` waits for the periodic updater. A directory not indexed yet gets its
+    /// `.ndpmeta` now, linked into its parent's: until then neither the host nor the device
+    /// can find it.
     fn refresh(&mut self, fs: &mut HostFs, dir: Ino, path: &str) -> Result<(), NdpError> {
-        let Some(indexed_path) = self.indexes.get(&dir).map(|i| i.path.clone()) else {
+        if !self.indexes.contains_key(&dir) {
             return self.index_dir(fs, dir, path);
-        };
-        let indexes = &self.indexes;
-        let built = index::build_index(fs, dir, &indexed_path, |ino| {
-            indexes.get(&ino).map(|b| (b.extents.clone(), b.bytes))
-        })?;
-        self.refresh_caches(dir, indexed_path, &built.meta);
+        }
+        self.stale.insert(dir);
         self.pending.insert(dir, path.to_string());
+        Ok(())
+    }
+
+    /// Rebuilds both caches of every stale directory from the namespace. Every change to a
+    /// directory marks it; this runs before a cache is read, so a storm of renames or unlinks
+    /// in one large directory costs one rebuild, not one per change (each is linear in the
+    /// directory). What the caches then hold is what a rebuild after the last change gave.
+    fn settle(&mut self, fs: &HostFs) -> Result<(), NdpError> {
+        while let Some(dir) = self.stale.pop_first() {
+            let Some(path) = self.indexes.get(&dir).map(|i| i.path.clone()) else {
+                continue;
+            };
+            let indexes = &self.indexes;
+            let built = index::build_index(fs, dir, &path, |ino| {
+                indexes.get(&ino).map(|b| (b.extents.clone(), b.bytes))
+            })?;
+            self.refresh_caches(dir, path, &built.meta);
+        }
         Ok(())
     }
 
@@ -331,6 +350,7 @@ impl State {
     /// Directory `dir` is gone: LightFS forgets its index and caches.
     fn forget(&mut self, dir: Ino) {
         self.indexes.remove(&dir);
+        self.stale.remove(&dir);
         self.host.remove(&u64::from(dir.0));
         self.pending.remove(&dir);
         self.csd.forget_dir(u64::from(dir.0));
@@ -401,6 +421,7 @@ impl State {
     /// Both caches take `dir`'s entries from `meta`: the host's view of the directory, and
     /// the device's cached entries (the update trigger's write, §III-E).
     fn refresh_caches(&mut self, dir: Ino, path: String, meta: &NdpMeta) {
+        self.stale.remove(&dir);
         self.host.insert(u64::from(dir.0), host_view(path, meta));
         let entries = meta.entries.iter().map(|e| DevEntry {
             ino: e.ino,
@@ -584,6 +605,7 @@ impl OffloadDesign for LightFs {
             csd,
             unsync: BTreeMap::new(),
             pending: BTreeMap::new(),
+            stale: BTreeSet::new(),
             last_sync: fs.clock(),
             who,
         };
@@ -772,6 +794,7 @@ impl OffloadDesign for LightFs {
         // As `sync` before dropping caches: pending indexes reach the flash first (one that
         // fails stays pending for the next sync).
         if let Some(st) = self.state.as_mut() {
+            let _ = st.settle(fs);
             let _ = st.flush(fs);
         }
         fs.drop_caches();
