@@ -933,6 +933,19 @@ fn tag_of(data: Option<&[u8]>) -> u64 {
         .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
 }
 
+/// Fetches the cache line holding `ptr` (a hint: it never faults and changes nothing).
+#[inline]
+pub(crate) fn prefetch_read<T>(ptr: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint; it reads no memory architecturally and never faults,
+    // whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(ptr as *const i8, std::arch::x86_64::_MM_HINT_T0);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = ptr;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1002,17 +1015,4 @@ mod tests {
         ftl.write(Lpn(1), None).unwrap();
         ftl.write(Lpn(2), None).unwrap();
     }
-}
-
-/// Fetches the cache line holding `ptr` (a hint: it never faults and changes nothing).
-#[inline]
-pub(crate) fn prefetch_read<T>(ptr: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is only a hint; it reads no memory architecturally and never faults,
-    // whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch(ptr as *const i8, std::arch::x86_64::_MM_HINT_T0);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = ptr;
 }

@@ -286,7 +286,7 @@ fn reads_of_any_span_return_the_files_bytes() {
     let mut file = Vec::new();
     for (i, lpn) in ext
         .iter()
-        .flat_map(|e| (0..u64::from(e.pages)).map(move |k| e.first.0 + k))
+        .flat_map(|e| (0..e.pages).map(move |k| e.first.0 + k))
         .enumerate()
     {
         let mut page = page_with(i as u64 + 1);
