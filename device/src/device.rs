@@ -358,6 +358,18 @@ impl Device {
             .read_page(die, self.channel_of[die.0 as usize], ready))
     }
 
+    /// Physical page `ppn`'s bytes into `out` without booking any time (`None`: unmapped,
+    /// zeros). Data mode only.
+    pub(crate) fn peek_ppn(&self, ppn: Option<Ppn>, out: &mut [u8]) -> Result<(), DeviceError> {
+        match ppn {
+            Some(ppn) => self.ftl.read_physical(ppn, out),
+            None => {
+                out.fill(0);
+                Ok(())
+            }
+        }
+    }
+
     /// Programs a delta page for `lpn` (the L2P is left alone); returns the page and when
     /// its program finished.
     pub(crate) fn program_delta(
@@ -552,12 +564,8 @@ impl Device {
                 let (a, b) = page_span(p, ps, offset, len);
                 let dst = (base + p * ps + a - offset) as usize;
                 let ppn = self.resolve(Lpn(p))?;
-                in_place(out, dst, (a, b), ps, &mut scratch, |buf| match ppn {
-                    Some(ppn) => self.ftl.read_physical(ppn, buf),
-                    None => {
-                        buf.fill(0);
-                        Ok(())
-                    }
+                in_place(out, dst, (a, b), ps, &mut scratch, |buf| {
+                    self.peek_ppn(ppn, buf)
                 })?;
             }
             base += len;

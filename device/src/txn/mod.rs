@@ -294,12 +294,8 @@ impl Device {
         for page in page_span(offset, len, ps) {
             let (ppn, _) = self.tx_view(task, file, page)?;
             let (a, b, dst) = clip(page, ps, offset, len);
-            in_place(out, dst, (a, b), ps, &mut scratch, |buf| match ppn {
-                Some(ppn) => self.ftl.read_physical(ppn, buf),
-                None => {
-                    buf.fill(0);
-                    Ok(())
-                }
+            in_place(out, dst, (a, b), ps, &mut scratch, |buf| {
+                self.peek_ppn(ppn, buf)
             })?;
         }
         Ok(())
