@@ -33,6 +33,15 @@ pub struct OpRunners<'a> {
 /// the same virtual time as one call).
 const DATA_STEP: u64 = 1 << 20;
 
+/// Whether `op` is one system call of the traced program: block-level events are not, an
+/// offload request is the design's own path, and a CISC op pays for each call inside it.
+fn is_syscall(op: &Op) -> bool {
+    !matches!(
+        op,
+        Op::Ndp { .. } | Op::Isc { .. } | Op::Cisc { .. } | Op::Bread { .. } | Op::Bwrite { .. }
+    )
+}
+
 /// Pages an `isc` op's reservation holds beyond the lent files' own size.
 const ISC_SPARE_PAGES: u64 = 64;
 
@@ -150,6 +159,12 @@ impl<'a> HostSystem<'a> {
     // Long: one arm per trace op, each a call into the host file system or the design.
     fn apply_op(&mut self, ev: &Event, start: VirtualTime) -> Result<Applied, OpError> {
         let fs_done = |r: Result<(), FsError>| r.map(|_| Applied::Done).map_err(OpError::from);
+        if is_syscall(&ev.op) {
+            // The kernel's entry and exit and the argument's lookup, before the file
+            // system's own work; a call that fails pays them too.
+            let t = self.fs.clock().after(self.fs.costs().syscall_ns);
+            self.fs.advance_to(t);
+        }
         match &ev.op {
             Op::Open { path, flags } => {
                 if flags.directory {
@@ -303,9 +318,18 @@ impl<'a> HostSystem<'a> {
             o.pos = end;
         }
         let f = o.fd;
+        let bs = self.fs.namespace().layout().block_bytes;
         let mut pos = at;
         while pos < end {
             let step = (end - pos).min(DATA_STEP);
+            // The copy between the user's buffer and the page cache, and the cache's work per
+            // page it touches, on the calling thread.
+            let costs = self.fs.costs();
+            let pages = (pos + step).div_ceil(bs) - pos / bs;
+            let cpu = csd_device::transfer_ns(step, costs.copy_bytes_per_sec)
+                .saturating_add(pages.saturating_mul(costs.page_cache_page_ns));
+            let t = self.fs.clock().after(cpu);
+            self.fs.advance_to(t);
             if write {
                 // Timing-only device: the bytes themselves do not matter.
                 if self.zeros.len() < step as usize {
