@@ -22,6 +22,17 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("'{s}' is too large"))
 }
 
+/// [`parse_size`] for an input held in memory: 1 byte to 1 GiB.
+pub fn parse_size_in_memory(s: &str) -> Result<u64, String> {
+    match parse_size(s)? {
+        0 => Err(format!("'{s}': the size must be at least 1 byte")),
+        n if n > 1 << 30 => Err(format!(
+            "'{s}' is more than the 1 GiB this input may hold (it is held in memory)"
+        )),
+        n => Ok(n),
+    }
+}
+
 /// `16 KiB`, `4.00 GiB`: exact for whole multiples, two decimals otherwise.
 pub fn fmt_bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];

@@ -546,3 +546,26 @@ fn an_ndp_data_set_past_its_bounds_is_refused_before_it_is_allocated() {
         assert!(r.stderr.contains(says), "{args:?}: {}", r.stderr);
     }
 }
+
+/// Counts and sizes a command loops over or holds in memory have bounds, refused by name
+/// before anything runs (each used to run for days or abort on a failed allocation).
+#[test]
+fn counts_and_sizes_past_their_bounds_are_refused_up_front() {
+    for (args, says) in [
+        (
+            &["txbench", "--requests", "1000000000000"][..],
+            "--requests",
+        ),
+        (&["bench", "tasks", "--size", "1t"][..], "held in memory"),
+        (
+            &["bench", "tasks", "--invocations", "4000000000"][..],
+            "--invocations",
+        ),
+        (&["bench", "replay", "--events", "0"][..], "--events"),
+        (&["fusion", "--ops", "4000000000"][..], "--ops"),
+    ] {
+        let r = csd(args);
+        bounded(&r, 2, 10, 100);
+        assert!(r.stderr.contains(says), "{args:?}: {}", r.stderr);
+    }
+}

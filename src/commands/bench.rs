@@ -39,13 +39,13 @@ pub enum BenchCmd {
 #[derive(clap::Args, Debug)]
 pub struct FtlArgs {
     /// Random page writes to time (after fill and warm-up).
-    #[arg(long, default_value_t = 10_000_000)]
+    #[arg(long, default_value_t = 10_000_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000_000))]
     pub writes: u64,
     /// Fraction of the logical space filled before the random writes (utilisation).
     #[arg(long, default_value_t = 0.9)]
     pub fill: f64,
     /// Random writes for the memory measurement.
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000_000))]
     pub rss_writes: u64,
     /// Profile for the memory measurement.
     #[arg(long, default_value = "cosmos-plus")]
@@ -79,13 +79,13 @@ struct RunRssReport {
 #[derive(clap::Args, Debug)]
 pub struct TasksArgs {
     /// Input size for each kernel.
-    #[arg(long, default_value = "64m", value_parser = crate::units::parse_size)]
+    #[arg(long, default_value = "64m", value_parser = crate::units::parse_size_in_memory)]
     pub size: u64,
     /// Timed repetitions per kernel (the best is reported).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: u32,
-    /// Invocations of the empty task to time.
-    #[arg(long, default_value_t = 2000)]
+    /// Invocations of the empty task to time (each latency is kept for the percentiles).
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
     pub invocations: u32,
     #[arg(long)]
     pub json: bool,

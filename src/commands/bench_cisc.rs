@@ -10,13 +10,13 @@ use std::time::Instant;
 #[derive(clap::Args, Debug)]
 pub struct CiscArgs {
     /// Ops per measurement.
-    #[arg(long, default_value_t = 200_000)]
+    #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u32).range(1..=100_000_000))]
     pub ops: u32,
     /// Record size of each op.
-    #[arg(long, default_value = "4k", value_parser = crate::units::parse_size)]
+    #[arg(long, default_value = "4k", value_parser = crate::units::parse_size_in_memory)]
     pub size: u64,
     /// Timed repetitions (the best is reported).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: u32,
     #[arg(long)]
     pub json: bool,

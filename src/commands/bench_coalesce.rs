@@ -10,10 +10,10 @@ use std::time::Instant;
 #[derive(clap::Args, Debug)]
 pub struct CoalesceArgs {
     /// Interval updates in the full set (the thesis' raw replay set: 5.26 M).
-    #[arg(long, default_value_t = 5_260_000)]
+    #[arg(long, default_value_t = 5_260_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     pub intervals: u64,
     /// Timed repetitions per size; the fastest is reported.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: u32,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,

@@ -33,16 +33,16 @@ pub struct TxbenchArgs {
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32")]
     pub qd: Vec<u32>,
     /// Requests per point, with flash timing on and off.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     pub requests: u64,
     /// Size of the file the task works on.
     #[arg(long, default_value = "1g", value_parser = parse_size)]
     pub file_size: u64,
     /// Requests per point when timing the simulator on this machine (flash timing off, QD 1).
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     pub cpu_requests: u64,
     /// Timed repetitions per simulator-timing point; the fastest is reported.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: u32,
     /// Skip timing the simulator on this machine.
     #[arg(long)]
