@@ -132,52 +132,55 @@ impl OpenFlags {
     /// number (strace prints bits it cannot name as one), so a misspelt `O_CREATE` is an
     /// error instead of an open that silently does not create.
     pub fn parse_checked(s: &str) -> Result<OpenFlags, String> {
-        const MODELLED: [&str; 7] = [
-            "O_RDONLY",
-            "O_WRONLY",
-            "O_RDWR",
-            "O_CREAT",
-            "O_TRUNC",
-            "O_APPEND",
-            "O_DIRECTORY",
-        ];
+        let mut f = OpenFlags::none();
         for flag in s.split('|').map(str::trim).filter(|f| !f.is_empty()) {
             let number = flag.starts_with(|c: char| c.is_ascii_digit())
                 && flag.bytes().all(|b| b.is_ascii_hexdigit() || b == b'x');
-            if !number && !MODELLED.contains(&flag) && !OTHER_LINUX_FLAGS.contains(&flag) {
+            if !f.set(flag) && !number && !OTHER_LINUX_FLAGS.contains(&flag) {
                 return Err(format!(
                     "unknown open flag '{flag}' (Linux's O_* names or numbers, joined by '|')"
                 ));
             }
         }
-        Ok(OpenFlags::parse(s))
+        Ok(f)
     }
 
     /// Parses `O_WRONLY|O_CREAT|O_TRUNC`-style flags; unknown flags are ignored.
     pub fn parse(s: &str) -> OpenFlags {
-        let mut f = OpenFlags {
-            read: true,
-            ..OpenFlags::default()
-        };
+        let mut f = OpenFlags::none();
         for flag in s.split('|').map(str::trim) {
-            match flag {
-                "O_RDONLY" => f.read = true,
-                "O_WRONLY" => {
-                    f.write = true;
-                    f.read = false;
-                }
-                "O_RDWR" => {
-                    f.write = true;
-                    f.read = true;
-                }
-                "O_CREAT" => f.create = true,
-                "O_TRUNC" => f.truncate = true,
-                "O_APPEND" => f.append = true,
-                "O_DIRECTORY" => f.directory = true,
-                _ => {}
-            }
+            f.set(flag);
         }
         f
+    }
+
+    /// An open with no flag given: `O_RDONLY` (0).
+    fn none() -> OpenFlags {
+        OpenFlags {
+            read: true,
+            ..OpenFlags::default()
+        }
+    }
+
+    /// Applies one flag the model acts on; false if `flag` is not one.
+    fn set(&mut self, flag: &str) -> bool {
+        match flag {
+            "O_RDONLY" => self.read = true,
+            "O_WRONLY" => {
+                self.write = true;
+                self.read = false;
+            }
+            "O_RDWR" => {
+                self.write = true;
+                self.read = true;
+            }
+            "O_CREAT" => self.create = true,
+            "O_TRUNC" => self.truncate = true,
+            "O_APPEND" => self.append = true,
+            "O_DIRECTORY" => self.directory = true,
+            _ => return false,
+        }
+        true
     }
 
     pub fn to_flags(self) -> String {
