@@ -717,7 +717,6 @@ impl Device {
     }
 }
 
-/// The byte span `[a, b)` inside page `p` that the range `offset..offset+len` covers.
 /// Reads one page for a caller's buffer `out`, of which the page's bytes `a..b` fill
 /// `out[dst..]`: a whole page is read straight into `out` (this copy is the hot path of every
 /// task's file read), a partial one through a page of `scratch`. Returns what `read` does.
@@ -738,6 +737,7 @@ pub(crate) fn in_place<R, E>(
     Ok(r)
 }
 
+/// The byte span `[a, b)` inside page `p` that the range `offset..offset+len` covers.
 fn page_span(p: u64, ps: u64, offset: u64, len: u64) -> (u64, u64) {
     let start = p * ps;
     let a = offset.max(start) - start;
