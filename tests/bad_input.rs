@@ -562,7 +562,6 @@ fn counts_and_sizes_past_their_bounds_are_refused_up_front() {
             "--invocations",
         ),
         (&["bench", "replay", "--events", "0"][..], "--events"),
-        (&["fusion", "--ops", "4000000000"][..], "--ops"),
     ] {
         let r = csd(args);
         bounded(&r, 2, 10, 100);

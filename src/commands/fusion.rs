@@ -24,7 +24,7 @@ pub struct FusionArgs {
     #[arg(long, default_value = "all")]
     pub design: String,
     /// Ops each thread issues.
-    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    #[arg(long, default_value_t = 2000)]
     pub ops: u32,
     /// Device profile (FusionFS's testbed is optane-csd).
     #[arg(long, default_value = "optane-csd")]
