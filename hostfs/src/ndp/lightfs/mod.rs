@@ -794,11 +794,13 @@ impl OffloadDesign for LightFs {
         // As `sync` before dropping caches: pending indexes reach the flash first (one that
         // fails stays pending for the next sync).
         if let Some(st) = self.state.as_mut() {
-            let _ = st.settle(fs);
             let _ = st.flush(fs);
         }
         fs.drop_caches();
         if let Some(st) = self.state.as_mut() {
+            // The caches are gone, so nothing is left to rebuild: startup and misses refill
+            // them from the indexes on flash.
+            st.stale.clear();
             st.host.clear();
             st.csd.drop_cache();
             if st.startup(fs).is_err() {
