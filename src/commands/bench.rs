@@ -519,10 +519,6 @@ fn best_of<T>(repeat: u32, mut f: impl FnMut() -> anyhow::Result<T>) -> anyhow::
     Ok((best, last.expect("at least one run")))
 }
 
-/// The chunk the streaming tasks (`stats64`, `checksum`) read with `for_each_chunk`: the
-/// native side reads the same.
-const STREAM_CHUNK: usize = 512 << 10;
-
 // Long: the input, then one native and one Wasm measurement per kernel side by side, so the
 // comparison stays like for like.
 fn tasks(args: &TasksArgs) -> anyhow::Result<()> {
@@ -566,7 +562,7 @@ fn tasks(args: &TasksArgs) -> anyhow::Result<()> {
             .args(task_args.into_bytes());
         let (wasm_ns, report) = best_of(args.repeat, || Ok(csd.run(&task, &ctx)?))?;
         // Native end to end: the same kernel code compiled for the host, fed by the same
-        // device reads in the same pattern as the task (STREAM_CHUNK for the streaming
+        // device reads in the same pattern as the task (`STREAM_CHUNK` for the streaming
         // kernels, the whole file for grep and knn).
         // The checksum task runs slicing-by-8 (Wasm has no carry-less multiply), so the
         // like-for-like native baseline does too; the hardware CRC is reported apart.
@@ -580,7 +576,7 @@ fn tasks(args: &TasksArgs) -> anyhow::Result<()> {
         let (native_ns, native) = best_of(args.repeat, || {
             let mut acc = (0u64, csd_kernels::Crc32Slice8::new());
             if streaming {
-                let mut buf = vec![0u8; STREAM_CHUNK];
+                let mut buf = vec![0u8; csd_kernels::STREAM_CHUNK];
                 let mut off = 0u64;
                 loop {
                     let n = csd.read_at(input, off, &mut buf)?;

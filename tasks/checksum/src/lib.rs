@@ -9,7 +9,7 @@ fn run(ctx: Context) -> Result<()> {
     for file in ctx.files() {
         let mut crc = csd_kernels::Crc32Slice8::new();
         let mut bytes = 0u64;
-        file.for_each_chunk(512 << 10, |_, chunk| {
+        file.for_each_chunk(csd_kernels::STREAM_CHUNK, |_, chunk| {
             crc.update(chunk);
             bytes += chunk.len() as u64;
         });

@@ -3,6 +3,10 @@
 //! Ordinary crates work in tasks: `grep` uses `memchr`, the CISC-op `compress`
 //! stage uses `lz4_flex`.
 
+/// The chunk the streaming tasks (`stats32`, `stats64`, `checksum`) read a file in, and the native
+/// baseline of `csd bench tasks` reads the same file in.
+pub const STREAM_CHUNK: usize = 512 << 10;
+
 /// Sum of the data as little-endian u32s, wrapping in u64 (LightFS's STATS32).
 pub fn stats32(data: &[u8]) -> u64 {
     sum_words::<4>(data)

@@ -5,7 +5,7 @@ use csd_sdk::{task, Context, Result};
 fn run(ctx: Context) -> Result<()> {
     let (mut sum, mut bytes) = (0u64, 0u64);
     for file in ctx.files() {
-        file.for_each_chunk(512 << 10, |_, chunk| {
+        file.for_each_chunk(csd_kernels::STREAM_CHUNK, |_, chunk| {
             sum = sum.wrapping_add(csd_kernels::stats64(chunk));
             bytes += chunk.len() as u64;
         });
