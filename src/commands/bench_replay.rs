@@ -15,8 +15,8 @@ const TARGET_EVENTS_PER_SEC: f64 = 2e6;
 
 #[derive(clap::Args, Debug)]
 pub struct ReplayBenchArgs {
-    /// Events in the synthetic trace.
-    /// (At most 50 M: the trace, ~100 bytes an event, is written to a temporary file.)
+    /// Events in the synthetic trace, at most 50 M (it is written to a temporary file, ~100
+    /// bytes an event).
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=50_000_000))]
     pub events: u64,
     /// Design to replay under.
