@@ -24,6 +24,7 @@ mod blocks;
 mod huge;
 pub mod l2p;
 mod store;
+pub(crate) use store::kept_len;
 
 pub use blocks::BlockState;
 use blocks::BlockTable;

@@ -159,7 +159,7 @@ pub struct MemBlocks {
 impl MemBlocks {
     /// Stores a block as [`Blocks::write`] does, without logging (a checker building images).
     pub fn put(&mut self, block: u64, data: &[u8]) {
-        let end = data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+        let end = crate::ftl::kept_len(data);
         self.blocks.insert(block, data[..end].to_vec());
     }
 }
