@@ -14,6 +14,7 @@ use crate::crash::{
 };
 use crate::rng::SimRng;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 pub(crate) const BB: u64 = 1024;
 
@@ -182,9 +183,9 @@ pub(crate) fn workload(seed: u64, ops: usize, config: Config, fault: Option<Orde
 }
 
 /// The view a recovered image presents.
-pub(crate) fn recovered_view(image: &MemBlocks, config: Config) -> Result<View, String> {
+pub(crate) fn recovered_view(image: MemBlocks, config: Config) -> Result<View, String> {
     let n = ns();
-    let mut sift = Sift::recover(n, image.clone(), config).map_err(|e| e.to_string())?;
+    let mut sift = Sift::recover(n, image, config).map_err(|e| e.to_string())?;
     let mut view = View::new();
     for f in 0..n.files {
         let blocks = (0..n.file_blocks).map(|b| n.data_block(f, b));
@@ -202,15 +203,15 @@ pub(crate) fn recovered_view(image: &MemBlocks, config: Config) -> Result<View, 
 pub(crate) fn enumerate(run: &Run, seed: u64, config: Config, model: CrashModel) -> Found {
     let mut rng = SimRng::new(seed ^ 0x5eed_c4a5);
     let mut durable = run.base.clone();
-    let mut window: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut window: Vec<(u64, Arc<[u8]>)> = Vec::new();
     let mut acked = 0;
     let mut found = Found::default();
-    let mut check = |durable: &MemBlocks, window: &[(u64, Vec<u8>)], acked: usize, at: usize| {
+    let mut check = |durable: &MemBlocks, window: &[(u64, Arc<[u8]>)], acked: usize, at: usize| {
         for state in states(model, window.len(), &mut rng) {
             let image = crash_image(durable, window, &state);
             let before = &run.views[acked];
             let after = run.views.get(acked + 1).unwrap_or(before);
-            let problem = judge(recovered_view(&image, config), before, after, "block");
+            let problem = judge(recovered_view(image, config), before, after, "block");
             found.record(problem, |problem| Violation {
                 seed,
                 acked,
@@ -225,15 +226,15 @@ pub(crate) fn enumerate(run: &Run, seed: u64, config: Config, model: CrashModel)
             LogEntry::Ack(_) => acked += 1,
             LogEntry::Flush => {
                 for (b, d) in window.drain(..) {
-                    durable.put(b, &d);
+                    durable.put_stored(b, &d);
                 }
             }
             LogEntry::Write { block, data } => {
                 check(&durable, &window, acked, at);
                 if model == CrashModel::InOrder {
-                    durable.put(*block, data);
+                    durable.put_stored(*block, data);
                 } else {
-                    window.push((*block, data.clone()));
+                    window.push((*block, Arc::clone(data)));
                 }
             }
         }
@@ -243,7 +244,7 @@ pub(crate) fn enumerate(run: &Run, seed: u64, config: Config, model: CrashModel)
 }
 
 /// The medium after a crash: what was durable, plus the kept writes in flight in order.
-fn crash_image(durable: &MemBlocks, window: &[(u64, Vec<u8>)], state: &CrashState) -> MemBlocks {
+fn crash_image(durable: &MemBlocks, window: &[(u64, Arc<[u8]>)], state: &CrashState) -> MemBlocks {
     let mut image = MemBlocks {
         block_bytes: durable.block_bytes,
         blocks: durable.blocks.clone(),
@@ -256,11 +257,11 @@ fn crash_image(durable: &MemBlocks, window: &[(u64, Vec<u8>)], state: &CrashStat
         match state.torn {
             Some((t, new_first)) if t == i => {
                 let old = image.read(*b);
-                let mut new = d.clone();
+                let mut new = d.to_vec();
                 new.resize(BB as usize, 0);
                 image.put(*b, &tear(&old, &new, new_first));
             }
-            _ => image.put(*b, d),
+            _ => image.put_stored(*b, d),
         }
     }
     image

@@ -31,6 +31,7 @@ use super::ring::{RingError, RingExtent, StagingRing};
 use super::window;
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 /// A ring region of the namespace, for recovery scans.
 struct Ring {
@@ -140,7 +141,8 @@ pub trait Blocks {
 pub enum LogEntry {
     Write {
         block: u64,
-        data: Vec<u8>,
+        /// The block as stored (trailing zeros trimmed), shared with the image it went to.
+        data: Arc<[u8]>,
     },
     Flush,
     /// Not a device event: a checker's marker that an operation was acknowledged.
@@ -149,10 +151,13 @@ pub enum LogEntry {
 
 /// Durable blocks in memory, optionally logging every write and flush in order (a crash
 /// checker rebuilds the medium from any prefix, and reorders what lies between flushes).
+/// A block's bytes are shared, never changed in place: a write stores new ones. So the crash
+/// checker's images (one per crash state) and the log share every block they have in
+/// common; deep copies of whole images were most of `csd crashcheck sift`'s time.
 #[derive(Clone, Debug, Default)]
 pub struct MemBlocks {
     pub block_bytes: u64,
-    pub blocks: BTreeMap<u64, Vec<u8>>,
+    pub blocks: BTreeMap<u64, Arc<[u8]>>,
     pub log: Option<Vec<LogEntry>>,
 }
 
@@ -160,7 +165,12 @@ impl MemBlocks {
     /// Stores a block as [`Blocks::write`] does, without logging (a checker building images).
     pub fn put(&mut self, block: u64, data: &[u8]) {
         let end = crate::ftl::kept_len(data);
-        self.blocks.insert(block, data[..end].to_vec());
+        self.blocks.insert(block, Arc::from(&data[..end]));
+    }
+
+    /// Stores bytes [`MemBlocks::put`] stored before (a log entry's), sharing them.
+    pub fn put_stored(&mut self, block: u64, data: &Arc<[u8]>) {
+        self.blocks.insert(block, Arc::clone(data));
     }
 }
 
@@ -170,7 +180,10 @@ impl Blocks for MemBlocks {
     }
 
     fn read(&mut self, block: u64) -> Vec<u8> {
-        let mut b = self.blocks.get(&block).cloned().unwrap_or_default();
+        let mut b = self
+            .blocks
+            .get(&block)
+            .map_or_else(Vec::new, |d| d.to_vec());
         b.resize(self.block_bytes as usize, 0);
         b
     }
@@ -182,7 +195,7 @@ impl Blocks for MemBlocks {
         if let Some(log) = &mut self.log {
             log.push(LogEntry::Write {
                 block,
-                data: self.blocks[&block].clone(),
+                data: Arc::clone(&self.blocks[&block]),
             });
         }
     }

@@ -111,7 +111,7 @@ fn a_full_staging_ring_is_reclaimed_synchronously() {
             "{config:?}: {}",
             sift.sync_reclaims()
         );
-        let recovered = recovered_view(&sift.blocks, config).unwrap();
+        let recovered = recovered_view(sift.blocks.clone(), config).unwrap();
         assert_eq!(recovered, acked, "{config:?}");
     }
 }
