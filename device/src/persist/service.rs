@@ -345,15 +345,17 @@ pub struct PendingReclaim {
 /// A file's pending state in the host's page cache. Staging does not clean pages for the
 /// background path: a block written once is both staged by the next fsync and journaled by
 /// the next background journal transaction (SIFT §3.3.6's two representations).
+/// A block's bytes as written are shared, never changed in place: one write is held by
+/// both representations and by a transaction's body without a copy each.
 #[derive(Clone, Debug)]
 struct FileState {
     /// Written since the file's last fsync.
-    unstaged: BTreeMap<u64, Vec<u8>>,
+    unstaged: BTreeMap<u64, Arc<[u8]>>,
     /// Written since the last background journal transaction claimed the file.
-    unjournaled: BTreeMap<u64, Vec<u8>>,
+    unjournaled: BTreeMap<u64, Arc<[u8]>>,
     /// Claimed by the in-flight background journal transaction, not yet durable.
-    claimed: BTreeMap<u64, Vec<u8>>,
-    inode: Vec<u8>,
+    claimed: BTreeMap<u64, Arc<[u8]>>,
+    inode: Arc<[u8]>,
 }
 
 /// One block a checkpoint or a recovery replays: its home in the file-system area and
@@ -443,8 +445,8 @@ struct Journaled {
 #[derive(Debug)]
 struct Handoff {
     staged: Vec<StagedUpdate<state::Staged>>,
-    inodes: Vec<(u32, Vec<u8>)>,
-    blocks: Vec<(u32, u64, Vec<u8>)>,
+    inodes: Vec<(u32, Arc<[u8]>)>,
+    blocks: Vec<(u32, u64, Arc<[u8]>)>,
 }
 
 /// SIFT's persistence path over `B`. See the module docs.
@@ -496,7 +498,7 @@ impl<B: Blocks> Sift<B> {
                     unstaged: BTreeMap::new(),
                     unjournaled: BTreeMap::new(),
                     claimed: BTreeMap::new(),
-                    inode: vec![0; bb],
+                    inode: vec![0; bb].into(),
                 })
                 .collect(),
             ns,
@@ -541,9 +543,10 @@ impl<B: Blocks> Sift<B> {
     ) -> Result<(), SiftError> {
         self.check(file, block)?;
         let f = &mut self.files[file as usize];
-        f.unstaged.insert(block, data.to_vec());
-        f.unjournaled.insert(block, data.to_vec());
-        f.inode = inode.to_vec();
+        let data: Arc<[u8]> = Arc::from(data);
+        f.unstaged.insert(block, Arc::clone(&data));
+        f.unjournaled.insert(block, data);
+        f.inode = Arc::from(inode);
         Ok(())
     }
 
@@ -591,9 +594,9 @@ impl<B: Blocks> Sift<B> {
     pub fn try_fsync(&mut self, file: u32) -> Result<RingExtent, SiftError> {
         self.check(file, 0)?;
         let f = &self.files[file as usize];
-        let mut body: BTreeMap<u64, Vec<u8>> = f.claimed.clone();
-        body.extend(f.unstaged.iter().map(|(b, d)| (*b, d.clone())));
-        let inode = f.inode.clone();
+        let mut body: BTreeMap<u64, Arc<[u8]>> = f.claimed.clone();
+        body.extend(f.unstaged.iter().map(|(b, d)| (*b, Arc::clone(d))));
+        let inode = Arc::clone(&f.inode);
         if body.len() > self.ns.max_txn_blocks() {
             return Err(SiftError::TooLarge(body.len()));
         }
@@ -667,13 +670,13 @@ impl<B: Blocks> Sift<B> {
             if f.unjournaled.is_empty() || room < 2 {
                 continue;
             }
-            h.inodes.push((i as u32, f.inode.clone()));
+            h.inodes.push((i as u32, Arc::clone(&f.inode)));
             room -= 1;
             while room > 0 {
                 let Some((b, d)) = f.unjournaled.pop_first() else {
                     break;
                 };
-                h.blocks.push((i as u32, b, d.clone()));
+                h.blocks.push((i as u32, b, Arc::clone(&d)));
                 f.claimed.insert(b, d);
                 room -= 1;
             }
@@ -757,7 +760,11 @@ impl<B: Blocks> Sift<B> {
         // Durable: the claimed copies are no longer needed by later fsyncs.
         for (f, b, d) in &h.blocks {
             let claimed = &mut self.files[*f as usize].claimed;
-            if claimed.get(b) == Some(d) {
+            // The same bytes: the same write, or (compared) a later one of equal content.
+            if claimed
+                .get(b)
+                .is_some_and(|c| Arc::ptr_eq(c, d) || c[..] == d[..])
+            {
                 claimed.remove(b);
             }
         }
