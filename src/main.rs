@@ -212,7 +212,10 @@ fn main() -> ExitCode {
         Some(Command::Task(cmd)) => task::task_cmd(cmd),
         Some(Command::Bench(cmd)) => bench::run(cmd),
         Some(Command::Crashcheck(args)) => crashcheck::run(args),
-        Some(Command::Txbench(args)) => txbench::run(args),
+        Some(Command::Txbench(args)) => {
+            memory::keep_freed_memory();
+            txbench::run(args)
+        }
         Some(Command::Fusion(args)) => fusion::run(args),
         Some(Command::Ispfs(args)) => ispfs::run(args),
         Some(Command::Repro(args)) => {
