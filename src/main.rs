@@ -192,7 +192,10 @@ fn main() -> ExitCode {
         }) => profiles::add(file, store),
         Some(Command::Device(DeviceCmd::Run(args))) => device::run(args),
         Some(Command::Run(args)) => task::run(args),
-        Some(Command::Ndp(args)) => ndp::run(args),
+        Some(Command::Ndp(args)) => {
+            memory::keep_freed_memory();
+            ndp::run(args)
+        }
         Some(Command::Trace(cmd)) => trace::run(cmd),
         Some(Command::Replay(args)) => match args.serve {
             Some(addr) => serve::replay_and_serve(args, addr),
