@@ -174,6 +174,20 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
+    // Commands that build and drop one device after another keep freed memory for the next
+    // (`memory::keep_freed_memory` says why, and why the others do not).
+    if matches!(
+        &cli.command,
+        Some(
+            Command::Ndp(_)
+                | Command::Sweep(_)
+                | Command::SweepWorker(_)
+                | Command::Txbench(_)
+                | Command::Repro(_)
+        )
+    ) {
+        memory::keep_freed_memory();
+    }
     let result = match &cli.command {
         None => {
             eprintln!(
@@ -192,10 +206,7 @@ fn main() -> ExitCode {
         }) => profiles::add(file, store),
         Some(Command::Device(DeviceCmd::Run(args))) => device::run(args),
         Some(Command::Run(args)) => task::run(args),
-        Some(Command::Ndp(args)) => {
-            memory::keep_freed_memory();
-            ndp::run(args)
-        }
+        Some(Command::Ndp(args)) => ndp::run(args),
         Some(Command::Trace(cmd)) => trace::run(cmd),
         Some(Command::Replay(args)) => match args.serve {
             Some(addr) => serve::replay_and_serve(args, addr),
@@ -203,28 +214,16 @@ fn main() -> ExitCode {
         },
         Some(Command::Serve(args)) => serve::run(args),
         Some(Command::Runs(cmd)) => runs::run(cmd),
-        Some(Command::Sweep(args)) => {
-            memory::keep_freed_memory();
-            sweep::run(args)
-        }
-        Some(Command::SweepWorker(args)) => {
-            memory::keep_freed_memory();
-            sweep_worker::run(args)
-        }
+        Some(Command::Sweep(args)) => sweep::run(args),
+        Some(Command::SweepWorker(args)) => sweep_worker::run(args),
         Some(Command::Tasks { json, store }) => task::list(*json, store),
         Some(Command::Task(cmd)) => task::task_cmd(cmd),
         Some(Command::Bench(cmd)) => bench::run(cmd),
         Some(Command::Crashcheck(args)) => crashcheck::run(args),
-        Some(Command::Txbench(args)) => {
-            memory::keep_freed_memory();
-            txbench::run(args)
-        }
+        Some(Command::Txbench(args)) => txbench::run(args),
         Some(Command::Fusion(args)) => fusion::run(args),
         Some(Command::Ispfs(args)) => ispfs::run(args),
-        Some(Command::Repro(args)) => {
-            memory::keep_freed_memory();
-            repro::run(args)
-        }
+        Some(Command::Repro(args)) => repro::run(args),
         Some(Command::Txapps(args)) => txapps::run(args),
         Some(Command::Persist(cmd)) => persist::run_cmd(cmd),
     };
