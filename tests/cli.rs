@@ -312,11 +312,17 @@ fn a_malformed_profile_file_names_field_and_line() {
 
 /// Runs csd with a private module cache, so tests never touch the user's.
 fn csd_cached(args: &[&str], cache: &std::path::Path) -> Output {
+    csd_cached_with(args, cache, &[])
+}
+
+/// [`csd_cached`] with more environment variables set.
+fn csd_cached_with(args: &[&str], cache: &std::path::Path, env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_csd"))
         .args(args)
         .env_remove("RUST_LOG")
         .env("XDG_CACHE_HOME", cache)
         .env("XDG_DATA_HOME", test_data_home())
+        .envs(env.iter().copied())
         .output()
         .expect("csd runs")
 }
@@ -967,14 +973,11 @@ fn runs_are_stored_listed_compared_and_removed() {
     // While another process holds the store, runs commands say so (after a short wait: the
     // default 20 s was most of this file's time).
     let held = csd_traces::store::RunStore::open(&store).unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_csd"))
-        .args(["runs", "list", "--store", st])
-        .env_remove("RUST_LOG")
-        .env("XDG_CACHE_HOME", &cache)
-        .env("XDG_DATA_HOME", test_data_home())
-        .env("CSD_STORE_WAIT", "0.5")
-        .output()
-        .expect("csd runs");
+    let o = csd_cached_with(
+        &["runs", "list", "--store", st],
+        &cache,
+        &[("CSD_STORE_WAIT", "0.5")],
+    );
     assert!(
         stderr(&o).contains("in use by another csd process"),
         "{}",
