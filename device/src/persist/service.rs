@@ -80,7 +80,7 @@ impl Ring {
         }
         let mut crc = crc32fast::Hasher::new();
         for i in 1..len - 1 {
-            crc.update(&blocks.read(self.first + pos + i));
+            blocks.hash(self.first + pos + i, &mut crc);
         }
         let commit = blocks.read(self.first + pos + len - 1);
         let readiness = Readiness {
@@ -130,6 +130,22 @@ pub trait Blocks {
     fn block_bytes(&self) -> u64;
     fn read(&mut self, block: u64) -> Vec<u8>;
     fn write(&mut self, block: u64, data: &[u8]);
+    /// Writes a block whose bytes the caller shares: at most a block, the rest zeros (the
+    /// path keeps file data without its trailing zeros). A store may keep them uncopied.
+    fn write_shared(&mut self, block: u64, data: &Arc<[u8]>) {
+        let mut padded = data.to_vec();
+        padded.resize(self.block_bytes() as usize, 0);
+        self.write(block, &padded);
+    }
+    /// Writes block `from`'s bytes to block `to`: a checkpoint's replay.
+    fn copy(&mut self, from: u64, to: u64) {
+        let data = self.read(from);
+        self.write(to, &data);
+    }
+    /// Feeds the block's bytes to `crc`, as [`Blocks::read`] returns them.
+    fn hash(&mut self, block: u64, crc: &mut crc32fast::Hasher) {
+        crc.update(&self.read(block));
+    }
     /// A cache flush (FUA fence): every write before it is durable when it returns. Writes
     /// between two flushes may reach the medium in any order, or not at all, if power fails
     /// (a volatile write cache); the protocol places flushes where its order matters.
@@ -164,13 +180,43 @@ pub struct MemBlocks {
 impl MemBlocks {
     /// Stores a block as [`Blocks::write`] does, without logging (a checker building images).
     pub fn put(&mut self, block: u64, data: &[u8]) {
-        let end = crate::ftl::kept_len(data);
-        self.blocks.insert(block, Arc::from(&data[..end]));
+        self.blocks.insert(block, trimmed(data));
     }
 
     /// Stores bytes [`MemBlocks::put`] stored before (a log entry's), sharing them.
     pub fn put_stored(&mut self, block: u64, data: &Arc<[u8]>) {
         self.blocks.insert(block, Arc::clone(data));
+    }
+
+    /// Stores `data` (already without trailing zeros) and logs the write.
+    fn store(&mut self, block: u64, data: Arc<[u8]>) {
+        if let Some(log) = &mut self.log {
+            log.push(LogEntry::Write {
+                block,
+                data: Arc::clone(&data),
+            });
+        }
+        self.blocks.insert(block, data);
+    }
+}
+
+/// `data` without its trailing zeros, as a block is stored.
+pub(crate) fn trimmed(data: &[u8]) -> Arc<[u8]> {
+    Arc::from(&data[..crate::ftl::kept_len(data)])
+}
+
+/// Feeds `data` to `crc` followed by the zeros that pad it to `block_bytes`: the block as the
+/// medium holds it, from bytes kept without their trailing zeros.
+fn hash_padded(crc: &mut crc32fast::Hasher, data: &[u8], block_bytes: u64) {
+    static ZEROS: [u8; 4096] = [0; 4096];
+    crc.update(data);
+    let mut rest = usize::try_from(block_bytes)
+        .unwrap_or(usize::MAX)
+        .saturating_sub(data.len());
+    while rest > 0 {
+        let n = rest.min(ZEROS.len());
+        crc.update(&ZEROS[..n]);
+        rest -= n;
     }
 }
 
@@ -193,13 +239,36 @@ impl Blocks for MemBlocks {
     /// Stores the block without its trailing zeros (large backlogs of mostly-empty blocks
     /// stay small); `read` pads them back.
     fn write(&mut self, block: u64, data: &[u8]) {
-        self.put(block, data);
-        if let Some(log) = &mut self.log {
-            log.push(LogEntry::Write {
-                block,
-                data: Arc::clone(&self.blocks[&block]),
-            });
-        }
+        self.store(block, trimmed(data));
+    }
+
+    /// Shares the caller's bytes when they are already trimmed (file data is kept so), so
+    /// staging, journaling and replaying a block copy none of it.
+    fn write_shared(&mut self, block: u64, data: &Arc<[u8]>) {
+        let data = if crate::ftl::kept_len(data) == data.len() {
+            Arc::clone(data)
+        } else {
+            trimmed(data)
+        };
+        self.store(block, data);
+    }
+
+    /// Shares the source's bytes (an absent block is zeros, stored as such).
+    fn copy(&mut self, from: u64, to: u64) {
+        let data = self
+            .blocks
+            .get(&from)
+            .map_or_else(|| Arc::from(&[][..]), Arc::clone);
+        self.store(to, data);
+    }
+
+    /// Hashes the kept bytes and the zeros after them, without building the block.
+    fn hash(&mut self, block: u64, crc: &mut crc32fast::Hasher) {
+        let kept = self.blocks.get(&block).map_or(&[][..], |d| &d[..]);
+        let n = kept
+            .len()
+            .min(usize::try_from(self.block_bytes).unwrap_or(usize::MAX));
+        hash_padded(crc, &kept[..n], self.block_bytes);
     }
 
     fn flush(&mut self) {
@@ -257,6 +326,8 @@ pub enum SiftError {
     MissingStaged { journal: u64, staged: u64 },
     #[error("the superblock is unreadable")]
     NoSuperblock,
+    #[error("a write of {len} bytes does not fit a {block_bytes}-byte block")]
+    BlockSize { len: usize, block_bytes: u64 },
 }
 
 /// Replay work of one checkpoint (SIFT §4.5's statistics).
@@ -544,11 +615,22 @@ impl<B: Blocks> Sift<B> {
         inode: &[u8],
     ) -> Result<(), SiftError> {
         self.check(file, block)?;
+        let bb = self.ns.block_bytes;
+        for bytes in [data, inode] {
+            if bytes.len() as u64 > bb {
+                return Err(SiftError::BlockSize {
+                    len: bytes.len(),
+                    block_bytes: bb,
+                });
+            }
+        }
+        // Kept without trailing zeros, as the medium stores them: staging, journaling and
+        // replay then share these bytes instead of copying and re-trimming a block each time.
         let f = &mut self.files[file as usize];
-        let data: Arc<[u8]> = Arc::from(data);
+        let data = trimmed(data);
         f.unstaged.insert(block, Arc::clone(&data));
         f.unjournaled.insert(block, data);
-        f.inode = Arc::from(inode);
+        f.inode = trimmed(inode);
         Ok(())
     }
 
@@ -607,10 +689,11 @@ impl<B: Blocks> Sift<B> {
         let seq = self.next_staging_seq;
         self.next_staging_seq += 1;
         let blocks: Vec<u64> = body.keys().copied().collect();
+        let bb = self.ns.block_bytes;
         let mut crc = crc32fast::Hasher::new();
-        crc.update(&inode);
+        hash_padded(&mut crc, &inode, bb);
         for d in body.values() {
-            crc.update(d);
+            hash_padded(&mut crc, d, bb);
         }
         let desc = StagingDesc {
             seq,
@@ -618,7 +701,6 @@ impl<B: Blocks> Sift<B> {
             blocks,
             body_crc: crc.finalize(),
         };
-        let bb = self.ns.block_bytes;
         Ring::staging(&self.ns).mark_gap(&mut self.blocks, &extent, seq, bb);
         let base = extent.start;
         self.blocks
@@ -626,10 +708,11 @@ impl<B: Blocks> Sift<B> {
         // publish-after-fix: the address is fixed and the descriptor durable.
         self.published
             .push_back(StagedUpdate::new(u64::from(file), seq).fix(extent));
-        self.blocks.write(self.ns.staging_block(base + 1), &inode);
+        self.blocks
+            .write_shared(self.ns.staging_block(base + 1), &inode);
         for (i, d) in body.values().enumerate() {
             self.blocks
-                .write(self.ns.staging_block(base + 2 + i as u64), d);
+                .write_shared(self.ns.staging_block(base + 2 + i as u64), d);
         }
         // Commit block last: after a flush, so it never reaches the medium before the body.
         self.blocks.flush();
@@ -713,12 +796,13 @@ impl<B: Blocks> Sift<B> {
             return Err(SiftError::TooLarge(n));
         }
         let seq = self.next_journal_seq;
+        let bb = self.ns.block_bytes;
         let mut crc = crc32fast::Hasher::new();
         for (_, d) in &h.inodes {
-            crc.update(d);
+            hash_padded(&mut crc, d, bb);
         }
         for (_, _, d) in &h.blocks {
-            crc.update(d);
+            hash_padded(&mut crc, d, bb);
         }
         let desc = JournalDesc {
             seq,
@@ -739,7 +823,6 @@ impl<B: Blocks> Sift<B> {
             }
         };
         self.next_journal_seq += 1;
-        let bb = self.ns.block_bytes;
         Ring::journal(&self.ns).mark_gap(&mut self.blocks, &extent, seq, bb);
         let base = extent.start;
         self.blocks
@@ -751,7 +834,7 @@ impl<B: Blocks> Sift<B> {
             .chain(h.blocks.iter().map(|(_, _, d)| d));
         for (i, d) in body.enumerate() {
             self.blocks
-                .write(self.ns.journal_block(base + 1 + i as u64), d);
+                .write_shared(self.ns.journal_block(base + 1 + i as u64), d);
         }
         self.blocks.flush();
         self.blocks.write(
@@ -895,8 +978,7 @@ impl<B: Blocks> Sift<B> {
         let mut records = Vec::with_capacity(raw.len());
         for r in raw {
             let from = self.source_block(r.source, r.pos);
-            let data = self.blocks.read(from);
-            self.blocks.write(r.dst, &data);
+            self.blocks.copy(from, r.dst);
             records.push((from, r.dst));
         }
         stats.surviving_blocks = stats.raw_blocks;
@@ -946,16 +1028,13 @@ impl<B: Blocks> Sift<B> {
             .collect();
         for (dst, f) in tree.iter() {
             for i in 0..f.end - dst {
-                let data = self
-                    .blocks
-                    .read(self.source_block(f.source, f.src_block + i));
-                self.blocks.write(dst + i, &data);
+                self.blocks
+                    .copy(self.source_block(f.source, f.src_block + i), dst + i);
             }
         }
         for (k, (source, pos)) in inodes.survivors() {
             let from = self.source_block(source, pos);
-            let data = self.blocks.read(from);
-            self.blocks.write(k.block, &data);
+            self.blocks.copy(from, k.block);
             units.push(ReplayUnit {
                 reads: vec![(from, 1)],
                 writes: vec![(k.block, 1)],
@@ -1056,8 +1135,7 @@ impl<B: Blocks> Sift<B> {
         let mut replayed_through = 0;
         let apply = |blocks: &mut B, records: &mut dyn Iterator<Item = RawRecord>| {
             for r in records {
-                let data = blocks.read(r.source_block(&ns));
-                blocks.write(r.dst, &data);
+                blocks.copy(r.source_block(&ns), r.dst);
             }
         };
         for (at, j) in &journals {

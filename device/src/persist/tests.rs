@@ -3,9 +3,10 @@
 //! checker must catch.
 
 use super::crash::{block_with, check, ns, recovered_view, View, BB};
-use super::service::{Config, MemBlocks, OrderFault, Sift};
+use super::service::{Blocks, Config, MemBlocks, OrderFault, Sift};
 use crate::crash::CrashModel;
 use crate::rng::SimRng;
+use std::sync::Arc;
 
 const REORDER_TORN: CrashModel = CrashModel::Reorder { torn: true };
 
@@ -114,4 +115,71 @@ fn a_full_staging_ring_is_reclaimed_synchronously() {
         let recovered = recovered_view(sift.blocks.clone(), config).unwrap();
         assert_eq!(recovered, acked, "{config:?}");
     }
+}
+
+/// The trait's plain read-then-write definitions, over a [`MemBlocks`]: what its sharing
+/// overrides must agree with.
+struct Plain(MemBlocks);
+
+impl Blocks for Plain {
+    fn block_bytes(&self) -> u64 {
+        self.0.block_bytes()
+    }
+    fn read(&mut self, block: u64) -> Vec<u8> {
+        self.0.read(block)
+    }
+    fn write(&mut self, block: u64, data: &[u8]) {
+        self.0.write(block, data)
+    }
+}
+
+#[test]
+fn shared_writes_copies_and_hashes_agree_with_plain_reads_and_writes() {
+    let empty = MemBlocks {
+        block_bytes: 64,
+        log: Some(Vec::new()),
+        ..Default::default()
+    };
+    let (mut shared, mut plain) = (empty.clone(), Plain(empty));
+    let bytes: [&[u8]; 4] = [&[7, 0, 3], &[7, 0, 3, 0, 0], &[], &[1; 64]];
+    for (block, b) in bytes.into_iter().enumerate() {
+        let data: Arc<[u8]> = Arc::from(b);
+        shared.write_shared(block as u64, &data);
+        plain.write_shared(block as u64, &data);
+    }
+    // From a written block, a trimmed one, an empty one and one never written.
+    for (from, to) in [(0, 10), (1, 11), (2, 12), (40, 13)] {
+        shared.copy(from, to);
+        plain.copy(from, to);
+    }
+    assert_eq!(shared.blocks, plain.0.blocks);
+    assert_eq!(shared.log, plain.0.log);
+    assert_eq!(shared.read(1), [&[7, 0, 3][..], &[0; 61]].concat());
+    for block in [0, 1, 2, 3, 10, 13, 40] {
+        let (mut a, mut b) = (crc32fast::Hasher::new(), crc32fast::Hasher::new());
+        shared.hash(block, &mut a);
+        plain.hash(block, &mut b);
+        let whole = crc32fast::hash(&shared.read(block));
+        assert_eq!(
+            (a.finalize(), b.finalize()),
+            (whole, whole),
+            "block {block}"
+        );
+    }
+}
+
+#[test]
+fn a_write_larger_than_a_block_is_refused() {
+    let mut sift = Sift::format(
+        ns(),
+        MemBlocks {
+            block_bytes: BB,
+            ..Default::default()
+        },
+        Config::Coalesce,
+    );
+    let big = vec![1u8; BB as usize + 1];
+    let err = sift.write(0, 0, &big, &block_with(1)).unwrap_err();
+    assert!(err.to_string().contains("does not fit"), "{err}");
+    assert_eq!(sift.unjournaled_blocks(), 0, "nothing was dirtied");
 }
