@@ -26,6 +26,7 @@
 //!   wait-not-skip, reclaim only after apply).
 
 pub mod backlog;
+pub mod blockmap;
 pub mod coalesce;
 pub mod cost;
 pub mod crash;

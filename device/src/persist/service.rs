@@ -22,6 +22,7 @@
 //! sequence numbers and body CRC), and replays them in the same order into the file-system
 //! area.
 
+use super::blockmap::BlockMap;
 use super::coalesce::{reduction, InodeDedup, InodeKey, RangeTree, ReplaySource};
 use super::layout::{
     encode_commit, encode_gap, is_commit, is_gap, JournalDesc, SiftLayout, StagingDesc, Superblock,
@@ -30,7 +31,7 @@ use super::protocol::{state, Applied, Readiness, StagedUpdate};
 use super::ring::{RingError, RingExtent, StagingRing};
 use super::window;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 /// A ring region of the namespace, for recovery scans.
@@ -173,10 +174,7 @@ pub enum LogEntry {
 #[derive(Clone, Debug, Default)]
 pub struct MemBlocks {
     pub block_bytes: u64,
-    /// By block number. Only looked up, never walked in order: a hash map (a B-tree's
-    /// lookups were a tenth of `csd repro sift`), with a fixed hasher so nothing depends on a
-    /// per-process seed.
-    pub blocks: HashMap<u64, Arc<[u8]>, foldhash::fast::FixedState>,
+    pub blocks: BlockMap,
     pub log: Option<Vec<LogEntry>>,
 }
 
