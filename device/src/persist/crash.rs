@@ -248,7 +248,7 @@ fn crash_image(durable: &MemBlocks, window: &[(u64, Arc<[u8]>)], state: &CrashSt
     let mut image = MemBlocks {
         block_bytes: durable.block_bytes,
         blocks: durable.blocks.clone(),
-        log: None,
+        ..Default::default()
     };
     for (i, (b, d)) in window.iter().enumerate() {
         if !state.keep[i] {

@@ -37,6 +37,7 @@ pub mod ring;
 pub mod service;
 pub mod timed;
 pub mod window;
+pub mod zeros;
 
 #[cfg(test)]
 mod tests;

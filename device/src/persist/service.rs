@@ -30,6 +30,7 @@ use super::layout::{
 use super::protocol::{state, Applied, Readiness, StagedUpdate};
 use super::ring::{RingError, RingExtent, StagingRing};
 use super::window;
+use super::zeros::ZeroTails;
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -176,6 +177,7 @@ pub struct MemBlocks {
     pub block_bytes: u64,
     pub blocks: BlockMap,
     pub log: Option<Vec<LogEntry>>,
+    pub(crate) tails: ZeroTails,
 }
 
 impl MemBlocks {
@@ -204,21 +206,6 @@ impl MemBlocks {
 /// `data` without its trailing zeros, as a block is stored.
 pub(crate) fn trimmed(data: &[u8]) -> Arc<[u8]> {
     Arc::from(&data[..crate::ftl::kept_len(data)])
-}
-
-/// Feeds `data` to `crc` followed by the zeros that pad it to `block_bytes`: the block as the
-/// medium holds it, from bytes kept without their trailing zeros.
-fn hash_padded(crc: &mut crc32fast::Hasher, data: &[u8], block_bytes: u64) {
-    static ZEROS: [u8; 4096] = [0; 4096];
-    crc.update(data);
-    let mut rest = usize::try_from(block_bytes)
-        .unwrap_or(usize::MAX)
-        .saturating_sub(data.len());
-    while rest > 0 {
-        let n = rest.min(ZEROS.len());
-        crc.update(&ZEROS[..n]);
-        rest -= n;
-    }
 }
 
 impl Blocks for MemBlocks {
@@ -269,7 +256,7 @@ impl Blocks for MemBlocks {
         let n = kept
             .len()
             .min(usize::try_from(self.block_bytes).unwrap_or(usize::MAX));
-        hash_padded(crc, &kept[..n], self.block_bytes);
+        self.tails.hash_padded(crc, &kept[..n], self.block_bytes);
     }
 
     fn flush(&mut self) {
@@ -542,6 +529,7 @@ pub struct Sift<B: Blocks> {
     pub last_checkpoint: CheckpointStats,
     sync_reclaims: u64,
     checkpoints: u64,
+    tails: ZeroTails,
     /// A deliberately wrong order (crash checking only); `None` is SIFT's protocol.
     pub fault: Option<OrderFault>,
 }
@@ -590,6 +578,7 @@ impl<B: Blocks> Sift<B> {
             sync_reclaims: 0,
             checkpoints: 0,
             fault: None,
+            tails: ZeroTails::default(),
         }
     }
 
@@ -693,9 +682,9 @@ impl<B: Blocks> Sift<B> {
         let blocks: Vec<u64> = body.keys().copied().collect();
         let bb = self.ns.block_bytes;
         let mut crc = crc32fast::Hasher::new();
-        hash_padded(&mut crc, &inode, bb);
+        self.tails.hash_padded(&mut crc, &inode, bb);
         for d in body.values() {
-            hash_padded(&mut crc, d, bb);
+            self.tails.hash_padded(&mut crc, d, bb);
         }
         let desc = StagingDesc {
             seq,
@@ -801,10 +790,10 @@ impl<B: Blocks> Sift<B> {
         let bb = self.ns.block_bytes;
         let mut crc = crc32fast::Hasher::new();
         for (_, d) in &h.inodes {
-            hash_padded(&mut crc, d, bb);
+            self.tails.hash_padded(&mut crc, d, bb);
         }
         for (_, _, d) in &h.blocks {
-            hash_padded(&mut crc, d, bb);
+            self.tails.hash_padded(&mut crc, d, bb);
         }
         let desc = JournalDesc {
             seq,
