@@ -547,6 +547,14 @@ impl Device {
         Ok(self.finish_read(path, at, t0, flash_done, total))
     }
 
+    /// Physical page `ppn`'s bytes into `out` (at most a page), without booking any time:
+    /// what [`Device::read_physical_pages`] reads, for a caller that takes the bytes later.
+    /// Data mode only.
+    pub fn peek_physical_page(&self, ppn: Ppn, out: &mut [u8]) -> Result<(), DeviceError> {
+        self.check_buffer(out.len(), out.len().min(self.page_size() as usize) as u64)?;
+        self.ftl.read_physical(ppn, out)
+    }
+
     /// The bytes of `ranges` as [`Device::read_ranges`] would return them, without booking
     /// any time: for a caller that booked the read once and consumes the data in bounded
     /// chunks (an accelerator streaming a file). Data mode only.

@@ -875,12 +875,12 @@ impl OffloadDesign for LightFs {
             return Err(NdpError::NoFiles(req.paths.join(", ")));
         }
         let retrieved = t;
-        let mut reads = targets
+        let reads = targets
             .iter()
             .map(|target| read_target(fs, target, &plan.host_layouts, retrieved))
             .collect::<Result<Vec<_>, NdpError>>()?;
         let (mut files, finished) =
-            compute_in_read_order(fs, &targets, &plan.names, &mut reads, retrieved, compute)?;
+            compute_in_read_order(fs, &targets, &plan, &reads, retrieved, compute)?;
         // What the request shared (the host's resolution, the command, the layout lookups)
         // is split evenly over its files.
         let n = targets.len() as f64;
@@ -971,52 +971,72 @@ impl State {
 
 /// Reads one target file on the device's internal path from `at`: through its shadow pages
 /// when it is locked, else through its extents (or the host's layout). Returns when the read
-/// completes and the file's bytes (zeros in timing-only mode).
+/// completes. The bytes are taken when the file is computed ([`target_bytes`]): a request
+/// holds one file's bytes at a time, not its whole data set.
 fn read_target(
     fs: &mut HostFs,
     target: &Target,
     host_layouts: &BTreeMap<u64, Vec<Extent>>,
     at: VirtualTime,
-) -> Result<(VirtualTime, Vec<u8>), NdpError> {
-    let bs = fs.namespace().layout().block_bytes;
-    let keep = fs.device().ftl().keeps_payloads();
-    let mut data;
+) -> Result<VirtualTime, NdpError> {
     let c = match &target.source {
         FileData::Shadow(pages) => {
             let ppns: Vec<_> = pages.iter().flatten().copied().collect();
-            data = vec![0u8; ppns.len() * bs as usize];
-            let c =
-                fs.device_mut()
-                    .read_physical_pages(at, &ppns, keep.then_some(&mut data[..]))?;
-            // Unmapped pages of the snapshot read as zeros, in their place.
-            let mut full = Vec::with_capacity(pages.len() * bs as usize);
-            let mut next = data.chunks(bs as usize);
-            for p in pages {
-                match p {
-                    Some(_) => full.extend_from_slice(next.next().expect("one per page")),
-                    None => full.resize(full.len() + bs as usize, 0),
-                }
-            }
-            data = full;
-            c
+            fs.device_mut().read_physical_pages(at, &ppns, None)?
         }
         FileData::Extents(_) | FileData::FromHost => {
-            let runs = match &target.source {
-                FileData::Extents(r) => r.clone(),
-                _ => host_layouts.get(&target.ino).cloned().unwrap_or_default(),
-            };
-            let ranges = byte_ranges(&runs, bs, target.length);
-            data = vec![0u8; ranges.iter().map(|r| r.1).sum::<u64>() as usize];
-            fs.device_mut().read_ranges(
-                IoPath::Internal,
-                at,
-                &ranges,
-                keep.then_some(&mut data[..]),
-            )?
+            let ranges = target_ranges(fs, target, host_layouts);
+            fs.device_mut()
+                .read_ranges(IoPath::Internal, at, &ranges, None)?
         }
     };
-    data.resize(target.length as usize, 0);
-    Ok((c.done, data))
+    Ok(c.done)
+}
+
+fn target_ranges(
+    fs: &HostFs,
+    target: &Target,
+    host_layouts: &BTreeMap<u64, Vec<Extent>>,
+) -> Vec<(u64, u64)> {
+    let bs = fs.namespace().layout().block_bytes;
+    let runs = match &target.source {
+        FileData::Extents(r) => r,
+        _ => host_layouts.get(&target.ino).map_or(&[][..], Vec::as_slice),
+    };
+    byte_ranges(runs, bs, target.length)
+}
+
+/// The bytes [`read_target`] read, taken without booking time again (nothing writes in
+/// between); zeros in timing-only mode. Unmapped pages of a snapshot read as zeros.
+fn target_bytes(
+    fs: &HostFs,
+    target: &Target,
+    host_layouts: &BTreeMap<u64, Vec<Extent>>,
+) -> Result<Vec<u8>, NdpError> {
+    let len = usize::try_from(target.length).unwrap_or(usize::MAX);
+    if !fs.device().ftl().keeps_payloads() {
+        return Ok(vec![0; len]);
+    }
+    let bs = fs.namespace().layout().block_bytes as usize;
+    let mut data = match &target.source {
+        FileData::Shadow(pages) => {
+            let mut data = vec![0u8; pages.len() * bs];
+            for (page, ppn) in data.chunks_mut(bs).zip(pages) {
+                if let Some(ppn) = ppn {
+                    fs.device().peek_physical_page(*ppn, page)?;
+                }
+            }
+            data
+        }
+        FileData::Extents(_) | FileData::FromHost => {
+            let ranges = target_ranges(fs, target, host_layouts);
+            let mut data = vec![0u8; ranges.iter().map(|r| r.1).sum::<u64>() as usize];
+            fs.device().peek_ranges(&ranges, &mut data)?;
+            data
+        }
+    };
+    data.resize(len, 0);
+    Ok(data)
 }
 
 /// Computes the files in the order their reads complete, on the device cores; each result
@@ -1026,19 +1046,20 @@ fn read_target(
 fn compute_in_read_order(
     fs: &mut HostFs,
     targets: &[Target],
-    names: &BTreeMap<u64, String>,
-    reads: &mut [(VirtualTime, Vec<u8>)],
+    plan: &HostPlan,
+    reads: &[VirtualTime],
     retrieved: VirtualTime,
     compute: &mut dyn NdpCompute,
 ) -> Result<(Vec<FileOutcome>, VirtualTime), NdpError> {
     let mut cpu = CorePool::new(fs.device().profile().device_cpu.cores);
     let mut order: Vec<usize> = (0..targets.len()).collect();
-    order.sort_by_key(|&i| (reads[i].0, i));
+    order.sort_by_key(|&i| (reads[i], i));
     let mut files: Vec<Option<FileOutcome>> = vec![None; targets.len()];
     let mut finished = retrieved;
     for i in order {
-        let path = names[&targets[i].ino].clone();
-        let (read_done, data) = (reads[i].0, std::mem::take(&mut reads[i].1));
+        let path = plan.names[&targets[i].ino].clone();
+        let read_done = reads[i];
+        let data = target_bytes(fs, &targets[i], &plan.host_layouts)?;
         let out = compute
             .compute(&path, data)
             .map_err(|message| NdpError::Compute {
