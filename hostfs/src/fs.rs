@@ -998,18 +998,26 @@ impl HostFs {
             return Ok(p.data.clone().unwrap_or_else(|| vec![0; bs]));
         }
         let mut buf = vec![0u8; bs];
+        let keep = self.device.ftl().keeps_payloads();
+        self.read_uncached(ino, index, keep.then_some(&mut buf[..]))?;
+        Ok(buf)
+    }
+
+    /// Reads a block the page cache lacks from the device, into `out` when given (a block
+    /// never allocated is zeros, read without I/O).
+    fn read_uncached(
+        &mut self,
+        ino: Ino,
+        index: u64,
+        out: Option<&mut [u8]>,
+    ) -> Result<(), FsError> {
         if let Some(block) = self.block_of(ino, index) {
-            let keep = self.device.ftl().keeps_payloads();
-            let c = self.device.read(
-                IoPath::Host,
-                self.clock,
-                Lpn(block),
-                1,
-                keep.then_some(&mut buf[..]),
-            )?;
+            let c = self
+                .device
+                .read(IoPath::Host, self.clock, Lpn(block), 1, out)?;
             self.clock = c.done;
         }
-        Ok(buf)
+        Ok(())
     }
 
     /// Writes `data` at `offset` into the page cache. Nothing reaches the device until
@@ -1045,8 +1053,9 @@ impl HostFs {
                     Some(block)
                 }
             } else {
+                // Timing only: a partial block's read-modify-write reads it, into nothing.
                 if n < bs && self.cache.get(ino, index).is_none() {
-                    self.host_block(ino, index)?;
+                    self.read_uncached(ino, index, None)?;
                 }
                 None
             };
