@@ -2,7 +2,7 @@
 //!
 //! The persistence path writes its rings sequentially and replays into clustered file blocks,
 //! so neighbouring block numbers are touched together. A map keyed by block scatters them:
-//! a B-tree's and then a hash map's lookups each cost a quarter of `csd repro sift` in cache
+//! a B-tree's lookups cost a sixth of `csd repro sift`, and a hash map's a quarter, in cache
 //! misses. Here consecutive blocks share a chunk of slots, allocated when one of them is
 //! first written (an image of a few scattered blocks stays small), found through a small
 //! directory that stays in cache.
