@@ -192,6 +192,60 @@ pub struct TaskCompute {
     ctx: IscContext,
     args_len: u64,
     profile: Profile,
+    on_device: Memo,
+    on_host: Memo,
+}
+
+/// Results of a task already run, by file. Designs compare one operation over one data set,
+/// and a warm measurement runs it twice, so a task meets the same bytes again and again. A
+/// task is deterministic (its fuel, so its modelled time, and its result depend only on its
+/// arguments and input), so a result is reused, not recomputed: most of `csd ndp --design
+/// all`'s and `csd repro lightfs`'s time was the same tasks over the same files.
+///
+/// Keyed by path, length and two 64-bit hashes of the bytes under this process's random
+/// keys: a wrong reuse needs a 128-bit collision, which no input can aim for. Failures are
+/// not kept (a wall-clock abort is not deterministic), and a task's log lines appear once.
+#[derive(Default)]
+struct Memo {
+    keys: (
+        foldhash::quality::RandomState,
+        foldhash::quality::RandomState,
+    ),
+    done: std::collections::HashMap<(String, usize, u64, u64), Computed>,
+    kept_bytes: usize,
+}
+
+/// What a [`Memo`] may hold: past this, results are computed and not kept.
+const MEMO_BYTES: usize = 64 << 20;
+
+impl Memo {
+    fn key(&self, path: &str, data: &[u8]) -> (String, usize, u64, u64) {
+        use std::hash::BuildHasher;
+        (
+            path.to_string(),
+            data.len(),
+            self.keys.0.hash_one(data),
+            self.keys.1.hash_one(data),
+        )
+    }
+
+    /// The result for `key`, computing and keeping it if it is new.
+    fn get_or(
+        &mut self,
+        key: (String, usize, u64, u64),
+        run: impl FnOnce() -> Result<Computed, String>,
+    ) -> Result<Computed, String> {
+        if let Some(c) = self.done.get(&key) {
+            return Ok(c.clone());
+        }
+        let c = run()?;
+        let bytes = key.0.len() + c.ret.len() + 64;
+        if self.kept_bytes + bytes <= MEMO_BYTES {
+            self.kept_bytes += bytes;
+            self.done.insert(key, c.clone());
+        }
+        Ok(c)
+    }
 }
 
 impl TaskCompute {
@@ -211,40 +265,37 @@ impl TaskCompute {
             args_len: args.len() as u64,
             ctx: IscContext::new().args(args),
             profile: profile.clone(),
+            on_device: Memo::default(),
+            on_host: Memo::default(),
         })
     }
 }
 
-impl TaskCompute {
-    /// Runs the task over one file's bytes on `cpu` with `accelerators`.
-    fn run_on(
-        &self,
-        path: &str,
-        data: Vec<u8>,
-        cpu: &csd_device::DeviceCpu,
-        accelerators: &csd_device::Accelerators,
-    ) -> Result<Computed, String> {
-        let report = self
-            .engine
-            .run_staged(
-                &self.task,
-                vec![(path.to_string(), data)],
-                &self.ctx,
-                cpu,
-                accelerators,
-            )
-            .map_err(|e| e.to_string())?;
-        Ok(Computed {
-            compute_ns: report.breakdown.compute_ns,
-            ret: report.ret,
-        })
-    }
+/// Runs `task` over one file's bytes on `cpu` with `accelerators`.
+fn run_on(
+    (engine, task, ctx): (&TaskEngine, &Task, &IscContext),
+    path: &str,
+    data: Vec<u8>,
+    cpu: &csd_device::DeviceCpu,
+    accelerators: &csd_device::Accelerators,
+) -> Result<Computed, String> {
+    let report = engine
+        .run_staged(task, vec![(path.to_string(), data)], ctx, cpu, accelerators)
+        .map_err(|e| e.to_string())?;
+    Ok(Computed {
+        compute_ns: report.breakdown.compute_ns,
+        ret: report.ret,
+    })
 }
 
 impl NdpCompute for TaskCompute {
     fn compute(&mut self, path: &str, data: Vec<u8>) -> Result<Computed, String> {
+        let key = self.on_device.key(path, &data);
+        let task = (&*self.engine, &self.task, &self.ctx);
         let p = &self.profile;
-        self.run_on(path, data, &p.device_cpu, &p.accelerators)
+        self.on_device.get_or(key, || {
+            run_on(task, path, data, &p.device_cpu, &p.accelerators)
+        })
     }
 
     /// The same task on the profile's host CPU, with no accelerator (the host has none).
@@ -261,7 +312,11 @@ impl NdpCompute for TaskCompute {
             ns_per_fuel,
             ..self.profile.device_cpu.clone()
         };
-        self.run_on(path, data, &cpu, &csd_device::Accelerators::default())
+        let key = self.on_host.key(path, &data);
+        let task = (&*self.engine, &self.task, &self.ctx);
+        self.on_host.get_or(key, || {
+            run_on(task, path, data, &cpu, &csd_device::Accelerators::default())
+        })
     }
 
     fn args_bytes(&self) -> u64 {
@@ -380,5 +435,40 @@ mod tests {
                 ints
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod memo_tests {
+    use super::*;
+
+    /// A reused result is what running the task again gives; other bytes, another path or
+    /// the host CPU are other results.
+    #[test]
+    fn a_task_over_the_same_bytes_is_run_once_and_gives_the_same_result() {
+        let engine = Arc::new(
+            TaskEngine::new(csd_runtime::EngineConfig {
+                cache_dir: None,
+                ..Default::default()
+            })
+            .unwrap(),
+        );
+        let profile = Profile::load("cosmos-plus").unwrap();
+        let wasm = crate::builtin::task("stats64").unwrap();
+        let mut memo = TaskCompute::new(engine.clone(), "stats64", wasm, vec![], &profile).unwrap();
+        let data = generate(Content::Integers, 16 << 10, &mut SimRng::new(3));
+        let first = memo.compute("/data/a", data.clone()).unwrap();
+        assert_eq!(memo.on_device.done.len(), 1);
+        assert_eq!(memo.compute("/data/a", data.clone()).unwrap(), first);
+        assert_eq!(memo.on_device.done.len(), 1, "the second run was a reuse");
+        let mut fresh = TaskCompute::new(engine, "stats64", wasm, vec![], &profile).unwrap();
+        assert_eq!(fresh.compute("/data/a", data.clone()).unwrap(), first);
+        let mut other = data.clone();
+        other[100] ^= 1;
+        assert_ne!(memo.compute("/data/a", other).unwrap().ret, first.ret);
+        memo.compute("/data/b", data.clone()).unwrap();
+        let host = memo.compute_on_host("/data/a", data).unwrap();
+        assert!(host.compute_ns < first.compute_ns, "the host CPU is faster");
+        assert_eq!((memo.on_device.done.len(), memo.on_host.done.len()), (3, 1));
     }
 }
