@@ -202,16 +202,15 @@ pub struct TaskCompute {
 /// arguments and input), so a result is reused, not recomputed: most of `csd ndp --design
 /// all`'s and `csd repro lightfs`'s time was the same tasks over the same files.
 ///
-/// Keyed by path, length and two 64-bit hashes of the bytes under this process's random
-/// keys: a wrong reuse needs a 128-bit collision, which no input can aim for. Failures are
-/// not kept (a wall-clock abort is not deterministic), and a task's log lines appear once.
+/// Keyed by path, length and a 64-bit hash of the bytes under this process's random key: a
+/// wrong reuse needs another content of the same path and length to collide, one chance in
+/// 2^64 per lookup (hardware errs more often), and no input can aim for it. A second hash
+/// cost a cheap task (stats64) as much as the reuse saved. Failures are not kept (a
+/// wall-clock abort is not deterministic), and a task's log lines appear once.
 #[derive(Default)]
 struct Memo {
-    keys: (
-        foldhash::quality::RandomState,
-        foldhash::quality::RandomState,
-    ),
-    done: std::collections::HashMap<(String, usize, u64, u64), Computed>,
+    key: foldhash::quality::RandomState,
+    done: std::collections::HashMap<(String, usize, u64), Computed>,
     kept_bytes: usize,
 }
 
@@ -219,20 +218,15 @@ struct Memo {
 const MEMO_BYTES: usize = 64 << 20;
 
 impl Memo {
-    fn key(&self, path: &str, data: &[u8]) -> (String, usize, u64, u64) {
+    fn key(&self, path: &str, data: &[u8]) -> (String, usize, u64) {
         use std::hash::BuildHasher;
-        (
-            path.to_string(),
-            data.len(),
-            self.keys.0.hash_one(data),
-            self.keys.1.hash_one(data),
-        )
+        (path.to_string(), data.len(), self.key.hash_one(data))
     }
 
     /// The result for `key`, computing and keeping it if it is new.
     fn get_or(
         &mut self,
-        key: (String, usize, u64, u64),
+        key: (String, usize, u64),
         run: impl FnOnce() -> Result<Computed, String>,
     ) -> Result<Computed, String> {
         if let Some(c) = self.done.get(&key) {
