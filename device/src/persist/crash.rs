@@ -34,10 +34,6 @@ pub(crate) fn block_with(tag: u64) -> Vec<u8> {
     v
 }
 
-fn tag(b: &[u8]) -> u64 {
-    u64::from_le_bytes(b[..8].try_into().expect("8 bytes"))
-}
-
 /// FS block → newest durable version.
 pub(crate) type View = crate::crash::Versions;
 
@@ -185,12 +181,13 @@ pub(crate) fn workload(seed: u64, ops: usize, config: Config, fault: Option<Orde
 /// The view a recovered image presents.
 pub(crate) fn recovered_view(image: MemBlocks, config: Config) -> Result<View, String> {
     let n = ns();
-    let mut sift = Sift::recover(n, image, config).map_err(|e| e.to_string())?;
+    let sift = Sift::recover(n, image, config).map_err(|e| e.to_string())?;
     let mut view = View::new();
     for f in 0..n.files {
         let blocks = (0..n.file_blocks).map(|b| n.data_block(f, b));
         for block in std::iter::once(n.inode_block(f)).chain(blocks) {
-            let t = tag(&sift.blocks.read(block));
+            // The version in its first 8 bytes; the whole block is not needed.
+            let t = u64::from_le_bytes(sift.blocks.head(block));
             if t != 0 && t != 0x5A5A_5A5A_5A5A_5A5A {
                 view.insert(block, t);
             }

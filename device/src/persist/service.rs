@@ -186,6 +186,17 @@ impl MemBlocks {
         self.blocks.insert(block, trimmed(data));
     }
 
+    /// The block's first `N` bytes (zeros past what it holds), without reading the block:
+    /// a checker's look at a block's version.
+    pub fn head<const N: usize>(&self, block: u64) -> [u8; N] {
+        let mut head = [0u8; N];
+        if let Some(d) = self.blocks.get(&block) {
+            let n = d.len().min(N);
+            head[..n].copy_from_slice(&d[..n]);
+        }
+        head
+    }
+
     /// Stores bytes [`MemBlocks::put`] stored before (a log entry's), sharing them.
     pub fn put_stored(&mut self, block: u64, data: &Arc<[u8]>) {
         self.blocks.insert(block, Arc::clone(data));
