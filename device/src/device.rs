@@ -547,11 +547,11 @@ impl Device {
         Ok(self.finish_read(path, at, t0, flash_done, total))
     }
 
-    /// Physical page `ppn`'s bytes into `out` (at most a page), without booking any time:
-    /// what [`Device::read_physical_pages`] reads, for a caller that takes the bytes later.
-    /// Data mode only.
+    /// Physical page `ppn`'s bytes into `out` (one page, as [`Device::read_physical_pages`]
+    /// takes them), without booking any time: for a caller that booked the read and takes
+    /// the bytes later. Data mode only.
     pub fn peek_physical_page(&self, ppn: Ppn, out: &mut [u8]) -> Result<(), DeviceError> {
-        self.check_buffer(out.len(), out.len().min(self.page_size() as usize) as u64)?;
+        self.check_buffer(out.len(), self.page_size())?;
         self.ftl.read_physical(ppn, out)
     }
 

@@ -244,10 +244,11 @@ impl Blocks for MemBlocks {
     /// Shares the caller's bytes when they are already trimmed (file data is kept so), so
     /// staging, journaling and replaying a block copy none of it.
     fn write_shared(&mut self, block: u64, data: &Arc<[u8]>) {
-        let data = if crate::ftl::kept_len(data) == data.len() {
+        let end = crate::ftl::kept_len(data);
+        let data = if end == data.len() {
             Arc::clone(data)
         } else {
-            trimmed(data)
+            Arc::from(&data[..end])
         };
         self.store(block, data);
     }
