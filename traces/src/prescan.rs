@@ -192,11 +192,13 @@ impl Prescan {
         let mut s = Prescan::default();
         // Offsets of fds without explicit offsets, to size sequential reads.
         let mut pos: HashMap<(u32, i64), u64> = HashMap::new();
-        TraceReader::new(reader, strictness)?.for_each_parsed(|ev| -> Result<(), TraceError> {
-            s.events += 1;
-            s.visit(&mut pos, ev);
-            Ok(())
-        })?;
+        TraceReader::new(reader, strictness)?.for_each_parsed_wide(
+            |ev| -> Result<(), TraceError> {
+                s.events += 1;
+                s.visit(&mut pos, ev);
+                Ok(())
+            },
+        )?;
         // A path used both as a file and a directory is a directory.
         let dirs = s.dirs.clone();
         s.files.retain(|f, _| f != "/" && !dirs.contains(f));

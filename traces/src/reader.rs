@@ -2,7 +2,7 @@
 //! resolved to paths, every problem reported with its line number.
 
 use crate::format::{parse_event, Event, Header, Op, Parsed};
-use foldhash::{HashMap, HashMapExt};
+use foldhash::HashMap;
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read};
 
@@ -64,17 +64,24 @@ pub(crate) fn read_bounded_line(
     buf: &mut Vec<u8>,
 ) -> Result<bool, String> {
     buf.clear();
+    append_bounded_line(input, buf)
+}
+
+/// [`read_bounded_line`], appending the line to `text` (a batch of lines read back to back).
+fn append_bounded_line(input: &mut impl BufRead, text: &mut Vec<u8>) -> Result<bool, String> {
+    let start = text.len();
     let n = input
         .by_ref()
         .take(MAX_LINE_BYTES as u64 + 1)
-        .read_until(b'\n', buf)
+        .read_until(b'\n', text)
         .map_err(|e| format!("reading the trace: {e}"))?;
     if n == 0 {
         return Ok(false);
     }
-    if buf.last() == Some(&b'\n') {
-        buf.pop();
-    } else if buf.len() > MAX_LINE_BYTES {
+    if text.last() == Some(&b'\n') {
+        text.pop();
+    } else if text.len() - start > MAX_LINE_BYTES {
+        text.truncate(start);
         return Err(format!(
             "the line is longer than {MAX_LINE_BYTES} bytes (is this a trace?)"
         ));
@@ -160,6 +167,59 @@ fn check_event_paths(op: &Op) -> Result<(), String> {
     check_path(one)
 }
 
+/// Open fds per pid → path: what fills in the path of an event that names only its fd.
+#[derive(Default)]
+struct FdTable(HashMap<(u32, i64), String>);
+
+impl FdTable {
+    /// Fills in the path of an fd op and keeps the table current.
+    fn resolve(&mut self, ev: &mut Event) -> Result<(), String> {
+        if let Op::Cisc { ops, .. } = &mut ev.op {
+            return ops.iter_mut().try_for_each(|e| self.resolve(e));
+        }
+        if let Op::Open { path, .. } = &ev.op {
+            if let Some(fd) = ev.ret.filter(|&r| r >= 0) {
+                self.0.insert((ev.pid, fd), path.clone());
+            }
+            return Ok(());
+        }
+        let Some(fd) = ev.op.fd() else {
+            return Ok(());
+        };
+        let key = (ev.pid, fd);
+        let path = match &mut ev.op {
+            Op::Close { path, .. }
+            | Op::Read { path, .. }
+            | Op::Write { path, .. }
+            | Op::Pread { path, .. }
+            | Op::Pwrite { path, .. }
+            | Op::Fsync { path, .. }
+            | Op::Fdatasync { path, .. } => path,
+            _ => unreachable!("fd ops only"),
+        };
+        // The fd table's path is cloned only into an event that names none.
+        let known = self.0.get(&key);
+        if path.is_empty() {
+            match known {
+                Some(p) => *path = p.clone(),
+                None => {
+                    return Err(format!(
+                        "fd {fd} of pid {} is not open (no open returned it and the event names no path)",
+                        ev.pid
+                    ))
+                }
+            }
+        } else if known.map(String::as_str) != Some(path.as_str()) {
+            // Recorders that know each fd's path (strace -y) need no open event.
+            self.0.insert(key, path.clone());
+        }
+        if matches!(ev.op, Op::Close { .. }) {
+            self.0.remove(&key);
+        }
+        Ok(())
+    }
+}
+
 /// Reads a trace line by line.
 pub struct TraceReader<R> {
     input: R,
@@ -167,8 +227,7 @@ pub struct TraceReader<R> {
     line: u64,
     buf: Vec<u8>,
     strictness: Strictness,
-    /// Open fds per pid → path.
-    fds: HashMap<(u32, i64), String>,
+    fds: FdTable,
     skipped: BTreeMap<String, u64>,
     done: bool,
 }
@@ -194,7 +253,7 @@ impl<R: BufRead> TraceReader<R> {
             line: 1,
             buf,
             strictness,
-            fds: HashMap::new(),
+            fds: FdTable::default(),
             skipped: BTreeMap::new(),
             done: false,
         })
@@ -223,49 +282,7 @@ impl<R: BufRead> TraceReader<R> {
 
     /// Fills in the path of an fd op and keeps the fd table current.
     fn resolve(&mut self, ev: &mut Event) -> Result<(), TraceError> {
-        if let Op::Cisc { ops, .. } = &mut ev.op {
-            return ops.iter_mut().try_for_each(|e| self.resolve(e));
-        }
-        if let Op::Open { path, .. } = &ev.op {
-            if let Some(fd) = ev.ret.filter(|&r| r >= 0) {
-                self.fds.insert((ev.pid, fd), path.clone());
-            }
-            return Ok(());
-        }
-        let Some(fd) = ev.op.fd() else {
-            return Ok(());
-        };
-        let key = (ev.pid, fd);
-        let path = match &mut ev.op {
-            Op::Close { path, .. }
-            | Op::Read { path, .. }
-            | Op::Write { path, .. }
-            | Op::Pread { path, .. }
-            | Op::Pwrite { path, .. }
-            | Op::Fsync { path, .. }
-            | Op::Fdatasync { path, .. } => path,
-            _ => unreachable!("fd ops only"),
-        };
-        // The fd table's path is cloned only into an event that names none.
-        let known = self.fds.get(&key);
-        if path.is_empty() {
-            match known {
-                Some(p) => *path = p.clone(),
-                None => {
-                    return Err(self.malformed(format!(
-                        "fd {fd} of pid {} is not open (no open returned it and the event names no path)",
-                        ev.pid
-                    )))
-                }
-            }
-        } else if known.map(String::as_str) != Some(path.as_str()) {
-            // Recorders that know each fd's path (strace -y) need no open event.
-            self.fds.insert(key, path.clone());
-        }
-        if matches!(ev.op, Op::Close { .. }) {
-            self.fds.remove(&key);
-        }
-        Ok(())
+        self.fds.resolve(ev).map_err(|p| self.malformed(p))
     }
 
     /// Checks the event's paths (see [`check_path`]); what the replay would refuse, `trace
@@ -313,10 +330,31 @@ impl<R: BufRead> TraceReader<R> {
     }
 }
 
-/// Events per batch handed from the parsing thread to the consumer.
+/// Lines (or events) per batch handed from one thread to the next...
 const BATCH: usize = 1024;
-/// Batches in flight: the parser runs at most this far ahead, so memory stays flat.
+/// ...or fewer, once their text passes this: lines may be up to [`MAX_LINE_BYTES`] long, and
+/// memory must stay flat whatever the trace holds.
+const BATCH_BYTES: usize = 256 << 10;
+/// Batches in flight per parsing thread: parsing runs at most this far ahead, so memory
+/// stays flat.
 const DEPTH: usize = 4;
+/// The most parsing threads [`TraceReader::for_each_parsed_wide`] starts.
+const MAX_PARSERS: usize = 4;
+
+/// Lines read back to back, for one parser.
+#[derive(Default)]
+struct Lines {
+    /// The number of the first line.
+    first: u64,
+    text: Vec<u8>,
+    /// Where each line ends in `text`.
+    ends: Vec<usize>,
+    /// Why reading stopped after the last line, if it failed.
+    failed: Option<String>,
+}
+
+/// One line's outcome, from a parser: what it held, or why it is malformed.
+type ParsedLine = (u64, Result<Parsed, String>);
 
 impl<R: BufRead + Send> TraceReader<R> {
     /// Hands every event to `apply`, in order, while a second thread parses ahead: parsing
@@ -336,11 +374,14 @@ impl<R: BufRead + Send> TraceReader<R> {
             let parser = s.spawn(move || {
                 let mut reader = self;
                 let mut batch: Batch = Vec::with_capacity(BATCH);
+                let mut text = 0;
                 loop {
                     let ev = reader.next();
                     let end = ev.as_ref().is_none_or(Result::is_err);
                     batch.extend(ev);
-                    if batch.len() == BATCH || end {
+                    text += reader.buf.len();
+                    if batch.len() == BATCH || text >= BATCH_BYTES || end {
+                        text = 0;
                         if tx.send(batch).is_err() || end {
                             // Done, or the consumer hung up (it failed).
                             break;
@@ -380,6 +421,123 @@ impl<R: BufRead + Send> TraceReader<R> {
             applied.map(|()| skipped)
         })
     }
+
+    /// [`TraceReader::for_each_parsed`] for a consumer that does little (a prescan), on
+    /// every core: parsing is nearly all of such a pass, and one parsing thread left the
+    /// other cores idle. One thread reads lines into batches; parsers, one per core (at most
+    /// [`MAX_PARSERS`]), take the batches in turn; the consumer takes them back in the same
+    /// turn, resolves fds (in trace order, as it must) and applies. A consumer that needs a
+    /// core of its own (a replay) is slower this way: the parsers take turns on its core,
+    /// and the fds are resolved on it.
+    pub fn for_each_parsed_wide<E: From<TraceError>>(
+        self,
+        mut apply: impl FnMut(&Event) -> Result<(), E>,
+    ) -> Result<BTreeMap<String, u64>, E> {
+        use std::sync::mpsc::{channel, sync_channel, Receiver, SyncSender};
+        let parsers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, MAX_PARSERS);
+        let TraceReader {
+            mut input,
+            line,
+            strictness,
+            mut fds,
+            mut skipped,
+            done,
+            ..
+        } = self;
+        std::thread::scope(|s| {
+            let mut to_parsers: Vec<SyncSender<Lines>> = Vec::new();
+            let mut from_parsers: Vec<Receiver<Vec<ParsedLine>>> = Vec::new();
+            let mut back: Vec<std::sync::mpsc::Sender<Vec<ParsedLine>>> = Vec::new();
+            let (recycle, recycled) = channel::<Lines>();
+            for _ in 0..parsers {
+                let (tx_lines, rx_lines) = sync_channel::<Lines>(DEPTH);
+                let (tx_parsed, rx_parsed) = sync_channel::<Vec<ParsedLine>>(DEPTH);
+                let (tx_back, rx_back) = channel::<Vec<ParsedLine>>();
+                let recycle = recycle.clone();
+                s.spawn(move || parse_batches(rx_lines, tx_parsed, rx_back, recycle));
+                to_parsers.push(tx_lines);
+                from_parsers.push(rx_parsed);
+                back.push(tx_back);
+            }
+            drop(recycle);
+            // The reader: batches of lines to the parsers in turn, until the input ends or
+            // fails, or the consumer stops (its parsers then stop taking batches).
+            s.spawn(move || {
+                let mut next = line + 1;
+                let mut ended = done;
+                for turn in (0..parsers).cycle() {
+                    if ended {
+                        break;
+                    }
+                    let mut batch = recycled.try_recv().unwrap_or_default();
+                    batch.first = next;
+                    batch.text.clear();
+                    batch.ends.clear();
+                    batch.failed = None;
+                    while batch.ends.len() < BATCH && batch.text.len() < BATCH_BYTES {
+                        match append_bounded_line(&mut input, &mut batch.text) {
+                            Ok(true) => batch.ends.push(batch.text.len()),
+                            Ok(false) => ended = true,
+                            Err(problem) => {
+                                batch.failed = Some(problem);
+                                ended = true;
+                            }
+                        }
+                        if ended {
+                            break;
+                        }
+                    }
+                    next += batch.ends.len() as u64;
+                    if (batch.ends.is_empty() && batch.failed.is_none())
+                        || to_parsers[turn].send(batch).is_err()
+                    {
+                        break;
+                    }
+                }
+            });
+            let malformed_at = |line: u64, problem: String| TraceError::Malformed {
+                line,
+                problem: cut_problem(&problem),
+            };
+            let applied = (|| {
+                for turn in (0..parsers).cycle() {
+                    let Ok(mut batch) = from_parsers[turn].recv() else {
+                        break;
+                    };
+                    for (line, parsed) in &mut batch {
+                        match parsed {
+                            Ok(Parsed::Event(ev)) => {
+                                fds.resolve(ev).map_err(|p| malformed_at(*line, p))?;
+                                check_event_paths(&ev.op).map_err(|p| malformed_at(*line, p))?;
+                                apply(ev)?;
+                            }
+                            Ok(Parsed::UnknownOp(op)) => match strictness {
+                                Strictness::Strict => {
+                                    return Err(E::from(TraceError::UnknownOp {
+                                        line: *line,
+                                        op: op.clone(),
+                                    }))
+                                }
+                                Strictness::Lenient => *skipped.entry(op.clone()).or_default() += 1,
+                            },
+                            Err(problem) => {
+                                return Err(E::from(malformed_at(*line, problem.clone())))
+                            }
+                        }
+                    }
+                    let _ = back[turn].send(batch);
+                }
+                Ok(())
+            })();
+            // The parsers stop at their next send once the consumer is gone, and the reader
+            // at its next send to a parser that stopped.
+            drop(from_parsers);
+            drop(back);
+            applied.map(|()| skipped)
+        })
+    }
 }
 
 /// A parse error handed over from the parsing thread (`io::Error` is not `Clone`).
@@ -395,6 +553,44 @@ fn clone_error(e: &TraceError) -> TraceError {
         },
         TraceError::Io(io) => TraceError::Io(std::io::Error::new(io.kind(), io.to_string())),
     }
+}
+
+/// A parsing thread: parses the batches of lines it is given, in order, and drops the
+/// batches of events the consumer hands back.
+fn parse_batches(
+    lines: std::sync::mpsc::Receiver<Lines>,
+    parsed: std::sync::mpsc::SyncSender<Vec<ParsedLine>>,
+    returned: std::sync::mpsc::Receiver<Vec<ParsedLine>>,
+    recycle: std::sync::mpsc::Sender<Lines>,
+) {
+    for batch in lines.iter() {
+        let mut out = returned.try_recv().unwrap_or_default();
+        out.clear();
+        let mut start = 0;
+        for (i, &end) in batch.ends.iter().enumerate() {
+            let line = batch.first + i as u64;
+            let outcome = line_text(&batch.text[start..end]).and_then(|text| {
+                let text = text.trim();
+                (!text.is_empty()).then(|| parse_event(text)).transpose()
+            });
+            start = end;
+            match outcome {
+                Ok(None) => {}
+                Ok(Some(p)) => out.push((line, Ok(p))),
+                Err(problem) => out.push((line, Err(problem))),
+            }
+        }
+        if let Some(problem) = &batch.failed {
+            out.push((batch.first + batch.ends.len() as u64, Err(problem.clone())));
+        }
+        let _ = recycle.send(batch);
+        if parsed.send(out).is_err() {
+            break;
+        }
+    }
+    drop(parsed);
+    // Drop what the consumer hands back until it is done.
+    while returned.recv().is_ok() {}
 }
 
 impl<R: BufRead> Iterator for TraceReader<R> {
@@ -449,6 +645,168 @@ mod tests {
         let run = (prop::sample::select(vec!["/", "a", "\0", "é"]), 1usize..300);
         prop::collection::vec(run, 0..8)
             .prop_map(|runs| runs.iter().map(|(s, n)| s.repeat(*n)).collect())
+    }
+
+    /// What a read gives: the events handed over, then the skipped ops or the error.
+    type Outcome = (Vec<Event>, Result<BTreeMap<String, u64>, String>);
+
+    fn read_with(input: &[u8], strictness: Strictness, how: &str) -> Outcome {
+        let reader = match TraceReader::new(input, strictness) {
+            Ok(r) => r,
+            Err(e) => return (Vec::new(), Err(e.to_string())),
+        };
+        let mut events = Vec::new();
+        let end = match how {
+            "iterator" => {
+                let mut reader = reader;
+                let mut failed = None;
+                for ev in reader.by_ref() {
+                    match ev {
+                        Ok(ev) => events.push(ev),
+                        Err(e) => failed = Some(e.to_string()),
+                    }
+                }
+                failed.map_or_else(|| Ok(reader.skipped().clone()), Err)
+            }
+            "one parser" => reader
+                .for_each_parsed(|ev| -> Result<(), TraceError> {
+                    events.push(ev.clone());
+                    Ok(())
+                })
+                .map_err(|e| e.to_string()),
+            _ => reader
+                .for_each_parsed_wide(|ev| -> Result<(), TraceError> {
+                    events.push(ev.clone());
+                    Ok(())
+                })
+                .map_err(|e| e.to_string()),
+        };
+        (events, end)
+    }
+
+    /// A trace of `lines` events, a blank line now and then, with `bad` in place of event `at`.
+    fn trace_with(lines: usize, at: usize, bad: &[u8]) -> Vec<u8> {
+        let mut t = br#"{"format":"csd-trace","version":1}"#.to_vec();
+        t.push(b'\n');
+        for i in 0..lines {
+            let pid = (i / 4) % 3; // one pid per open, write, stat, close
+            if i % 97 == 5 {
+                t.push(b'\n');
+            }
+            let line = if i == at {
+                bad.to_vec()
+            } else {
+                match i % 4 {
+                    0 => format!(r#"{{"t":{i},"pid":{pid},"op":"open","path":"/d/f{i}","flags":"O_WRONLY|O_CREAT","ret":7}}"#),
+                    1 => format!(r#"{{"t":{i},"pid":{pid},"op":"write","fd":7,"len":10}}"#),
+                    2 => format!(r#"{{"t":{i},"pid":{pid},"op":"stat","path":"/d/f{i}","x":[1,2]}}"#),
+                    _ => format!(r#"{{"t":{i},"pid":{pid},"op":"close","fd":7}}"#),
+                }
+                .into_bytes()
+            };
+            t.extend_from_slice(&line);
+            t.push(b'\n');
+        }
+        t
+    }
+
+    #[test]
+    fn every_way_of_reading_gives_the_same_events_and_the_same_first_error() {
+        let long = vec![b' '; MAX_LINE_BYTES + 10];
+        let bad: [&[u8]; 7] = [
+            b"{\"t\":1,\"pid\":1,\"op\":\"stat\"",
+            br#"{"t":1,"pid":9,"op":"frobnicate","path":"/x"}"#,
+            br#"{"t":1,"pid":9,"op":"close","fd":12}"#,
+            br#"{"t":1,"pid":1,"op":"stat","path":"relative"}"#,
+            b"{\"t\":1,\"pid\":1,\"op\":\"stat\",\"path\":\"/\xff\"}",
+            &long,
+            br#"{"t":1,"pid":1,"op":"stat","path":"/fine"}"#,
+        ];
+        // Around the batch boundaries of the parsing threads.
+        for (lines, at) in [
+            (0, 0),
+            (5, 2),
+            (1023, 1022),
+            (1024, 1023),
+            (1025, 1024),
+            (5000, 2049),
+            (5000, 4999),
+            (9000, 8500),
+        ] {
+            for b in bad {
+                let input = trace_with(lines, at, b);
+                for strictness in [Strictness::Strict, Strictness::Lenient] {
+                    let want = read_with(&input, strictness, "iterator");
+                    for how in ["one parser", "wide"] {
+                        let got = read_with(&input, strictness, how);
+                        assert_eq!(
+                            got.0.len(),
+                            want.0.len(),
+                            "{lines} lines, bad at {at}, {how}"
+                        );
+                        assert!(
+                            got.0 == want.0,
+                            "{lines} lines, bad at {at}, {how}: events differ"
+                        );
+                        assert_eq!(got.1, want.1, "{lines} lines, bad at {at}, {how}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// A reader that fails after `left` bytes.
+    struct Failing<'a> {
+        bytes: &'a [u8],
+        left: usize,
+    }
+
+    impl Read for Failing<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.left == 0 {
+                return Err(std::io::Error::other("the disk went away"));
+            }
+            let n = buf.len().min(self.left).min(self.bytes.len());
+            buf[..n].copy_from_slice(&self.bytes[..n]);
+            self.bytes = &self.bytes[n..];
+            self.left -= n;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_read_that_fails_midway_is_reported_at_its_line_by_both_pipelines() {
+        let input = trace_with(3000, usize::MAX, b"");
+        for left in [100, 70_000, 150_001] {
+            let reader = |left| {
+                let r = std::io::BufReader::with_capacity(
+                    4096,
+                    Failing {
+                        bytes: &input,
+                        left,
+                    },
+                );
+                TraceReader::new(r, Strictness::Strict).unwrap()
+            };
+            let mut n = [0usize; 2];
+            let one = reader(left)
+                .for_each_parsed(|_| -> Result<(), TraceError> {
+                    n[0] += 1;
+                    Ok(())
+                })
+                .unwrap_err()
+                .to_string();
+            let wide = reader(left)
+                .for_each_parsed_wide(|_| -> Result<(), TraceError> {
+                    n[1] += 1;
+                    Ok(())
+                })
+                .unwrap_err()
+                .to_string();
+            assert!(one.contains("the disk went away"), "{one}");
+            assert_eq!(one, wide);
+            assert_eq!(n[0], n[1]);
+        }
     }
 
     proptest! {
