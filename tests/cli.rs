@@ -819,6 +819,17 @@ fn replays_are_deterministic_and_snapshotted() {
         let v: serde_json::Value = serde_json::from_slice(&a.stdout).unwrap();
         let designs = v["designs"].as_array().unwrap();
         assert_eq!(designs.len(), 4);
+        // The designs replay side by side on one reading of the trace; each report is the
+        // one the design gives alone.
+        for d in designs {
+            let name = d["design"].as_str().unwrap();
+            let alone = csd_cached(
+                &["replay", path.as_str(), "--design", name, "--json"],
+                &cache,
+            );
+            let alone: serde_json::Value = serde_json::from_slice(&alone.stdout).unwrap();
+            assert_eq!(&alone["designs"][0], d, "{sample}: {name} alone differs");
+        }
         for d in designs {
             assert!(d["ops"].as_u64().unwrap() > 0, "{d}");
             assert!(

@@ -5,8 +5,9 @@ use csd::ndp::TaskCompute;
 use csd::tasks::{Paths, Resolver};
 use csd_device::Profile;
 use csd_hostfs::ndp::NdpCompute;
+use csd_traces::reader::Feed;
 use csd_traces::replay::{
-    replay_scanned, OpRunners, Pace, Prescan, Progress, ReplayOptions, ReplayTarget,
+    replay_fed, OpRunners, Pace, Prescan, Progress, ReplayOptions, ReplayReport, ReplayTarget,
 };
 use csd_traces::report::{ReplayRun, Report};
 use csd_traces::spec::{SystemKind, SystemSpec};
@@ -205,8 +206,14 @@ fn file_id(p: &std::path::Path) -> anyhow::Result<String> {
 }
 
 /// Replays one trace under each design: what `csd replay` and the dashboard's replay form
-/// run. `progress` hears (design index, design, progress) as the replay goes.
-// Long: the prescan, one replay per design with the runners it needs, then the run's spec.
+/// run. `progress` hears (design index, design, progress) of the first design not yet done.
+///
+/// Designs are independent (each has its own device, file system and runners), so they run
+/// side by side, [`TOGETHER`] at a time, on one reading of the trace
+/// ([`csd_traces::reader::feed`]): one after another, each parsed the trace again, and
+/// parsing was a third of each. Each design's report is the one it would give alone, and
+/// the first failing design (in the order given) is the error reported.
+// Long: the prescan, then the designs in groups, each with the runners it needs.
 pub fn replay_all(
     open: &mut Opener,
     trace: &TraceRef,
@@ -214,7 +221,7 @@ pub fn replay_all(
     kinds: &[ReplayTarget],
     opts: &ReplayOptions,
     resolver: &Resolver<'_>,
-    mut progress: impl FnMut(usize, ReplayTarget, Progress),
+    progress: impl FnMut(usize, ReplayTarget, Progress),
 ) -> anyhow::Result<(ReplayRun, NewRun)> {
     let engine = super::task::engine()?;
     // One prescan (the first pass) serves every design.
@@ -222,8 +229,9 @@ pub fn replay_all(
         .with_context(|| format!("reading {}", trace.name))?;
     // Every task the trace names, resolved before the replay starts.
     let library = Arc::new(resolver.library(scan.tasks.iter().map(String::as_str)));
-    let mut designs = Vec::new();
-    for (i, &kind) in kinds.iter().enumerate() {
+    type Heard = std::sync::mpsc::Sender<(usize, Option<Progress>)>;
+    let run_one = |i: usize, feed: Feed, heard: &Heard| -> anyhow::Result<ReplayReport> {
+        let kind = kinds[i];
         let mut factory = |task: &str, task_args: &str| -> Result<Box<dyn NdpCompute>, String> {
             let t = library.get(task)?;
             TaskCompute::new(
@@ -242,9 +250,9 @@ pub fn replay_all(
         } else {
             None
         };
-        let report = replay_scanned(
+        replay_fed(
             &scan,
-            &mut *open,
+            feed,
             profile,
             kind,
             OpRunners {
@@ -255,10 +263,49 @@ pub fn replay_all(
                     .map(|s| s as &mut dyn csd_device::storagefs::StageRunner),
             },
             opts,
-            |p| progress(i, kind, p),
+            |p| {
+                let _ = heard.send((i, Some(p)));
+            },
         )
-        .with_context(|| format!("replaying {} under {kind}", trace.name))?;
-        designs.push(report);
+        .with_context(|| format!("replaying {} under {kind}", trace.name))
+    };
+    let mut shown = Shown {
+        progress,
+        kinds,
+        latest: vec![None; kinds.len()],
+        done: vec![false; kinds.len()],
+    };
+    let mut designs = Vec::new();
+    for (g, group) in kinds.chunks(TOGETHER).enumerate() {
+        let reader = open().with_context(|| format!("reading {}", trace.name))?;
+        let (heard, hear) = std::sync::mpsc::channel();
+        let reports = csd_traces::reader::feed(
+            reader,
+            opts.strictness,
+            group.len(),
+            |j, feed| {
+                let i = g * TOGETHER + j;
+                // Says the design is done however it ends, a panic included.
+                let done = Done(i, heard.clone());
+                run_one(i, feed, &done.1)
+            },
+            || {
+                let mut left = group.len();
+                while left > 0 {
+                    match hear.recv() {
+                        Ok((i, Some(p))) => shown.heard(i, p),
+                        Ok((i, None)) => {
+                            shown.finished(i);
+                            left -= 1;
+                        }
+                        Err(_) => break,
+                    }
+                }
+            },
+        );
+        for report in reports {
+            designs.push(report?);
+        }
     }
     let report = ReplayRun {
         trace: trace.name.clone(),
@@ -292,6 +339,54 @@ pub fn replay_all(
         sweep: None,
     };
     Ok((report, run))
+}
+
+/// The most designs [`replay_all`] replays on one reading of the trace. Each applies events
+/// on a thread of its own, beside one parsing thread: four designs replayed a 1 M-event
+/// trace in 1.14 s on two cores together, in 1.46 s two at a time and 1.75 s one after
+/// another (each with its own parser), holding 70, 45 and 53 MiB at most. More designs
+/// at once hold more systems; past this many, the rest wait for another reading.
+const TOGETHER: usize = 8;
+
+/// Tells [`replay_all`]'s progress loop that design `.0` is done when dropped.
+struct Done(usize, std::sync::mpsc::Sender<(usize, Option<Progress>)>);
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        let _ = self.1.send((self.0, None));
+    }
+}
+
+/// What [`replay_all`] shows of designs running side by side: the progress of the first
+/// one not yet done, so a bar moves forward through the designs in order.
+struct Shown<'a, F> {
+    progress: F,
+    kinds: &'a [ReplayTarget],
+    latest: Vec<Option<Progress>>,
+    done: Vec<bool>,
+}
+
+impl<F: FnMut(usize, ReplayTarget, Progress)> Shown<'_, F> {
+    fn first_running(&self) -> Option<usize> {
+        self.done.iter().position(|d| !d)
+    }
+
+    fn heard(&mut self, i: usize, p: Progress) {
+        self.latest[i] = Some(p);
+        if self.first_running() == Some(i) {
+            (self.progress)(i, self.kinds[i], p);
+        }
+    }
+
+    /// Design `i` is done: the next one not done shows where it has got to.
+    fn finished(&mut self, i: usize) {
+        self.done[i] = true;
+        if let Some(j) = self.first_running() {
+            if let Some(p) = self.latest[j] {
+                (self.progress)(j, self.kinds[j], p);
+            }
+        }
+    }
 }
 
 pub fn options(mode: Pace, seed: u64, lenient: bool) -> ReplayOptions {

@@ -462,69 +462,17 @@ impl<R: BufRead + Send> TraceReader<R> {
                 back.push(tx_back);
             }
             drop(recycle);
-            // The reader: batches of lines to the parsers in turn, until the input ends or
-            // fails, or the consumer stops (its parsers then stop taking batches).
-            s.spawn(move || {
-                let mut next = line + 1;
-                let mut ended = done;
-                for turn in (0..parsers).cycle() {
-                    if ended {
-                        break;
-                    }
-                    let mut batch = recycled.try_recv().unwrap_or_default();
-                    batch.first = next;
-                    batch.text.clear();
-                    batch.ends.clear();
-                    batch.failed = None;
-                    while batch.ends.len() < BATCH && batch.text.len() < BATCH_BYTES {
-                        match append_bounded_line(&mut input, &mut batch.text) {
-                            Ok(true) => batch.ends.push(batch.text.len()),
-                            Ok(false) => ended = true,
-                            Err(problem) => {
-                                batch.failed = Some(problem);
-                                ended = true;
-                            }
-                        }
-                        if ended {
-                            break;
-                        }
-                    }
-                    next += batch.ends.len() as u64;
-                    if (batch.ends.is_empty() && batch.failed.is_none())
-                        || to_parsers[turn].send(batch).is_err()
-                    {
-                        break;
-                    }
-                }
-            });
-            let malformed_at = |line: u64, problem: String| TraceError::Malformed {
-                line,
-                problem: cut_problem(&problem),
-            };
+            // The reader: batches of lines to the parsers in turn.
+            s.spawn(move || read_lines(&mut input, line + 1, done, &to_parsers, &recycled));
             let applied = (|| {
                 for turn in (0..parsers).cycle() {
                     let Ok(mut batch) = from_parsers[turn].recv() else {
                         break;
                     };
                     for (line, parsed) in &mut batch {
-                        match parsed {
-                            Ok(Parsed::Event(ev)) => {
-                                fds.resolve(ev).map_err(|p| malformed_at(*line, p))?;
-                                check_event_paths(&ev.op).map_err(|p| malformed_at(*line, p))?;
-                                apply(ev)?;
-                            }
-                            Ok(Parsed::UnknownOp(op)) => match strictness {
-                                Strictness::Strict => {
-                                    return Err(E::from(TraceError::UnknownOp {
-                                        line: *line,
-                                        op: op.clone(),
-                                    }))
-                                }
-                                Strictness::Lenient => *skipped.entry(op.clone()).or_default() += 1,
-                            },
-                            Err(problem) => {
-                                return Err(E::from(malformed_at(*line, problem.clone())))
-                            }
+                        let event = take_parsed(line, parsed, strictness, &mut fds, &mut skipped)?;
+                        if let Some(ev) = event {
+                            apply(ev)?;
                         }
                     }
                     let _ = back[turn].send(batch);
@@ -538,6 +486,219 @@ impl<R: BufRead + Send> TraceReader<R> {
             applied.map(|()| skipped)
         })
     }
+}
+
+/// The reading thread of [`TraceReader::for_each_parsed_wide`]: batches of lines, numbered
+/// from `next`, to the parsers in turn, until the input ends or fails, or the consumer stops
+/// (its parsers then stop taking batches).
+fn read_lines(
+    input: &mut impl BufRead,
+    mut next: u64,
+    mut ended: bool,
+    to_parsers: &[std::sync::mpsc::SyncSender<Lines>],
+    recycled: &std::sync::mpsc::Receiver<Lines>,
+) {
+    for to in to_parsers.iter().cycle() {
+        if ended {
+            break;
+        }
+        let mut batch = recycled.try_recv().unwrap_or_default();
+        batch.first = next;
+        batch.text.clear();
+        batch.ends.clear();
+        batch.failed = None;
+        while !ended && batch.ends.len() < BATCH && batch.text.len() < BATCH_BYTES {
+            match append_bounded_line(input, &mut batch.text) {
+                Ok(true) => batch.ends.push(batch.text.len()),
+                Ok(false) => ended = true,
+                Err(problem) => {
+                    batch.failed = Some(problem);
+                    ended = true;
+                }
+            }
+        }
+        next += batch.ends.len() as u64;
+        if (batch.ends.is_empty() && batch.failed.is_none()) || to.send(batch).is_err() {
+            break;
+        }
+    }
+}
+
+/// One parsed line, in trace order: its event with the fd resolved and the paths checked
+/// (`None` for an unknown op skipped), or the line's error.
+fn take_parsed<'e>(
+    line: &u64,
+    parsed: &'e mut Result<Parsed, String>,
+    strictness: Strictness,
+    fds: &mut FdTable,
+    skipped: &mut BTreeMap<String, u64>,
+) -> Result<Option<&'e Event>, TraceError> {
+    let malformed = |problem: String| TraceError::Malformed {
+        line: *line,
+        problem: cut_problem(&problem),
+    };
+    match parsed {
+        Ok(Parsed::Event(ev)) => {
+            fds.resolve(ev).map_err(malformed)?;
+            check_event_paths(&ev.op).map_err(malformed)?;
+            Ok(Some(ev))
+        }
+        Ok(Parsed::UnknownOp(op)) => match strictness {
+            Strictness::Strict => Err(TraceError::UnknownOp {
+                line: *line,
+                op: op.clone(),
+            }),
+            Strictness::Lenient => {
+                *skipped.entry(op.clone()).or_default() += 1;
+                Ok(None)
+            }
+        },
+        Err(problem) => Err(malformed(problem.clone())),
+    }
+}
+
+/// A batch of events that [`feed`] hands to every consumer: the events, then, in the last
+/// batch, how the reading ended.
+struct Fed {
+    events: Vec<Event>,
+    end: Option<Result<BTreeMap<String, u64>, TraceError>>,
+}
+
+/// One consumer's share of a [`feed`]: every event of the trace, in order.
+pub struct Feed {
+    batches: std::sync::mpsc::Receiver<std::sync::Arc<Fed>>,
+    back: std::sync::mpsc::Sender<std::sync::Arc<Fed>>,
+}
+
+impl Feed {
+    /// Hands every event to `apply`, in order; then the unknown ops skipped (lenient mode),
+    /// or the first error in the trace, after the events before it.
+    pub fn for_each(
+        self,
+        mut apply: impl FnMut(&Event),
+    ) -> Result<BTreeMap<String, u64>, TraceError> {
+        for batch in self.batches.iter() {
+            batch.events.iter().for_each(&mut apply);
+            let end = batch.end.as_ref().map(|end| match end {
+                Ok(skipped) => Ok(skipped.clone()),
+                Err(e) => Err(clone_error(e)),
+            });
+            // Back to the parsing thread, which allocated it, to be freed there.
+            let _ = self.back.send(batch);
+            if let Some(end) = end {
+                return end;
+            }
+        }
+        Err(TraceError::Io(std::io::Error::other(
+            "the trace's parsing thread stopped early",
+        )))
+    }
+}
+
+/// Parses a trace once for `n` consumers on threads of their own: `consume(i, feed)` runs
+/// for each `i` at once, all taking the same events from one parsing thread, while `main`
+/// runs on the calling thread (to hear what the consumers report). Returns what each
+/// consumer returned, in order.
+///
+/// Replaying one trace under several designs parsed it once per design, and the parse was
+/// a third of each replay's work. Consumers move in step, each at most [`DEPTH`] batches
+/// behind the parser, so memory stays flat; one that returns without draining its feed (a
+/// design that could not be built) is left out of the rest. A header that does not parse
+/// is each consumer's error, as a bad line is.
+pub fn feed<R: BufRead + Send, T: Send>(
+    input: R,
+    strictness: Strictness,
+    n: usize,
+    consume: impl Fn(usize, Feed) -> T + Sync,
+    main: impl FnOnce(),
+) -> Vec<T> {
+    use std::sync::mpsc::{channel, sync_channel};
+    use std::sync::Arc;
+    let (back, returned) = channel::<Arc<Fed>>();
+    let mut to = Vec::new();
+    let mut feeds = Vec::new();
+    for _ in 0..n {
+        let (tx, rx) = sync_channel::<Arc<Fed>>(DEPTH);
+        to.push(Some(tx));
+        feeds.push(Feed {
+            batches: rx,
+            back: back.clone(),
+        });
+    }
+    drop(back);
+    std::thread::scope(|s| {
+        s.spawn(move || parse_for_feed(input, strictness, to, returned));
+        let consume = &consume;
+        let handles: Vec<_> = feeds
+            .into_iter()
+            .enumerate()
+            .map(|(i, feed)| s.spawn(move || consume(i, feed)))
+            .collect();
+        main();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
+}
+
+/// The parsing thread of [`feed`]: batches of events to every consumer still taking them,
+/// then the batches they hand back, freed here where they were made.
+fn parse_for_feed<R: BufRead>(
+    input: R,
+    strictness: Strictness,
+    mut to: Vec<Option<std::sync::mpsc::SyncSender<std::sync::Arc<Fed>>>>,
+    returned: std::sync::mpsc::Receiver<std::sync::Arc<Fed>>,
+) {
+    // Sends to every consumer still taking batches; false once none is.
+    let mut send = |fed: Fed| {
+        let fed = std::sync::Arc::new(fed);
+        for slot in to.iter_mut() {
+            if slot
+                .as_ref()
+                .is_some_and(|tx| tx.send(fed.clone()).is_err())
+            {
+                *slot = None;
+            }
+        }
+        while returned.try_recv().is_ok() {}
+        to.iter().any(Option::is_some)
+    };
+    match TraceReader::new(input, strictness) {
+        Err(e) => {
+            send(Fed {
+                events: Vec::new(),
+                end: Some(Err(e)),
+            });
+        }
+        Ok(mut reader) => {
+            let mut events = Vec::with_capacity(BATCH);
+            let mut text = 0;
+            loop {
+                let (ev, end) = match reader.next() {
+                    Some(Ok(ev)) => (Some(ev), None),
+                    Some(Err(e)) => (None, Some(Err(e))),
+                    None => (None, Some(Ok(reader.skipped.clone()))),
+                };
+                events.extend(ev);
+                text += reader.buf.len();
+                if events.len() == BATCH || text >= BATCH_BYTES || end.is_some() {
+                    text = 0;
+                    let last = end.is_some();
+                    let events = std::mem::replace(&mut events, Vec::with_capacity(BATCH));
+                    if !send(Fed { events, end }) || last {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    drop(to);
+    // The consumers hang up as they finish; what they hand back until then is freed here.
+    while returned.recv().is_ok() {}
 }
 
 /// A parse error handed over from the parsing thread (`io::Error` is not `Clone`).
@@ -753,6 +914,56 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_feed_hands_every_consumer_what_one_reader_gives_and_leaves_out_one_that_quits() {
+        let long = vec![b' '; MAX_LINE_BYTES + 10];
+        let bad: [&[u8]; 3] = [
+            br#"{"t":1,"pid":9,"op":"close","fd":12}"#,
+            &long,
+            br#"{"t":1,"pid":1,"op":"stat","path":"/fine"}"#,
+        ];
+        for (lines, at) in [(0, 0), (1023, 1022), (3000, 2049), (5000, 4999)] {
+            for b in bad {
+                let input = trace_with(lines, at, b);
+                for strictness in [Strictness::Strict, Strictness::Lenient] {
+                    let want = read_with(&input, strictness, "iterator");
+                    let mut main_ran = false;
+                    let got = feed(
+                        &input[..],
+                        strictness,
+                        3,
+                        |i, f| {
+                            if i == 1 {
+                                return None; // quits without reading: the others go on
+                            }
+                            let mut events = Vec::new();
+                            let end = f.for_each(|ev| events.push(ev.clone()));
+                            Some((events, end.map_err(|e| e.to_string())))
+                        },
+                        || main_ran = true,
+                    );
+                    assert!(main_ran);
+                    assert!(got[1].is_none());
+                    for g in [&got[0], &got[2]] {
+                        let g = g.as_ref().expect("consumed");
+                        assert!(g.0 == want.0, "{lines} lines, bad at {at}: events differ");
+                        assert_eq!(g.1, want.1, "{lines} lines, bad at {at}");
+                    }
+                }
+            }
+        }
+        // A header that does not parse is every consumer's error.
+        let got = feed(
+            &b"not a header\n"[..],
+            Strictness::Strict,
+            2,
+            |_, f| f.for_each(|_| {}).unwrap_err().to_string(),
+            || {},
+        );
+        assert_eq!(got[0], got[1]);
+        assert!(got[0].starts_with("line 1:"), "{}", got[0]);
     }
 
     /// A reader that fails after `left` bytes.

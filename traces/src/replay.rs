@@ -15,7 +15,7 @@
 
 use crate::format::{Event, Op};
 use crate::isc::IscTotals;
-use crate::reader::{Strictness, TraceError, TraceReader};
+use crate::reader::{Feed, Strictness, TraceError, TraceReader};
 use crate::system::{build, Applied, FusionTotals, SetupError, System};
 use csd_device::{DeviceCounters, Profile, VirtualTime};
 use foldhash::{HashMap, HashMapExt};
@@ -283,13 +283,48 @@ pub fn replay_scanned<R: BufRead + Send>(
     design: ReplayTarget,
     runners: OpRunners<'_>,
     opts: &ReplayOptions,
+    progress: impl FnMut(Progress),
+) -> Result<ReplayReport, ReplayError> {
+    replay_with(scan, profile, design, runners, opts, progress, |apply| {
+        let reader = TraceReader::new(open().map_err(TraceError::Io)?, opts.strictness)?;
+        reader.for_each_parsed(|ev| -> Result<(), TraceError> {
+            apply(ev);
+            Ok(())
+        })
+    })
+}
+
+/// [`replay_scanned`] of the events a [`Feed`] hands over: one reading of the trace shared
+/// by several designs replaying side by side ([`crate::reader::feed`]).
+pub fn replay_fed(
+    scan: &Prescan,
+    feed: Feed,
+    profile: &Profile,
+    design: ReplayTarget,
+    runners: OpRunners<'_>,
+    opts: &ReplayOptions,
+    progress: impl FnMut(Progress),
+) -> Result<ReplayReport, ReplayError> {
+    replay_with(scan, profile, design, runners, opts, progress, |apply| {
+        feed.for_each(apply)
+    })
+}
+
+/// Builds the design's system, then replays what `read` hands to it (returning the unknown
+/// ops it skipped).
+fn replay_with(
+    scan: &Prescan,
+    profile: &Profile,
+    design: ReplayTarget,
+    runners: OpRunners<'_>,
+    opts: &ReplayOptions,
     mut progress: impl FnMut(Progress),
+    read: impl FnOnce(&mut dyn FnMut(&Event)) -> Result<BTreeMap<String, u64>, TraceError>,
 ) -> Result<ReplayReport, ReplayError> {
     let system = build(design, scan, profile, opts.seed, runners)?;
     let mut r = Replayer::new(system, opts.pace);
-    let reader = TraceReader::new(open().map_err(TraceError::Io)?, opts.strictness)?;
     let mut events = 0u64;
-    let skipped = reader.for_each_parsed(|ev| -> Result<(), TraceError> {
+    let skipped = read(&mut |ev| {
         events += 1;
         r.event(ev);
         if events.is_multiple_of(4096) {
@@ -298,7 +333,6 @@ pub fn replay_scanned<R: BufRead + Send>(
                 of: scan.events,
             });
         }
-        Ok(())
     })?;
     progress(Progress {
         events,
