@@ -157,10 +157,9 @@ impl<'a> IspfsSystem<'a> {
         stages: Option<&'a mut dyn StageRunner>,
     ) -> Result<IspfsSystem<'a>, SetupError> {
         // ISPFS has no page cache: hostfs's stands in only for bytes on their way to the
-        // PCM, written through at once, so its per-page work is not ISPFS's.
-        let mut p = profile.clone();
-        p.host.page_cache_page_ns = 0;
-        let mut fs = Ispfs::format(&p, DIR_PERMS).map_err(|e| match e {
+        // PCM, written through at once, and this system charges none of its per-page work
+        // (`host.page_cache_page_ns` is the host designs' cost, charged by `HostSystem`).
+        let mut fs = Ispfs::format(profile, DIR_PERMS).map_err(|e| match e {
             csd_hostfs::ispfs::IspfsError::NoEngine(name) => SetupError::Profile(format!(
                 "the ispfs design needs a profile with an [isp] table; '{name}' has none (use pcm-zynq)"
             )),
