@@ -123,6 +123,17 @@ pub enum PaperArg {
 }
 
 impl PaperArg {
+    /// How long its experiments take, roughly (seconds on the development machine): the
+    /// longest start first, so one core is not left with SIFT at the end.
+    fn weight(self) -> u32 {
+        match self {
+            PaperArg::Sift => 7,
+            PaperArg::Ispfs => 4,
+            PaperArg::Lightfs => 2,
+            _ => 1,
+        }
+    }
+
     fn papers(self) -> Vec<PaperArg> {
         use PaperArg::*;
         match self {
@@ -321,6 +332,45 @@ fn sheet_for(paper: PaperArg, ctx: &Ctx) -> anyhow::Result<Sheet> {
     }
 }
 
+/// Each paper's sheet, in the order given. The papers' experiments share nothing (each
+/// builds its own devices and tasks, in virtual time), so they run side by side, one per
+/// core, the longest first: `csd repro all` took 13.8 s one after another on two cores,
+/// of which SIFT's 6.5 s.
+fn sheets(
+    papers: &[PaperArg],
+    ctx: &Ctx,
+    bar: &indicatif::ProgressBar,
+) -> anyhow::Result<Vec<Sheet>> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let mut order: Vec<usize> = (0..papers.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(papers[i].weight()));
+    let next = AtomicUsize::new(0);
+    let done: Vec<Mutex<Option<anyhow::Result<Sheet>>>> =
+        papers.iter().map(|_| Mutex::new(None)).collect();
+    let workers = papers
+        .len()
+        .min(std::thread::available_parallelism().map_or(1, |n| n.get()));
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| {
+                while let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let sheet = sheet_for(papers[i], ctx);
+                    *done[i].lock().expect("not poisoned") = Some(sheet);
+                    bar.inc(1);
+                }
+            });
+        }
+    });
+    done.into_iter()
+        .map(|d| {
+            d.into_inner()
+                .expect("not poisoned")
+                .expect("every paper ran")
+        })
+        .collect()
+}
+
 pub fn run(args: &ReproArgs) -> anyhow::Result<()> {
     let ctx = Ctx::new(args)?;
     if let Some(figure) = &args.explain {
@@ -334,12 +384,7 @@ pub fn run(args: &ReproArgs) -> anyhow::Result<()> {
         .filter(|p| ctx.wants(&format!("{p:?}").to_lowercase()))
         .collect();
     let bar = indicatif::ProgressBar::new(papers.len() as u64);
-    let mut sheets = Vec::new();
-    for p in &papers {
-        bar.set_message(format!("{p:?}"));
-        sheets.push(sheet_for(*p, &ctx)?);
-        bar.inc(1);
-    }
+    let sheets = sheets(&papers, &ctx, &bar)?;
     bar.finish_and_clear();
     let mut report = Report {
         papers: sheets.iter().map(|s| s.paper.to_string()).collect(),
