@@ -614,6 +614,12 @@ impl HostFs {
     /// the device, one after another, and charging the host's per-component CPU time.
     pub fn lookup(&mut self, path: &str, who: Cred) -> Result<(Resolution, LookupCost), FsError> {
         let r = self.ns.resolve(path, who)?;
+        self.charge_lookup(r)
+    }
+
+    /// What a lookup that resolved to `r` costs: the path's components, and each metadata
+    /// block it read that the cache did not hold.
+    fn charge_lookup(&mut self, r: Resolution) -> Result<(Resolution, LookupCost), FsError> {
         let start = self.clock;
         let mut t =
             start.after(self.costs.path_component_ns * (r.ino_list.len() as u64 - 1).max(1));
@@ -918,12 +924,20 @@ impl HostFs {
 
     /// Opens (or creates) a file for reading or writing.
     pub fn open(&mut self, path: &str, how: OpenOptions, who: Cred) -> Result<Fd, FsError> {
-        let ino = match (self.lookup(path, who), how.create) {
-            (Ok((r, _)), _) => r.ino,
-            (Err(FsError::Namespace(NsError::NotFound(_))), Some(perms)) => {
-                self.create(path, NewKind::File, perms, who)?
-            }
-            (Err(e), _) => return Err(e),
+        let ino = match how.create {
+            None => self.lookup(path, who)?.0.ino,
+            // One walk finds the file or the directory to create it in. A lookup that finds
+            // nothing costs nothing here, as a failed `lookup` does.
+            Some(perms) => match self.ns.resolve_or_parent(path, who)? {
+                Ok(r) => self.charge_lookup(r)?.0.ino,
+                Err(dir) => {
+                    let ino =
+                        self.ns
+                            .create_in(dir, path, NewKind::File, perms, who, &mut self.alloc)?;
+                    self.write_created(ino)?;
+                    ino
+                }
+            },
         };
         let inode = self.ns.inode(ino).expect("resolved");
         if inode.is_dir() && how.write {

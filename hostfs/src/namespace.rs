@@ -525,6 +525,13 @@ fn split_last(path: &str) -> Result<(&str, &str), NsError> {
     }
 }
 
+/// Where a walk ended: at the inode the path names, or in the directory that lacks only its
+/// last component.
+enum Walked {
+    Found(Ino),
+    MissingLast(Ino),
+}
+
 impl Namespace {
     /// An empty file system: a root directory owned by `root_perms`, its first directory
     /// block taken from `alloc`.
@@ -723,14 +730,50 @@ impl Namespace {
         })
     }
 
+    /// [`Namespace::resolve`], or, when only the last component is missing, its parent
+    /// directory: what `open(O_CREAT)` needs to find the file or create it in one walk.
+    pub fn resolve_or_parent(
+        &self,
+        path: &str,
+        who: Cred,
+    ) -> Result<Result<Resolution, Ino>, NsError> {
+        let mut trail = Trail {
+            ino_list: Vec::with_capacity(8),
+            positions: Vec::with_capacity(8),
+            reads: Vec::with_capacity(16),
+        };
+        trail.ino_list.push(Ino::ROOT);
+        Ok(match self.walk_to(path, who, Some(&mut trail))? {
+            Walked::Found(ino) => Ok(Resolution {
+                ino,
+                ino_list: trail.ino_list,
+                positions: trail.positions,
+                reads: trail.reads,
+            }),
+            Walked::MissingLast(parent) => Err(parent),
+        })
+    }
+
     /// The inode `path` names, with the same checks as [`Namespace::resolve`] but without
     /// listing the blocks read: for callers that only ask whether something exists.
     pub fn find(&self, path: &str, who: Cred) -> Result<Ino, NsError> {
         self.walk(path, who, None)
     }
 
-    fn walk(&self, path: &str, who: Cred, mut trail: Option<&mut Trail>) -> Result<Ino, NsError> {
-        let parts = components(path)?;
+    fn walk(&self, path: &str, who: Cred, trail: Option<&mut Trail>) -> Result<Ino, NsError> {
+        match self.walk_to(path, who, trail)? {
+            Walked::Found(ino) => Ok(ino),
+            Walked::MissingLast(_) => Err(NsError::NotFound(path.to_string())),
+        }
+    }
+
+    fn walk_to(
+        &self,
+        path: &str,
+        who: Cred,
+        mut trail: Option<&mut Trail>,
+    ) -> Result<Walked, NsError> {
+        let mut parts = components(path)?.peekable();
         let mut ino = Ino::ROOT;
         // How much of `path` has been walked (components are '/'-separated, never empty).
         let mut walked = 0usize;
@@ -741,7 +784,7 @@ impl Namespace {
                 path[..n].to_string()
             }
         };
-        for part in parts {
+        while let Some(part) = parts.next() {
             let dir = &self.inodes[&ino];
             if let Some(t) = trail.as_deref_mut() {
                 t.reads.push(MetaRead::Inode {
@@ -789,6 +832,9 @@ impl Namespace {
                 }
             }
             let Some((at, entry)) = found.and_then(|at| Some((at, entries.get(at)?))) else {
+                if parts.peek().is_none() {
+                    return Ok(Walked::MissingLast(ino));
+                }
                 return Err(NsError::NotFound(walked_path(walked)));
             };
             ino = entry.ino;
@@ -803,7 +849,7 @@ impl Namespace {
                 block: self.layout.inode_block(ino),
             });
         }
-        Ok(ino)
+        Ok(Walked::Found(ino))
     }
 
     /// Creates a file or directory at `path` (its parent must exist), owned by `perms`.

@@ -310,3 +310,52 @@ fn file_layouts_are_recorded() {
     );
     assert!(ns.set_file_layout(Ino::ROOT, 1, vec![]).is_err());
 }
+
+#[test]
+fn resolve_or_parent_finds_the_file_or_the_directory_to_create_it_in() {
+    let (mut ns, mut alloc) = fresh();
+    let a = ns.create("/a", NewKind::Dir, MINE, ME, &mut alloc).unwrap();
+    let f = ns
+        .create("/a/f", NewKind::File, MINE, ME, &mut alloc)
+        .unwrap();
+    // There: the same resolution a lookup gives.
+    assert_eq!(
+        ns.resolve_or_parent("/a/f", ME).unwrap().unwrap(),
+        ns.resolve("/a/f", ME).unwrap()
+    );
+    assert_eq!(ns.resolve_or_parent("/a/f", ME).unwrap().unwrap().ino, f);
+    // Only the last component missing: its directory.
+    assert_eq!(ns.resolve_or_parent("/a/g", ME).unwrap().unwrap_err(), a);
+    assert_eq!(
+        ns.resolve_or_parent("/g", ME).unwrap().unwrap_err(),
+        Ino::ROOT
+    );
+    // Anything else is the error a lookup gives.
+    for bad in ["/b/g", "/a/f/g", "relative", "/a/../f"] {
+        assert_eq!(
+            ns.resolve_or_parent(bad, ME).unwrap_err().to_string(),
+            ns.resolve(bad, ME).unwrap_err().to_string(),
+            "{bad}"
+        );
+    }
+    let locked = ns
+        .create(
+            "/locked",
+            NewKind::Dir,
+            Perms {
+                mode: 0o700,
+                ..MINE
+            },
+            ME,
+            &mut alloc,
+        )
+        .unwrap();
+    let stranger = Cred { uid: 7, gid: 7 };
+    assert_ne!(locked, Ino::ROOT);
+    assert_eq!(
+        ns.resolve_or_parent("/locked/x", stranger)
+            .unwrap_err()
+            .to_string(),
+        ns.resolve("/locked/x", stranger).unwrap_err().to_string()
+    );
+}

@@ -79,10 +79,12 @@ pub struct HostSystem<'a> {
     zeros: Vec<u8>,
 }
 
-pub(super) fn mkdir_p(fs: &mut HostFs, dir: &str) -> Result<(), FsError> {
+/// Makes `dir` and any missing directory above it, as `mkdir -p`; returns its inode (or
+/// that of whatever is there already under its name).
+pub(super) fn mkdir_p(fs: &mut HostFs, dir: &str) -> Result<Ino, FsError> {
     // Nearly always the directory is there already: an untimed check, no walk of mkdirs.
-    if fs.namespace().find(dir, WHO).is_ok() {
-        return Ok(());
+    if let Ok(ino) = fs.namespace().find(dir, WHO) {
+        return Ok(ino);
     }
     // Down the path once, level by level: walking it from the root at every level made a
     // deep path cost its depth cubed.
@@ -96,7 +98,7 @@ pub(super) fn mkdir_p(fs: &mut HostFs, dir: &str) -> Result<(), FsError> {
             None => fs.mkdir_in(ino, &at, DIR_PERMS, WHO)?,
         };
     }
-    Ok(())
+    Ok(ino)
 }
 
 impl<'a> HostSystem<'a> {
@@ -174,11 +176,24 @@ impl<'a> HostSystem<'a> {
                     write: flags.write,
                     create: flags.create.then_some(FILE_PERMS),
                 };
+                // A creating open makes a missing parent (see `open_path`); the parent's inode
+                // then says whether the file is there without walking the path again.
+                let dir = match (how.create, parent(path)) {
+                    (Some(_), Some(p)) => Some(mkdir_p(&mut self.fs, p)?),
+                    _ => None,
+                };
                 // Linux truncates only a file that was there: one the open creates is
                 // already empty, and `O_TRUNC` on it changes nothing (`do_open`).
-                let truncate =
-                    flags.truncate && flags.write && self.fs.namespace().find(path, WHO).is_ok();
-                let f = self.open_path(path, how)?;
+                let truncate = flags.truncate
+                    && flags.write
+                    && match dir {
+                        Some(dir) => {
+                            let name = path.rsplit('/').next().unwrap_or(path);
+                            self.fs.namespace().child(dir, name).is_some()
+                        }
+                        None => self.fs.namespace().find(path, WHO).is_ok(),
+                    };
+                let f = self.design.open(&mut self.fs, path, how, WHO)?;
                 if truncate {
                     self.fs.truncate(path, 0, WHO)?;
                 }
