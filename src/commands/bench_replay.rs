@@ -245,7 +245,7 @@ pub fn run(args: &ReplayBenchArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "replay of a metadata-heavy synthetic trace under {} on {} (both passes; events parsed on a second thread):",
+        "replay of a metadata-heavy synthetic trace under {} on {} (both passes; the pre-scan parses on every core, the replay pass on one thread beside it):",
         r.design, r.profile
     );
     println!(
