@@ -767,6 +767,10 @@ impl Namespace {
         }
     }
 
+    /// Walks `path` from the root, checking each directory's kind and search permission and,
+    /// with a `trail`, listing the blocks a lookup reads.
+    // Long: the checks, the reads listed and the missing-last case of each level, in one pass
+    // (this is every lookup's hot path).
     fn walk_to(
         &self,
         path: &str,
