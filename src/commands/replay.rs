@@ -345,7 +345,8 @@ pub fn replay_all(
 /// on a thread of its own, beside one parsing thread: four designs replayed a 1 M-event
 /// trace in 1.14 s on two cores together, in 1.46 s two at a time and 1.75 s one after
 /// another (each with its own parser), holding 70, 45 and 53 MiB at most. More designs
-/// at once hold more systems; past this many, the rest wait for another reading.
+/// at once hold more systems; past this many, the rest wait for another reading. A design
+/// runs one task at a time, so eight stay within the task engine's pool of 16 slots.
 const TOGETHER: usize = 8;
 
 /// Tells [`replay_all`]'s progress loop that design `.0` is done when dropped.
