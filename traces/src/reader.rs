@@ -425,7 +425,7 @@ impl<R: BufRead + Send> TraceReader<R> {
     /// [`TraceReader::for_each_parsed`] for a consumer that does little (a prescan), on
     /// every core: parsing is nearly all of such a pass, and one parsing thread left the
     /// other cores idle. One thread reads lines into batches; parsers, one per core (at most
-    /// [`MAX_PARSERS`]), take the batches in turn; the consumer takes them back in the same
+    /// `MAX_PARSERS`, 4), take the batches in turn; the consumer takes them back in the same
     /// turn, resolves fds (in trace order, as it must) and applies. A consumer that needs a
     /// core of its own (a replay) is slower this way: the parsers take turns on its core,
     /// and the fds are resolved on it.
@@ -601,7 +601,7 @@ impl Feed {
 /// consumer returned, in order.
 ///
 /// Replaying one trace under several designs parsed it once per design, and the parse was
-/// a third of each replay's work. Consumers move in step, each at most [`DEPTH`] batches
+/// a third of each replay's work. Consumers move in step, each at most `DEPTH` (4) batches
 /// behind the parser, so memory stays flat; one that returns without draining its feed (a
 /// design that could not be built) is left out of the rest. A header that does not parse
 /// is each consumer's error, as a bad line is.
