@@ -367,58 +367,45 @@ impl<R: BufRead + Send> TraceReader<R> {
         self,
         mut apply: impl FnMut(&Event) -> Result<(), E>,
     ) -> Result<BTreeMap<String, u64>, E> {
-        type Batch = Vec<Result<Event, TraceError>>;
         std::thread::scope(|s| {
-            let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(DEPTH);
-            let (back, returned) = std::sync::mpsc::channel::<Batch>();
-            let parser = s.spawn(move || {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Fed>(DEPTH);
+            let (back, returned) = std::sync::mpsc::channel::<Fed>();
+            s.spawn(move || {
                 let mut reader = self;
-                let mut batch: Batch = Vec::with_capacity(BATCH);
-                let mut text = 0;
-                loop {
-                    let ev = reader.next();
-                    let end = ev.as_ref().is_none_or(Result::is_err);
-                    batch.extend(ev);
-                    text += reader.buf.len();
-                    if batch.len() == BATCH || text >= BATCH_BYTES || end {
-                        text = 0;
-                        if tx.send(batch).is_err() || end {
-                            // Done, or the consumer hung up (it failed).
-                            break;
-                        }
-                        batch = match returned.try_recv() {
-                            Ok(mut old) => {
-                                old.clear();
-                                old
-                            }
-                            Err(_) => Vec::with_capacity(BATCH),
-                        };
+                send_batches(&mut reader, |fed| {
+                    // Done, or the consumer hung up (it failed).
+                    let last = fed.end.is_some();
+                    if tx.send(fed).is_err() || last {
+                        return None;
                     }
-                }
+                    Some(returned.try_recv().map_or_else(
+                        |_| Vec::with_capacity(BATCH),
+                        |mut old| {
+                            old.events.clear();
+                            old.events
+                        },
+                    ))
+                });
                 drop(tx);
                 // Drop what the consumer hands back until it is done.
                 while returned.recv().is_ok() {}
-                reader.skipped
             });
             let applied = (|| {
-                for batch in rx.iter() {
-                    for ev in &batch {
-                        match ev {
-                            Ok(ev) => apply(ev)?,
-                            Err(e) => return Err(E::from(clone_error(e))),
-                        }
+                for mut batch in rx.iter() {
+                    for ev in &batch.events {
+                        apply(ev)?;
+                    }
+                    if let Some(end) = batch.end.take() {
+                        return end.map_err(E::from);
                     }
                     let _ = back.send(batch);
                 }
-                Ok(())
+                Err(E::from(stopped_early()))
             })();
             // The parser stops at its next send once the receiver is gone.
             drop(rx);
             drop(back);
-            let skipped = parser
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            applied.map(|()| skipped)
+            applied
         })
     }
 
@@ -589,9 +576,42 @@ impl Feed {
                 return end;
             }
         }
-        Err(TraceError::Io(std::io::Error::other(
-            "the trace's parsing thread stopped early",
-        )))
+        Err(stopped_early())
+    }
+}
+
+/// What a consumer is told when the parsing thread ended without saying how the reading did
+/// (it panicked: the scope then re-raises the panic).
+fn stopped_early() -> TraceError {
+    TraceError::Io(std::io::Error::other(
+        "the trace's parsing thread stopped early",
+    ))
+}
+
+/// Reads `reader` to its end in batches for another thread: at most [`BATCH`] events or
+/// [`BATCH_BYTES`] of their lines, the last one saying how the reading ended. `send` takes
+/// each and returns the (empty) buffer for the next, or `None` to stop.
+fn send_batches<R: BufRead>(
+    reader: &mut TraceReader<R>,
+    mut send: impl FnMut(Fed) -> Option<Vec<Event>>,
+) {
+    let mut events = Vec::with_capacity(BATCH);
+    let mut text = 0;
+    loop {
+        let (ev, end) = match reader.next() {
+            Some(Ok(ev)) => (Some(ev), None),
+            Some(Err(e)) => (None, Some(Err(e))),
+            None => (None, Some(Ok(reader.skipped.clone()))),
+        };
+        events.extend(ev);
+        text += reader.buf.len();
+        if events.len() == BATCH || text >= BATCH_BYTES || end.is_some() {
+            text = 0;
+            match send(Fed { events, end }) {
+                Some(next) => events = next,
+                None => return,
+            }
+        }
     }
 }
 
@@ -674,27 +694,10 @@ fn parse_for_feed<R: BufRead>(
                 end: Some(Err(e)),
             });
         }
-        Ok(mut reader) => {
-            let mut events = Vec::with_capacity(BATCH);
-            let mut text = 0;
-            loop {
-                let (ev, end) = match reader.next() {
-                    Some(Ok(ev)) => (Some(ev), None),
-                    Some(Err(e)) => (None, Some(Err(e))),
-                    None => (None, Some(Ok(reader.skipped.clone()))),
-                };
-                events.extend(ev);
-                text += reader.buf.len();
-                if events.len() == BATCH || text >= BATCH_BYTES || end.is_some() {
-                    text = 0;
-                    let last = end.is_some();
-                    let events = std::mem::replace(&mut events, Vec::with_capacity(BATCH));
-                    if !send(Fed { events, end }) || last {
-                        break;
-                    }
-                }
-            }
-        }
+        Ok(mut reader) => send_batches(&mut reader, |fed| {
+            let last = fed.end.is_some();
+            (send(fed) && !last).then(|| Vec::with_capacity(BATCH))
+        }),
     }
     drop(to);
     // The consumers hang up as they finish; what they hand back until then is freed here.
