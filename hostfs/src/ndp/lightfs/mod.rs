@@ -969,50 +969,53 @@ impl State {
     }
 }
 
+/// A target's read: when it completes, and the byte ranges read (none for shadow pages,
+/// which are read by physical page), kept so the bytes are taken from the same ranges.
+struct TargetRead {
+    done: VirtualTime,
+    ranges: Vec<(u64, u64)>,
+}
+
 /// Reads one target file on the device's internal path from `at`: through its shadow pages
-/// when it is locked, else through its extents (or the host's layout). Returns when the read
-/// completes. The bytes are taken when the file is computed ([`target_bytes`]): a request
-/// holds one file's bytes at a time, not its whole data set.
+/// when it is locked, else through its extents (or the host's layout). The bytes are taken
+/// when the file is computed ([`target_bytes`]): a request holds one file's bytes at a time,
+/// not its whole data set.
 fn read_target(
     fs: &mut HostFs,
     target: &Target,
     host_layouts: &BTreeMap<u64, Vec<Extent>>,
     at: VirtualTime,
-) -> Result<VirtualTime, NdpError> {
-    let c = match &target.source {
+) -> Result<TargetRead, NdpError> {
+    Ok(match &target.source {
         FileData::Shadow(pages) => {
             let ppns: Vec<_> = pages.iter().flatten().copied().collect();
-            fs.device_mut().read_physical_pages(at, &ppns, None)?
+            let c = fs.device_mut().read_physical_pages(at, &ppns, None)?;
+            TargetRead {
+                done: c.done,
+                ranges: Vec::new(),
+            }
         }
         FileData::Extents(_) | FileData::FromHost => {
-            let ranges = target_ranges(fs, target, host_layouts);
-            fs.device_mut()
-                .read_ranges(IoPath::Internal, at, &ranges, None)?
+            let bs = fs.namespace().layout().block_bytes;
+            let runs = match &target.source {
+                FileData::Extents(r) => r,
+                _ => host_layouts.get(&target.ino).map_or(&[][..], Vec::as_slice),
+            };
+            let ranges = byte_ranges(runs, bs, target.length);
+            let c = fs
+                .device_mut()
+                .read_ranges(IoPath::Internal, at, &ranges, None)?;
+            TargetRead {
+                done: c.done,
+                ranges,
+            }
         }
-    };
-    Ok(c.done)
-}
-
-fn target_ranges(
-    fs: &HostFs,
-    target: &Target,
-    host_layouts: &BTreeMap<u64, Vec<Extent>>,
-) -> Vec<(u64, u64)> {
-    let bs = fs.namespace().layout().block_bytes;
-    let runs = match &target.source {
-        FileData::Extents(r) => r,
-        _ => host_layouts.get(&target.ino).map_or(&[][..], Vec::as_slice),
-    };
-    byte_ranges(runs, bs, target.length)
+    })
 }
 
 /// The bytes [`read_target`] read, taken without booking time again (nothing writes in
 /// between); zeros in timing-only mode. Unmapped pages of a snapshot read as zeros.
-fn target_bytes(
-    fs: &HostFs,
-    target: &Target,
-    host_layouts: &BTreeMap<u64, Vec<Extent>>,
-) -> Result<Vec<u8>, NdpError> {
+fn target_bytes(fs: &HostFs, target: &Target, read: &TargetRead) -> Result<Vec<u8>, NdpError> {
     let len = usize::try_from(target.length).unwrap_or(usize::MAX);
     if !fs.device().ftl().keeps_payloads() {
         return Ok(vec![0; len]);
@@ -1029,9 +1032,8 @@ fn target_bytes(
             data
         }
         FileData::Extents(_) | FileData::FromHost => {
-            let ranges = target_ranges(fs, target, host_layouts);
-            let mut data = vec![0u8; ranges.iter().map(|r| r.1).sum::<u64>() as usize];
-            fs.device().peek_ranges(&ranges, &mut data)?;
+            let mut data = vec![0u8; read.ranges.iter().map(|r| r.1).sum::<u64>() as usize];
+            fs.device().peek_ranges(&read.ranges, &mut data)?;
             data
         }
     };
@@ -1047,19 +1049,19 @@ fn compute_in_read_order(
     fs: &mut HostFs,
     targets: &[Target],
     plan: &HostPlan,
-    reads: &[VirtualTime],
+    reads: &[TargetRead],
     retrieved: VirtualTime,
     compute: &mut dyn NdpCompute,
 ) -> Result<(Vec<FileOutcome>, VirtualTime), NdpError> {
     let mut cpu = CorePool::new(fs.device().profile().device_cpu.cores);
     let mut order: Vec<usize> = (0..targets.len()).collect();
-    order.sort_by_key(|&i| (reads[i], i));
+    order.sort_by_key(|&i| (reads[i].done, i));
     let mut files: Vec<Option<FileOutcome>> = vec![None; targets.len()];
     let mut finished = retrieved;
     for i in order {
         let path = plan.names[&targets[i].ino].clone();
-        let read_done = reads[i];
-        let data = target_bytes(fs, &targets[i], &plan.host_layouts)?;
+        let read_done = reads[i].done;
+        let data = target_bytes(fs, &targets[i], &reads[i])?;
         let out = compute
             .compute(&path, data)
             .map_err(|message| NdpError::Compute {
