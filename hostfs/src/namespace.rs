@@ -1069,7 +1069,11 @@ impl Namespace {
                 replaced: None,
             });
         }
-        let (new_parent, new_name) = self.parent_of(to, who)?;
+        // Within one directory (most renames) its walk and checks are the same as for `from`.
+        let (new_parent, new_name) = match split_last(to) {
+            Ok((to_dir, name)) if parent_dir(from) == Some(to_dir) => (old_parent, name),
+            _ => self.parent_of(to, who)?,
+        };
         if new_name.len() > 255 {
             return Err(NsError::NameTooLong(new_name.to_string()));
         }

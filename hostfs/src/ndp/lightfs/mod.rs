@@ -94,6 +94,13 @@ struct Resolved {
     files: Vec<(String, HostEntry)>,
 }
 
+/// Where [`State::walk`] ended.
+enum Walk {
+    Found(Resolved),
+    /// Only the last component is missing: the ino list of the directory it would be in.
+    MissingLast(Vec<u64>),
+}
+
 impl State {
     /// The host cache's view of `dir`, read from its `.ndpmeta` on flash on a miss.
     /// LightFS-Host runs on a user-space NVMe driver (UNVMe, §IV-A) and knows where each
@@ -174,11 +181,16 @@ impl State {
     /// Path → ino list and the files it covers, from the host cache; checks permissions
     /// (the directory's aggregated permissions once when it has them, else file by file).
     fn resolve(&mut self, fs: &mut HostFs, path: &str, who: Cred) -> Result<Resolved, NdpError> {
-        self.walk(fs, path, who, true)
+        match self.walk(fs, path, who, false)? {
+            Walk::Found(r) => Ok(r),
+            Walk::MissingLast(_) => unreachable!("a walk that may not stop short did"),
+        }
     }
 
-    /// [`State::resolve`], listing a directory's files only if `files` (a lock on a new
-    /// file's directory needs its ino list alone).
+    /// [`State::resolve`], or, when only the last component is missing (`or_parent`), the
+    /// ino list of the directory it would be in: an open that creates a file locks that
+    /// directory, and walking the path twice, once to miss and once for the parent, was a
+    /// visible share of a replay.
     // Long: the host cache's walk and the two permission paths (aggregated, per file) in one
     // pass over the directory.
     fn walk(
@@ -186,8 +198,8 @@ impl State {
         fs: &mut HostFs,
         path: &str,
         who: Cred,
-        files: bool,
-    ) -> Result<Resolved, NdpError> {
+        or_parent: bool,
+    ) -> Result<Walk, NdpError> {
         self.settle(fs)?;
         let rel = self.relative(path).ok_or_else(|| {
             NdpError::Fs(FsError::Namespace(crate::namespace::NsError::NotFound(
@@ -200,7 +212,8 @@ impl State {
         // The last entry walked: the directory it is in, its index there, its kind.
         let mut target: Option<(u64, usize, EntryKind)> = None;
         let mut cpu_ns = 0;
-        for name in rel.split('/').filter(|c| !c.is_empty()) {
+        let mut names = rel.split('/').filter(|c| !c.is_empty()).peekable();
+        while let Some(name) = names.next() {
             if target.is_some_and(|(_, _, kind)| kind == EntryKind::File) {
                 return Err(FsError::Namespace(crate::namespace::NsError::NotADirectory(
                     path.to_string(),
@@ -208,15 +221,17 @@ impl State {
                 .into());
             }
             let d = self.host_dir(fs, dir)?;
-            let k = d
-                .entries
-                .iter()
-                .position(|e| e.name == name)
-                .ok_or_else(|| {
-                    NdpError::Fs(FsError::Namespace(crate::namespace::NsError::NotFound(
-                        path.to_string(),
-                    )))
-                })?;
+            let Some(k) = d.entries.iter().position(|e| e.name == name) else {
+                // The directory is the last one walked, as the walk of the parent's path
+                // finds it (a path ending in '/' has no parent apart from itself).
+                if or_parent && names.peek().is_none() && !path.ends_with('/') {
+                    fs.advance_to(fs.clock().after(cpu_ns));
+                    return Ok(Walk::MissingLast(ino_list));
+                }
+                return Err(NdpError::Fs(FsError::Namespace(
+                    crate::namespace::NsError::NotFound(path.to_string()),
+                )));
+            };
             let e = &d.entries[k];
             if e.kind == EntryKind::Dir && !e.perms.allows(who, Access::Execute) {
                 return Err(NdpError::PermissionDenied {
@@ -233,7 +248,6 @@ impl State {
             }
         }
         let files = match target {
-            _ if !files => Vec::new(),
             Some((parent, k, EntryKind::File)) => {
                 let e = self.host[&parent].entries[k].clone();
                 if !e.perms.allows(who, Access::Read) {
@@ -284,7 +298,7 @@ impl State {
             }
         };
         fs.advance_to(fs.clock().after(cpu_ns));
-        Ok(Resolved { ino_list, files })
+        Ok(Walk::Found(Resolved { ino_list, files }))
     }
 
     /// The block monitor sees what reached the flash; the update trigger unlocks and updates
@@ -632,9 +646,12 @@ impl OffloadDesign for LightFs {
         let in_tree = st.relative(path).is_some();
         // A file the index does not know yet needs no lock; any other failure (a corrupt
         // index, a refused permission) must stop the open, or the file would go unlocked.
-        let existing = if in_tree {
-            match st.resolve(fs, path, who) {
-                Ok(r) => Some(r),
+        // Before a write the device caches each level of the file's path (§III-E), so the
+        // update synchronizer can refresh the entries the write changes: a file already
+        // indexed is locked along its ino list, a new one's directory is cached.
+        let walked = if in_tree {
+            match st.walk(fs, path, who, true) {
+                Ok(w) => Some(w),
                 Err(NdpError::Fs(FsError::Namespace(crate::namespace::NsError::NotFound(_)))) => {
                     None
                 }
@@ -643,21 +660,11 @@ impl OffloadDesign for LightFs {
         } else {
             None
         };
-        // Before a write the device caches each level of the file's path (§III-E), so the
-        // update synchronizer can refresh the entries the write changes: a file already
-        // indexed is locked along its ino list, a new one's directory is cached.
-        let levels = match &existing {
-            Some(r) => Some(r.ino_list.clone()),
-            None if in_tree => match st.walk(fs, parent_dir(path).unwrap_or("/"), who, false) {
-                Ok(r) => Some(r.ino_list),
-                Err(NdpError::Fs(FsError::Namespace(
-                    crate::namespace::NsError::NotFound(_)
-                    | crate::namespace::NsError::NotADirectory(_),
-                ))) => None,
-                Err(e) => return Err(e),
-            },
-            None => None,
-        };
+        let existing = matches!(walked, Some(Walk::Found(_)));
+        let levels = walked.map(|w| match w {
+            Walk::Found(r) => r.ino_list,
+            Walk::MissingLast(list) => list,
+        });
         if let Some(list) = levels {
             // A directory the device must read from flash has to be there as the host last
             // changed it.
@@ -670,7 +677,7 @@ impl OffloadDesign for LightFs {
                 .device_mut()
                 .host_transfer(at, 8 * list.len() as u64)
                 .done;
-            let done = if existing.is_some() {
+            let done = if existing {
                 st.csd.lock(fs.device_mut(), at, &list)?
             } else {
                 st.csd.prefetch(fs.device_mut(), at, &[list])?
@@ -690,7 +697,7 @@ impl OffloadDesign for LightFs {
                 dir,
                 dir_path,
                 closed: false,
-                new: existing.is_none(),
+                new: !existing,
             });
             entry.closed = false;
         }
