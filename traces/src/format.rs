@@ -385,29 +385,34 @@ pub const OPS: &[&str] = &[
 ];
 
 impl Op {
-    pub fn name(&self) -> &'static str {
+    /// This op's place in [`OPS`]: a small dense key, for tables by op.
+    pub fn index(&self) -> usize {
         match self {
-            Op::Open { .. } => "open",
-            Op::Close { .. } => "close",
-            Op::Read { .. } => "read",
-            Op::Write { .. } => "write",
-            Op::Pread { .. } => "pread",
-            Op::Pwrite { .. } => "pwrite",
-            Op::Fsync { .. } => "fsync",
-            Op::Fdatasync { .. } => "fdatasync",
-            Op::Sync => "sync",
-            Op::Mkdir { .. } => "mkdir",
-            Op::Rmdir { .. } => "rmdir",
-            Op::Unlink { .. } => "unlink",
-            Op::Rename { .. } => "rename",
-            Op::Stat { .. } => "stat",
-            Op::Truncate { .. } => "truncate",
-            Op::Ndp { .. } => "ndp",
-            Op::Isc { .. } => "isc",
-            Op::Cisc { .. } => "cisc",
-            Op::Bread { .. } => "bread",
-            Op::Bwrite { .. } => "bwrite",
+            Op::Open { .. } => 0,
+            Op::Close { .. } => 1,
+            Op::Read { .. } => 2,
+            Op::Write { .. } => 3,
+            Op::Pread { .. } => 4,
+            Op::Pwrite { .. } => 5,
+            Op::Fsync { .. } => 6,
+            Op::Fdatasync { .. } => 7,
+            Op::Sync => 8,
+            Op::Mkdir { .. } => 9,
+            Op::Rmdir { .. } => 10,
+            Op::Unlink { .. } => 11,
+            Op::Rename { .. } => 12,
+            Op::Stat { .. } => 13,
+            Op::Truncate { .. } => 14,
+            Op::Ndp { .. } => 15,
+            Op::Isc { .. } => 16,
+            Op::Cisc { .. } => 17,
+            Op::Bread { .. } => 18,
+            Op::Bwrite { .. } => 19,
         }
+    }
+
+    pub fn name(&self) -> &'static str {
+        OPS[self.index()]
     }
 
     /// The fd this op works on and the file's path, if it is an fd op.

@@ -13,7 +13,7 @@
 //! data not in the page cache, `fsync` writeback, NDP offloads. A `write` into the page cache
 //! costs no device time (csdlab models no host CPU time per syscall).
 
-use crate::format::{Event, Op};
+use crate::format::{Event, Op, OPS};
 use crate::isc::IscTotals;
 use crate::reader::{Feed, Strictness, TraceError, TraceReader};
 use crate::system::{build, Applied, FusionTotals, SetupError, System};
@@ -123,7 +123,9 @@ pub struct ReplayReport {
 struct Replayer<'s> {
     system: Box<dyn System + 's>,
     clocks: HashMap<u32, VirtualTime>,
-    hist: BTreeMap<&'static str, (Histogram<u64>, u64)>,
+    /// Latencies and failures by [`Op::index`] (a tree keyed by the op's name cost a visible
+    /// share of a replay in string comparisons).
+    hist: [Option<(Histogram<u64>, u64)>; OPS.len()],
     skipped: BTreeMap<String, u64>,
     first_errors: BTreeMap<String, String>,
     ops: u64,
@@ -135,7 +137,7 @@ impl<'s> Replayer<'s> {
         Replayer {
             system,
             clocks: HashMap::new(),
-            hist: BTreeMap::new(),
+            hist: std::array::from_fn(|_| None),
             skipped: BTreeMap::new(),
             first_errors: BTreeMap::new(),
             ops: 0,
@@ -147,8 +149,8 @@ impl<'s> Replayer<'s> {
         *self.skipped.entry(why.to_string()).or_default() += 1;
     }
 
-    fn record(&mut self, op: &'static str, ns: u64, ok: bool) {
-        let (h, failed) = self.hist.entry(op).or_insert_with(|| {
+    fn record(&mut self, op: &Op, ns: u64, ok: bool) {
+        let (h, failed) = self.hist[op.index()].get_or_insert_with(|| {
             // 1 ns to one hour at 3 significant digits; longer latencies saturate.
             let h = Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
                 .expect("valid histogram bounds");
@@ -195,12 +197,12 @@ impl<'s> Replayer<'s> {
         match outcome {
             Ok(Applied::Done) => {
                 self.ops += 1;
-                self.record(ev.op.name(), end.since(start), true);
+                self.record(&ev.op, end.since(start), true);
             }
             Ok(Applied::Skipped(why)) => self.skip(&why),
             Err(e) => {
                 self.ops += 1;
-                self.record(ev.op.name(), 0, false);
+                self.record(&ev.op, 0, false);
                 self.first_errors
                     .entry(ev.op.name().to_string())
                     .or_insert_with(|| e.to_string());
@@ -217,9 +219,10 @@ impl<'s> Replayer<'s> {
             .copied()
             .max()
             .unwrap_or(VirtualTime::ZERO);
-        let latency = self
-            .hist
+        let latency = OPS
             .iter()
+            .zip(&self.hist)
+            .filter_map(|(op, h)| Some((op, h.as_ref()?)))
             .map(|(op, (h, failed))| {
                 (
                     op.to_string(),
