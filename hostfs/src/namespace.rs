@@ -492,6 +492,14 @@ fn components(path: &str) -> Result<Components<'_>, NsError> {
     Ok(Components { rest: Some(rest) })
 }
 
+/// The components of a path [`components`] already accepted, or of a directory above one
+/// it accepted (a prefix of a valid path, up to a '/', is valid).
+fn components_of_valid(path: &str) -> Components<'_> {
+    Components {
+        rest: path.strip_prefix('/').filter(|r| !r.is_empty()),
+    }
+}
+
 /// The '/'-separated parts of a relative path. Splits on the byte: `str::split('/')` compares
 /// each candidate through a generic UTF-8 searcher, which was a tenth of a replay's path walk.
 struct Components<'a> {
@@ -743,15 +751,17 @@ impl Namespace {
             reads: Vec::with_capacity(16),
         };
         trail.ino_list.push(Ino::ROOT);
-        Ok(match self.walk_to(path, who, Some(&mut trail))? {
-            Walked::Found(ino) => Ok(Resolution {
-                ino,
-                ino_list: trail.ino_list,
-                positions: trail.positions,
-                reads: trail.reads,
-            }),
-            Walked::MissingLast(parent) => Err(parent),
-        })
+        Ok(
+            match self.walk_to(path, components(path)?, who, Some(&mut trail))? {
+                Walked::Found(ino) => Ok(Resolution {
+                    ino,
+                    ino_list: trail.ino_list,
+                    positions: trail.positions,
+                    reads: trail.reads,
+                }),
+                Walked::MissingLast(parent) => Err(parent),
+            },
+        )
     }
 
     /// The inode `path` names, with the same checks as [`Namespace::resolve`] but without
@@ -761,7 +771,18 @@ impl Namespace {
     }
 
     fn walk(&self, path: &str, who: Cred, trail: Option<&mut Trail>) -> Result<Ino, NsError> {
-        match self.walk_to(path, who, trail)? {
+        self.walk_parts(path, components(path)?, who, trail)
+    }
+
+    /// [`Namespace::walk`] of `path`, split into `parts` already checked.
+    fn walk_parts(
+        &self,
+        path: &str,
+        parts: Components<'_>,
+        who: Cred,
+        trail: Option<&mut Trail>,
+    ) -> Result<Ino, NsError> {
+        match self.walk_to(path, parts, who, trail)? {
             Walked::Found(ino) => Ok(ino),
             Walked::MissingLast(_) => Err(NsError::NotFound(path.to_string())),
         }
@@ -774,10 +795,11 @@ impl Namespace {
     fn walk_to(
         &self,
         path: &str,
+        parts: Components<'_>,
         who: Cred,
         mut trail: Option<&mut Trail>,
     ) -> Result<Walked, NsError> {
-        let mut parts = components(path)?.peekable();
+        let mut parts = parts.peekable();
         let mut ino = Ino::ROOT;
         // How much of `path` has been walked (components are '/'-separated, never empty).
         let mut walked = 0usize;
@@ -986,7 +1008,8 @@ impl Namespace {
             Err(NsError::Exists(_)) => return Err(NsError::BadPath(path.to_string())),
             r => r?,
         };
-        let parent = self.walk(parent_path, who, None)?;
+        // `split_last` checked the whole path, so its directory needs no second check.
+        let parent = self.walk_parts(parent_path, components_of_valid(parent_path), who, None)?;
         let p = &self.inodes[&parent];
         if !p.is_dir() {
             return Err(NsError::NotADirectory(parent_path.to_string()));
