@@ -187,6 +187,7 @@ impl FdTable {
             return Ok(());
         };
         let key = (ev.pid, fd);
+        let closes = matches!(ev.op, Op::Close { .. });
         let path = match &mut ev.op {
             Op::Close { path, .. }
             | Op::Read { path, .. }
@@ -197,7 +198,14 @@ impl FdTable {
             | Op::Fdatasync { path, .. } => path,
             _ => unreachable!("fd ops only"),
         };
-        // The fd table's path is cloned only into an event that names none.
+        // The fd table's path is cloned only into an event that names none, and a close
+        // takes it.
+        if path.is_empty() && closes {
+            if let Some(p) = self.0.remove(&key) {
+                *path = p;
+                return Ok(());
+            }
+        }
         let known = self.0.get(&key);
         if path.is_empty() {
             match known {
@@ -213,7 +221,7 @@ impl FdTable {
             // Recorders that know each fd's path (strace -y) need no open event.
             self.0.insert(key, path.clone());
         }
-        if matches!(ev.op, Op::Close { .. }) {
+        if closes {
             self.0.remove(&key);
         }
         Ok(())
