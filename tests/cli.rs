@@ -799,6 +799,27 @@ fn csd_trace_records_imports_and_checks() {
 }
 
 #[test]
+fn a_design_that_cannot_be_built_fails_the_replay_with_its_own_error() {
+    // fusion needs a [fusion] table cosmos-plus lacks; the designs beside it are stopped,
+    // and the error is fusion's, not theirs.
+    let path = format!("{}/traces/samples/untar.trace", env!("CARGO_MANIFEST_DIR"));
+    let o = csd(&[
+        "replay",
+        path.as_str(),
+        "--design",
+        "frag-s,fusion,lightfs",
+        "--profile",
+        "cosmos-plus",
+        "--no-store",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("under fusion"), "{err}");
+    assert!(err.contains("[fusion] table"), "{err}");
+    assert!(!err.contains("stopped"), "{err}");
+}
+
+#[test]
 fn replays_are_deterministic_and_snapshotted() {
     let cache = scratch("replay-cache");
     for sample in [

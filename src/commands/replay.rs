@@ -7,12 +7,13 @@ use csd_device::Profile;
 use csd_hostfs::ndp::NdpCompute;
 use csd_traces::reader::Feed;
 use csd_traces::replay::{
-    replay_fed, OpRunners, Pace, Prescan, Progress, ReplayOptions, ReplayReport, ReplayTarget,
+    replay_fed, OpRunners, Pace, Prescan, Progress, ReplayError, ReplayOptions, ReplayReport,
+    ReplayTarget,
 };
 use csd_traces::report::{ReplayRun, Report};
 use csd_traces::spec::{SystemKind, SystemSpec};
 use csd_traces::store::{NewRun, RunStore, TraceRef};
-use csd_traces::Strictness;
+use csd_traces::{Strictness, TraceError};
 use std::io::BufRead;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -245,12 +246,21 @@ pub fn replay_all(
             .map_err(|e| format!("{e:#}"))
         };
         let mut isc = csd::isc::TaskRunner::new(engine.clone(), profile, library.clone());
+        // A design that fails ends the group's reading for all: the command fails with it,
+        // so the others' replays would be thrown away.
+        let stop = feed.stopper();
         let mut stages = if kind.on_storagefs() || kind == ReplayTarget::Ispfs {
-            Some(csd_runtime::WasmStages::new(csd::builtin::STAGES)?)
+            match csd_runtime::WasmStages::new(csd::builtin::STAGES) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    stop.stop();
+                    return Err(e.into());
+                }
+            }
         } else {
             None
         };
-        replay_fed(
+        let replayed = replay_fed(
             &scan,
             feed,
             profile,
@@ -266,8 +276,11 @@ pub fn replay_all(
             |p| {
                 let _ = heard.send((i, Some(p)));
             },
-        )
-        .with_context(|| format!("replaying {} under {kind}", trace.name))
+        );
+        if replayed.is_err() {
+            stop.stop();
+        }
+        replayed.with_context(|| format!("replaying {} under {kind}", trace.name))
     };
     let mut shown = Shown {
         progress,
@@ -303,6 +316,23 @@ pub fn replay_all(
                 }
             },
         );
+        // The design that failed, not one it stopped.
+        let stopped = |e: &anyhow::Error| {
+            matches!(
+                e.downcast_ref::<ReplayError>(),
+                Some(ReplayError::Trace(TraceError::Stopped))
+            )
+        };
+        let mut reports = reports;
+        if let Some(at) = reports
+            .iter()
+            .position(|r| r.as_ref().is_err_and(|e| !stopped(e)))
+        {
+            return Err(reports
+                .swap_remove(at)
+                .err()
+                .expect("an error, found above"));
+        }
         for report in reports {
             designs.push(report?);
         }

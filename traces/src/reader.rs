@@ -14,6 +14,9 @@ pub enum TraceError {
     UnknownOp { line: u64, op: String },
     #[error("reading the trace: {0}")]
     Io(#[from] std::io::Error),
+    /// A [`feed`] stopped on a consumer's word ([`FeedStop::stop`]) before the trace ended.
+    #[error("stopped before the end of the trace: another consumer of the same reading failed")]
+    Stopped,
 }
 
 /// What to do with an op this csdlab does not know.
@@ -563,9 +566,32 @@ struct Fed {
 pub struct Feed {
     batches: std::sync::mpsc::Receiver<std::sync::Arc<Fed>>,
     back: std::sync::mpsc::Sender<std::sync::Arc<Fed>>,
+    stop: FeedStop,
+}
+
+/// Stops a [`feed`] for every consumer: the reading ends at the next batch, and each
+/// consumer's [`Feed::for_each`] returns [`TraceError::Stopped`]. A consumer that fails when
+/// the others' work is wasted without it (a design of `csd replay` that cannot be built)
+/// says so at once, rather than after the others have read the whole trace.
+#[derive(Clone)]
+pub struct FeedStop(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl FeedStop {
+    pub fn stop(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn stopped(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 impl Feed {
+    /// A handle that stops the whole feed (see [`FeedStop`]), kept past the feed itself.
+    pub fn stopper(&self) -> FeedStop {
+        self.stop.clone()
+    }
+
     /// Hands every event to `apply`, in order; then the unknown ops skipped (lenient mode),
     /// or the first error in the trace, after the events before it.
     pub fn for_each(
@@ -643,6 +669,7 @@ pub fn feed<R: BufRead + Send, T: Send>(
     use std::sync::mpsc::{channel, sync_channel};
     use std::sync::Arc;
     let (back, returned) = channel::<Arc<Fed>>();
+    let stop = FeedStop(Arc::default());
     let mut to = Vec::new();
     let mut feeds = Vec::new();
     for _ in 0..n {
@@ -651,11 +678,12 @@ pub fn feed<R: BufRead + Send, T: Send>(
         feeds.push(Feed {
             batches: rx,
             back: back.clone(),
+            stop: stop.clone(),
         });
     }
     drop(back);
     std::thread::scope(|s| {
-        s.spawn(move || parse_for_feed(input, strictness, to, returned));
+        s.spawn(move || parse_for_feed(input, strictness, to, returned, stop));
         let consume = &consume;
         let handles: Vec<_> = feeds
             .into_iter()
@@ -680,6 +708,7 @@ fn parse_for_feed<R: BufRead>(
     strictness: Strictness,
     mut to: Vec<Option<std::sync::mpsc::SyncSender<std::sync::Arc<Fed>>>>,
     returned: std::sync::mpsc::Receiver<std::sync::Arc<Fed>>,
+    stop: FeedStop,
 ) {
     // Sends to every consumer still taking batches; false once none is.
     let mut send = |fed: Fed| {
@@ -702,7 +731,11 @@ fn parse_for_feed<R: BufRead>(
                 end: Some(Err(e)),
             });
         }
-        Ok(mut reader) => send_batches(&mut reader, |fed| {
+        Ok(mut reader) => send_batches(&mut reader, |mut fed| {
+            if stop.stopped() {
+                fed.events.clear();
+                fed.end = Some(Err(TraceError::Stopped));
+            }
             let last = fed.end.is_some();
             (send(fed) && !last).then(|| Vec::with_capacity(BATCH))
         }),
@@ -724,6 +757,7 @@ fn clone_error(e: &TraceError) -> TraceError {
             op: op.clone(),
         },
         TraceError::Io(io) => TraceError::Io(std::io::Error::new(io.kind(), io.to_string())),
+        TraceError::Stopped => TraceError::Stopped,
     }
 }
 
@@ -975,6 +1009,58 @@ mod tests {
         );
         assert_eq!(got[0], got[1]);
         assert!(got[0].starts_with("line 1:"), "{}", got[0]);
+    }
+
+    #[test]
+    fn a_consumer_that_stops_the_feed_ends_the_reading_for_all() {
+        let lines = 100 * BATCH;
+        let input = trace_with(lines, usize::MAX, b"");
+        let got = feed(
+            &input[..],
+            Strictness::Strict,
+            2,
+            |i, f| {
+                if i == 0 {
+                    // Fails before reading anything, and stops the others.
+                    f.stopper().stop();
+                    return (0, "failed".to_string());
+                }
+                let mut n = 0usize;
+                let end = f.for_each(|_| n += 1);
+                (
+                    n,
+                    end.map_or_else(|e| e.to_string(), |_| "read it all".into()),
+                )
+            },
+            || {},
+        );
+        assert_eq!(got[0].1, "failed");
+        assert_eq!(got[1].1, TraceError::Stopped.to_string());
+        // The parser had at most its queue to each consumer in flight when it stopped.
+        assert!(
+            got[1].0 <= (2 * DEPTH + 2) * BATCH,
+            "{} of {lines}",
+            got[1].0
+        );
+        // Without a stop, the same reading reaches the end for the consumer that reads.
+        let got = feed(
+            &input[..],
+            Strictness::Strict,
+            2,
+            |i, f| {
+                if i == 0 {
+                    return 0;
+                }
+                let mut n = 0usize;
+                f.for_each(|_| n += 1).expect("reads to the end");
+                n
+            },
+            || {},
+        );
+        assert_eq!(
+            got[1],
+            read_with(&input, Strictness::Strict, "iterator").0.len()
+        );
     }
 
     /// A reader that fails after `left` bytes.
