@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Context};
 use csd_traces::import::{convert, ImportFormat};
-use csd_traces::{Header, Strictness, TraceReader, TraceWriter};
+use csd_traces::{Header, Strictness, TraceError, TraceReader, TraceWriter};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -279,7 +279,7 @@ fn check(
     } else {
         Strictness::Strict
     };
-    let mut reader = TraceReader::new(BufReader::new(file), strictness)
+    let reader = TraceReader::new(BufReader::new(file), strictness)
         .with_context(|| format!("reading {}", path.display()))?;
     let mut s = Summary {
         source: reader.header().source.clone(),
@@ -301,10 +301,10 @@ fn check(
         },
         seen: BTreeMap::new(),
     };
-    while let Some(ev) = reader.next() {
-        let ev = ev.with_context(|| format!("reading {}", path.display()))?;
+    // Parsed on every core: checking a trace of millions of events is a wait otherwise.
+    let checked = reader.for_each_parsed_wide(|line, ev| -> Result<(), Refused> {
         if let Err(e) = tasks.check(&ev.op) {
-            bail!("{} line {}: {e}", path.display(), reader.line());
+            return Err(Refused::Task(line, e));
         }
         s.events += 1;
         *s.by_op.entry(ev.op.name()).or_default() += 1;
@@ -312,7 +312,7 @@ fn check(
         s.span_ns = s.span_ns.max(ev.t + ev.dur.unwrap_or(0));
         let inner = match &ev.op {
             Op::Cisc { ops, .. } => ops.as_slice(),
-            _ => std::slice::from_ref(&ev),
+            _ => std::slice::from_ref(ev),
         };
         for e in inner {
             match e.op {
@@ -325,15 +325,35 @@ fn check(
                 _ => {}
             }
         }
-    }
+        Ok(())
+    });
+    s.skipped_unknown_ops = match checked {
+        Ok(skipped) => skipped,
+        Err(Refused::Trace(e)) => {
+            return Err(e).with_context(|| format!("reading {}", path.display()))
+        }
+        Err(Refused::Task(line, e)) => bail!("{} line {line}: {e}", path.display()),
+    };
     s.pids = pids.len();
-    s.skipped_unknown_ops = reader.skipped().clone();
     if json {
         println!("{}", serde_json::to_string_pretty(&s)?);
     } else {
         print_summary(path, &s);
     }
     Ok(())
+}
+
+/// Why `trace check` refused a trace: a line the reader refused, or a task no replay could
+/// run.
+enum Refused {
+    Trace(TraceError),
+    Task(u64, String),
+}
+
+impl From<TraceError> for Refused {
+    fn from(e: TraceError) -> Refused {
+        Refused::Trace(e)
+    }
 }
 
 fn print_summary(path: &Path, s: &Summary) {
@@ -361,9 +381,14 @@ fn print_summary(path: &Path, s: &Summary) {
 fn add(path: &Path, store: &super::runs::StoreArgs) -> anyhow::Result<()> {
     // Check it first: the store keeps only traces that read end to end.
     let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let events = TraceReader::new(BufReader::new(file), Strictness::Strict)
-        .with_context(|| format!("reading {}", path.display()))?
-        .try_fold(0u64, |n, e| e.map(|_| n + 1))
+    let mut events = 0u64;
+    TraceReader::new(BufReader::new(file), Strictness::Strict)
+        .and_then(|r| {
+            r.for_each_parsed_wide(|_, _| -> Result<(), TraceError> {
+                events += 1;
+                Ok(())
+            })
+        })
         .with_context(|| format!("reading {}", path.display()))?;
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     let name = path.file_name().map_or_else(

@@ -193,7 +193,7 @@ impl Prescan {
         // Offsets of fds without explicit offsets, to size sequential reads.
         let mut pos: HashMap<(u32, i64), u64> = HashMap::new();
         TraceReader::new(reader, strictness)?.for_each_parsed_wide(
-            |ev| -> Result<(), TraceError> {
+            |_, ev| -> Result<(), TraceError> {
                 s.events += 1;
                 s.visit(&mut pos, ev);
                 Ok(())

@@ -147,7 +147,30 @@ pub fn check_path(path: &str) -> Result<(), String> {
 /// Checks every path an event names, with [`check_path`] (no allocation: this runs for every
 /// event of a replay).
 fn check_event_paths(op: &Op) -> Result<(), String> {
+    check_paths(op, false)
+}
+
+/// [`check_event_paths`] before the fds are resolved: an fd op's path the line leaves empty
+/// is left out (the reader fills it from the table, which holds only paths already checked).
+/// Run by each parser of [`TraceReader::for_each_parsed_wide`], so the consumer, which
+/// must take every line in turn, has less to do.
+fn check_named_paths(op: &Op) -> Result<(), String> {
+    check_paths(op, true)
+}
+
+fn check_paths(op: &Op, unresolved: bool) -> Result<(), String> {
     let one = match op {
+        Op::Close { path, .. }
+        | Op::Read { path, .. }
+        | Op::Write { path, .. }
+        | Op::Pread { path, .. }
+        | Op::Pwrite { path, .. }
+        | Op::Fsync { path, .. }
+        | Op::Fdatasync { path, .. }
+            if unresolved && path.is_empty() =>
+        {
+            return Ok(())
+        }
         Op::Open { path, .. }
         | Op::Close { path, .. }
         | Op::Read { path, .. }
@@ -164,7 +187,7 @@ fn check_event_paths(op: &Op) -> Result<(), String> {
         Op::Rename { path, to } => return check_path(path).and_then(|()| check_path(to)),
         Op::Ndp { paths, .. } => return paths.iter().try_for_each(|p| check_path(p)),
         Op::Isc { files, .. } => return files.iter().try_for_each(|f| check_path(&f.path)),
-        Op::Cisc { ops, .. } => return ops.iter().try_for_each(|e| check_event_paths(&e.op)),
+        Op::Cisc { ops, .. } => return ops.iter().try_for_each(|e| check_paths(&e.op, unresolved)),
         Op::Sync | Op::Bread { .. } | Op::Bwrite { .. } => return Ok(()),
     };
     check_path(one)
@@ -364,8 +387,14 @@ struct Lines {
     failed: Option<String>,
 }
 
-/// One line's outcome, from a parser: what it held, or why it is malformed.
-type ParsedLine = (u64, Result<Parsed, String>);
+/// One line's outcome, from a parser.
+struct ParsedLine {
+    line: u64,
+    /// What it held, or why it is malformed.
+    parsed: Result<Parsed, String>,
+    /// Whether the paths it names are valid ([`check_named_paths`]).
+    paths: Result<(), String>,
+}
 
 impl<R: BufRead + Send> TraceReader<R> {
     /// Hands every event to `apply`, in order, while a second thread parses ahead: parsing
@@ -426,10 +455,10 @@ impl<R: BufRead + Send> TraceReader<R> {
     /// `MAX_PARSERS`, 4), take the batches in turn; the consumer takes them back in the same
     /// turn, resolves fds (in trace order, as it must) and applies. A consumer that needs a
     /// core of its own (a replay) is slower this way: the parsers take turns on its core,
-    /// and the fds are resolved on it.
+    /// and the fds are resolved on it. `apply` is given each event's line number too.
     pub fn for_each_parsed_wide<E: From<TraceError>>(
         self,
-        mut apply: impl FnMut(&Event) -> Result<(), E>,
+        mut apply: impl FnMut(u64, &Event) -> Result<(), E>,
     ) -> Result<BTreeMap<String, u64>, E> {
         use std::sync::mpsc::{channel, sync_channel, Receiver, SyncSender};
         let parsers = std::thread::available_parallelism()
@@ -467,10 +496,11 @@ impl<R: BufRead + Send> TraceReader<R> {
                     let Ok(mut batch) = from_parsers[turn].recv() else {
                         break;
                     };
-                    for (line, parsed) in &mut batch {
-                        let event = take_parsed(line, parsed, strictness, &mut fds, &mut skipped)?;
+                    for parsed in &mut batch {
+                        let line = parsed.line;
+                        let event = take_parsed(parsed, strictness, &mut fds, &mut skipped)?;
                         if let Some(ev) = event {
-                            apply(ev)?;
+                            apply(line, ev)?;
                         }
                     }
                     let _ = back[turn].send(batch);
@@ -523,27 +553,28 @@ fn read_lines(
 }
 
 /// One parsed line, in trace order: its event with the fd resolved and the paths checked
-/// (`None` for an unknown op skipped), or the line's error.
+/// (`None` for an unknown op skipped), or the line's error. The fd is resolved before the
+/// paths' verdict counts, as the one-thread reader checks them.
 fn take_parsed<'e>(
-    line: &u64,
-    parsed: &'e mut Result<Parsed, String>,
+    parsed: &'e mut ParsedLine,
     strictness: Strictness,
     fds: &mut FdTable,
     skipped: &mut BTreeMap<String, u64>,
 ) -> Result<Option<&'e Event>, TraceError> {
+    let line = parsed.line;
     let malformed = |problem: String| TraceError::Malformed {
-        line: *line,
+        line,
         problem: cut_problem(&problem),
     };
-    match parsed {
+    match &mut parsed.parsed {
         Ok(Parsed::Event(ev)) => {
             fds.resolve(ev).map_err(malformed)?;
-            check_event_paths(&ev.op).map_err(malformed)?;
+            parsed.paths.clone().map_err(malformed)?;
             Ok(Some(ev))
         }
         Ok(Parsed::UnknownOp(op)) => match strictness {
             Strictness::Strict => Err(TraceError::UnknownOp {
-                line: *line,
+                line,
                 op: op.clone(),
             }),
             Strictness::Lenient => {
@@ -780,14 +811,27 @@ fn parse_batches(
                 (!text.is_empty()).then(|| parse_event(text)).transpose()
             });
             start = end;
-            match outcome {
-                Ok(None) => {}
-                Ok(Some(p)) => out.push((line, Ok(p))),
-                Err(problem) => out.push((line, Err(problem))),
-            }
+            let parsed = match outcome {
+                Ok(None) => continue,
+                Ok(Some(p)) => Ok(p),
+                Err(problem) => Err(problem),
+            };
+            let paths = match &parsed {
+                Ok(Parsed::Event(ev)) => check_named_paths(&ev.op),
+                _ => Ok(()),
+            };
+            out.push(ParsedLine {
+                line,
+                parsed,
+                paths,
+            });
         }
         if let Some(problem) = &batch.failed {
-            out.push((batch.first + batch.ends.len() as u64, Err(problem.clone())));
+            out.push(ParsedLine {
+                line: batch.first + batch.ends.len() as u64,
+                parsed: Err(problem.clone()),
+                paths: Ok(()),
+            });
         }
         let _ = recycle.send(batch);
         if parsed.send(out).is_err() {
@@ -881,7 +925,7 @@ mod tests {
                 })
                 .map_err(|e| e.to_string()),
             _ => reader
-                .for_each_parsed_wide(|ev| -> Result<(), TraceError> {
+                .for_each_parsed_wide(|_, ev| -> Result<(), TraceError> {
                     events.push(ev.clone());
                     Ok(())
                 })
@@ -919,11 +963,16 @@ mod tests {
     #[test]
     fn every_way_of_reading_gives_the_same_events_and_the_same_first_error() {
         let long = vec![b' '; MAX_LINE_BYTES + 10];
-        let bad: [&[u8]; 7] = [
+        let bad: [&[u8]; 10] = [
             b"{\"t\":1,\"pid\":1,\"op\":\"stat\"",
             br#"{"t":1,"pid":9,"op":"frobnicate","path":"/x"}"#,
             br#"{"t":1,"pid":9,"op":"close","fd":12}"#,
             br#"{"t":1,"pid":1,"op":"stat","path":"relative"}"#,
+            // An fd op that names its own (bad) path, and one that leaves it to the table.
+            br#"{"t":1,"pid":9,"op":"write","fd":12,"path":"relative","len":1}"#,
+            br#"{"t":1,"pid":9,"op":"write","fd":12,"len":1}"#,
+            // A CISC op whose events fail both ways: the fd first, as one thread finds it.
+            br#"{"t":1,"pid":9,"op":"cisc","pattern":"write-sync","ops":[{"t":1,"pid":9,"op":"write","fd":4,"path":"rel","len":1},{"t":1,"pid":9,"op":"fsync","fd":12}]}"#,
             b"{\"t\":1,\"pid\":1,\"op\":\"stat\",\"path\":\"/\xff\"}",
             &long,
             br#"{"t":1,"pid":1,"op":"stat","path":"/fine"}"#,
@@ -1009,6 +1058,32 @@ mod tests {
         );
         assert_eq!(got[0], got[1]);
         assert!(got[0].starts_with("line 1:"), "{}", got[0]);
+    }
+
+    #[test]
+    fn the_wide_reader_numbers_each_event_by_its_line() {
+        // Blank lines (every 97th) make line numbers and event counts part ways.
+        let input = trace_with(5000, usize::MAX, b"");
+        let mut reader = TraceReader::new(&input[..], Strictness::Strict).unwrap();
+        let mut want = Vec::new();
+        while let Some(ev) = reader.next() {
+            ev.unwrap();
+            want.push(reader.line());
+        }
+        let mut got = Vec::new();
+        TraceReader::new(&input[..], Strictness::Strict)
+            .unwrap()
+            .for_each_parsed_wide(|line, _| -> Result<(), TraceError> {
+                got.push(line);
+                Ok(())
+            })
+            .unwrap();
+        assert!(
+            want.len() == 5000 && want.last() > Some(&5001),
+            "{:?}",
+            want.last()
+        );
+        assert_eq!(got, want);
     }
 
     #[test]
@@ -1105,7 +1180,7 @@ mod tests {
                 .unwrap_err()
                 .to_string();
             let wide = reader(left)
-                .for_each_parsed_wide(|_| -> Result<(), TraceError> {
+                .for_each_parsed_wide(|_, _| -> Result<(), TraceError> {
                     n[1] += 1;
                     Ok(())
                 })
