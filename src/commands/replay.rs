@@ -254,7 +254,7 @@ pub fn replay_all(
                 Ok(s) => Some(s),
                 Err(e) => {
                     stop.stop();
-                    return Err(e.into());
+                    return Err(e);
                 }
             }
         } else {
@@ -328,10 +328,8 @@ pub fn replay_all(
             .iter()
             .position(|r| r.as_ref().is_err_and(|e| !stopped(e)))
         {
-            return Err(reports
-                .swap_remove(at)
-                .err()
-                .expect("an error, found above"));
+            // An error, found above: `?` returns it.
+            reports.swap_remove(at)?;
         }
         for report in reports {
             designs.push(report?);

@@ -159,18 +159,10 @@ fn check_named_paths(op: &Op) -> Result<(), String> {
 }
 
 fn check_paths(op: &Op, unresolved: bool) -> Result<(), String> {
+    if unresolved && op.fd_path().is_some_and(|(_, path)| path.is_empty()) {
+        return Ok(());
+    }
     let one = match op {
-        Op::Close { path, .. }
-        | Op::Read { path, .. }
-        | Op::Write { path, .. }
-        | Op::Pread { path, .. }
-        | Op::Pwrite { path, .. }
-        | Op::Fsync { path, .. }
-        | Op::Fdatasync { path, .. }
-            if unresolved && path.is_empty() =>
-        {
-            return Ok(())
-        }
         Op::Open { path, .. }
         | Op::Close { path, .. }
         | Op::Read { path, .. }
