@@ -171,9 +171,12 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let mut summary = execute(&plan, &store, args.shard, jobs, !args.json)?;
+    let mut lease = Lease::new(&store);
+    let mut summary = execute(&plan, &mut lease, args.shard, jobs, !args.json)?;
     let table = {
-        let s = super::runs::open(&store)?;
+        // The store the last saves held, if its lease is not over: opening sled again
+        // (its flush and fsyncs) was a tenth of a short sweep's wall time.
+        let s = lease.get()?;
         let view = csd_web::sweep::SweepView::of(
             &s.sweep(&plan.spec.name)?,
             &s.sweep_runs(&plan.spec.name)?,
@@ -451,15 +454,14 @@ fn load_trace(name: &str, base: &std::path::Path, store: &StoreArgs) -> anyhow::
 
 /// Runs this shard's missing points on `jobs` workers, saving each as it finishes.
 // Long: the skip, the worker pool and the saving loop, which share the progress bar.
-pub fn execute(
+fn execute(
     plan: &Plan,
-    store: &StoreArgs,
+    lease: &mut Lease,
     shard: Shard,
     jobs: usize,
     say: bool,
 ) -> anyhow::Result<Summary> {
     let name = &plan.spec.name;
-    let mut lease = Lease::new(store);
     let done = {
         let s = lease.get()?;
         s.put_sweep(&SweepRecord {
@@ -542,7 +544,7 @@ pub fn execute(
             bar.set_message(p.tag.label());
             match result {
                 Ok(report) => {
-                    let where_to = save(&mut lease, p, report)?;
+                    let where_to = save(lease, p, report)?;
                     summary.ran += 1;
                     if say {
                         let place = match &where_to {
@@ -575,7 +577,6 @@ pub fn execute(
         }
         Ok(())
     })?;
-    lease.release();
     // Points no worker took (every worker process failed to start) are failures too.
     let answered = summary.ran + summary.failed.len() - unstarted;
     if answered < todo.len() {
