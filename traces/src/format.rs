@@ -429,6 +429,20 @@ impl Op {
         }
     }
 
+    /// [`Op::fd_path`], the path to fill in (an fd op's line may leave it to the fd table).
+    pub fn fd_path_mut(&mut self) -> Option<(i64, &mut String)> {
+        match self {
+            Op::Close { fd, path }
+            | Op::Read { fd, path, .. }
+            | Op::Write { fd, path, .. }
+            | Op::Pread { fd, path, .. }
+            | Op::Pwrite { fd, path, .. }
+            | Op::Fsync { fd, path }
+            | Op::Fdatasync { fd, path } => Some((*fd, path)),
+            _ => None,
+        }
+    }
+
     /// The fd this op works on, if it is an fd op.
     pub fn fd(&self) -> Option<i64> {
         self.fd_path().map(|(fd, _)| fd)

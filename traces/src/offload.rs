@@ -380,16 +380,7 @@ impl Fold<'_> {
     /// Any other event stays; on a scanned fd it spoils the scan, and a write-like one ends
     /// its pid's batches.
     fn other(&mut self, ev: Event) {
-        let fd = match &ev.op {
-            Op::Write { fd, .. }
-            | Op::Pwrite { fd, .. }
-            | Op::Fsync { fd, .. }
-            | Op::Fdatasync { fd, .. }
-            | Op::Read { fd, .. }
-            | Op::Pread { fd, .. }
-            | Op::Close { fd, .. } => Some(*fd),
-            _ => None,
-        };
+        let fd = ev.op.fd();
         if let Some(s) = fd.and_then(|fd| self.scans.get_mut(&(ev.pid, fd))) {
             s.spoiled = true;
         }

@@ -201,21 +201,12 @@ impl FdTable {
             }
             return Ok(());
         }
-        let Some(fd) = ev.op.fd() else {
+        let closes = matches!(ev.op, Op::Close { .. });
+        let pid = ev.pid;
+        let Some((fd, path)) = ev.op.fd_path_mut() else {
             return Ok(());
         };
-        let key = (ev.pid, fd);
-        let closes = matches!(ev.op, Op::Close { .. });
-        let path = match &mut ev.op {
-            Op::Close { path, .. }
-            | Op::Read { path, .. }
-            | Op::Write { path, .. }
-            | Op::Pread { path, .. }
-            | Op::Pwrite { path, .. }
-            | Op::Fsync { path, .. }
-            | Op::Fdatasync { path, .. } => path,
-            _ => unreachable!("fd ops only"),
-        };
+        let key = (pid, fd);
         // The fd table's path is cloned only into an event that names none, and a close
         // takes it.
         if path.is_empty() && closes {
@@ -230,8 +221,7 @@ impl FdTable {
                 Some(p) => *path = p.clone(),
                 None => {
                     return Err(format!(
-                        "fd {fd} of pid {} is not open (no open returned it and the event names no path)",
-                        ev.pid
+                        "fd {fd} of pid {pid} is not open (no open returned it and the event names no path)"
                     ))
                 }
             }

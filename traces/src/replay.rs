@@ -274,21 +274,7 @@ pub fn replay<R: BufRead + Send>(
     progress: impl FnMut(Progress),
 ) -> Result<ReplayReport, ReplayError> {
     let scan = Prescan::run(open().map_err(TraceError::Io)?, opts.strictness)?;
-    replay_scanned(&scan, open, profile, design, runners, opts, progress)
-}
-
-/// [`replay`] after the trace's [`Prescan`]: replaying one trace under several designs scans
-/// it once.
-pub fn replay_scanned<R: BufRead + Send>(
-    scan: &Prescan,
-    mut open: impl FnMut() -> std::io::Result<R>,
-    profile: &Profile,
-    design: ReplayTarget,
-    runners: OpRunners<'_>,
-    opts: &ReplayOptions,
-    progress: impl FnMut(Progress),
-) -> Result<ReplayReport, ReplayError> {
-    replay_with(scan, profile, design, runners, opts, progress, |apply| {
+    replay_with(&scan, profile, design, runners, opts, progress, |apply| {
         let reader = TraceReader::new(open().map_err(TraceError::Io)?, opts.strictness)?;
         reader.for_each_parsed(|ev| -> Result<(), TraceError> {
             apply(ev);
@@ -297,8 +283,9 @@ pub fn replay_scanned<R: BufRead + Send>(
     })
 }
 
-/// [`replay_scanned`] of the events a [`Feed`] hands over: one reading of the trace shared
-/// by several designs replaying side by side ([`crate::reader::feed`]).
+/// [`replay`] after the trace's [`Prescan`], of the events a [`Feed`] hands over: one
+/// prescan and one reading of the trace shared by several designs replaying side by side
+/// ([`crate::reader::feed`]).
 pub fn replay_fed(
     scan: &Prescan,
     feed: Feed,
