@@ -848,6 +848,7 @@ fn replays_are_deterministic_and_snapshotted() {
                 &["replay", path.as_str(), "--design", name, "--json"],
                 &cache,
             );
+            assert_eq!(alone.status.code(), Some(0), "{sample}: {name} alone");
             let alone: serde_json::Value = serde_json::from_slice(&alone.stdout).unwrap();
             assert_eq!(&alone["designs"][0], d, "{sample}: {name} alone differs");
         }
