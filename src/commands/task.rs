@@ -131,8 +131,25 @@ fn add(name: &str, file: &Path, store: Option<PathBuf>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// This thread's task engine, made on first use and kept for the thread's life.
+///
+/// Why kept: an engine reserves its pool of instance slots, starts its epoch thread and
+/// reads each module's compiled artifact from the disk cache, milliseconds a sweep's worker
+/// paid again for every point. Why per thread and not per process: each engine's pool has
+/// [`EngineConfig::pool_slots`] slots, so threads running experiments side by side (`csd
+/// repro`) never wait for, or run out of, one another's slots. Results do not depend on
+/// which engine runs a task: fuel, and so virtual time, is a property of the module.
 pub fn engine() -> anyhow::Result<Arc<TaskEngine>> {
-    Ok(Arc::new(TaskEngine::new(EngineConfig::default())?))
+    thread_local! {
+        static ENGINE: std::cell::OnceCell<Arc<TaskEngine>> = const { std::cell::OnceCell::new() };
+    }
+    ENGINE.with(|cell| {
+        if let Some(e) = cell.get() {
+            return Ok(e.clone());
+        }
+        let e = Arc::new(TaskEngine::new(EngineConfig::default())?);
+        Ok(cell.get_or_init(|| e).clone())
+    })
 }
 
 // Long: the steps of `csd run` in order (resolve, import, register, run, export, print, save),
