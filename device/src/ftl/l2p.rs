@@ -7,6 +7,7 @@
 //! chunk is the smaller one per mapped entry. Full devices pay 4 bytes per page; sparsely
 //! written ones pay ~8 bytes per written page.
 
+use super::zeroed::Zeroed;
 use crate::addr::{Lpn, Ppn};
 
 /// Entries per chunk. A dense chunk is one 4 KiB OS page.
@@ -35,7 +36,7 @@ const SLAB_CHUNKS: usize = 2048;
 /// again, so slots are never freed.
 #[derive(Clone, Debug, Default)]
 struct Slabs {
-    slabs: Vec<Box<[u32]>>,
+    slabs: Vec<Zeroed<u32>>,
     used: usize,
 }
 
@@ -43,7 +44,8 @@ impl Slabs {
     /// A fresh chunk of unmapped slots, by index.
     fn take(&mut self) -> u32 {
         if self.used == self.slabs.len() * SLAB_CHUNKS {
-            let slab = vec![UNMAPPED; SLAB_CHUNKS * CHUNK].into_boxed_slice();
+            // UNMAPPED is 0: a fresh slab is all unmapped slots, backed as chunks fill.
+            let slab = Zeroed::new(SLAB_CHUNKS * CHUNK);
             super::huge::advise(&slab);
             self.slabs.push(slab);
         }

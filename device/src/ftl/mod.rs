@@ -24,12 +24,14 @@ mod blocks;
 mod huge;
 pub mod l2p;
 mod store;
+mod zeroed;
 pub(crate) use store::kept_len;
 
 pub use blocks::BlockState;
 use blocks::BlockTable;
 pub use l2p::L2p;
 pub use store::PageStore;
+use zeroed::Zeroed;
 
 use crate::addr::{BlockId, DieId, Lpn, Ppn};
 use crate::durable::{DurableImage, OobRecord, PersistStep};
@@ -85,11 +87,11 @@ pub struct Ftl {
     logical_pages: u64,
     l2p: L2p,
     /// OOB: the LPN each programmed page was written for (P2L).
-    oob_lpn: Vec<u32>,
+    oob_lpn: Zeroed<u32>,
     /// OOB: global program sequence number; 0 = never programmed since erase.
-    oob_seq: Vec<u64>,
+    oob_seq: Zeroed<u64>,
     /// One bit per physical page: is it the live copy of its LPN?
-    valid: Vec<u64>,
+    valid: Zeroed<u64>,
     blocks: BlockTable,
     /// Trim journal: LPN → sequence number of its trim (persisted with the mapping metadata).
     trims: BTreeMap<u32, u64>,
@@ -108,9 +110,9 @@ pub struct Ftl {
     ppb_shift: Option<u32>,
     /// OOB flag per physical page: programmed for a TxISC delta mapping, so its OOB LPN is
     /// not authoritative until the delta is applied and its P2L persisted.
-    oob_delta: Vec<u64>,
+    oob_delta: Zeroed<u64>,
     /// Valid pages held by a delta mapping and not (yet) in the L2P. Their blocks are pinned.
-    live_deltas: Vec<u64>,
+    live_deltas: Zeroed<u64>,
     live_delta_count: u64,
     /// The P2L persisted for applied deltas: LPN → (sequence number of the apply, page).
     p2l_journal: BTreeMap<u32, (u64, u32)>,
@@ -146,10 +148,10 @@ impl Ftl {
             policy: policy.clone(),
             logical_pages,
             l2p: L2p::new(logical_pages),
-            // Zeroed allocations are lazily backed by the OS: untouched pages cost no RSS.
-            oob_lpn: vec![0; physical],
-            oob_seq: vec![0; physical],
-            valid: vec![0; physical.div_ceil(64)],
+            // Mapped zeroed (`zeroed`): untouched pages cost no RSS, whatever the allocator keeps.
+            oob_lpn: Zeroed::new(physical),
+            oob_seq: Zeroed::new(physical),
+            valid: Zeroed::new(physical.div_ceil(64)),
             blocks: BlockTable::new(geo.dies(), geo.blocks_per_die(), geo.pages_per_block),
             trims: BTreeMap::new(),
             stripe: (0..geo.dies())
@@ -164,8 +166,8 @@ impl Ftl {
                 .pages_per_block
                 .is_power_of_two()
                 .then(|| geo.pages_per_block.trailing_zeros()),
-            oob_delta: vec![0; physical.div_ceil(64)],
-            live_deltas: vec![0; physical.div_ceil(64)],
+            oob_delta: Zeroed::new(physical.div_ceil(64)),
+            live_deltas: Zeroed::new(physical.div_ceil(64)),
             live_delta_count: 0,
             p2l_journal: BTreeMap::new(),
             log: None,
