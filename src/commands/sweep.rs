@@ -155,10 +155,15 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<()> {
         store: args.store.clone(),
         no_store: false,
     };
-    store.check()?;
     // Trace files named relative to the spec are found beside it, wherever csd runs.
     let base = args.spec.parent().unwrap_or(std::path::Path::new(""));
+    // The plan opens the store itself for what the spec names from it (tasks, profiles,
+    // traces), so it comes before the store is held.
     let plan = plan(spec, base, &store)?;
+    // Results must be savable before any point runs; the store opened to check it is kept
+    // for the sweep's first saves (opening sled is milliseconds of the sweep's serial part).
+    let mut lease = Lease::new(&store);
+    lease.try_hold()?;
     let jobs = args.jobs.map_or_else(default_jobs, usize::from);
     if args.dry_run {
         for (i, p) in plan.points.iter().enumerate() {
@@ -171,7 +176,6 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let mut lease = Lease::new(&store);
     let mut summary = execute(&plan, &mut lease, args.shard, jobs, !args.json)?;
     let table = {
         // The store the last saves held, if its lease is not over: opening sled again
@@ -725,6 +729,20 @@ impl<'a> Lease<'a> {
             self.held = Some((super::runs::open_store(self.store)?, Instant::now()));
         }
         Ok(&self.held.as_ref().expect("opened above").0)
+    }
+
+    /// [`StoreArgs::check`], keeping the store it opened: a path that cannot hold a store is
+    /// an error; a store another process holds now is waited for later, at the first save.
+    fn try_hold(&mut self) -> anyhow::Result<()> {
+        if self.store.no_store {
+            return Ok(());
+        }
+        match RunStore::open(&self.store.path()) {
+            Ok(s) => self.held = Some((s, Instant::now())),
+            Err(StoreError::Busy { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        Ok(())
     }
 
     /// What is left of the lease, if the store is held and the lease not over.
