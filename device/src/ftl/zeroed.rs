@@ -134,11 +134,18 @@ impl<T: Zeroable> Drop for Zeroed<T> {
     }
 }
 
+/// A copy comes from the allocator, as a `Vec`'s would: its every page is written anyway, and
+/// a command that clones devices one after another (`csd txbench`'s grid) reuses the heap's
+/// pages where a fresh mapping would fault each one in again (3.4× slower, measured).
 impl<T: Zeroable> Clone for Zeroed<T> {
     fn clone(&self) -> Self {
-        let mut copy = Zeroed::new(self.len());
-        copy.copy_from_slice(self);
-        copy
+        let copy: Box<[T]> = (**self).into();
+        let len = copy.len();
+        Zeroed {
+            ptr: std::ptr::NonNull::from(Box::leak(copy)).cast(),
+            len,
+            mapped: false,
+        }
     }
 }
 
