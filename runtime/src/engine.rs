@@ -87,7 +87,8 @@ impl std::fmt::Debug for Task {
     }
 }
 
-/// Compiles, caches and links task modules. One per process is enough; share it with `Arc`.
+/// Compiles, caches and links task modules. One per process is enough; share it with `Arc`
+/// (`csd` keeps one per thread, so threads running side by side never wait for pool slots).
 pub struct TaskEngine {
     engine: Engine,
     linker: Linker<TaskState>,
