@@ -547,3 +547,23 @@ fn shown_result(ret: &[u8]) -> serde_json::Value {
         "hex": if shown.len() < ret.len() { format!("{hex}…") } else { hex },
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::engine;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_thread_keeps_its_engine_and_threads_do_not_share_one() {
+        let first = engine().unwrap();
+        assert!(
+            Arc::ptr_eq(&first, &engine().unwrap()),
+            "made again on one thread"
+        );
+        let other = std::thread::spawn(|| engine().map(|e| Arc::as_ptr(&e) as usize))
+            .join()
+            .unwrap()
+            .unwrap();
+        assert_ne!(other, Arc::as_ptr(&first) as usize, "shared across threads");
+    }
+}
