@@ -2540,7 +2540,8 @@ fn a_replayed_sync_leaves_nothing_for_the_device_to_read_stale() {
     }
 }
 
-/// `csd bench sweep` times `csd sweep` on one worker and on two, and says what it measured.
+/// `csd bench sweep` times `csd sweep` on one worker and on two, and says what it measured
+/// and where the parallel run's time goes.
 #[test]
 fn bench_sweep_times_both_worker_counts() {
     let o = csd(&[
@@ -2557,6 +2558,17 @@ fn bench_sweep_times_both_worker_counts() {
     assert!(one > 0.0 && two > 0.0, "{v}");
     assert!(
         (v["speedup"].as_f64().unwrap() - one / two).abs() < 1e-9,
+        "{v}"
+    );
+    // The breakdown: one worker's time is its fixed part and 16 points; two workers with
+    // no contention would pay the fixed part side by side and 8 points each.
+    let (point, fixed) = (
+        v["per_point_s"].as_f64().unwrap(),
+        v["fixed_s"].as_f64().unwrap(),
+    );
+    assert!(point >= 0.0 && fixed >= 0.0, "{v}");
+    assert!(
+        (v["uncontended_parallel_s"].as_f64().unwrap() - (fixed + 8.0 * point)).abs() < 1e-9,
         "{v}"
     );
     let bad = csd(&["bench", "sweep", "--size", "lots"]);
