@@ -1,7 +1,9 @@
 //! LightFS's findings, asserted in the model with the real Wasm tasks, and the consistency
 //! problem of LightFS §II-D: a writer racing NDP reads through the page cache.
 
-use csd::ndp::{measure, synthetic, App, NdpDesign, TaskCompute, DATA_DIR, OWNER, OWNER_PERMS};
+use csd::ndp::{
+    measure, synthetic, App, Files, NdpDesign, TaskCompute, DATA_DIR, OWNER, OWNER_PERMS,
+};
 use csd_device::rng::SimRng;
 use csd_device::{DataMode, Device, Profile};
 use csd_hostfs::fs::{HostFs, OpenOptions};
@@ -27,7 +29,7 @@ fn run_all(
     let data = synthetic(app, files, size, 3);
     DesignKind::ALL
         .iter()
-        .map(|&k| measure(profile, &data, k, c, cold).unwrap())
+        .map(|&k| measure(profile, Files::Set(&data), k, c, cold).unwrap())
         .collect()
 }
 
@@ -306,7 +308,7 @@ fn csd_ndp_and_csd_replay_agree_on_the_same_files() {
         who: OWNER,
     };
     for kind in DesignKind::ALL {
-        let (mut fs, mut design) = csd::ndp::prepare(&profile, &data, kind).unwrap();
+        let (mut fs, mut design) = csd::ndp::prepare(&profile, Files::Set(&data), kind).unwrap();
         design.offload(&mut fs, &req, &mut c).unwrap(); // warms the caches, as `csd ndp` does
         let warm = design.offload(&mut fs, &req, &mut c).unwrap().summary();
         let name = kind.to_string();
@@ -327,5 +329,34 @@ fn csd_ndp_and_csd_replay_agree_on_the_same_files() {
             "{name}: replay {median} ns, csd ndp {} ns",
             warm.makespan_ns
         );
+    }
+}
+
+/// Synthetic files made one at a time as they are placed give every design the run the same
+/// files held in memory give it.
+#[test]
+fn files_made_as_placed_run_as_the_held_set_does() {
+    let profile = Profile::load("cosmos-plus").unwrap();
+    let mut c = compute(App::Stats64, &profile);
+    let app = App::Stats64;
+    let (count, size, seed) = (12, 40_000, 9);
+    let held = csd::ndp::synthetic_of(app.content_kind(), count, size, seed);
+    let made = Files::Synthetic {
+        content: app.content_kind(),
+        count,
+        size,
+        seed,
+    };
+    // The same bytes land in the same files...
+    let (mut fs, _) = csd::ndp::prepare(&profile, made, DesignKind::LightFs).unwrap();
+    for (name, bytes) in &held {
+        let path = format!("{DATA_DIR}/{name}");
+        assert_eq!(&fs.read_file(&path, OWNER).unwrap(), bytes, "{path}");
+    }
+    // ...and every design's figures are the same.
+    for kind in DesignKind::ALL {
+        let a = measure(&profile, Files::Set(&held), kind, &mut c, false).unwrap();
+        let b = measure(&profile, made, kind, &mut c, false).unwrap();
+        assert_eq!(a, b, "{kind}");
     }
 }

@@ -75,11 +75,13 @@ pub fn file_end(offset: u64, len: u64) -> Result<u64, FsError> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Fd(pub u32);
 
-/// A file [`HostFs::import_all`] creates: its bytes, or (timing-only) its size and the
-/// byte ranges `(start, end)` to write, as zero pages rounded out to whole blocks.
-#[derive(Clone, Copy, Debug)]
+/// A file [`HostFs::import_all`] creates: its bytes (borrowed, or made for it and dropped
+/// once written, so a caller can make files one at a time), or (timing-only) its size and
+/// the byte ranges `(start, end)` to write, as zero pages rounded out to whole blocks.
+#[derive(Clone, Debug)]
 pub enum NewFile<'a> {
     Bytes(&'a [u8]),
+    Owned(Vec<u8>),
     Zeros {
         size: u64,
         written: &'a [(u64, u64)],
@@ -90,6 +92,7 @@ impl NewFile<'_> {
     pub fn size(&self) -> u64 {
         match self {
             NewFile::Bytes(b) => b.len() as u64,
+            NewFile::Owned(b) => b.len() as u64,
             NewFile::Zeros { size, .. } => *size,
         }
     }
@@ -559,11 +562,15 @@ impl HostFs {
                 .alloc
                 .allocate(size.div_ceil(bs), None)
                 .map_err(NsError::from)?;
-            let (ranges, payload) = match file {
-                NewFile::Bytes(data) => (byte_ranges(&runs, bs, size), keep.then_some(data)),
+            let (ranges, payload) = match &file {
+                NewFile::Bytes(data) => (byte_ranges(&runs, bs, size), keep.then_some(*data)),
+                NewFile::Owned(data) => (
+                    byte_ranges(&runs, bs, size),
+                    keep.then_some(data.as_slice()),
+                ),
                 NewFile::Zeros { written, .. } => {
                     let mut ranges = Vec::new();
-                    for &(start, end) in written {
+                    for &(start, end) in written.iter() {
                         let end = end.min(size);
                         if start < end {
                             let first = start / bs * bs;

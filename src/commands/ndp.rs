@@ -2,7 +2,7 @@
 
 use crate::units::parse_size;
 use anyhow::{bail, Context};
-use csd::ndp::{measure, synthetic_of, Content, DataSet, NdpTask};
+use csd::ndp::{measure, synthetic_of, Content, DataSet, Files, NdpTask};
 use csd::tasks::{Origin, Paths, Resolver};
 use csd_device::Profile;
 use csd_hostfs::ndp::DesignKind;
@@ -262,11 +262,28 @@ pub fn measure_plan(
         .expect("static template"),
     );
     for (data, files, size) in plan {
-        let data = match data {
-            Some(d) => d,
+        let held: DataSet;
+        let placed = match data {
+            Some(d) => {
+                held = d;
+                Files::Set(&held)
+            }
             None => {
                 check_data_set(files, size)?;
-                synthetic_of(task.content, files, size as usize, seed)
+                let synthetic = Files::Synthetic {
+                    content: task.content,
+                    count: files,
+                    size: size as usize,
+                    seed,
+                };
+                // One design places the files once: they are made as they are placed.
+                // More share one copy rather than make them again each.
+                if kinds.len() == 1 {
+                    synthetic
+                } else {
+                    held = synthetic_of(task.content, files, size as usize, seed);
+                    Files::Set(&held)
+                }
             }
         };
         let mut results = Vec::new();
@@ -275,7 +292,7 @@ pub fn measure_plan(
                 "{kind} · {files} × {}",
                 crate::units::fmt_bytes(size)
             ));
-            results.push(measure(profile, &data, kind, &mut compute, cold)?);
+            results.push(measure(profile, placed, kind, &mut compute, cold)?);
             bar.inc(1);
         }
         report.points.push(NdpPoint::new(files, size, results));

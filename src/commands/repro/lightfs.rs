@@ -1,7 +1,7 @@
 //! LightFS (§II-B Fig. 3, §IV Tables III and V, Fig. 8, §IV-E) on `cosmos-plus`.
 
 use super::{ranking, Ctx, Fig, Sheet};
-use csd::ndp::{measure, synthetic, App, DataSet, TaskCompute};
+use csd::ndp::{measure, synthetic, App, DataSet, Files, TaskCompute};
 use csd_device::Profile;
 use csd_hostfs::ndp::DesignKind;
 use csd_traces::report::{NdpPoint as Point, NdpRun, Report};
@@ -46,7 +46,7 @@ impl Lab {
         let mut compute = self.compute(app)?;
         let designs = DesignKind::ALL
             .iter()
-            .map(|&k| measure(&self.profile, data, k, &mut compute, cold))
+            .map(|&k| measure(&self.profile, Files::Set(data), k, &mut compute, cold))
             .collect::<anyhow::Result<Vec<_>>>()?;
         let size = data.iter().map(|f| f.1.len() as u64).sum::<u64>() / data.len().max(1) as u64;
         Ok(Point::new(data.len(), size, designs))
