@@ -138,36 +138,40 @@ pub fn run(args: &SweepBenchArgs) -> anyhow::Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
-        println!(
-            "csd sweep, {} points (stats64 NDP requests, {} × {} files, 4 designs × 4 seeds), {} core(s):",
-            r.points, args.files, args.size, r.cores
-        );
-        println!("  --jobs 1:  {:.2} s", r.serial_s);
-        println!("  --jobs {}:  {:.2} s", r.jobs, r.parallel_s);
-        println!(
-            // Three decimals: at two, 1.697× printed as 1.70× beside "below target".
-            "  speedup {:.3}× (target ≥ {TARGET}× with 2 jobs on 2 cores){}",
-            r.speedup,
-            if r.jobs == 2 && r.speedup < TARGET {
-                "  ✗ below target"
-            } else {
-                ""
-            }
-        );
-        println!(
-            "  per point: {:.1} ms on one worker after the first; once per worker: {:.0} ms \
-             (process start, store, its first point's page faults)",
-            r.per_point_s * 1e3,
-            r.fixed_s * 1e3
-        );
-        println!(
-            "  {} workers with no contention: {:.2} s ({:.2}×); the other {:.0} ms: points \
-             slowing each other down (shared memory bandwidth) and the last worker's wait",
-            r.jobs,
-            r.uncontended_parallel_s,
-            r.serial_s / r.uncontended_parallel_s.max(1e-9),
-            (r.parallel_s - r.uncontended_parallel_s) * 1e3
-        );
+        print(&r, args);
     }
     Ok(())
+}
+
+fn print(r: &Result, args: &SweepBenchArgs) {
+    println!(
+        "csd sweep, {} points (stats64 NDP requests, {} × {} files, 4 designs × 4 seeds), {} core(s):",
+        r.points, args.files, args.size, r.cores
+    );
+    println!("  --jobs 1:  {:.2} s", r.serial_s);
+    println!("  --jobs {}:  {:.2} s", r.jobs, r.parallel_s);
+    println!(
+        // Three decimals: at two, 1.697× printed as 1.70× beside "below target".
+        "  speedup {:.3}× (target ≥ {TARGET}× with 2 jobs on 2 cores){}",
+        r.speedup,
+        if r.jobs == 2 && r.speedup < TARGET {
+            "  ✗ below target"
+        } else {
+            ""
+        }
+    );
+    println!(
+        "  per point: {:.1} ms on one worker after the first; once per worker: {:.0} ms \
+         (process start, store, its first point's page faults)",
+        r.per_point_s * 1e3,
+        r.fixed_s * 1e3
+    );
+    println!(
+        "  {} workers with no contention: {:.2} s ({:.2}×); the other {:.0} ms: points \
+         slowing each other down (shared memory bandwidth) and the last worker's wait",
+        r.jobs,
+        r.uncontended_parallel_s,
+        r.serial_s / r.uncontended_parallel_s.max(1e-9),
+        (r.parallel_s - r.uncontended_parallel_s) * 1e3
+    );
 }
