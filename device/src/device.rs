@@ -491,7 +491,20 @@ impl Device {
     ) -> Result<Completion, DeviceError> {
         self.check_pages(lpn, pages)?;
         let ps = self.page_size();
-        self.write_ranges(path, at, &[(lpn.0 * ps, pages * ps)], data)
+        // Whole pages: no page is read-modify-written, so each is programmed as it comes,
+        // without `write_ranges`' byte arithmetic (the path every page-level write and the
+        // FTL benchmark take).
+        let total = pages * ps;
+        if let Some(d) = data {
+            self.check_buffer(d.len(), total)?;
+        }
+        let front = self.write_front(path, at, total);
+        let mut done = front.ready;
+        for i in 0..pages {
+            let content = data.map(|d| &d[(i * ps) as usize..((i + 1) * ps) as usize]);
+            done = done.max(self.flash_write_page(Lpn(lpn.0 + i), content, front.ready)?);
+        }
+        Ok(self.write_back(at, &front, done, total))
     }
 
     /// Reads `len` bytes at byte `offset` of the logical space (any alignment). With `out`
@@ -620,17 +633,8 @@ impl Device {
         }
         let ps = self.page_size();
         let payloads = self.ftl.keeps_payloads();
-        let t0 = self.front_end(path, at);
-        let transferred = self.write_data_ready(path, t0, total);
-        // With a write buffer, programs start once it has room; the write is acknowledged
-        // when the buffer holds it, not when the programs finish.
-        let (ready, acked) = match self.cache.as_mut() {
-            Some(c) => {
-                let admitted = c.admit(transferred, total);
-                (admitted, Some(admitted.after(c.accept_ns)))
-            }
-            None => (transferred, None),
-        };
+        let front = self.write_front(path, at, total);
+        let ready = front.ready;
         let mut done = ready;
         let mut page = vec![0u8; if payloads { ps as usize } else { 0 }];
         let mut base = 0u64;
@@ -664,17 +668,51 @@ impl Device {
             }
             base += len;
         }
-        if let (Some(c), Some(acked)) = (self.cache.as_mut(), acked) {
+        Ok(self.write_back(at, &front, done, total))
+    }
+
+    /// A write request up to its first program: the command, the DMA of its `total` bytes,
+    /// and the write buffer's admission.
+    fn write_front(&mut self, path: IoPath, at: VirtualTime, total: u64) -> WriteFront {
+        let t0 = self.front_end(path, at);
+        let transferred = self.write_data_ready(path, t0, total);
+        // With a write buffer, programs start once it has room; the write is acknowledged
+        // when the buffer holds it, not when the programs finish.
+        let (ready, acked) = match self.cache.as_mut() {
+            Some(c) => {
+                let admitted = c.admit(transferred, total);
+                (admitted, Some(admitted.after(c.accept_ns)))
+            }
+            None => (transferred, None),
+        };
+        WriteFront {
+            t0,
+            transferred,
+            ready,
+            acked,
+        }
+    }
+
+    /// A write request's completion once its programs end at `done`: the write buffer holds
+    /// them, and acknowledges the request at admission.
+    fn write_back(
+        &mut self,
+        at: VirtualTime,
+        front: &WriteFront,
+        mut done: VirtualTime,
+        total: u64,
+    ) -> Completion {
+        if let (Some(c), Some(acked)) = (self.cache.as_mut(), front.acked) {
             c.hold(done, total);
             done = acked;
         }
-        Ok(Completion {
+        Completion {
             submitted: at,
             done,
-            nvme_ns: t0.since(at),
-            dma_ns: transferred.since(t0),
-            flash_ns: done.since(transferred),
-        })
+            nvme_ns: front.t0.since(at),
+            dma_ns: front.transferred.since(front.t0),
+            flash_ns: done.since(front.transferred),
+        }
     }
 
     /// A host-link transfer of `bytes` that is not a block I/O (task arguments, results):
@@ -746,6 +784,18 @@ pub(crate) fn in_place<R, E>(
 }
 
 /// The byte span `[a, b)` inside page `p` that the range `offset..offset+len` covers.
+/// Where a write request stands when its programs may start ([`Device::write_front`]).
+struct WriteFront {
+    /// The command handled.
+    t0: VirtualTime,
+    /// Its data on the device.
+    transferred: VirtualTime,
+    /// Programs may start (the write buffer has room).
+    ready: VirtualTime,
+    /// When the write buffer acknowledges it, if there is one.
+    acked: Option<VirtualTime>,
+}
+
 fn page_span(p: u64, ps: u64, offset: u64, len: u64) -> (u64, u64) {
     let start = p * ps;
     let a = offset.max(start) - start;
