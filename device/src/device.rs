@@ -783,7 +783,6 @@ pub(crate) fn in_place<R, E>(
     Ok(r)
 }
 
-/// The byte span `[a, b)` inside page `p` that the range `offset..offset+len` covers.
 /// Where a write request stands when its programs may start ([`Device::write_front`]).
 struct WriteFront {
     /// The command handled.
@@ -796,6 +795,7 @@ struct WriteFront {
     acked: Option<VirtualTime>,
 }
 
+/// The byte span `[a, b)` inside page `p` that the range `offset..offset+len` covers.
 fn page_span(p: u64, ps: u64, offset: u64, len: u64) -> (u64, u64) {
     let start = p * ps;
     let a = offset.max(start) - start;
