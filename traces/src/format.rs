@@ -384,6 +384,39 @@ pub const OPS: &[&str] = &[
     "bwrite",
 ];
 
+/// The fd ops, binding their `fd` and `path`: one list for [`Op::fd_path`] and
+/// [`Op::fd_path_mut`], which differ only in how they borrow.
+macro_rules! fd_op {
+    ($fd:ident, $path:ident) => {
+        Op::Close {
+            fd: $fd,
+            path: $path,
+        } | Op::Read {
+            fd: $fd,
+            path: $path,
+            ..
+        } | Op::Write {
+            fd: $fd,
+            path: $path,
+            ..
+        } | Op::Pread {
+            fd: $fd,
+            path: $path,
+            ..
+        } | Op::Pwrite {
+            fd: $fd,
+            path: $path,
+            ..
+        } | Op::Fsync {
+            fd: $fd,
+            path: $path,
+        } | Op::Fdatasync {
+            fd: $fd,
+            path: $path,
+        }
+    };
+}
+
 impl Op {
     /// This op's place in [`OPS`]: a small dense key, for tables by op.
     pub fn index(&self) -> usize {
@@ -418,13 +451,7 @@ impl Op {
     /// The fd this op works on and the file's path, if it is an fd op.
     pub fn fd_path(&self) -> Option<(i64, &str)> {
         match self {
-            Op::Close { fd, path }
-            | Op::Read { fd, path, .. }
-            | Op::Write { fd, path, .. }
-            | Op::Pread { fd, path, .. }
-            | Op::Pwrite { fd, path, .. }
-            | Op::Fsync { fd, path }
-            | Op::Fdatasync { fd, path } => Some((*fd, path)),
+            fd_op!(fd, path) => Some((*fd, path)),
             _ => None,
         }
     }
@@ -432,13 +459,7 @@ impl Op {
     /// [`Op::fd_path`], the path to fill in (an fd op's line may leave it to the fd table).
     pub fn fd_path_mut(&mut self) -> Option<(i64, &mut String)> {
         match self {
-            Op::Close { fd, path }
-            | Op::Read { fd, path, .. }
-            | Op::Write { fd, path, .. }
-            | Op::Pread { fd, path, .. }
-            | Op::Pwrite { fd, path, .. }
-            | Op::Fsync { fd, path }
-            | Op::Fdatasync { fd, path } => Some((*fd, path)),
+            fd_op!(fd, path) => Some((*fd, path)),
             _ => None,
         }
     }
