@@ -168,7 +168,7 @@ fn print(r: &Result, args: &SweepBenchArgs) {
     );
     println!(
         "  {} workers with no contention: {:.2} s ({:.2}×); the other {:.0} ms: points \
-         slowing each other down (shared memory bandwidth) and the last worker's wait",
+         slowing each other down, and the last worker's wait",
         r.jobs,
         r.uncontended_parallel_s,
         r.serial_s / r.uncontended_parallel_s.max(1e-9),

@@ -25,11 +25,18 @@ impl StoreArgs {
     /// cannot hold a store is an error now, not after a long run. The store is not kept open,
     /// so other csd processes can use it meanwhile.
     pub fn check(&self) -> anyhow::Result<()> {
+        self.check_and_keep().map(drop)
+    }
+
+    /// [`StoreArgs::check`], returning the store it opened, if it opened one (not with
+    /// `--no-store`, nor when another process holds it now), for a caller that saves soon.
+    pub fn check_and_keep(&self) -> anyhow::Result<Option<RunStore>> {
         if self.no_store {
-            return Ok(());
+            return Ok(None);
         }
         match RunStore::open(&self.path()) {
-            Ok(_) | Err(StoreError::Busy { .. }) => Ok(()),
+            Ok(s) => Ok(Some(s)),
+            Err(StoreError::Busy { .. }) => Ok(None),
             Err(e) => Err(e.into()),
         }
     }

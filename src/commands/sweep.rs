@@ -734,14 +734,7 @@ impl<'a> Lease<'a> {
     /// [`StoreArgs::check`], keeping the store it opened: a path that cannot hold a store is
     /// an error; a store another process holds now is waited for later, at the first save.
     fn try_hold(&mut self) -> anyhow::Result<()> {
-        if self.store.no_store {
-            return Ok(());
-        }
-        match RunStore::open(&self.store.path()) {
-            Ok(s) => self.held = Some((s, Instant::now())),
-            Err(StoreError::Busy { .. }) => {}
-            Err(e) => return Err(e.into()),
-        }
+        self.held = self.store.check_and_keep()?.map(|s| (s, Instant::now()));
         Ok(())
     }
 
