@@ -10,6 +10,7 @@ use crate::error::DeviceError;
 use crate::ftl::{Ftl, FtlCounters, WriteOutcome};
 use crate::geometry::Geometry;
 use crate::profile::Profile;
+use crate::stamp::{ContentStamp, Instance};
 use crate::timing::BusyClocks;
 use crate::txn::state::Txn;
 use serde::Serialize;
@@ -89,6 +90,8 @@ pub struct Device {
     pub(crate) txn: Txn,
     /// Writes held in the profile's power-loss-protected buffer until their programs finish.
     cache: Option<CacheState>,
+    /// This device's identity in its [`ContentStamp`]s (a clone draws its own).
+    instance: Instance,
 }
 
 /// The write buffer's occupancy: writes still waiting for their flash programs.
@@ -148,6 +151,7 @@ impl Device {
                 used: 0,
                 draining: Default::default(),
             }),
+            instance: Instance::fresh(),
         })
     }
 
@@ -174,6 +178,21 @@ impl Device {
     /// Read-only view of the FTL (mappings, invariants, wear).
     pub fn ftl(&self) -> &Ftl {
         &self.ftl
+    }
+
+    /// The state of what reads return now: reads of the same addresses under equal stamps
+    /// return the same bytes. `None` while a TxISC snapshot is registered: a read may then
+    /// see the host's deltas, whose life this does not follow.
+    pub fn content_stamp(&self) -> Option<ContentStamp> {
+        if self.txn.has_snapshots() {
+            return None;
+        }
+        let (seq, restores) = self.ftl.content_seq();
+        Some(ContentStamp {
+            instance: self.instance.0,
+            seq,
+            restores,
+        })
     }
 
     /// Every invariant of the FTL and the transaction layer: O(device), for tests. (Debug

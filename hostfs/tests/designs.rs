@@ -9,7 +9,7 @@ use csd_hostfs::fs::{HostFs, OpenOptions};
 use csd_hostfs::namespace::InodeKind;
 use csd_hostfs::ndp::lightfs::LightFs;
 use csd_hostfs::ndp::{
-    Computed, DesignKind, NdpCompute, NdpError, NdpRequest, OffloadDesign, NDPMETA_NAME,
+    BytesStamp, Computed, DesignKind, NdpCompute, NdpError, NdpRequest, OffloadDesign, NDPMETA_NAME,
 };
 use csd_hostfs::ndpmeta::{EntryKind, Layout, NdpMeta};
 use csd_hostfs::perms::{Cred, Perms};
@@ -49,6 +49,39 @@ impl NdpCompute for ByteSum {
             ret: sum.to_le_bytes().to_vec(),
             compute_ns: data.len() as u64,
         })
+    }
+}
+
+/// [`ByteSum`] keeping its results by stamp, as the `csd` crate's task memo does, and
+/// counting what it summed and what it recalled.
+#[derive(Default)]
+struct KeepingSum {
+    kept: std::collections::HashMap<BytesStamp, (String, Computed)>,
+    summed: usize,
+    recalled: usize,
+}
+
+impl NdpCompute for KeepingSum {
+    fn compute(&mut self, path: &str, data: Vec<u8>) -> Result<Computed, String> {
+        self.summed += 1;
+        ByteSum.compute(path, data)
+    }
+
+    fn recall(&mut self, path: &str, stamp: &BytesStamp) -> Option<Computed> {
+        let c = self.kept.get(stamp).filter(|(p, _)| p == path)?.1.clone();
+        self.recalled += 1;
+        Some(c)
+    }
+
+    fn compute_stamped(
+        &mut self,
+        path: &str,
+        stamp: BytesStamp,
+        data: Vec<u8>,
+    ) -> Result<Computed, String> {
+        let c = self.compute(path, data)?;
+        self.kept.insert(stamp, (path.to_string(), c.clone()));
+        Ok(c)
     }
 }
 
@@ -207,6 +240,82 @@ fn every_design_computes_the_same_results() {
             "{kind}: stages add up"
         );
     }
+}
+
+/// A request run again on an unchanged device finds every file's result by the stamp of
+/// its read and takes no bytes, and reports exactly what computing them again reports; a
+/// write in between makes every file read and computed again.
+#[test]
+fn a_repeated_request_recalls_its_results_until_the_device_changes() {
+    for kind in DesignKind::ALL {
+        let mut runs = Vec::new();
+        for keep in [false, true] {
+            let mut fs = populated(&[SHARED; 12]);
+            let mut d = kind.build();
+            d.init(&mut fs, "/d", ME).unwrap();
+            let mut memo = KeepingSum::default();
+            let mut offload = |fs: &mut HostFs, d: &mut Box<dyn OffloadDesign>| {
+                let compute: &mut dyn NdpCompute = if keep { &mut memo } else { &mut ByteSum };
+                d.offload(fs, &request(ME), compute).unwrap()
+            };
+            offload(&mut fs, &mut d);
+            let again = offload(&mut fs, &mut d);
+            let other = OpenOptions::WRITE;
+            let fd = d.open(&mut fs, "/d/f3", other, ME).unwrap();
+            fs.write(fd, 0, &[200u8; 5000]).unwrap();
+            // On flash before the close, so LightFS's locker lets the new version go at once.
+            fs.sync().unwrap();
+            d.close(&mut fs, fd).unwrap();
+            let changed = offload(&mut fs, &mut d);
+            drop(offload);
+            if keep {
+                assert_eq!((memo.summed, memo.recalled), (24, 12), "{kind}");
+            }
+            assert_eq!(changed.files[3].ret, sum_of(&[200u8; 5000]), "{kind}");
+            runs.push((again, changed));
+        }
+        for (plain, kept) in [(&runs[0].0, &runs[1].0), (&runs[0].1, &runs[1].1)] {
+            let view = |o: &csd_hostfs::ndp::NdpOutcome| {
+                o.files
+                    .iter()
+                    .map(|f| (f.path.clone(), f.ret.clone(), f.stages))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(view(plain), view(kept), "{kind}");
+        }
+    }
+}
+
+/// The locker's shadow pages are stamped by physical page: a result kept for a locked
+/// file's old version is never served for the new one, nor the other way round.
+#[test]
+fn recalled_results_follow_the_locker() {
+    let mut fs = populated(&[SHARED; 2]);
+    let mut d = LightFs::default();
+    d.init(&mut fs, "/d", ME).unwrap();
+    let one = NdpRequest {
+        paths: vec!["/d/f1".into()],
+        who: ME,
+    };
+    let mut memo = KeepingSum::default();
+    let mut ret = |d: &mut LightFs, fs: &mut HostFs| {
+        // Twice: the second run recalls what the first computed.
+        let first = d.offload(fs, &one, &mut memo).unwrap().files[0].ret.clone();
+        let second = d.offload(fs, &one, &mut memo).unwrap().files[0].ret.clone();
+        assert_eq!(first, second);
+        first
+    };
+    let (old, new) = (sum_of(&[1u8; 5000]), sum_of(&[9u8; 5000]));
+    assert_eq!(ret(&mut d, &mut fs), old);
+    let fd = d.open(&mut fs, "/d/f1", OpenOptions::WRITE, ME).unwrap();
+    fs.write(fd, 0, &[9u8; 5000]).unwrap();
+    fs.sync().unwrap();
+    // Locked: its shadow pages hold the old version.
+    assert_eq!(ret(&mut d, &mut fs), old);
+    d.close(&mut fs, fd).unwrap();
+    assert_eq!(ret(&mut d, &mut fs), new);
+    drop(ret);
+    assert_eq!(memo.recalled, 3, "each second run was a recall");
 }
 
 #[test]

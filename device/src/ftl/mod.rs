@@ -101,6 +101,8 @@ pub struct Ftl {
     /// Position in `stripe` of the next die to write.
     next_die: u32,
     seq: u64,
+    /// Restores after power loss: each may remap pages without a new sequence number.
+    restores: u64,
     store: Option<PageStore>,
     counters: FtlCounters,
     /// Reused buffer of a GC victim's live pages.
@@ -159,6 +161,7 @@ impl Ftl {
                 .collect(),
             next_die: 0,
             seq: 0,
+            restores: 0,
             store: keep_payloads.then(|| PageStore::new(geo.page_size_bytes as usize)),
             counters: FtlCounters::default(),
             gc_scratch: Vec::with_capacity(geo.pages_per_block as usize),
@@ -205,6 +208,13 @@ impl Ftl {
     fn next_seq(&mut self) -> u64 {
         self.seq += 1;
         self.seq
+    }
+
+    /// What changes whenever a mapping or a page does (see [`crate::stamp`]): every
+    /// program, trim and applied delta takes a sequence number, and a restore remaps
+    /// without one.
+    pub(crate) fn content_seq(&self) -> (u64, u64) {
+        (self.seq, self.restores)
     }
 
     pub fn geometry(&self) -> &Geometry {
@@ -752,6 +762,7 @@ impl Ftl {
     /// buckets) from the recovered mapping `lpn → ppn`. Pins and delta marks were DRAM state
     /// and are gone; wear counts are kept (the firmware persists them with its metadata).
     pub fn restore(&mut self, mapping: &BTreeMap<u32, u32>) -> Result<(), DeviceError> {
+        self.restores += 1;
         let ppb = self.geo.pages_per_block;
         let mut l2p = L2p::new(self.logical_pages);
         self.valid.fill(0);

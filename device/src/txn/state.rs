@@ -62,6 +62,12 @@ pub enum TxFault {
 }
 
 impl Txn {
+    /// Whether any file is registered: reads of the LPNs a snapshot covers may then see
+    /// the host's deltas.
+    pub(crate) fn has_snapshots(&self) -> bool {
+        !self.snapshots.is_empty()
+    }
+
     /// Every snapshot's invariants, and every user of a snapshot a running task.
     pub fn check(&self) -> Result<(), String> {
         for (file, s) in &self.snapshots {

@@ -30,7 +30,7 @@ mod pipeline;
 use crate::fs::{Fd, FsError, HostFs, OpenOptions};
 use crate::ndpmeta::NdpMetaError;
 use crate::perms::{Access, Cred};
-use csd_device::{DeviceError, VirtualTime};
+use csd_device::{ContentStamp, Device, DeviceError, Ppn, VirtualTime};
 use serde::Serialize;
 
 /// The name of LightFS's per-directory index file.
@@ -97,9 +97,70 @@ pub struct Computed {
     pub compute_ns: u64,
 }
 
+/// The bytes a design is about to compute on, named without reading them: the device's
+/// [`ContentStamp`], what is read (byte ranges, or the physical pages of a locked file's
+/// shadow) and the file's length. Equal stamps mean equal bytes, so a result kept under one
+/// is the result for the bytes it names.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct BytesStamp {
+    content: ContentStamp,
+    source: StampedSource,
+    len: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum StampedSource {
+    Ranges(Vec<(u64, u64)>),
+    Pages(Vec<Option<u32>>),
+}
+
+impl BytesStamp {
+    /// `ranges` of the device's logical space, cut or padded with zeros to `len`; `None`
+    /// when the device cannot stamp its content.
+    pub(crate) fn of_ranges(device: &Device, ranges: &[(u64, u64)], len: u64) -> Option<Self> {
+        Some(BytesStamp {
+            content: device.content_stamp()?,
+            source: StampedSource::Ranges(ranges.to_vec()),
+            len,
+        })
+    }
+
+    /// Physical `pages` (`None`: a hole, read as zeros), cut or padded to `len`.
+    pub(crate) fn of_pages(device: &Device, pages: &[Option<Ppn>], len: u64) -> Option<Self> {
+        Some(BytesStamp {
+            content: device.content_stamp()?,
+            source: StampedSource::Pages(pages.iter().map(|p| p.map(|p| p.0)).collect()),
+            len,
+        })
+    }
+
+    /// What keeping this stamp costs beyond its own size.
+    pub fn heap_bytes(&self) -> usize {
+        match &self.source {
+            StampedSource::Ranges(r) => std::mem::size_of_val(r.as_slice()),
+            StampedSource::Pages(p) => std::mem::size_of_val(p.as_slice()),
+        }
+    }
+}
+
 /// The offloaded computation: runs on one file's bytes, already in device memory.
 pub trait NdpCompute {
     fn compute(&mut self, path: &str, data: Vec<u8>) -> Result<Computed, String>;
+    /// The result kept for the bytes `stamp` names, if any: the caller then books the read
+    /// but need not take the bytes. A warm measurement reads every file twice.
+    fn recall(&mut self, _path: &str, _stamp: &BytesStamp) -> Option<Computed> {
+        None
+    }
+    /// [`NdpCompute::compute`] over the bytes `stamp` names, keeping the result for
+    /// [`NdpCompute::recall`] where the computation keeps results.
+    fn compute_stamped(
+        &mut self,
+        path: &str,
+        _stamp: BytesStamp,
+        data: Vec<u8>,
+    ) -> Result<Computed, String> {
+        self.compute(path, data)
+    }
     /// The same computation on the host's CPU (the `host` baseline); a computation without
     /// a host model refuses.
     fn compute_on_host(&mut self, _path: &str, _data: Vec<u8>) -> Result<Computed, String> {

@@ -3,7 +3,7 @@
 //! N host threads, all threads' steps executed in virtual-time order.
 
 use super::cpu::CorePool;
-use super::{FileOutcome, NdpCompute, NdpError, Stages};
+use super::{BytesStamp, Computed, FileOutcome, NdpCompute, NdpError, Stages};
 use crate::fs::{FsError, HostFs};
 use crate::perms::Cred;
 use csd_device::{IoPath, VirtualTime};
@@ -18,6 +18,10 @@ pub(crate) struct Job {
     pub ranges: Vec<(u64, u64)>,
     pub size: u64,
     pub data: Vec<u8>,
+    /// What the read took, named for the computation's results ([`BytesStamp`]).
+    pub stamp: Option<BytesStamp>,
+    /// The result the computation kept for those bytes: the read then takes none.
+    pub recalled: Option<Computed>,
     pub ret: Vec<u8>,
 }
 
@@ -57,6 +61,8 @@ pub(crate) fn drive(
                     ranges: Vec::new(),
                     size: 0,
                     data: Vec::new(),
+                    stamp: None,
+                    recalled: None,
                     ret: Vec::new(),
                 },
             ));
@@ -111,28 +117,45 @@ pub(crate) fn device_steps(
 ) -> Result<Option<VirtualTime>, NdpError> {
     match job.step - first {
         0 => {
-            let keep = fs.device().ftl().keeps_payloads();
-            let allocated: u64 = job.ranges.iter().map(|r| r.1).sum();
-            job.data = vec![0u8; allocated as usize];
+            job.stamp = BytesStamp::of_ranges(fs.device(), &job.ranges, job.size);
+            job.recalled = job
+                .stamp
+                .as_ref()
+                .and_then(|s| compute.recall(&job.path, s));
+            // Bytes are taken only for a computation that has not seen them yet.
+            let take = fs.device().ftl().keeps_payloads() && job.recalled.is_none();
+            if job.recalled.is_none() {
+                let allocated: u64 = job.ranges.iter().map(|r| r.1).sum();
+                job.data = vec![0u8; allocated as usize];
+            }
             let c = fs.device_mut().read_ranges(
                 IoPath::Internal,
                 t,
                 &job.ranges,
-                keep.then_some(&mut job.data[..]),
+                take.then_some(&mut job.data[..]),
             )?;
-            // Blocks not allocated yet (delayed allocation) read as zeros.
-            job.data.resize(job.size as usize, 0);
+            if job.recalled.is_none() {
+                // Blocks not allocated yet (delayed allocation) read as zeros.
+                job.data.resize(job.size as usize, 0);
+            }
             job.stages.read_file_ns += c.done.since(t) as f64;
             Ok(Some(c.done))
         }
         1 => {
-            let data = std::mem::take(&mut job.data);
-            let out = compute
-                .compute(&job.path, data)
-                .map_err(|message| NdpError::Compute {
-                    path: job.path.clone(),
-                    message,
-                })?;
+            let out = match job.recalled.take() {
+                Some(out) => Ok(out),
+                None => {
+                    let data = std::mem::take(&mut job.data);
+                    match job.stamp.take() {
+                        Some(stamp) => compute.compute_stamped(&job.path, stamp, data),
+                        None => compute.compute(&job.path, data),
+                    }
+                }
+            };
+            let out = out.map_err(|message| NdpError::Compute {
+                path: job.path.clone(),
+                message,
+            })?;
             let done = cpu.run(t, out.compute_ns);
             // The file's own computation is `compute`; waiting for a core other files hold
             // is overhead of how the work was offloaded (LightFS's "others"): eight frag-m

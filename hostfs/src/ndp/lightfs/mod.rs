@@ -17,7 +17,7 @@ use self::csd::{DevEntry, FileData, LightFsCsd, Target};
 use self::index::{build_tree, write_index, DirIndex};
 use super::cpu::CorePool;
 use super::{
-    DesignKind, FileOutcome, Footprint, NdpCompute, NdpError, NdpOutcome, NdpRequest,
+    BytesStamp, DesignKind, FileOutcome, Footprint, NdpCompute, NdpError, NdpOutcome, NdpRequest,
     OffloadDesign, Stages, NDPMETA_NAME,
 };
 use crate::alloc::Extent;
@@ -1048,6 +1048,16 @@ fn target_bytes(fs: &HostFs, target: &Target, read: &TargetRead) -> Result<Vec<u
     Ok(data)
 }
 
+/// What [`target_bytes`] would take, named without taking it.
+fn target_stamp(fs: &HostFs, target: &Target, read: &TargetRead) -> Option<BytesStamp> {
+    match &target.source {
+        FileData::Shadow(pages) => BytesStamp::of_pages(fs.device(), pages, target.length),
+        FileData::Extents(_) | FileData::FromHost => {
+            BytesStamp::of_ranges(fs.device(), &read.ranges, target.length)
+        }
+    }
+}
+
 /// Computes the files in the order their reads complete, on the device cores; each result
 /// goes back by DMA as soon as it is ready (the DMA engine overlaps the next computation),
 /// and one NVMe completion ends the request. Returns each file's outcome, in target order,
@@ -1068,13 +1078,21 @@ fn compute_in_read_order(
     for i in order {
         let path = plan.names[&targets[i].ino].clone();
         let read_done = reads[i].done;
-        let data = target_bytes(fs, &targets[i], &reads[i])?;
-        let out = compute
-            .compute(&path, data)
-            .map_err(|message| NdpError::Compute {
-                path: path.clone(),
-                message,
-            })?;
+        let stamp = target_stamp(fs, &targets[i], &reads[i]);
+        let out = match stamp.as_ref().and_then(|s| compute.recall(&path, s)) {
+            Some(out) => Ok(out),
+            None => {
+                let data = target_bytes(fs, &targets[i], &reads[i])?;
+                match stamp {
+                    Some(stamp) => compute.compute_stamped(&path, stamp, data),
+                    None => compute.compute(&path, data),
+                }
+            }
+        };
+        let out = out.map_err(|message| NdpError::Compute {
+            path: path.clone(),
+            message,
+        })?;
         let done = cpu.run(read_done, out.compute_ns);
         let returned = fs
             .device_mut()
