@@ -6,21 +6,28 @@
 //! valid-page count, one set of buckets per die: invalidating a page moves its block one
 //! bucket down in O(1), and picking a victim scans at most `pages_per_block + 1` bucket heads.
 
+use super::zeroed::{Zeroable, Zeroed};
 use std::collections::VecDeque;
+use std::ops::Range;
 
 pub(crate) const NIL: u32 = u32::MAX;
 
+/// Zero is `Free`: a fresh table is all zeros (see [`BlockMeta`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 pub enum BlockState {
     /// Erased, on its die's free list.
-    Free,
+    Free = 0,
     /// Being filled by the die's write pointer.
     Open,
     /// Fully programmed.
     Closed,
 }
 
-#[derive(Clone, Debug)]
+/// One block's entry. All zeros is an erased block that was never used, so the table is a
+/// [`Zeroed`] one: a terabyte device's quarter million entries cost memory, and a new device
+/// time, only for the blocks it writes.
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct BlockMeta {
     pub state: BlockState,
     /// Pages programmed so far (the write pointer inside the block).
@@ -29,57 +36,112 @@ pub(crate) struct BlockMeta {
     /// Holders of a GC-forbid pin; the block is never erased while this is non-zero.
     pub pins: u32,
     pub erases: u32,
-    prev: u32,
-    next: u32,
+    /// Bucket neighbours, bit-inverted so that zero is [`NIL`].
+    prev_inv: u32,
+    next_inv: u32,
     in_bucket: bool,
-    /// The die holding the block, kept here so finding it is not a division on every
-    /// bucket move (blocks per die is rarely a power of two).
+    /// The die holding the block, set when it is opened, so finding it is not a division on
+    /// every bucket move (blocks per die is rarely a power of two). Only blocks opened since
+    /// the table was made are ever filed, erased or asked for it.
     die: u32,
+}
+
+// All zeros: `Free`, nothing written, no pins, no neighbours (`!0 == NIL`), not filed.
+impl Zeroable for BlockMeta {}
+
+impl BlockMeta {
+    #[inline]
+    fn prev(&self) -> u32 {
+        !self.prev_inv
+    }
+
+    #[inline]
+    fn next(&self) -> u32 {
+        !self.next_inv
+    }
+
+    #[inline]
+    fn set_prev(&mut self, b: u32) {
+        self.prev_inv = !b;
+    }
+
+    #[inline]
+    fn set_next(&mut self, b: u32) {
+        self.next_inv = !b;
+    }
 }
 
 #[derive(Clone, Debug)]
 pub(crate) struct DieBlocks {
-    pub free: VecDeque<u32>,
+    /// Blocks never used yet, handed out in order before any erased one: a range rather than
+    /// a list of a quarter million numbers on a terabyte device.
+    fresh: Range<u32>,
+    /// Erased blocks, oldest erase first (FIFO allocation rotates wear across blocks).
+    free: VecDeque<u32>,
     /// The block the die's write pointer is filling, if any.
     pub open: Option<u32>,
     /// `heads[v]`: first closed, unpinned block with `v` valid pages.
     heads: Vec<u32>,
 }
 
+impl DieBlocks {
+    /// Free blocks: never used, or erased.
+    #[inline]
+    pub fn free_len(&self) -> usize {
+        self.fresh.len() + self.free.len()
+    }
+
+    /// The next free block: the fresh ones in order, then the erased ones in erase order.
+    #[inline]
+    pub fn take_free(&mut self) -> Option<u32> {
+        self.fresh.next().or_else(|| self.free.pop_front())
+    }
+
+    /// No free block until [`DieBlocks::push_free`] adds one (a restore rebuilding the lists).
+    pub fn clear_free(&mut self) {
+        self.fresh = 0..0;
+        self.free.clear();
+    }
+
+    pub fn push_free(&mut self, block: u32) {
+        self.free.push_back(block);
+    }
+}
+
 #[derive(Clone, Debug)]
 pub(crate) struct BlockTable {
-    pub blocks: Vec<BlockMeta>,
+    pub blocks: Zeroed<BlockMeta>,
     pub dies: Vec<DieBlocks>,
 }
 
 impl BlockTable {
     pub fn new(dies: u32, blocks_per_die: u32, pages_per_block: u32) -> Self {
-        let meta = BlockMeta {
-            state: BlockState::Free,
-            written: 0,
-            valid: 0,
-            pins: 0,
-            erases: 0,
-            prev: NIL,
-            next: NIL,
-            in_bucket: false,
-            die: 0,
-        };
         BlockTable {
-            blocks: (0..dies * blocks_per_die)
-                .map(|b| BlockMeta {
-                    die: b / blocks_per_die,
-                    ..meta.clone()
-                })
-                .collect(),
+            blocks: Zeroed::new(dies as usize * blocks_per_die as usize),
             dies: (0..dies)
                 .map(|d| DieBlocks {
-                    free: (d * blocks_per_die..(d + 1) * blocks_per_die).collect(),
+                    fresh: d * blocks_per_die..(d + 1) * blocks_per_die,
+                    free: VecDeque::new(),
                     open: None,
                     heads: vec![NIL; pages_per_block as usize + 1],
                 })
                 .collect(),
         }
+    }
+
+    /// Makes `block`, just taken from `die`'s free blocks, that die's open block.
+    pub fn open(&mut self, die: usize, block: u32) {
+        let b = &mut self.blocks[block as usize];
+        b.state = BlockState::Open;
+        b.die = die as u32;
+        self.dies[die].open = Some(block);
+    }
+
+    /// Files `block` of `die`, already written full, as closed (a restore rebuilding the
+    /// table).
+    pub fn restore_closed(&mut self, die: usize, block: u32) {
+        self.blocks[block as usize].die = die as u32;
+        self.close(block);
     }
 
     #[inline]
@@ -101,12 +163,12 @@ impl BlockTable {
         let head = self.dies[die].heads[v];
         {
             let b = &mut self.blocks[block as usize];
-            b.prev = NIL;
-            b.next = head;
+            b.set_prev(NIL);
+            b.set_next(head);
             b.in_bucket = true;
         }
         if head != NIL {
-            self.blocks[head as usize].prev = block;
+            self.blocks[head as usize].set_prev(block);
         }
         self.dies[die].heads[v] = block;
     }
@@ -116,19 +178,19 @@ impl BlockTable {
         let die = self.die_of(block);
         let (prev, next, v) = {
             let b = &self.blocks[block as usize];
-            (b.prev, b.next, b.valid as usize)
+            (b.prev(), b.next(), b.valid as usize)
         };
         if prev != NIL {
-            self.blocks[prev as usize].next = next;
+            self.blocks[prev as usize].set_next(next);
         } else {
             self.dies[die].heads[v] = next;
         }
         if next != NIL {
-            self.blocks[next as usize].prev = prev;
+            self.blocks[next as usize].set_prev(prev);
         }
         let b = &mut self.blocks[block as usize];
-        b.prev = NIL;
-        b.next = NIL;
+        b.set_prev(NIL);
+        b.set_next(NIL);
         b.in_bucket = false;
     }
 
@@ -195,7 +257,7 @@ impl BlockTable {
         b.state = BlockState::Free;
         b.written = 0;
         b.erases += 1;
-        self.dies[die].free.push_back(block);
+        self.dies[die].push_free(block);
     }
 
     /// Checks the bucket lists against the block states; used by `Ftl::check_invariants`.
@@ -209,11 +271,11 @@ impl BlockTable {
                     if self.die_of(cur) != die || b.valid as usize != v || !self.eligible(cur) {
                         return Err(format!("block {cur} misfiled in die {die} bucket {v}"));
                     }
-                    if b.prev != prev {
+                    if b.prev() != prev {
                         return Err(format!("block {cur}: broken back link"));
                     }
                     prev = cur;
-                    cur = b.next;
+                    cur = b.next();
                 }
             }
         }

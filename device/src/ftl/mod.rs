@@ -344,12 +344,11 @@ impl Ftl {
             Some(b) => b,
             None => {
                 let d = &mut self.blocks.dies[die];
-                if d.free.len() <= reserve {
+                if d.free_len() <= reserve {
                     return None;
                 }
-                let b = d.free.pop_front().expect("free list longer than reserve");
-                d.open = Some(b);
-                self.blocks.blocks[b as usize].state = BlockState::Open;
+                let b = d.take_free().expect("free list longer than reserve");
+                self.blocks.open(die, b);
                 b
             }
         };
@@ -384,7 +383,7 @@ impl Ftl {
     #[inline]
     fn has_room(&self, die: usize) -> bool {
         let d = &self.blocks.dies[die];
-        d.open.is_some() || d.free.len() > 1
+        d.open.is_some() || d.free_len() > 1
     }
 
     /// Writes one logical page out of place. In data mode `data` is the page's new content
@@ -557,7 +556,7 @@ impl Ftl {
 
     /// Runs foreground GC on `die` if its free blocks fell below the low watermark.
     fn gc_if_needed(&mut self, die: usize) -> Option<GcWork> {
-        if self.blocks.dies[die].free.len() >= self.policy.gc_low_watermark_blocks as usize {
+        if self.blocks.dies[die].free_len() >= self.policy.gc_low_watermark_blocks as usize {
             return None;
         }
         let mut work = GcWork {
@@ -565,7 +564,7 @@ impl Ftl {
             ..GcWork::default()
         };
         let ppb = self.geo.pages_per_block;
-        while self.blocks.dies[die].free.len() < self.policy.gc_high_watermark_blocks as usize {
+        while self.blocks.dies[die].free_len() < self.policy.gc_high_watermark_blocks as usize {
             let Some(victim) = self.blocks.pick_victim(die, ppb) else {
                 tracing::debug!(die, "GC found no reclaimable block");
                 break;
@@ -718,7 +717,7 @@ impl Ftl {
 
     /// Free blocks on each die.
     pub fn free_blocks(&self) -> Vec<usize> {
-        self.blocks.dies.iter().map(|d| d.free.len()).collect()
+        self.blocks.dies.iter().map(|d| d.free_len()).collect()
     }
 
     /// The durable state of the flash and the FTL's journals (the transaction layer adds its
@@ -781,26 +780,26 @@ impl Ftl {
         self.l2p = l2p;
         let mut table = BlockTable::new(self.geo.dies(), self.geo.blocks_per_die(), ppb);
         for d in &mut table.dies {
-            d.free.clear();
+            d.clear_free();
         }
+        let blocks_per_die = self.geo.blocks_per_die();
         for b in 0..self.geo.blocks() {
             let first = b * ppb;
             let written = (first..first + ppb)
                 .take_while(|&p| self.oob_seq[p as usize] != 0)
                 .count() as u32;
             let valid = (first..first + ppb).filter(|&p| self.is_valid(p)).count() as u32;
-            let die = table.die_of(b);
+            let die = (b / blocks_per_die) as usize;
             let meta = &mut table.blocks[b as usize];
             meta.erases = self.blocks.blocks[b as usize].erases;
             meta.written = written;
             meta.valid = valid;
             if written == 0 {
-                table.dies[die].free.push_back(b);
+                table.dies[die].push_free(b);
             } else if written < ppb && table.dies[die].open.is_none() {
-                meta.state = BlockState::Open;
-                table.dies[die].open = Some(b);
+                table.open(die, b);
             } else {
-                table.close(b);
+                table.restore_closed(die, b);
             }
         }
         self.blocks = table;
