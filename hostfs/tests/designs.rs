@@ -290,13 +290,7 @@ fn a_repeated_request_recalls_its_results_until_the_device_changes() {
 /// file's old version is never served for the new one, nor the other way round.
 #[test]
 fn recalled_results_follow_the_locker() {
-    let mut fs = populated(&[SHARED; 2]);
-    let mut d = LightFs::default();
-    d.init(&mut fs, "/d", ME).unwrap();
-    let one = NdpRequest {
-        paths: vec!["/d/f1".into()],
-        who: ME,
-    };
+    let (mut fs, mut d, one) = locked_pair();
     let mut memo = KeepingSum::default();
     let mut ret = |d: &mut LightFs, fs: &mut HostFs| {
         // Twice: the second run recalls what the first computed.
@@ -408,8 +402,8 @@ fn a_corrupt_ndpmeta_is_reported_not_trusted() {
     assert!(e.to_string().contains("checksum mismatch"), "{e}");
 }
 
-#[test]
-fn the_locker_serves_the_old_version_until_the_new_one_is_on_flash() {
+/// Two files under LightFS, and a request for the second.
+fn locked_pair() -> (HostFs, LightFs, NdpRequest) {
     let mut fs = populated(&[SHARED; 2]);
     let mut d = LightFs::default();
     d.init(&mut fs, "/d", ME).unwrap();
@@ -417,6 +411,12 @@ fn the_locker_serves_the_old_version_until_the_new_one_is_on_flash() {
         paths: vec!["/d/f1".into()],
         who: ME,
     };
+    (fs, d, one)
+}
+
+#[test]
+fn the_locker_serves_the_old_version_until_the_new_one_is_on_flash() {
+    let (mut fs, mut d, one) = locked_pair();
     let pinned = |fs: &HostFs| {
         (0..fs.device().geometry().blocks())
             .filter(|&b| fs.device().ftl().is_pinned(csd_device::BlockId(b)))

@@ -46,8 +46,9 @@ pub(crate) struct BlockMeta {
     die: u32,
 }
 
-// All zeros: `Free`, nothing written, no pins, no neighbours (`!0 == NIL`), not filed.
-impl Zeroable for BlockMeta {}
+// SAFETY: all zeros is a valid entry: `Free` (`repr(u8)`, discriminant 0), nothing written,
+// no pins, no neighbours (`!0 == NIL`), not filed (`false`).
+unsafe impl Zeroable for BlockMeta {}
 
 impl BlockMeta {
     #[inline]

@@ -16,9 +16,14 @@
 use std::ops::{Deref, DerefMut};
 
 /// Element types whose all-zero bit pattern is a valid value.
-pub(crate) trait Zeroable: Copy {}
-impl Zeroable for u32 {}
-impl Zeroable for u64 {}
+///
+/// # Safety
+/// An implementation promises that: a table starts as zeroed memory read as `T`s.
+pub(crate) unsafe trait Zeroable: Copy {}
+// SAFETY: every bit pattern is an integer.
+unsafe impl Zeroable for u32 {}
+// SAFETY: as above.
+unsafe impl Zeroable for u64 {}
 
 /// Tables smaller than this come from the allocator: a mapping costs a system call and at
 /// least a page.
