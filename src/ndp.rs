@@ -194,6 +194,9 @@ pub struct TaskCompute {
     profile: Profile,
     on_device: Memo,
     on_host: Memo,
+    /// Whether a result is also kept by its bytes' hash, to be found from another device
+    /// (another design, another point of a plan); see [`TaskCompute::within_one_device`].
+    by_bytes: bool,
 }
 
 /// Results of a task already run, by file. Designs compare one operation over one data set,
@@ -218,6 +221,8 @@ struct Memo {
     /// By stamp, with the path it was read for (a task sees its file's path).
     stamped: std::collections::HashMap<BytesStamp, (String, Computed)>,
     kept_bytes: usize,
+    /// Tasks actually run, not found again.
+    runs: usize,
 }
 
 /// What a [`Memo`] may hold: past this, results are computed and not kept.
@@ -239,6 +244,7 @@ impl Memo {
             return Ok(c.clone());
         }
         let c = run()?;
+        self.runs += 1;
         let bytes = key.0.len() + c.ret.len() + 64;
         if self.kept_bytes + bytes <= MEMO_BYTES {
             self.kept_bytes += bytes;
@@ -276,7 +282,16 @@ impl TaskCompute {
             profile: profile.clone(),
             on_device: Memo::default(),
             on_host: Memo::default(),
+            by_bytes: true,
         })
+    }
+
+    /// For a run whose reads all come from one device (one design at one point, as a sweep
+    /// point is): results are kept by stamp only, so the bytes a stamped read takes are not
+    /// hashed too. Nothing else could meet them again.
+    pub fn within_one_device(mut self) -> Self {
+        self.by_bytes = false;
+        self
     }
 }
 
@@ -320,7 +335,14 @@ impl NdpCompute for TaskCompute {
         stamp: BytesStamp,
         data: Vec<u8>,
     ) -> Result<Computed, String> {
-        let c = self.compute(path, data)?;
+        let c = if self.by_bytes {
+            self.compute(path, data)?
+        } else {
+            let task = (&*self.engine, &self.task, &self.ctx);
+            let p = &self.profile;
+            self.on_device.runs += 1;
+            run_on(task, path, data, &p.device_cpu, &p.accelerators)?
+        };
         self.on_device.stamp(path, stamp, &c);
         Ok(c)
     }
@@ -539,5 +561,42 @@ mod memo_tests {
         let host = memo.compute_on_host("/data/a", data).unwrap();
         assert!(host.compute_ns < first.compute_ns, "the host CPU is faster");
         assert_eq!((memo.on_device.done.len(), memo.on_host.done.len()), (3, 1));
+    }
+
+    /// A warm measurement of one design on one device runs each file's task once: its
+    /// second run finds every result by the stamp of its read, without hashing any bytes,
+    /// and reports what a run that hashes them reports.
+    #[test]
+    fn one_design_runs_each_task_once_and_reports_as_a_shared_memo_does() {
+        let engine = Arc::new(
+            TaskEngine::new(csd_runtime::EngineConfig {
+                cache_dir: None,
+                ..Default::default()
+            })
+            .unwrap(),
+        );
+        let profile = Profile::load("cosmos-plus").unwrap();
+        let wasm = crate::builtin::task("stats64").unwrap();
+        let task = || TaskCompute::new(engine.clone(), "stats64", wasm, vec![], &profile);
+        let files = || Files::Synthetic {
+            content: Content::Integers,
+            count: 6,
+            size: 40 << 10,
+            seed: 5,
+        };
+        for kind in DesignKind::ALL {
+            let mut alone = task().unwrap().within_one_device();
+            let mut shared = task().unwrap();
+            let a = measure(&profile, files(), kind, &mut alone, false).unwrap();
+            let b = measure(&profile, files(), kind, &mut shared, false).unwrap();
+            assert_eq!(alone.on_device.runs, 6, "{kind}: the warm run recalled");
+            assert!(alone.on_device.done.is_empty(), "{kind}: nothing hashed");
+            assert_eq!(shared.on_device.runs, 6, "{kind}");
+            assert_eq!(
+                serde_json::to_string(&a.summary).unwrap(),
+                serde_json::to_string(&b.summary).unwrap(),
+                "{kind}"
+            );
+        }
     }
 }

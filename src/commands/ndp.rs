@@ -247,6 +247,9 @@ pub fn measure_plan(
 ) -> anyhow::Result<NdpRun> {
     let engine = super::task::engine()?;
     let mut compute = task.compute(engine, profile)?;
+    if kinds.len() == 1 && plan.len() == 1 {
+        compute = compute.within_one_device();
+    }
     let mut report = NdpRun {
         profile: profile.name.clone(),
         app: task.reference.clone(),
