@@ -13,15 +13,20 @@ const HUGE: usize = 2 << 20;
 
 /// Asks the kernel to back the 2 MiB-aligned interior of `table` with huge pages.
 pub(crate) fn advise<T>(table: &[T]) {
-    let start = table.as_ptr() as usize;
-    let end = start.saturating_add(std::mem::size_of_val(table));
+    advise_bytes(table.as_ptr().cast(), std::mem::size_of_val(table));
+}
+
+/// The same for the `len` bytes at `at`, written or not.
+pub(crate) fn advise_bytes(at: *const u8, len: usize) {
+    let start = at as usize;
+    let end = start.saturating_add(len);
     let (lo, hi) = (start.next_multiple_of(HUGE), end / HUGE * HUGE);
     if hi <= lo {
         return;
     }
     #[cfg(target_os = "linux")]
     // SAFETY: madvise only advises on how to back pages of this process's own mapping (the
-    // range lies inside `table`); MADV_HUGEPAGE never changes their contents.
+    // range lies inside the caller's allocation); MADV_HUGEPAGE never changes their contents.
     unsafe {
         libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_HUGEPAGE);
     }
