@@ -533,17 +533,21 @@ mod tests {
 mod memo_tests {
     use super::*;
 
-    /// A reused result is what running the task again gives; other bytes, another path or
-    /// the host CPU are other results.
-    #[test]
-    fn a_task_over_the_same_bytes_is_run_once_and_gives_the_same_result() {
-        let engine = Arc::new(
+    fn engine() -> Arc<TaskEngine> {
+        Arc::new(
             TaskEngine::new(csd_runtime::EngineConfig {
                 cache_dir: None,
                 ..Default::default()
             })
             .unwrap(),
-        );
+        )
+    }
+
+    /// A reused result is what running the task again gives; other bytes, another path or
+    /// the host CPU are other results.
+    #[test]
+    fn a_task_over_the_same_bytes_is_run_once_and_gives_the_same_result() {
+        let engine = engine();
         let profile = Profile::load("cosmos-plus").unwrap();
         let wasm = crate::builtin::task("stats64").unwrap();
         let mut memo = TaskCompute::new(engine.clone(), "stats64", wasm, vec![], &profile).unwrap();
@@ -568,13 +572,7 @@ mod memo_tests {
     /// and reports what a run that hashes them reports.
     #[test]
     fn one_design_runs_each_task_once_and_reports_as_a_shared_memo_does() {
-        let engine = Arc::new(
-            TaskEngine::new(csd_runtime::EngineConfig {
-                cache_dir: None,
-                ..Default::default()
-            })
-            .unwrap(),
-        );
+        let engine = engine();
         let profile = Profile::load("cosmos-plus").unwrap();
         let wasm = crate::builtin::task("stats64").unwrap();
         let task = || TaskCompute::new(engine.clone(), "stats64", wasm, vec![], &profile);

@@ -266,28 +266,15 @@ impl Slab {
 /// the kernel refuses it (the caller then allocates).
 #[cfg(target_os = "linux")]
 fn map_slab() -> Option<std::ptr::NonNull<u8>> {
+    // Twice the size, then the unaligned ends given back.
     let span = 2 * SLAB_BYTES;
-    // SAFETY: a fresh anonymous mapping aliases nothing; the kernel picks the address.
-    let base = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            span,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if base == libc::MAP_FAILED {
-        return None;
-    }
-    let start = base as usize;
+    let start = super::zeroed::map_zeroed(span)?.as_ptr() as usize;
     let aligned = start.next_multiple_of(SLAB_BYTES);
     let (head, tail) = (aligned - start, start + span - (aligned + SLAB_BYTES));
     // SAFETY: both ranges lie inside the mapping just made, outside the slab kept.
     unsafe {
         if head > 0 {
-            libc::munmap(base, head);
+            libc::munmap(start as *mut libc::c_void, head);
         }
         if tail > 0 {
             libc::munmap((aligned + SLAB_BYTES) as *mut libc::c_void, tail);

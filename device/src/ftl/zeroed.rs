@@ -79,7 +79,7 @@ fn zero<T: Zeroable>() -> T {
 /// A private anonymous mapping of `bytes`, or `None` if the kernel refuses it (the caller
 /// then allocates as usual).
 #[cfg(target_os = "linux")]
-fn map_zeroed(bytes: usize) -> Option<std::ptr::NonNull<u8>> {
+pub(super) fn map_zeroed(bytes: usize) -> Option<std::ptr::NonNull<u8>> {
     // SAFETY: a fresh anonymous mapping aliases nothing; the kernel picks the address.
     let ptr = unsafe {
         libc::mmap(
