@@ -332,9 +332,12 @@ impl NdpCompute for TaskCompute {
     fn compute_stamped(
         &mut self,
         path: &str,
-        stamp: BytesStamp,
+        stamp: Option<BytesStamp>,
         data: Vec<u8>,
     ) -> Result<Computed, String> {
+        let Some(stamp) = stamp else {
+            return self.compute(path, data);
+        };
         let c = if self.by_bytes {
             self.compute(path, data)?
         } else {

@@ -76,11 +76,13 @@ impl NdpCompute for KeepingSum {
     fn compute_stamped(
         &mut self,
         path: &str,
-        stamp: BytesStamp,
+        stamp: Option<BytesStamp>,
         data: Vec<u8>,
     ) -> Result<Computed, String> {
         let c = self.compute(path, data)?;
-        self.kept.insert(stamp, (path.to_string(), c.clone()));
+        if let Some(stamp) = stamp {
+            self.kept.insert(stamp, (path.to_string(), c.clone()));
+        }
         Ok(c)
     }
 }

@@ -3,8 +3,10 @@
 //! store.
 //!
 //! The grid is NDP requests (LightFS §IV's setting) over 4 designs × 4 seeds: points of
-//! similar length (45–65 ms each on the development machine), long enough that the pool's
-//! start and the stores' saves are a small part of the time. The two commands alternate,
+//! similar length (45–65 ms each on the development machine when the grid was chosen; 17 ms
+//! on 28 November, after a point stopped reading and hashing its data twice, so what each
+//! worker pays once weighs more than it did, which the figures below say). The two
+//! commands alternate,
 //! three times each, and each one's fastest run counts, so a slow moment of a shared machine
 //! does not decide the ratio.
 //!

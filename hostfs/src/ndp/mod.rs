@@ -151,12 +151,13 @@ pub trait NdpCompute {
     fn recall(&mut self, _path: &str, _stamp: &BytesStamp) -> Option<Computed> {
         None
     }
-    /// [`NdpCompute::compute`] over the bytes `stamp` names, keeping the result for
-    /// [`NdpCompute::recall`] where the computation keeps results.
+    /// [`NdpCompute::compute`] over the bytes `stamp` names (`None`: the device gave no
+    /// stamp), keeping the result for [`NdpCompute::recall`] where the computation keeps
+    /// results.
     fn compute_stamped(
         &mut self,
         path: &str,
-        _stamp: BytesStamp,
+        _stamp: Option<BytesStamp>,
         data: Vec<u8>,
     ) -> Result<Computed, String> {
         self.compute(path, data)

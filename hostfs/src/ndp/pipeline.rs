@@ -123,18 +123,19 @@ pub(crate) fn device_steps(
                 .as_ref()
                 .and_then(|s| compute.recall(&job.path, s));
             // Bytes are taken only for a computation that has not seen them yet.
-            let take = fs.device().ftl().keeps_payloads() && job.recalled.is_none();
-            if job.recalled.is_none() {
+            let fetch = job.recalled.is_none();
+            if fetch {
                 let allocated: u64 = job.ranges.iter().map(|r| r.1).sum();
                 job.data = vec![0u8; allocated as usize];
             }
+            let keep = fs.device().ftl().keeps_payloads();
             let c = fs.device_mut().read_ranges(
                 IoPath::Internal,
                 t,
                 &job.ranges,
-                take.then_some(&mut job.data[..]),
+                (fetch && keep).then_some(&mut job.data[..]),
             )?;
-            if job.recalled.is_none() {
+            if fetch {
                 // Blocks not allocated yet (delayed allocation) read as zeros.
                 job.data.resize(job.size as usize, 0);
             }
@@ -146,10 +147,7 @@ pub(crate) fn device_steps(
                 Some(out) => Ok(out),
                 None => {
                     let data = std::mem::take(&mut job.data);
-                    match job.stamp.take() {
-                        Some(stamp) => compute.compute_stamped(&job.path, stamp, data),
-                        None => compute.compute(&job.path, data),
-                    }
+                    compute.compute_stamped(&job.path, job.stamp.take(), data)
                 }
             };
             let out = out.map_err(|message| NdpError::Compute {

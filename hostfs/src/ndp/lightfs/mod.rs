@@ -1083,10 +1083,7 @@ fn compute_in_read_order(
             Some(out) => Ok(out),
             None => {
                 let data = target_bytes(fs, &targets[i], &reads[i])?;
-                match stamp {
-                    Some(stamp) => compute.compute_stamped(&path, stamp, data),
-                    None => compute.compute(&path, data),
-                }
+                compute.compute_stamped(&path, stamp, data)
             }
         };
         let out = out.map_err(|message| NdpError::Compute {
