@@ -2,6 +2,8 @@
 //! a clean result), an exit code of 0 or 1 — never a signal, never 101 — and bounded wall time
 //! and peak memory. The child's peak RSS comes from `wait4`, so it is the child's own.
 
+mod common;
+
 use std::io::Read;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -19,7 +21,7 @@ struct Ran {
 }
 
 fn data_home() -> PathBuf {
-    std::env::temp_dir().join(format!("csd-bad-input-{}", std::process::id()))
+    common::scratch_dir().join("data")
 }
 
 fn hostile(name: &str) -> String {

@@ -1,10 +1,12 @@
 //! End-to-end tests of the `csd` binary: determinism, errors, and report snapshots.
 
+mod common;
+
 use std::process::{Command, Output};
 
 /// Where the tests' runs are saved: never the user's own store.
 fn test_data_home() -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("csd-cli-data-{}", std::process::id()))
+    common::scratch_dir().join("data")
 }
 
 fn csd(args: &[&str]) -> Output {
@@ -288,7 +290,7 @@ fn bad_input_gets_a_clear_error_and_a_failing_exit_code() {
 
 #[test]
 fn a_malformed_profile_file_names_field_and_line() {
-    let dir = std::env::temp_dir().join(format!("csd-cli-test-{}", std::process::id()));
+    let dir = common::scratch_dir().join("profile");
     std::fs::create_dir_all(&dir).unwrap();
     let src = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -328,8 +330,7 @@ fn csd_cached_with(args: &[&str], cache: &std::path::Path, env: &[(&str, &str)])
 }
 
 fn scratch(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("csd-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = common::scratch_dir().join(name);
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }

@@ -2,10 +2,12 @@
 //! kept with insta. A refactor that is meant to change no number must leave every one of
 //! these byte-identical; a model change updates them deliberately, in the same commit.
 
+mod common;
+
 use std::process::Command;
 
 fn data_home() -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("csd-golden-data-{}", std::process::id()))
+    common::scratch_dir().join("data")
 }
 
 /// Runs `csd args…` and returns its stdout, with the repository's path (which differs

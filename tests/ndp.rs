@@ -1,6 +1,8 @@
 //! LightFS's findings, asserted in the model with the real Wasm tasks, and the consistency
 //! problem of LightFS §II-D: a writer racing NDP reads through the page cache.
 
+mod common;
+
 use csd::ndp::{
     measure, synthetic, App, Files, NdpDesign, TaskCompute, DATA_DIR, OWNER, OWNER_PERMS,
 };
@@ -277,7 +279,7 @@ fn csd_ndp_and_csd_replay_agree_on_the_same_files() {
         });
         trace.push_str(&format!("{op}\n"));
     }
-    let dir = std::env::temp_dir().join(format!("csd-agree-{}", std::process::id()));
+    let dir = common::scratch_dir();
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("agree.trace");
     std::fs::write(&path, trace).unwrap();

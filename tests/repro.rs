@@ -1,16 +1,15 @@
 //! `csd repro`: the README's table is what the command prints, the same run prints the same
 //! table, and each paper's figures move when a profile value they depend on moves.
 
+mod common;
+
 use std::process::{Command, Output};
 
 fn csd(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_csd"))
         .args(args)
         .env_remove("RUST_LOG")
-        .env(
-            "XDG_DATA_HOME",
-            std::env::temp_dir().join(format!("csd-repro-data-{}", std::process::id())),
-        )
+        .env("XDG_DATA_HOME", common::scratch_dir().join("data"))
         .output()
         .expect("csd runs")
 }

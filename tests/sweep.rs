@@ -3,6 +3,8 @@
 //! midway resumes with only its missing points; bad specs and bad exports are refused by
 //! name with nothing stored.
 
+mod common;
+
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -13,8 +15,7 @@ use std::time::{Duration, Instant};
 const CSD: &str = env!("CARGO_BIN_EXE_csd");
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("csd-sweep-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = common::scratch_dir().join(name);
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }

@@ -357,8 +357,8 @@ fn unknown_and_malformed_paths_are_refused_before_running() {
 
 #[test]
 fn compiled_modules_are_cached_on_disk_and_bad_cache_files_ignored() {
-    let dir = std::env::temp_dir().join(format!("csd-cache-test-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("cache");
     let config = EngineConfig {
         cache_dir: Some(dir.clone()),
         ..EngineConfig::default()
@@ -385,7 +385,6 @@ fn compiled_modules_are_cached_on_disk_and_bad_cache_files_ignored() {
         std::fs::read(&files[0]).unwrap().starts_with(b"CSDCWASM"),
         "rewritten"
     );
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]

@@ -6,10 +6,18 @@ use csd_traces::report::{diff, ReplayRun, Report, ReportKind};
 use csd_traces::store::{NewRun, RunStore, StoreError};
 use serde_json::json;
 
+thread_local! {
+    /// The running test's directory, removed when it ends (libtest gives each test a
+    /// thread of its own).
+    static SCRATCH: tempfile::TempDir = tempfile::Builder::new()
+        .prefix("csd-store-")
+        .tempdir()
+        .expect("creating a test's scratch directory");
+}
+
+/// A path for a store in the running test's directory, not yet created.
 fn scratch(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("csd-store-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
+    SCRATCH.with(|d| d.path().join(name))
 }
 
 fn design(design: DesignKind, duration_ns: u64, ops_per_sec: f64) -> ReplayReport {
