@@ -321,6 +321,39 @@ pub fn ranking(values: &[(&str, f64)]) -> String {
     v.iter().map(|x| x.0).collect::<Vec<_>>().join(" > ")
 }
 
+/// `f(0)`, …, `f(n - 1)`, in that order, on up to one thread per core. A paper's
+/// simulations share nothing (each builds its own device, in virtual time), so they need not
+/// wait for each other: `csd repro sift` on two cores took 7.1 s one after another, 4.9 s
+/// side by side. Beside the other papers on two cores this saves nothing; on more cores it
+/// shortens `csd repro all` towards its longest simulation instead of its longest paper.
+/// At most a thread per core, so no more simulations hold their memory at once than run.
+pub fn side_by_side<R: Send>(n: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let next = AtomicUsize::new(0);
+    let done: Vec<Mutex<Option<R>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    let workers = n.min(std::thread::available_parallelism().map_or(1, |c| c.get()));
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    break;
+                }
+                let r = f(i);
+                *done[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+            });
+        }
+    });
+    done.into_iter()
+        .map(|d| {
+            d.into_inner()
+                .unwrap_or_else(|e| e.into_inner())
+                .expect("every index ran")
+        })
+        .collect()
+}
+
 fn sheet_for(paper: PaperArg, ctx: &Ctx) -> anyhow::Result<Sheet> {
     match paper {
         PaperArg::Lightfs => lightfs::run(ctx),
@@ -341,33 +374,20 @@ fn sheets(
     ctx: &Ctx,
     bar: &indicatif::ProgressBar,
 ) -> anyhow::Result<Vec<Sheet>> {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Mutex;
     let mut order: Vec<usize> = (0..papers.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(papers[i].weight()));
-    let next = AtomicUsize::new(0);
-    let done: Vec<Mutex<Option<anyhow::Result<Sheet>>>> =
-        papers.iter().map(|_| Mutex::new(None)).collect();
-    let workers = papers
-        .len()
-        .min(std::thread::available_parallelism().map_or(1, |n| n.get()));
-    std::thread::scope(|s| {
-        for _ in 0..workers {
-            s.spawn(|| {
-                while let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    let sheet = sheet_for(papers[i], ctx);
-                    *done[i].lock().expect("not poisoned") = Some(sheet);
-                    bar.inc(1);
-                }
-            });
-        }
+    let ran = side_by_side(order.len(), |k| {
+        let sheet = sheet_for(papers[order[k]], ctx);
+        bar.inc(1);
+        sheet
     });
-    done.into_iter()
-        .map(|d| {
-            d.into_inner()
-                .expect("not poisoned")
-                .expect("every paper ran")
-        })
+    let mut sheets: Vec<Option<anyhow::Result<Sheet>>> = papers.iter().map(|_| None).collect();
+    for (k, sheet) in ran.into_iter().enumerate() {
+        sheets[order[k]] = Some(sheet);
+    }
+    sheets
+        .into_iter()
+        .map(|s| s.expect("every paper ran"))
         .collect()
 }
 

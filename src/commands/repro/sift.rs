@@ -1,9 +1,10 @@
 //! SIFT (§5.2 Table 4 and Figs. 7–9, §5.3–5.4) on `bluefield2-pm1735`.
 
 use super::{ranking, Ctx, Fig, Sheet};
-use csd_device::persist::backlog::{self, Backlog, BacklogSpec};
-use csd_device::persist::online::{self, OnlineSpec};
+use csd_device::persist::backlog::{self, Backlog, BacklogReport, BacklogSpec};
+use csd_device::persist::online::{self, OnlineReport, OnlineSpec};
 use csd_device::persist::service::Config;
+use csd_device::persist::timed::PersistError;
 use csd_traces::report::{PersistRun, Report};
 use csd_traces::spec::{SystemKind, SystemSpec};
 use csd_traces::store::NewRun;
@@ -32,14 +33,40 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
         sweep: None,
     };
 
-    if ctx.wants("sift.s52") {
-        // §5.2 at i = 128.
-        let mut spec = OnlineSpec::paper(128, ONLINE_SCALE);
-        spec.measure_ns = ONLINE_WINDOW_NS;
-        let configs = [Config::Vanilla, Config::Offload, Config::Coalesce];
-        let online = configs
-            .iter()
-            .map(|&c| online::run(&profile, c, spec, seed))
+    // §5.2 at i = 128, and §5.3–5.4's manual checkpoints of the two backlogs: seven
+    // simulations, run side by side before the sheet is written in the thesis' order.
+    let mut spec = OnlineSpec::paper(128, ONLINE_SCALE);
+    spec.measure_ns = ONLINE_WINDOW_NS;
+    let configs = [Config::Vanilla, Config::Offload, Config::Coalesce];
+    let back = [Config::Offload, Config::Coalesce];
+    let kinds: Vec<_> = [
+        (Backlog::HighOverlap, "high-overlap", "sift.s53"),
+        (
+            Backlog::SequentialNoReuse,
+            "sequential-no-reuse",
+            "sift.s54",
+        ),
+    ]
+    .into_iter()
+    .filter(|k| ctx.wants(k.2))
+    .collect();
+    let online_wanted = ctx.wants("sift.s52");
+    let onlines = if online_wanted { configs.len() } else { 0 };
+    // The online runs first: they take longest.
+    let mut done = super::side_by_side(onlines + kinds.len() * back.len(), |i| {
+        if i < onlines {
+            return Done::Online(online::run(&profile, configs[i], spec, seed));
+        }
+        let (i, n) = (i - onlines, back.len());
+        let kind = kinds[i / n].0;
+        let spec = BacklogSpec::paper(kind, BACKLOG_SCALE);
+        Done::Backlog(backlog::run(&profile, kind, spec, back[i % n], seed))
+    });
+    let mut backlogs = done.split_off(onlines).into_iter().map(Done::backlog);
+    if online_wanted {
+        let online = done
+            .into_iter()
+            .map(Done::online)
             .collect::<Result<Vec<_>, _>>()?;
         let e = s.experiment(
             "online pressure, i = 128",
@@ -124,23 +151,11 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
             online[2].kops / online[0].kops,
         );
     }
-    // §5.3–5.4: manual checkpoints of the two backlogs.
-    let back = [Config::Offload, Config::Coalesce];
-    for (kind, name, ids) in [
-        (Backlog::HighOverlap, "high-overlap", "sift.s53"),
-        (
-            Backlog::SequentialNoReuse,
-            "sequential-no-reuse",
-            "sift.s54",
-        ),
-    ] {
-        if !ctx.wants(ids) {
-            continue;
-        }
+    for (kind, name, _) in kinds {
         let spec = BacklogSpec::paper(kind, BACKLOG_SCALE);
-        let runs = back
-            .iter()
-            .map(|&c| backlog::run(&profile, kind, spec, c, seed))
+        let runs = backlogs
+            .by_ref()
+            .take(back.len())
             .collect::<Result<Vec<_>, _>>()?;
         let e = s.experiment(
             &format!("{name} backlog, manual checkpoint"),
@@ -223,4 +238,26 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
         }
     }
     Ok(s)
+}
+
+/// One of the sheet's simulations, done.
+enum Done {
+    Online(Result<OnlineReport, PersistError>),
+    Backlog(Result<BacklogReport, PersistError>),
+}
+
+impl Done {
+    fn online(self) -> Result<OnlineReport, PersistError> {
+        match self {
+            Done::Online(r) => r,
+            Done::Backlog(_) => unreachable!("the online runs come first"),
+        }
+    }
+
+    fn backlog(self) -> Result<BacklogReport, PersistError> {
+        match self {
+            Done::Backlog(r) => r,
+            Done::Online(_) => unreachable!("the backlogs come after the online runs"),
+        }
+    }
 }
