@@ -323,7 +323,7 @@ pub fn ranking(values: &[(&str, f64)]) -> String {
 
 /// `f(0)`, …, `f(n - 1)`, in that order, on up to one thread per core. A paper's
 /// simulations share nothing (each builds its own device, in virtual time), so they need not
-/// wait for each other: `csd repro sift` on two cores took 7.1 s one after another, 4.9 s
+/// wait for each other: `csd repro sift` on two cores took 7.1 s one after another, 3.7 s
 /// side by side. Beside the other papers on two cores this saves nothing; on more cores it
 /// shortens `csd repro all` towards its longest simulation instead of its longest paper.
 /// At most a thread per core, so no more simulations hold their memory at once than run.
