@@ -242,6 +242,71 @@ fn a_killed_sweep_resumes_with_only_the_missing_points() {
     assert!(started.elapsed() < Duration::from_secs(300));
 }
 
+/// The shared directories of sweep worker processes under `tmp`.
+fn shares(tmp: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(tmp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("csd-sweep-"))
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_killed_sweep_leaves_its_workers_directory_to_the_next_sweep_to_remove() {
+    let dir = scratch("stale");
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let spec = dir.join("spec.toml");
+    std::fs::write(
+        &spec,
+        "name = \"stale\"\ntasks = [\"stats64\"]\ndesigns = [\"all\"]\nseeds = [1, 2, 3, 4]\n\
+         files = [20]\nsizes = [\"16k\"]\n",
+    )
+    .unwrap();
+    let store = dir.join("store");
+    // A directory whose process still runs (this test's) is not the next sweep's to take.
+    let alive = format!("csd-sweep-{}-live", std::process::id());
+    std::fs::create_dir(tmp.join(&alive)).unwrap();
+    let sweep = || {
+        let mut c = Command::new(CSD);
+        c.args(["sweep", s(&spec), "--jobs", "2", "--store", s(&store)])
+            .env("TMPDIR", &tmp)
+            .env_remove("RUST_LOG");
+        c
+    };
+    let mut child = sweep()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    assert!(first.contains("stored as"), "{first}");
+    // SIGKILL, as the OOM killer stops it: no destructor runs.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let killed = format!("csd-sweep-{}-", child.id());
+    let left = shares(&tmp);
+    assert!(
+        left.iter().any(|n| n.starts_with(&killed)),
+        "the killed sweep's directory is left: {left:?}"
+    );
+    let out = sweep().output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(points(&store, "stale").len(), 16);
+    assert_eq!(
+        shares(&tmp),
+        vec![alive],
+        "the killed sweep's directory and the finished sweep's own are gone"
+    );
+}
+
 #[test]
 fn bad_specs_shards_and_exports_are_refused_by_name_and_store_nothing() {
     let dir = scratch("bad");

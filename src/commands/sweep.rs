@@ -680,8 +680,15 @@ impl Shared {
     }
 }
 
+/// What a sweep's shared directory is called before its process id.
+const SHARE_PREFIX: &str = "csd-sweep-";
+
 fn share(plan: &Plan, todo: &[&Point]) -> anyhow::Result<Shared> {
-    let dir = tempfile::tempdir().context("creating a directory for the sweep's workers")?;
+    remove_stale_shares(&std::env::temp_dir());
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("{SHARE_PREFIX}{}-", std::process::id()))
+        .tempdir()
+        .context("creating a directory for the sweep's workers")?;
     share_modules(dir.path(), &plan.modules).context("writing the sweep's task modules")?;
     let mut traces = std::collections::HashMap::new();
     for (_, bytes) in todo.iter().filter_map(|p| p.trace.as_ref()) {
@@ -693,6 +700,48 @@ fn share(plan: &Plan, todo: &[&Point]) -> anyhow::Result<Shared> {
         }
     }
     Ok(Shared { dir, traces })
+}
+
+/// Removes the shared directories of sweeps whose process is gone. A sweep stopped by a
+/// signal (Ctrl-C, the OOM killer) runs no destructor, so its directory, with its copies of
+/// the sweep's modules and traces, would stay in the temporary directory for good. One whose
+/// process still runs (or whose id a live process took since) is kept; what cannot be
+/// removed (another user's) is left alone.
+fn remove_stale_shares(tmp: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(SHARE_PREFIX))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !process_exists(pid) {
+            tracing::debug!(dir = %entry.path().display(), "removing a stopped sweep's directory");
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// Whether a process with this id exists (signal 0 checks without sending anything).
+#[cfg(unix)]
+fn process_exists(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return true; // not a process id: keep what we cannot judge
+    };
+    // SAFETY: kill with signal 0 sends nothing; it only reports whether `pid` exists.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+#[cfg(not(unix))]
+fn process_exists(_pid: u32) -> bool {
+    true // no way to tell here: keep every directory
 }
 
 /// Where a point went: into the store, or (the store busy) to its spool.
