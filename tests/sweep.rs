@@ -266,9 +266,13 @@ fn a_killed_sweep_leaves_its_workers_directory_to_the_next_sweep_to_remove() {
     )
     .unwrap();
     let store = dir.join("store");
-    // A directory whose process still runs (this test's) is not the next sweep's to take.
-    let alive = format!("csd-sweep-{}-live", std::process::id());
-    std::fs::create_dir(tmp.join(&alive)).unwrap();
+    // A directory whose lock is held (here, by this test) is in use, and one with no lock
+    // file yet is one a sweep is still making: neither is the next sweep's to take.
+    let (held, making) = ("csd-sweep-held".to_string(), "csd-sweep-making".to_string());
+    std::fs::create_dir(tmp.join(&held)).unwrap();
+    let lock = std::fs::File::create(tmp.join(&held).join("owner.lock")).unwrap();
+    lock.lock().unwrap();
+    std::fs::create_dir(tmp.join(&making)).unwrap();
     let sweep = || {
         let mut c = Command::new(CSD);
         c.args(["sweep", s(&spec), "--jobs", "2", "--store", s(&store)])
@@ -287,10 +291,10 @@ fn a_killed_sweep_leaves_its_workers_directory_to_the_next_sweep_to_remove() {
     // SIGKILL, as the OOM killer stops it: no destructor runs.
     child.kill().unwrap();
     child.wait().unwrap();
-    let killed = format!("csd-sweep-{}-", child.id());
     let left = shares(&tmp);
-    assert!(
-        left.iter().any(|n| n.starts_with(&killed)),
+    assert_eq!(
+        left.len(),
+        3,
         "the killed sweep's directory is left: {left:?}"
     );
     let out = sweep().output().unwrap();
@@ -302,9 +306,10 @@ fn a_killed_sweep_leaves_its_workers_directory_to_the_next_sweep_to_remove() {
     assert_eq!(points(&store, "stale").len(), 16);
     assert_eq!(
         shares(&tmp),
-        vec![alive],
+        vec![held, making],
         "the killed sweep's directory and the finished sweep's own are gone"
     );
+    drop(lock);
 }
 
 #[test]

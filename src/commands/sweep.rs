@@ -669,6 +669,8 @@ fn work(
 /// The sweep's modules and traces in a directory the worker processes read.
 struct Shared {
     dir: tempfile::TempDir,
+    /// Held while the sweep runs, so another sweep sees the directory is in use.
+    _lock: std::fs::File,
     /// Each trace's file, by the address of its bytes (points share one `Arc` per trace).
     traces: std::collections::HashMap<usize, PathBuf>,
 }
@@ -680,15 +682,20 @@ impl Shared {
     }
 }
 
-/// What a sweep's shared directory is called before its process id.
+/// What a sweep's shared directory is called, before tempfile's random part.
 const SHARE_PREFIX: &str = "csd-sweep-";
+/// The file in it whose lock its sweep holds while it runs.
+const SHARE_LOCK: &str = "owner.lock";
 
 fn share(plan: &Plan, todo: &[&Point]) -> anyhow::Result<Shared> {
     remove_stale_shares(&std::env::temp_dir());
     let dir = tempfile::Builder::new()
-        .prefix(&format!("{SHARE_PREFIX}{}-", std::process::id()))
+        .prefix(SHARE_PREFIX)
         .tempdir()
         .context("creating a directory for the sweep's workers")?;
+    let lock = std::fs::File::create(dir.path().join(SHARE_LOCK))
+        .and_then(|f| f.lock().map(|()| f))
+        .context("locking the sweep's directory for the workers")?;
     share_modules(dir.path(), &plan.modules).context("writing the sweep's task modules")?;
     let mut traces = std::collections::HashMap::new();
     for (_, bytes) in todo.iter().filter_map(|p| p.trace.as_ref()) {
@@ -699,49 +706,40 @@ fn share(plan: &Plan, todo: &[&Point]) -> anyhow::Result<Shared> {
             traces.insert(key, path);
         }
     }
-    Ok(Shared { dir, traces })
+    Ok(Shared {
+        dir,
+        _lock: lock,
+        traces,
+    })
 }
 
-/// Removes the shared directories of sweeps whose process is gone. A sweep stopped by a
-/// signal (Ctrl-C, the OOM killer) runs no destructor, so its directory, with its copies of
-/// the sweep's modules and traces, would stay in the temporary directory for good. One whose
-/// process still runs (or whose id a live process took since) is kept; what cannot be
-/// removed (another user's) is left alone.
+/// Removes the shared directories of sweeps that are gone. A sweep stopped by a signal
+/// (Ctrl-C, the OOM killer) runs no destructor, so its directory, with its copies of the
+/// sweep's modules and traces, would stay in the temporary directory for good. Its lock
+/// went with its process, though: a directory whose lock can be taken is no one's. One
+/// whose lock is held, or that has no lock file yet (its sweep is just making it), is kept,
+/// and what cannot be removed (another user's) is left alone. A lock, not a process id,
+/// so that sweeps in other PID namespaces sharing the directory are seen too.
 fn remove_stale_shares(tmp: &std::path::Path) {
     let Ok(entries) = std::fs::read_dir(tmp) else {
         return;
     };
     for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix(SHARE_PREFIX))
-            .and_then(|rest| rest.split('-').next())
-            .and_then(|pid| pid.parse::<u32>().ok())
-        else {
+        if !entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with(SHARE_PREFIX)
+        {
+            continue;
+        }
+        let Ok(lock) = std::fs::File::open(entry.path().join(SHARE_LOCK)) else {
             continue;
         };
-        if pid != std::process::id() && !process_exists(pid) {
+        if lock.try_lock().is_ok() {
             tracing::debug!(dir = %entry.path().display(), "removing a stopped sweep's directory");
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
-}
-
-/// Whether a process with this id exists (signal 0 checks without sending anything).
-#[cfg(unix)]
-fn process_exists(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return true; // not a process id: keep what we cannot judge
-    };
-    // SAFETY: kill with signal 0 sends nothing; it only reports whether `pid` exists.
-    let r = unsafe { libc::kill(pid, 0) };
-    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
-#[cfg(not(unix))]
-fn process_exists(_pid: u32) -> bool {
-    true // no way to tell here: keep every directory
 }
 
 /// Where a point went: into the store, or (the store busy) to its spool.
