@@ -693,8 +693,11 @@ fn share(plan: &Plan, todo: &[&Point]) -> anyhow::Result<Shared> {
         .prefix(SHARE_PREFIX)
         .tempdir()
         .context("creating a directory for the sweep's workers")?;
-    let lock = std::fs::File::create(dir.path().join(SHARE_LOCK))
+    // Locked before it takes its name, so no other sweep ever finds it unlocked.
+    let unnamed = dir.path().join(format!("{SHARE_LOCK}.new"));
+    let lock = std::fs::File::create(&unnamed)
         .and_then(|f| f.lock().map(|()| f))
+        .and_then(|f| std::fs::rename(&unnamed, dir.path().join(SHARE_LOCK)).map(|()| f))
         .context("locking the sweep's directory for the workers")?;
     share_modules(dir.path(), &plan.modules).context("writing the sweep's task modules")?;
     let mut traces = std::collections::HashMap::new();
