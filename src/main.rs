@@ -1,6 +1,7 @@
 //! `csd`: the one entry point of csdlab.
 
 mod commands;
+mod scratch;
 mod task_rustflags;
 mod units;
 

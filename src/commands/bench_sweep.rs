@@ -76,7 +76,7 @@ pub fn run(args: &SweepBenchArgs) -> anyhow::Result<()> {
     };
     // A bad --files or --size is refused here, before anything runs.
     SweepSpec::parse(&spec_text(&SEEDS))?;
-    let dir = tempfile::tempdir()?;
+    let dir = crate::scratch::Scratch::new("csd-bench-sweep-")?;
     let grid = dir.path().join("bench.toml");
     let column = dir.path().join("column.toml");
     std::fs::write(&grid, spec_text(&SEEDS))?;

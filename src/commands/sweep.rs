@@ -668,9 +668,8 @@ fn work(
 
 /// The sweep's modules and traces in a directory the worker processes read.
 struct Shared {
-    dir: tempfile::TempDir,
-    /// Held while the sweep runs, so another sweep sees the directory is in use.
-    _lock: std::fs::File,
+    /// Locked while the sweep runs, so a later sweep removes it only if this one was killed.
+    dir: crate::scratch::Scratch,
     /// Each trace's file, by the address of its bytes (points share one `Arc` per trace).
     traces: std::collections::HashMap<usize, PathBuf>,
 }
@@ -682,23 +681,9 @@ impl Shared {
     }
 }
 
-/// What a sweep's shared directory is called, before tempfile's random part.
-const SHARE_PREFIX: &str = "csd-sweep-";
-/// The file in it whose lock its sweep holds while it runs.
-const SHARE_LOCK: &str = "owner.lock";
-
 fn share(plan: &Plan, todo: &[&Point]) -> anyhow::Result<Shared> {
-    remove_stale_shares(&std::env::temp_dir());
-    let dir = tempfile::Builder::new()
-        .prefix(SHARE_PREFIX)
-        .tempdir()
+    let dir = crate::scratch::Scratch::new("csd-sweep-")
         .context("creating a directory for the sweep's workers")?;
-    // Locked before it takes its name, so no other sweep ever finds it unlocked.
-    let unnamed = dir.path().join(format!("{SHARE_LOCK}.new"));
-    let lock = std::fs::File::create(&unnamed)
-        .and_then(|f| f.lock().map(|()| f))
-        .and_then(|f| std::fs::rename(&unnamed, dir.path().join(SHARE_LOCK)).map(|()| f))
-        .context("locking the sweep's directory for the workers")?;
     share_modules(dir.path(), &plan.modules).context("writing the sweep's task modules")?;
     let mut traces = std::collections::HashMap::new();
     for (_, bytes) in todo.iter().filter_map(|p| p.trace.as_ref()) {
@@ -709,40 +694,7 @@ fn share(plan: &Plan, todo: &[&Point]) -> anyhow::Result<Shared> {
             traces.insert(key, path);
         }
     }
-    Ok(Shared {
-        dir,
-        _lock: lock,
-        traces,
-    })
-}
-
-/// Removes the shared directories of sweeps that are gone. A sweep stopped by a signal
-/// (Ctrl-C, the OOM killer) runs no destructor, so its directory, with its copies of the
-/// sweep's modules and traces, would stay in the temporary directory for good. Its lock
-/// went with its process, though: a directory whose lock can be taken is no one's. One
-/// whose lock is held, or that has no lock file yet (its sweep is just making it), is kept,
-/// and what cannot be removed (another user's) is left alone. A lock, not a process id,
-/// so that sweeps in other PID namespaces sharing the directory are seen too.
-fn remove_stale_shares(tmp: &std::path::Path) {
-    let Ok(entries) = std::fs::read_dir(tmp) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        if !entry
-            .file_name()
-            .to_string_lossy()
-            .starts_with(SHARE_PREFIX)
-        {
-            continue;
-        }
-        let Ok(lock) = std::fs::File::open(entry.path().join(SHARE_LOCK)) else {
-            continue;
-        };
-        if lock.try_lock().is_ok() {
-            tracing::debug!(dir = %entry.path().display(), "removing a stopped sweep's directory");
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
+    Ok(Shared { dir, traces })
 }
 
 /// Where a point went: into the store, or (the store busy) to its spool.
