@@ -204,20 +204,24 @@ fn two_shards_imported_hold_what_the_whole_sweep_holds() {
     ok(&csd(&["runs", "rerun", "r1", "--store", s(&merged)]));
 }
 
-#[test]
-fn a_killed_sweep_resumes_with_only_the_missing_points() {
-    let dir = scratch("resume");
+/// A 16-point NDP sweep named `name`, written in `dir`.
+fn sixteen_points(dir: &Path, name: &str) -> PathBuf {
     let spec = dir.join("spec.toml");
-    // 16 points, one at a time: killed after the first is stored, most are left.
     std::fs::write(
         &spec,
-        "name = \"resume\"\ntasks = [\"stats64\"]\ndesigns = [\"all\"]\nseeds = [1, 2, 3, 4]\n\
-         files = [20]\nsizes = [\"16k\"]\n",
+        format!(
+            "name = \"{name}\"\ntasks = [\"stats64\"]\ndesigns = [\"all\"]\n\
+             seeds = [1, 2, 3, 4]\nfiles = [20]\nsizes = [\"16k\"]\n"
+        ),
     )
     .unwrap();
-    let store = dir.join("store");
-    let mut child = Command::new(CSD)
-        .args(["sweep", s(&spec), "--jobs", "1", "--store", s(&store)])
+    spec
+}
+
+/// Starts `sweep`, waits until it has stored a point, then SIGKILLs it, as the OOM killer
+/// would: no destructor runs.
+fn kill_after_first_point(sweep: &mut Command) {
+    let mut child = sweep
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -227,6 +231,22 @@ fn a_killed_sweep_resumes_with_only_the_missing_points() {
     assert!(first.contains("stored as"), "{first}");
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+#[test]
+fn a_killed_sweep_resumes_with_only_the_missing_points() {
+    let dir = scratch("resume");
+    // 16 points, one at a time: killed after the first is stored, most are left.
+    let spec = sixteen_points(&dir, "resume");
+    let store = dir.join("store");
+    kill_after_first_point(Command::new(CSD).args([
+        "sweep",
+        s(&spec),
+        "--jobs",
+        "1",
+        "--store",
+        s(&store),
+    ]));
     let stored = points(&store, "resume").len();
     assert!(
         (1..16).contains(&stored),
@@ -258,13 +278,7 @@ fn a_killed_sweep_leaves_its_workers_directory_to_the_next_sweep_to_remove() {
     let dir = scratch("stale");
     let tmp = dir.join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
-    let spec = dir.join("spec.toml");
-    std::fs::write(
-        &spec,
-        "name = \"stale\"\ntasks = [\"stats64\"]\ndesigns = [\"all\"]\nseeds = [1, 2, 3, 4]\n\
-         files = [20]\nsizes = [\"16k\"]\n",
-    )
-    .unwrap();
+    let spec = sixteen_points(&dir, "stale");
     let store = dir.join("store");
     // A directory whose lock is held (here, by this test) is in use, and one with no lock
     // file yet is one a sweep is still making: neither is the next sweep's to take.
@@ -280,17 +294,7 @@ fn a_killed_sweep_leaves_its_workers_directory_to_the_next_sweep_to_remove() {
             .env_remove("RUST_LOG");
         c
     };
-    let mut child = sweep()
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    assert!(first.contains("stored as"), "{first}");
-    // SIGKILL, as the OOM killer stops it: no destructor runs.
-    child.kill().unwrap();
-    child.wait().unwrap();
+    kill_after_first_point(&mut sweep());
     let left = shares(&tmp);
     assert_eq!(
         left.len(),
