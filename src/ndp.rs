@@ -8,7 +8,9 @@ use anyhow::Context as _;
 use csd_device::rng::SimRng;
 use csd_device::{DataMode, Device, Profile};
 use csd_hostfs::fs::{HostFs, NewFile};
-use csd_hostfs::ndp::{BytesStamp, Computed, DesignKind, NdpCompute, NdpRequest, OffloadDesign};
+use csd_hostfs::ndp::{
+    BytesStamp, Computed, DesignKind, NdpCompute, NdpRequest, OffloadDesign, StampedResults,
+};
 use csd_hostfs::perms::{Cred, Perms};
 use csd_runtime::{IscContext, Task, TaskEngine};
 use serde::Serialize;
@@ -219,8 +221,8 @@ pub struct TaskCompute {
 struct Memo {
     key: foldhash::quality::RandomState,
     done: std::collections::HashMap<(String, usize, u64), Computed>,
-    /// By stamp, with the path it was read for (a task sees its file's path).
-    stamped: std::collections::HashMap<BytesStamp, (String, Computed)>,
+    /// By the stamp of the read that took its bytes.
+    stamped: StampedResults,
     kept_bytes: usize,
     /// Tasks actually run, not found again.
     runs: usize,
@@ -259,7 +261,7 @@ impl Memo {
         let bytes = path.len() + stamp.heap_bytes() + c.ret.len() + 96;
         if self.kept_bytes + bytes <= MEMO_BYTES {
             self.kept_bytes += bytes;
-            self.stamped.insert(stamp, (path.to_string(), c.clone()));
+            self.stamped.keep(path, stamp, c.clone());
         }
     }
 }
@@ -324,10 +326,7 @@ impl NdpCompute for TaskCompute {
     }
 
     fn recall(&mut self, path: &str, stamp: &BytesStamp) -> Option<Computed> {
-        match self.on_device.stamped.get(stamp) {
-            Some((p, c)) if p == path => Some(c.clone()),
-            _ => None,
-        }
+        self.on_device.stamped.get(path, stamp)
     }
 
     fn compute_stamped(

@@ -9,7 +9,8 @@ use csd_hostfs::fs::{HostFs, OpenOptions};
 use csd_hostfs::namespace::InodeKind;
 use csd_hostfs::ndp::lightfs::LightFs;
 use csd_hostfs::ndp::{
-    BytesStamp, Computed, DesignKind, NdpCompute, NdpError, NdpRequest, OffloadDesign, NDPMETA_NAME,
+    BytesStamp, Computed, DesignKind, NdpCompute, NdpError, NdpRequest, OffloadDesign,
+    StampedResults, NDPMETA_NAME,
 };
 use csd_hostfs::ndpmeta::{EntryKind, Layout, NdpMeta};
 use csd_hostfs::perms::{Cred, Perms};
@@ -56,7 +57,7 @@ impl NdpCompute for ByteSum {
 /// counting what it summed and what it recalled.
 #[derive(Default)]
 struct KeepingSum {
-    kept: std::collections::HashMap<BytesStamp, (String, Computed)>,
+    kept: StampedResults,
     summed: usize,
     recalled: usize,
 }
@@ -68,7 +69,7 @@ impl NdpCompute for KeepingSum {
     }
 
     fn recall(&mut self, path: &str, stamp: &BytesStamp) -> Option<Computed> {
-        let c = self.kept.get(stamp).filter(|(p, _)| p == path)?.1.clone();
+        let c = self.kept.get(path, stamp)?;
         self.recalled += 1;
         Some(c)
     }
@@ -81,7 +82,7 @@ impl NdpCompute for KeepingSum {
     ) -> Result<Computed, String> {
         let c = self.compute(path, data)?;
         if let Some(stamp) = stamp {
-            self.kept.insert(stamp, (path.to_string(), c.clone()));
+            self.kept.keep(path, stamp, c.clone());
         }
         Ok(c)
     }

@@ -143,6 +143,28 @@ impl BytesStamp {
     }
 }
 
+/// Results kept under the [`BytesStamp`] of the bytes they were computed over, each with the
+/// path it was read for: a task sees its file's path, so the same bytes under another path
+/// are another computation. What an [`NdpCompute`] that keeps results recalls from.
+#[derive(Default)]
+pub struct StampedResults {
+    kept: std::collections::HashMap<BytesStamp, (String, Computed)>,
+}
+
+impl StampedResults {
+    /// The result kept for `path` over the bytes `stamp` names.
+    pub fn get(&self, path: &str, stamp: &BytesStamp) -> Option<Computed> {
+        match self.kept.get(stamp) {
+            Some((p, c)) if p == path => Some(c.clone()),
+            _ => None,
+        }
+    }
+
+    pub fn keep(&mut self, path: &str, stamp: BytesStamp, c: Computed) {
+        self.kept.insert(stamp, (path.to_string(), c));
+    }
+}
+
 /// The offloaded computation: runs on one file's bytes, already in device memory.
 pub trait NdpCompute {
     fn compute(&mut self, path: &str, data: Vec<u8>) -> Result<Computed, String>;
