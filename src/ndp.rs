@@ -237,17 +237,21 @@ impl Memo {
         (path.to_string(), data.len(), self.key.hash_one(data))
     }
 
-    /// The result for `key`, computing and keeping it if it is new.
+    /// The result for `key`, computing and keeping it if it is new; with no key (bytes not
+    /// hashed), computed and not kept by bytes.
     fn get_or(
         &mut self,
-        key: (String, usize, u64),
+        key: Option<(String, usize, u64)>,
         run: impl FnOnce() -> Result<Computed, String>,
     ) -> Result<Computed, String> {
-        if let Some(c) = self.done.get(&key) {
+        if let Some(c) = key.as_ref().and_then(|k| self.done.get(k)) {
             return Ok(c.clone());
         }
         let c = run()?;
         self.runs += 1;
+        let Some(key) = key else {
+            return Ok(c);
+        };
         let bytes = key.0.len() + c.ret.len() + 64;
         if self.kept_bytes + bytes <= MEMO_BYTES {
             self.kept_bytes += bytes;
@@ -296,6 +300,20 @@ impl TaskCompute {
         self.by_bytes = false;
         self
     }
+
+    /// The task over `data` on the device, found again by `key` if it has one.
+    fn on_device_keyed(
+        &mut self,
+        key: Option<(String, usize, u64)>,
+        path: &str,
+        data: Vec<u8>,
+    ) -> Result<Computed, String> {
+        let task = (&*self.engine, &self.task, &self.ctx);
+        let p = &self.profile;
+        self.on_device.get_or(key, || {
+            run_on(task, path, data, &p.device_cpu, &p.accelerators)
+        })
+    }
 }
 
 /// Runs `task` over one file's bytes on `cpu` with `accelerators`.
@@ -318,11 +336,7 @@ fn run_on(
 impl NdpCompute for TaskCompute {
     fn compute(&mut self, path: &str, data: Vec<u8>) -> Result<Computed, String> {
         let key = self.on_device.key(path, &data);
-        let task = (&*self.engine, &self.task, &self.ctx);
-        let p = &self.profile;
-        self.on_device.get_or(key, || {
-            run_on(task, path, data, &p.device_cpu, &p.accelerators)
-        })
+        self.on_device_keyed(Some(key), path, data)
     }
 
     fn recall(&mut self, path: &str, stamp: &BytesStamp) -> Option<Computed> {
@@ -338,14 +352,8 @@ impl NdpCompute for TaskCompute {
         let Some(stamp) = stamp else {
             return self.compute(path, data);
         };
-        let c = if self.by_bytes {
-            self.compute(path, data)?
-        } else {
-            let task = (&*self.engine, &self.task, &self.ctx);
-            let p = &self.profile;
-            self.on_device.runs += 1;
-            run_on(task, path, data, &p.device_cpu, &p.accelerators)?
-        };
+        let key = self.by_bytes.then(|| self.on_device.key(path, &data));
+        let c = self.on_device_keyed(key, path, data)?;
         self.on_device.stamp(path, stamp, &c);
         Ok(c)
     }
@@ -366,7 +374,7 @@ impl NdpCompute for TaskCompute {
         };
         let key = self.on_host.key(path, &data);
         let task = (&*self.engine, &self.task, &self.ctx);
-        self.on_host.get_or(key, || {
+        self.on_host.get_or(Some(key), || {
             run_on(task, path, data, &cpu, &csd_device::Accelerators::default())
         })
     }

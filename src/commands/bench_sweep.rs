@@ -6,9 +6,8 @@
 //! similar length (45–65 ms each on the development machine when the grid was chosen; 17 ms
 //! on 28 November, after a point stopped reading and hashing its data twice, so what each
 //! worker pays once weighs more than it did, which the figures below say). The two
-//! commands alternate,
-//! three times each, and each one's fastest run counts, so a slow moment of a shared machine
-//! does not decide the ratio.
+//! commands alternate, three times each, and each one's fastest run counts, so a slow
+//! moment of a shared machine does not decide the ratio.
 //!
 //! Beside them it times one seed's column of the grid on one worker, so it can say where
 //! the parallel run's time goes: the difference gives a point's time after the first, the
