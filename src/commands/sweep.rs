@@ -155,6 +155,14 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<()> {
         store: args.store.clone(),
         no_store: false,
     };
+    let jobs = args.jobs.map_or_else(default_jobs, usize::from);
+    // Worker processes start now, so their start overlaps the planning and the store's
+    // opening below, the serial part of a sweep.
+    let crew = if jobs > 1 && !args.dry_run {
+        Some(Crew::start(jobs)?)
+    } else {
+        None
+    };
     // Trace files named relative to the spec are found beside it, wherever csd runs.
     let base = args.spec.parent().unwrap_or(std::path::Path::new(""));
     // The plan opens the store itself for what the spec names from it (tasks, profiles,
@@ -164,7 +172,6 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<()> {
     // for the sweep's first saves (opening sled is milliseconds of the sweep's serial part).
     let mut lease = Lease::new(&store);
     lease.try_hold()?;
-    let jobs = args.jobs.map_or_else(default_jobs, usize::from);
     if args.dry_run {
         for (i, p) in plan.points.iter().enumerate() {
             let mark = if args.shard.holds(i) {
@@ -176,7 +183,7 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let mut summary = execute(&plan, &mut lease, args.shard, jobs, !args.json)?;
+    let mut summary = execute(&plan, &mut lease, args.shard, jobs, crew, !args.json)?;
     let table = {
         // The store the last saves held, if its lease is not over: opening sled again
         // (its flush and fsyncs) was a tenth of a short sweep's wall time.
@@ -463,6 +470,7 @@ fn execute(
     lease: &mut Lease,
     shard: Shard,
     jobs: usize,
+    crew: Option<Crew>,
     say: bool,
 ) -> anyhow::Result<Summary> {
     let name = &plan.spec.name;
@@ -506,17 +514,24 @@ fn execute(
     let workers = jobs.min(todo.len());
     let mut unstarted = 0usize;
     // More than one worker: processes (see `sweep_worker` for why), sharing the sweep's
-    // modules and traces through a directory.
-    let shared = if workers > 1 {
-        Some(share(plan, &todo)?)
-    } else {
-        None
+    // modules and traces through a directory. Otherwise the crew is not needed.
+    let (shared, mut started) = match crew {
+        Some(crew) if workers > 1 => {
+            let (shared, started) = crew.board(plan, &todo, workers)?;
+            (Some(shared), started)
+        }
+        Some(crew) => {
+            crew.dismiss();
+            (None, Vec::new())
+        }
+        None => (None, Vec::new()),
     };
     std::thread::scope(|scope| -> anyhow::Result<()> {
         for _ in 0..workers {
             let tx = tx.clone();
+            let first = started.pop();
             let (next, todo, shared) = (&next, &todo, shared.as_ref());
-            scope.spawn(move || work(next, todo, shared, plan, &tx));
+            scope.spawn(move || work(next, todo, shared, first, plan, &tx));
         }
         drop(tx);
         loop {
@@ -609,15 +624,17 @@ fn execute(
 type Outcome = (usize, anyhow::Result<Report>);
 
 /// One thread of the pool: takes points until none are left, runs each on its worker
-/// process (in-process when there is none) and hands the outcome to the saving loop.
+/// process (`first`, started with the crew; in-process when there is none) and hands the
+/// outcome to the saving loop.
 fn work(
     next: &AtomicUsize,
     todo: &[&Point],
     shared: Option<&Shared>,
+    first: Option<anyhow::Result<Worker>>,
     plan: &Plan,
     tx: &std::sync::mpsc::Sender<Outcome>,
 ) {
-    let mut worker = match shared.map(|s| Worker::spawn(s.dir.path())) {
+    let mut worker = match first {
         Some(Ok(w)) => Some(w),
         Some(Err(e)) => {
             let _ = tx.send((usize::MAX, Err(e.context("starting a worker"))));
@@ -681,20 +698,58 @@ impl Shared {
     }
 }
 
-fn share(plan: &Plan, todo: &[&Point]) -> anyhow::Result<Shared> {
-    let dir = crate::scratch::Scratch::new("csd-sweep-")
-        .context("creating a directory for the sweep's workers")?;
-    share_modules(dir.path(), &plan.modules).context("writing the sweep's task modules")?;
-    let mut traces = std::collections::HashMap::new();
-    for (_, bytes) in todo.iter().filter_map(|p| p.trace.as_ref()) {
-        let key = Arc::as_ptr(bytes) as usize;
-        if !traces.contains_key(&key) {
-            let path = dir.path().join(format!("trace-{}.trace", traces.len()));
-            std::fs::write(&path, bytes.as_slice()).context("writing a trace for the workers")?;
-            traces.insert(key, path);
-        }
+/// The worker processes of a sweep with more than one job, started before it plans: a
+/// worker's start (its process, wasmtime's engine) is some 14 ms, as long as the planning
+/// and the store's opening it now overlaps. They wait for their first point, and read the
+/// modules and traces then, from the directory they were given.
+struct Crew {
+    dir: crate::scratch::Scratch,
+    workers: Vec<anyhow::Result<Worker>>,
+}
+
+impl Crew {
+    fn start(jobs: usize) -> anyhow::Result<Crew> {
+        let dir = crate::scratch::Scratch::new("csd-sweep-")
+            .context("creating a directory for the sweep's workers")?;
+        let workers = (0..jobs)
+            .map(|_| Worker::spawn(dir.path()).context("starting a worker"))
+            .collect();
+        Ok(Crew { dir, workers })
     }
-    Ok(Shared { dir, traces })
+
+    /// Stops every worker: the sweep runs in-process, or has nothing to run.
+    fn dismiss(self) {
+        self.workers.into_iter().flatten().for_each(Worker::dismiss);
+    }
+
+    /// Writes what `todo`'s points need into the directory, and hands out `n` workers; the
+    /// others are stopped.
+    fn board(
+        mut self,
+        plan: &Plan,
+        todo: &[&Point],
+        n: usize,
+    ) -> anyhow::Result<(Shared, Vec<anyhow::Result<Worker>>)> {
+        let dir = self.dir.path();
+        share_modules(dir, &plan.modules).context("writing the sweep's task modules")?;
+        let mut traces = std::collections::HashMap::new();
+        for (_, bytes) in todo.iter().filter_map(|p| p.trace.as_ref()) {
+            let key = Arc::as_ptr(bytes) as usize;
+            if !traces.contains_key(&key) {
+                let path = dir.join(format!("trace-{}.trace", traces.len()));
+                std::fs::write(&path, bytes.as_slice())
+                    .context("writing a trace for the workers")?;
+                traces.insert(key, path);
+            }
+        }
+        let spare = self.workers.split_off(n.min(self.workers.len()));
+        spare.into_iter().flatten().for_each(Worker::dismiss);
+        let shared = Shared {
+            dir: self.dir,
+            traces,
+        };
+        Ok((shared, self.workers))
+    }
 }
 
 /// Where a point went: into the store, or (the store busy) to its spool.

@@ -71,23 +71,31 @@ fn load_modules(dir: &Path) -> anyhow::Result<Modules> {
 }
 
 /// `csd sweep-worker`: answers jobs until its stdin closes.
+///
+/// The sweep starts its workers before it has planned the grid, so the modules are read
+/// when the first job comes, not at start: by then the parent has written them.
 pub fn run(args: &WorkerArgs) -> anyhow::Result<()> {
-    let modules = load_modules(&args.dir).with_context(|| {
-        format!(
-            "reading the sweep's task modules in {} (csd sweep starts its workers itself)",
-            args.dir.display()
-        )
-    })?;
+    let mut loaded = None;
     let mut out = std::io::stdout().lock();
     for line in std::io::stdin().lock().lines() {
         let job: Job = serde_json::from_str(&line?).context("reading a job from csd sweep")?;
+        let modules = match loaded {
+            Some(ref m) => m,
+            None => loaded.insert(load_modules(&args.dir).with_context(|| {
+                format!(
+                    "reading the sweep's task modules in {} (csd sweep starts its workers \
+                     itself)",
+                    args.dir.display()
+                )
+            })?),
+        };
         let result = job
             .trace
             .as_deref()
             .map(std::fs::read)
             .transpose()
             .map_err(anyhow::Error::from)
-            .and_then(|bytes| reproduce(&job.label, &job.system, bytes, &modules))
+            .and_then(|bytes| reproduce(&job.label, &job.system, bytes, modules))
             .map(|r| (r.kind(), r.version(), r.to_json()))
             .map_err(|e| format!("{e:#}"));
         let mut line = serde_json::to_vec(&Done { result })?;
@@ -119,6 +127,11 @@ impl Worker {
         let (to, from) = (child.stdin.take(), child.stdout.take());
         let from = BufReader::new(from.ok_or_else(|| anyhow::anyhow!("no pipe from a worker"))?);
         Ok(Worker { child, to, from })
+    }
+
+    /// Stops a worker that will get no job, without waiting for it to finish starting.
+    pub fn dismiss(mut self) {
+        let _ = self.child.kill();
     }
 
     /// Runs one job; an error here means the worker itself failed (it is then not used
