@@ -977,6 +977,24 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
             links.iter().all(|l| l == "/runs/r3" || l == "/runs/r4"),
             "{links:?}"
         );
+        // Under it, each ✗'s cause, naming the lines it explains.
+        let failed: Vec<&str> = repro_lines
+            .iter()
+            .filter(|l| l["verdict"] == "fail")
+            .map(|l| l["id"].as_str().unwrap())
+            .collect();
+        let causes = c
+            .find_all(Locator::Css("ul#repro-causes li"))
+            .await
+            .unwrap();
+        let mut shown = String::new();
+        for li in &causes {
+            shown.push_str(&li.text().await.unwrap());
+        }
+        assert!(
+            !failed.is_empty() && failed.iter().all(|id| shown.contains(id)),
+            "{failed:?} in {shown}"
+        );
 
         // The task run: one bar of its stages, no PAO label (a task has no offload overhead
         // of the LightFS kind to report).

@@ -70,6 +70,16 @@ fn the_readme_holds_what_csd_repro_prints() {
         "README.md's table differs from `csd repro all --markdown`: paste the command's output"
     );
     assert!(printed.contains("| LightFS |") && printed.contains("| SIFT |"));
+    // Every ✗ names what the model lacks (issue 17): a new one without a cause fails here.
+    let failed = printed.lines().filter(|l| l.ends_with("| ✗ |")).count();
+    assert!(
+        failed > 0 && printed.contains("What each ✗ lacks"),
+        "{printed}"
+    );
+    assert!(
+        !printed.contains("no cause given"),
+        "a ✗ line has no cause: add one to its paper's LACKS in src/commands/repro/"
+    );
 }
 
 #[test]

@@ -68,6 +68,10 @@ pub struct Line {
     pub experiment: Option<usize>,
     /// Profile fields the figure depends on (`table.field`), for `--explain`.
     pub params: Vec<String>,
+    /// For a ✗: what the model lacks that the figure needs, in one line. Runs stored before
+    /// it existed have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lacks: Option<String>,
 }
 
 /// One experiment behind some lines, saved as its own run.

@@ -361,12 +361,23 @@ function reproTable(r) {
     const link = exp && exp.run ? el("a", { href: `/runs/${exp.run}` }, exp.run) : "–";
     return [l.paper, l.figure, l.what, withUnit(l, l.paper_text), withUnit(l, l.ours_text),
       l.ratio == null ? "–" : l.ratio.toFixed(2),
-      el("span", { class: "verdict " + l.verdict, title: l.id }, mark[l.verdict] || l.verdict), link];
+      el("span", { class: "verdict " + l.verdict, title: l.lacks ? `${l.id}: ${l.lacks}` : l.id }, mark[l.verdict] || l.verdict), link];
   });
-  return [el("h2", {}, "The papers' figures, re-measured"),
+  // Each ✗'s cause once, with the lines it explains, as `csd repro` prints them.
+  const causes = [];
+  for (const l of r.lines.filter((l) => l.lacks)) {
+    const c = causes.find((c) => c.why === l.lacks);
+    if (c) c.ids.push(l.id); else causes.push({ why: l.lacks, ids: [l.id] });
+  }
+  const parts = [el("h2", {}, "The papers' figures, re-measured"),
     el("p", { class: "muted" }, `${pass} of ${judged.length} judged lines within ±15 % or on the paper's trend; ` +
       "input: the paper's value is an input of the model, never a pass."),
     table(["paper", "figure", "what", "paper", "ours", "ratio", "", "run"], rows, { id: "repro" })];
+  if (causes.length) {
+    parts.push(el("h3", {}, "What each ✗ lacks"),
+      el("ul", { id: "repro-causes" }, ...causes.map((c) => el("li", {}, el("code", {}, c.ids.join(", ")), ": " + c.why))));
+  }
+  return parts;
 }
 
 async function comparePage(a, b) {

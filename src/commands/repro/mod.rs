@@ -143,9 +143,22 @@ impl PaperArg {
     }
 }
 
+/// What the model lacks that some figures need: the cause of their ✗, in one line. `ids`
+/// are id prefixes; a line takes the first entry one of them starts. Every ✗ must have one
+/// (the README lists them, and a test checks none is missing), and a line that passes shows
+/// none.
+pub struct Lack {
+    pub ids: &'static [&'static str],
+    pub why: &'static str,
+}
+
+/// What a ✗ line shows when no [`Lack`] names it: a gap the README test catches.
+const NO_CAUSE: &str = "(no cause given: add one to the paper's LACKS)";
+
 /// Lines and experiments as a paper module produces them.
 pub struct Sheet {
     paper: &'static str,
+    lacks: &'static [Lack],
     /// `--only`: lines outside it are dropped.
     only: Option<String>,
     pub lines: Vec<Line>,
@@ -183,9 +196,10 @@ impl<'a> Fig<'a> {
 }
 
 impl Sheet {
-    fn new(paper: &'static str, ctx: &Ctx) -> Sheet {
+    fn new(paper: &'static str, lacks: &'static [Lack], ctx: &Ctx) -> Sheet {
         Sheet {
             paper,
+            lacks,
             only: ctx.only.clone(),
             lines: Vec::new(),
             experiments: Vec::new(),
@@ -228,6 +242,13 @@ impl Sheet {
             (Some(p), Some(o)) if p != 0.0 => Some(o / p),
             _ => None,
         };
+        let lacks = (verdict == Verdict::Fail).then(|| {
+            let named = self
+                .lacks
+                .iter()
+                .find(|l| l.ids.iter().any(|p| f.id.starts_with(p)));
+            named.map_or(NO_CAUSE, |l| l.why).to_string()
+        });
         self.lines.push(Line {
             id: f.id.to_string(),
             paper: self.paper.to_string(),
@@ -243,6 +264,7 @@ impl Sheet {
             verdict,
             experiment: f.experiment,
             params: f.params.iter().map(|p| p.to_string()).collect(),
+            lacks,
         });
     }
 
@@ -467,6 +489,9 @@ fn print_table(r: &Report) {
         "\n{pass} of {judged} judged lines ✓ ({:.0} %); {inputs} inputs; values pass within ±15 %, trends by sign and ranking",
         100.0 * pass as f64 / judged.max(1) as f64
     );
+    for (ids, why) in causes(r) {
+        println!("✗ {}: {why}", ids.join(", "));
+    }
     for e in r.experiments.iter().filter(|e| e.scale.is_some()) {
         println!(
             "scaled: {} {} — {}",
@@ -512,6 +537,32 @@ pub fn markdown(r: &Report) -> String {
     out.push_str(&format!(
         "\n{pass} of {judged} judged lines ✓; inputs and unmodelled figures are not judged.\n"
     ));
+    let causes = causes(r);
+    if !causes.is_empty() {
+        out.push_str(
+            "\nWhat each ✗ lacks (`csd repro --explain ID` gives a figure's parameters):\n\n",
+        );
+        for (ids, why) in causes {
+            let ids: Vec<String> = ids.iter().map(|id| format!("`{id}`")).collect();
+            out.push_str(&format!("- {}: {why}\n", ids.join(", ")));
+        }
+    }
+    out
+}
+
+/// The causes of the ✗ lines, each once, with the ids of the lines it explains, in the order
+/// the lines come.
+fn causes(r: &Report) -> Vec<(Vec<&str>, &str)> {
+    let mut out: Vec<(Vec<&str>, &str)> = Vec::new();
+    for l in &r.lines {
+        let Some(why) = l.lacks.as_deref() else {
+            continue;
+        };
+        match out.iter_mut().find(|c| c.1 == why) {
+            Some(c) => c.0.push(&l.id),
+            None => out.push((vec![&l.id], why)),
+        }
+    }
     out
 }
 
@@ -582,4 +633,65 @@ fn lookup(v: &serde_json::Value, dotted: &str) -> Option<String> {
         at = at.get(key)?;
     }
     Some(at.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LACKS: &[Lack] = &[
+        Lack {
+            ids: &["p.a."],
+            why: "the a-figures' cause",
+        },
+        Lack {
+            ids: &["p."],
+            why: "the others' cause",
+        },
+    ];
+
+    fn sheet() -> Sheet {
+        let ctx = Ctx {
+            seed: 1,
+            only: None,
+            overrides: Vec::new(),
+        };
+        Sheet::new("P", LACKS, &ctx)
+    }
+
+    /// A ✗ takes the first cause one of whose prefixes its id starts with; a pass or an input
+    /// shows none, and a ✗ that no cause names says so (the README test looks for it).
+    #[test]
+    fn a_failed_line_shows_the_first_cause_that_names_it() {
+        let mut s = sheet();
+        s.value(Fig::new("p.a.one", "F", "w", "", None, &[]), 10.0, 20.0);
+        s.value(Fig::new("p.b.two", "F", "w", "", None, &[]), 10.0, 30.0);
+        s.value(Fig::new("p.a.ok", "F", "w", "", None, &[]), 10.0, 10.5);
+        s.input(Fig::new("p.a.in", "F", "w", "", None, &[]), 10.0, 50.0);
+        s.trend(
+            Fig::new("q.trend", "F", "w", "", None, &[]),
+            "a > b",
+            "b > a",
+        );
+        let lacks: Vec<Option<&str>> = s.lines.iter().map(|l| l.lacks.as_deref()).collect();
+        assert_eq!(
+            lacks,
+            [
+                Some("the a-figures' cause"),
+                Some("the others' cause"),
+                None,
+                None,
+                Some(NO_CAUSE)
+            ]
+        );
+        let report = Report {
+            papers: vec!["P".into()],
+            seed: 1,
+            lines: s.lines,
+            experiments: Vec::new(),
+        };
+        let md = markdown(&report);
+        assert!(md.contains("- `p.a.one`: the a-figures' cause\n"), "{md}");
+        assert!(md.contains(&format!("- `q.trend`: {NO_CAUSE}\n")), "{md}");
+    }
 }
