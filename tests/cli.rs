@@ -2576,3 +2576,35 @@ fn bench_sweep_times_both_worker_counts() {
     assert_eq!(bad.status.code(), Some(1));
     assert!(stderr(&bad).contains("lots"), "{}", stderr(&bad));
 }
+
+/// `CSD_PERFMAP=1` makes wasmtime name a task's compiled functions for `perf` in
+/// `/tmp/perf-PID.map`, and changes nothing the run reports.
+#[test]
+fn perfmap_names_a_tasks_functions_and_changes_no_result() {
+    let input = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
+    let args = ["run", "stats64", "--import", input, "--no-store", "--json"];
+    let plain = csd(&args);
+    let child = Command::new(env!("CARGO_BIN_EXE_csd"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env("XDG_DATA_HOME", test_data_home())
+        .env("CSD_PERFMAP", "1")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("csd runs");
+    let map = std::path::PathBuf::from(format!("/tmp/perf-{}.map", child.id()));
+    let mapped = child.wait_with_output().expect("csd ends");
+    let names = std::fs::read_to_string(&map).unwrap_or_default();
+    let _ = std::fs::remove_file(&map);
+    assert!(plain.status.success() && mapped.status.success());
+    assert_eq!(
+        stdout(&plain),
+        stdout(&mapped),
+        "the same report either way"
+    );
+    assert!(
+        names.lines().any(|l| l.ends_with(" run")),
+        "the task's entry point is named in {}: {names}",
+        map.display()
+    );
+}

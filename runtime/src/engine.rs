@@ -136,6 +136,7 @@ impl TaskEngine {
             // byte-identical everywhere (determinism is a csdlab invariant).
             .cranelift_nan_canonicalization(true)
             .max_wasm_stack(config.max_wasm_stack_bytes)
+            .profiler(profiler())
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&c).map_err(|e| TaskError::Engine(format!("{e:#}")))?;
         let mut hasher = StableHasher::default();
@@ -225,6 +226,16 @@ impl TaskEngine {
         // module hash, in csd's private cache directory, under a name that includes the
         // engine's compatibility hash; wasmtime additionally checks its own version header.
         unsafe { Module::deserialize(&self.engine, &bytes[header..]) }.ok()
+    }
+}
+
+/// `CSD_PERFMAP=1`: wasmtime names each compiled task function in `/tmp/perf-PID.map`, so
+/// `perf record` and `perf report` show a task's own functions by name instead of bare
+/// addresses (it changes nothing a task computes or any modelled time).
+fn profiler() -> wasmtime::ProfilingStrategy {
+    match std::env::var_os("CSD_PERFMAP") {
+        Some(v) if !v.is_empty() && v != "0" => wasmtime::ProfilingStrategy::PerfMap,
+        _ => wasmtime::ProfilingStrategy::None,
     }
 }
 
