@@ -712,7 +712,7 @@ impl Crew {
         let dir = crate::scratch::Scratch::new("csd-sweep-")
             .context("creating a directory for the sweep's workers")?;
         let workers = (0..jobs)
-            .map(|_| Worker::spawn(dir.path()).context("starting a worker"))
+            .map(|_| Worker::spawn(dir.path()))
             .collect();
         Ok(Crew { dir, workers })
     }
