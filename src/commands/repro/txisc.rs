@@ -41,8 +41,6 @@ fn drop_pct(a: &Measured, b: &Measured) -> f64 {
     100.0 * (1.0 - a.mb_per_s / b.mb_per_s)
 }
 
-// Long: one statement per figure line, in the paper's order, so the sheet reads against the
-// paper; the experiments run in their own functions.
 /// What the model lacks for each TxISC ✗ (the README's "What each ✗ lacks" list).
 const LACKS: &[Lack] = &[
     Lack {
@@ -64,6 +62,8 @@ const LACKS: &[Lack] = &[
     },
 ];
 
+// Long: one statement per figure line, in the paper's order, so the sheet reads against the
+// paper; the experiments run in their own functions.
 pub fn run(ctx: &Ctx) -> anyhow::Result<Sheet> {
     let seed = ctx.seed;
     let profile = ctx.profile(PROFILE)?;
