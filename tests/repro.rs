@@ -150,3 +150,30 @@ fn a_bad_override_names_the_field_and_runs_nothing() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("page_read_ns"));
 }
+
+/// `--explain` names each figure under the prefix with the profile parameters behind it and
+/// their sources, and for a ✗ what the model lacks.
+#[test]
+fn explain_gives_a_figures_parameters_and_a_failures_cause() {
+    let explained = ok(&csd(&["repro", "txisc", "--explain", "txisc.fig3"]));
+    let report: serde_json::Value = serde_json::from_str(&ok(&csd(&[
+        "repro",
+        "txisc",
+        "--only",
+        "txisc.fig3",
+        "--json",
+        "--no-store",
+    ])))
+    .unwrap();
+    let lines = report["lines"].as_array().unwrap();
+    assert!(!lines.is_empty());
+    for l in lines {
+        let id = l["id"].as_str().unwrap();
+        assert!(explained.contains(&format!("{id} — ")), "{id}: {explained}");
+        if l["verdict"] == "fail" {
+            let why = l["lacks"].as_str().expect("a ✗ line has a cause");
+            assert!(explained.contains(why), "{id}: {explained}");
+        }
+    }
+    assert!(explained.contains("device_cpu.request_ns = ") && explained.contains("source: "));
+}

@@ -711,9 +711,7 @@ impl Crew {
     fn start(jobs: usize) -> anyhow::Result<Crew> {
         let dir = crate::scratch::Scratch::new("csd-sweep-")
             .context("creating a directory for the sweep's workers")?;
-        let workers = (0..jobs)
-            .map(|_| Worker::spawn(dir.path()))
-            .collect();
+        let workers = (0..jobs).map(|_| Worker::spawn(dir.path())).collect();
         Ok(Crew { dir, workers })
     }
 

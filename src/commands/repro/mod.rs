@@ -593,6 +593,9 @@ fn explain(args: &ReproArgs, ctx: &Ctx, figure: &str) -> anyhow::Result<()> {
                 l.ours_text,
                 l.verdict.mark()
             );
+            if let Some(why) = &l.lacks {
+                println!("  what the model lacks: {why}");
+            }
             if let Some(e) = exp {
                 println!(
                     "  experiment: {} on {}{}",
