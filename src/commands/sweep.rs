@@ -157,12 +157,9 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<()> {
     };
     let jobs = args.jobs.map_or_else(default_jobs, usize::from);
     // Worker processes start now, so their start overlaps the planning and the store's
-    // opening below, the serial part of a sweep.
-    let crew = if jobs > 1 && !args.dry_run {
-        Some(Crew::start(jobs)?)
-    } else {
-        None
-    };
+    // opening below, the serial part of a sweep. Failing to start them matters only if the
+    // sweep turns out to need them.
+    let crew = (jobs > 1 && !args.dry_run).then(|| Crew::start(jobs));
     // Trace files named relative to the spec are found beside it, wherever csd runs.
     let base = args.spec.parent().unwrap_or(std::path::Path::new(""));
     // The plan opens the store itself for what the spec names from it (tasks, profiles,
@@ -470,7 +467,7 @@ fn execute(
     lease: &mut Lease,
     shard: Shard,
     jobs: usize,
-    crew: Option<Crew>,
+    crew: Option<anyhow::Result<Crew>>,
     say: bool,
 ) -> anyhow::Result<Summary> {
     let name = &plan.spec.name;
@@ -517,14 +514,14 @@ fn execute(
     // modules and traces through a directory. Otherwise the crew is not needed.
     let (shared, mut started) = match crew {
         Some(crew) if workers > 1 => {
-            let (shared, started) = crew.board(plan, &todo, workers)?;
+            let (shared, started) = crew?.board(plan, &todo, workers)?;
             (Some(shared), started)
         }
-        Some(crew) => {
+        Some(Ok(crew)) => {
             crew.dismiss();
             (None, Vec::new())
         }
-        None => (None, Vec::new()),
+        Some(Err(_)) | None => (None, Vec::new()),
     };
     std::thread::scope(|scope| -> anyhow::Result<()> {
         for _ in 0..workers {
