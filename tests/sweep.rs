@@ -316,6 +316,36 @@ fn a_killed_sweep_leaves_its_workers_directory_to_the_next_sweep_to_remove() {
     drop(lock);
 }
 
+/// Workers start before the sweep plans; if they cannot (no scratch directory), a sweep with
+/// points to run fails naming the directory, and one with nothing left to run succeeds.
+#[test]
+fn workers_that_cannot_start_matter_only_to_a_sweep_that_needs_them() {
+    let dir = scratch("crew");
+    let spec = sixteen_points(&dir, "crew");
+    let store = dir.join("store");
+    let nowhere = dir.join("no-such-tmp");
+    let sweep = |tmp: &Path| {
+        Command::new(CSD)
+            .args(["sweep", s(&spec), "--jobs", "2", "--store", s(&store)])
+            .env("TMPDIR", tmp)
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap()
+    };
+    let refused = sweep(&nowhere);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{err}");
+    assert!(
+        err.contains("creating a directory for the sweep's workers") && err.contains("no-such-tmp"),
+        "{err}"
+    );
+    assert_eq!(points(&store, "crew").len(), 0);
+    ok(&sweep(&dir));
+    assert_eq!(points(&store, "crew").len(), 16);
+    let again = ok(&sweep(&nowhere));
+    assert!(again.contains("16 already stored, 0 run now"), "{again}");
+}
+
 #[test]
 fn bad_specs_shards_and_exports_are_refused_by_name_and_store_nothing() {
     let dir = scratch("bad");
