@@ -44,6 +44,8 @@ enum Command {
     /// Run an in-storage task (Wasm) on files imported into the simulated device.
     ///
     /// Example: csd run grep --import ./logs --path /logs --args '{"pattern":"ERROR"}'
+    ///
+    /// With CSD_PERFMAP=1, `perf record` and `perf report` name the task's own functions.
     Run(task::RunArgs),
     /// Compare frag-s, frag-m, FSR and LightFS offloading one NDP operation (LightFS §IV).
     ///
