@@ -144,9 +144,9 @@ impl PaperArg {
 }
 
 /// What the model lacks that some figures need: the cause of their ✗, in one line. `ids`
-/// are id prefixes; a line takes the first entry one of them starts. Every ✗ must have one
-/// (the README lists them, and a test checks none is missing), and a line that passes shows
-/// none.
+/// are figure-id prefixes; a ✗ line takes the first entry with a prefix of its id. Every ✗
+/// must have one (the README lists them, and a test checks none is missing), and a line that
+/// passes shows none.
 pub struct Lack {
     pub ids: &'static [&'static str],
     pub why: &'static str,
