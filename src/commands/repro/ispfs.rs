@@ -60,7 +60,7 @@ const LACKS: &[Lack] = &[
     Lack {
         ids: &["ispfs.fig7."],
         why: "an EXT4 write fault costs the fault, the page-cache work, the read a write fault \
-              needs and a copy; the paper's 5x needs page_mkwrite (the inode's time update, \
+              needs and a copy; the paper's 5× needs page_mkwrite (the inode's time update, \
               delayed allocation's check) to cost far more on the A9, which nothing here \
               measures",
     },

@@ -52,7 +52,7 @@ const LACKS: &[Lack] = &[
     Lack {
         ids: &["txisc.s5c.bitmap", "txisc.fig5.bitmap"],
         why: "with asynchronous writes, bitmap decompression is bound by the same NAND program \
-              bandwidth in the device and on the host; the slower host path the paper's 1.74x \
+              bandwidth in the device and on the host; the slower host path the paper's 1.74× \
               implies (block layer, writeback threads) is not modelled",
     },
     Lack {
