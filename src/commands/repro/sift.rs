@@ -22,8 +22,9 @@ const LACKS: &[Lack] = &[
     Lack {
         ids: &["sift.s53", "sift.s54"],
         why: "coalesced replay issues merged requests on all dies at device speed and builds \
-              its range tree at 600 ns a record, where SIFT's engine takes ~4.6 µs a raw \
-              record: its parsing, allocation and request-size limits are not modelled",
+              its range tree at the profile's persist.coalesce_record_ns a record (our own \
+              engine's cost), where SIFT's engine takes ~4.6 µs a raw record: its parsing, \
+              allocation and request-size limits are not modelled",
     },
     Lack {
         ids: &["sift.s52.kops", "sift.s52.coalesce-over-vanilla"],
