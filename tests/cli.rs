@@ -1175,6 +1175,43 @@ fn txbench_compares_the_three_modes() {
     );
 }
 
+/// `csd bench tasks --kernel` times only the kernels it names (to profile one alone), and
+/// its Wasm and native results still had to agree for it to print anything.
+#[test]
+fn bench_tasks_times_only_the_kernels_named() {
+    let o = csd(&[
+        "bench",
+        "tasks",
+        "--size",
+        "1m",
+        "--repeat",
+        "1",
+        "--invocations",
+        "10",
+        "--kernel",
+        "stats64",
+        "--kernel",
+        "knn",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let names: Vec<&str> = v["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kernel"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["stats64", "knn"]);
+    for k in v["kernels"].as_array().unwrap() {
+        assert!(k["wasm_ns"].as_u64().unwrap() > 0, "{k}");
+        assert!(k["native_ns"].as_u64().unwrap() > 0, "{k}");
+    }
+    let bad = csd(&["bench", "tasks", "--kernel", "sort"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("sort"), "{}", stderr(&bad));
+}
+
 /// `csd bench coalesce` runs its three sizes and reports the reduction it measured.
 #[test]
 fn bench_coalesce_reports_three_sizes() {

@@ -87,6 +87,9 @@ pub struct TasksArgs {
     /// Invocations of the empty task to time (each latency is kept for the percentiles).
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
     pub invocations: u32,
+    /// Time only these kernels (repeatable; default: all four), e.g. to profile one alone.
+    #[arg(long = "kernel", value_name = "KERNEL", value_parser = ["stats64", "checksum", "grep", "knn"])]
+    pub kernels: Vec<String>,
     #[arg(long)]
     pub json: bool,
 }
@@ -550,7 +553,8 @@ fn tasks(args: &TasksArgs) -> anyhow::Result<()> {
         ("knn", query_json),
     ];
     let mut kernels = Vec::new();
-    for (name, task_args) in cases {
+    let chosen = |name: &str| args.kernels.is_empty() || args.kernels.iter().any(|k| k == name);
+    for (name, task_args) in cases.into_iter().filter(|(name, _)| chosen(name)) {
         let task = engine.load(name, csd::builtin::task(name).expect("built-in"))?;
         let input = if name == "knn" {
             "/bench/vectors"
@@ -688,7 +692,10 @@ fn tasks(args: &TasksArgs) -> anyhow::Result<()> {
         report.native_hardware_crc32_ns as f64 / 1e6
     );
     println!();
-    println!("  a task reading 64 MiB in 128 KiB requests at queue depth 32 (virtual time; target ≥ 80%):");
+    println!(
+        "  a task reading {} in 128 KiB requests at queue depth 32 (virtual time; target ≥ 80%):",
+        fmt_bytes(report.input_bytes)
+    );
     for b in &report.batched_read {
         println!(
             "  {:<15} {:>6.0} MB/s = {:>5.1}% of the internal read bandwidth {:.0} MB/s \
