@@ -3,7 +3,7 @@
 //! trace's `ndp` ops, and the task runtime for its `isc` ops.
 
 use super::interface::{
-    block_io, Applied, NdpTotals, OpError, SetupError, System, Totals, MAX_RW_COUNT,
+    block_io, rw_count, Applied, NdpTotals, OpError, SetupError, System, Totals,
 };
 use crate::format::{Event, IscFile, Op};
 use crate::isc::{IscRunner, IscTotals, LentFile};
@@ -311,12 +311,7 @@ impl<'a> HostSystem<'a> {
         len: u64,
         write: bool,
     ) -> Result<Applied, OpError> {
-        let n = ev.ret.map_or(len, |r| r.max(0) as u64);
-        if n > MAX_RW_COUNT {
-            return Err(OpError::Range(format!(
-                "length {n} is over Linux's per-call maximum of {MAX_RW_COUNT} bytes (MAX_RW_COUNT)"
-            )));
-        }
+        let n = rw_count(ev, len)?;
         let positional = matches!(ev.op, Op::Pread { .. } | Op::Pwrite { .. });
         let capacity = self.fs.device().capacity_bytes();
         let o = self.fd_for(ev.pid, fd, path, write)?;

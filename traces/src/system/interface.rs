@@ -11,6 +11,18 @@ use serde::{Deserialize, Serialize};
 /// longer request cannot come from a real program, and is refused per event.
 pub const MAX_RW_COUNT: u64 = 0x7fff_f000;
 
+/// The bytes a read or write call moves: what it returned, else what it asked for, refused
+/// past [`MAX_RW_COUNT`].
+pub fn rw_count(ev: &Event, len: u64) -> Result<u64, OpError> {
+    let n = ev.ret.map_or(len, |r| r.max(0) as u64);
+    if n > MAX_RW_COUNT {
+        return Err(OpError::Range(format!(
+            "length {n} is over Linux's per-call maximum of {MAX_RW_COUNT} bytes (MAX_RW_COUNT)"
+        )));
+    }
+    Ok(n)
+}
+
 /// A system under test. Operations begin in time order: each [`System::begin`] is at or
 /// after the previous one's start, and the system asserts it.
 pub trait System {

@@ -15,7 +15,7 @@
 //! The replay's `isp` totals count instructions, refusals, the engine's busy time and the
 //! bytes it compared.
 
-use super::interface::{Applied, IspTotals, OpError, SetupError, System, Totals, MAX_RW_COUNT};
+use super::interface::{rw_count, Applied, IspTotals, OpError, SetupError, System, Totals};
 use crate::format::{Event, Op};
 use crate::prescan::Prescan;
 use csd_device::isp::{Scmd, Search, SEARCH_BYTES};
@@ -276,12 +276,7 @@ impl<'a> IspfsSystem<'a> {
         len: u64,
         write: bool,
     ) -> Result<Applied, OpError> {
-        let n = ev.ret.map_or(len, |r| r.max(0) as u64);
-        if n > MAX_RW_COUNT {
-            return Err(OpError::Range(format!(
-                "length {n} is over Linux's per-call maximum of {MAX_RW_COUNT} bytes (MAX_RW_COUNT)"
-            )));
-        }
+        let n = rw_count(ev, len)?;
         if !self.fds.contains_key(&(ev.pid, fd)) {
             let f = self.open(path, write, write)?;
             self.fds.insert((ev.pid, fd), f);
