@@ -12,12 +12,17 @@
 //! Inputs mix raw random bytes with lines built from pools of hostile values (offsets and
 //! lengths at 2⁶³ and 2⁶⁴ − 1, negative numbers, deep, relative and over-long paths, unknown
 //! fds), so a run reaches the converters' and the replay's arithmetic, not only the parsers.
+//! Half the replay target's traces are plausible programs with hostile numbers, so they reach
+//! what a malformed line never does: ISPFS's engine through a command file and FusionFS's
+//! fused CISC ops. The replay cycles through every system a trace can run on.
 
 use csd_device::Profile;
 mod common;
 
 use common::Sum;
-use csd_hostfs::ndp::NdpCompute;
+use csd_device::storagefs::{StageRun, StageRunner};
+use csd_hostfs::ndp::{DesignKind, NdpCompute};
+use csd_sdk::cisc::Stage;
 use csd_traces::import::{convert, ImportFormat};
 use csd_traces::replay::{replay, OpRunners, Pace, ReplayOptions, ReplayTarget};
 use csd_traces::Strictness;
@@ -242,7 +247,8 @@ fn event_line(rng: &mut Rng) -> String {
         }
     };
     let fd = rng.pick(&["3", "4", "-1", "7"]);
-    let op = match rng.below(12) {
+    let pid = rng.below(3);
+    let op = match rng.below(14) {
         0 => format!(
             r#""op":"open","path":{path},"flags":"{}","ret":{fd}"#,
             rng.pick(&[
@@ -271,32 +277,185 @@ fn event_line(rng: &mut Rng) -> String {
         8 => format!(r#""op":"bwrite","off":{},"len":{}"#, num(rng), num(rng)),
         9 => format!(r#""op":"ndp","task":"sum","paths":[{path},"/a/b"]"#),
         10 => format!(r#""op":"close","fd":{fd}"#),
+        11 => isp_write(rng, fd, &num),
+        12 => cisc(rng, pid, fd, &path, &num),
         _ => format!(r#""op":"unlink","path":{path}"#),
     };
-    format!(r#"{{"t":{},"pid":{},{op}}}"#, rng.below(1000), rng.below(3))
+    format!(r#"{{"t":{},"pid":{pid},{op}}}"#, rng.below(1000))
+}
+
+/// An ISP instruction written to a directory's command file (ISPFS; an ordinary file on the
+/// other designs). Each field is valid five times in six, else hostile: five keywords or
+/// none, keywords of the wrong length, a target that is not there, an unknown `scmd`, a
+/// stage instead of keywords.
+fn isp_write(rng: &mut Rng, fd: &str, num: &dyn Fn(&mut Rng) -> String) -> String {
+    let n = match rng.below(6) {
+        0 => *[0, 5].get(rng.below(2)).unwrap(),
+        _ => 1 + rng.below(4),
+    };
+    let keywords: Vec<&str> = (0..n)
+        .map(|_| match rng.below(6) {
+            0 => rng.pick(&["x", "toolongword", ""]),
+            _ => rng.pick(&["data", "disk", "\0ab\0"]),
+        })
+        .collect();
+    let target = match rng.below(6) {
+        0 => r#""file":"nothere""#.to_string(),
+        1 => format!(r#""ino":{}"#, num(rng)),
+        2 => r#""file":"c.txt","stage":"crc32""#.to_string(),
+        _ => r#""file":"c.txt""#.to_string(),
+    };
+    format!(
+        r#""op":"pwrite","fd":{fd},"path":"/a/b/.isp","off":0,"len":152,"search":{{"keywords":{},{target},"off":{},"len":{},"scmd":{}}}"#,
+        serde_json::to_string(&keywords).unwrap(),
+        num(rng),
+        num(rng),
+        rng.pick(&["1", "1", "1", "1", "1", "0", "7"])
+    )
+}
+
+/// A FusionFS CISC op: calls submitted to the device as one (on `fusion`; one by one on the
+/// other designs), some of a shape its pattern does not allow.
+fn cisc(
+    rng: &mut Rng,
+    pid: usize,
+    fd: &str,
+    path: &str,
+    num: &dyn Fn(&mut Rng) -> String,
+) -> String {
+    let (off, len) = (num(rng), num(rng));
+    let call = |t: u32, op: &str, rest: &str| {
+        format!(r#"{{"t":{t},"pid":{pid},"op":"{op}","fd":{fd},"path":{path}{rest}}}"#)
+    };
+    let (pattern, ops) = match rng.below(3) {
+        0 => (
+            "write-sync",
+            [
+                call(
+                    1,
+                    "pwrite",
+                    &format!(r#","off":{off},"len":{len},"ret":{len}"#),
+                ),
+                call(2, "fdatasync", ""),
+            ],
+        ),
+        1 => (
+            "read-modify-write",
+            [
+                call(
+                    1,
+                    "pread",
+                    &format!(r#","off":{off},"len":{len},"ret":{len}"#),
+                ),
+                call(
+                    2,
+                    "pwrite",
+                    &format!(r#","off":{off},"len":{len},"ret":{len}"#),
+                ),
+            ],
+        ),
+        _ => (
+            rng.pick(&["open-write-sync-close", "bogus"]),
+            [call(1, "fsync", ""), call(2, "close", "")],
+        ),
+    };
+    format!(
+        r#""op":"cisc","pattern":"{pattern}","ops":[{}]"#,
+        ops.join(",")
+    )
+}
+
+/// A stage runner without a Wasm engine: its output is the head of its input.
+struct Echo;
+
+impl StageRunner for Echo {
+    fn run(&mut self, _: &Stage, a: &[u8], b: &[u8], max: usize) -> Result<StageRun, String> {
+        Ok(StageRun {
+            output: a[..a.len().min(max).min(64)].to_vec(),
+            fuel: (a.len() + b.len()) as u64,
+        })
+    }
+}
+
+/// A trace that reads as valid until its hostile values: the setup a deep path needs (a
+/// directory, a file with data in it, its command file open), then calls on them whose
+/// numbers come from the hostile pool. Most traces of `event_line`s stop at their first bad
+/// line and never reach the engine or a fused op.
+fn plausible_trace(rng: &mut Rng) -> Vec<u8> {
+    let num = |rng: &mut Rng| match rng.below(3) {
+        0 => rng.pick(NUMBERS).to_string(),
+        _ => (rng.below(64) * 4096).to_string(),
+    };
+    let num = |rng: &mut Rng| match num(rng) {
+        n if n.is_empty() => "0".to_string(),
+        n => n,
+    };
+    let mut lines = vec![
+        r#"{"format":"csd-trace","version":1,"source":"fuzz","clock":"ns"}"#.to_string(),
+        r#"{"t":0,"pid":1,"op":"mkdir","path":"/a"}"#.into(),
+        r#"{"t":1,"pid":1,"op":"mkdir","path":"/a/b"}"#.into(),
+        r#"{"t":2,"pid":1,"op":"open","path":"/a/b/c.txt","flags":"O_RDWR|O_CREAT","ret":3}"#
+            .into(),
+        r#"{"t":3,"pid":1,"op":"write","fd":3,"len":262144,"ret":262144}"#.into(),
+        r#"{"t":4,"pid":1,"op":"open","path":"/a/b/.isp","flags":"O_RDWR","ret":4}"#.into(),
+    ];
+    let path = r#""/a/b/c.txt""#;
+    for t in 5..5 + rng.below(12) as u64 {
+        let op = match rng.below(6) {
+            0 | 1 => isp_write(rng, "4", &num),
+            2 => cisc(rng, 1, "3", path, &num),
+            3 => r#""op":"pread","fd":4,"path":"/a/b/.isp","off":0,"len":152"#.to_string(),
+            4 => format!(
+                r#""op":"pwrite","fd":3,"off":{},"len":{}"#,
+                num(rng),
+                num(rng)
+            ),
+            _ => format!(
+                r#""op":"pread","fd":3,"off":{},"len":{}"#,
+                num(rng),
+                num(rng)
+            ),
+        };
+        lines.push(format!(r#"{{"t":{t},"pid":1,{op}}}"#));
+    }
+    (lines.join("\n") + "\n").into_bytes()
 }
 
 #[test]
 fn fuzz_trace_reader_then_replay() {
     // The smallest built-in device: files a trace needs before it starts fit or are refused
-    // quickly.
-    let profile = Profile::load("pcm-zynq").unwrap();
+    // quickly. FusionFS's designs need its testbed's [fusion] table.
+    let pcm = Profile::load("pcm-zynq").unwrap();
+    let optane = Profile::load("optane-csd").unwrap();
     let opts = ReplayOptions {
         pace: Pace::Afap,
         seed: 1,
         strictness: Strictness::Lenient,
     };
-    // Every system a trace can run on: the four host designs and the bare device.
+    // Every system a trace can run on: the four offload designs, the host alone, the bare
+    // device, ISPFS, and FusionFS's StorageFS with and without CISC ops.
     let mut designs = ReplayTarget::HOSTS
         .iter()
         .copied()
-        .chain([ReplayTarget::Device])
+        .chain([
+            ReplayTarget::Host(DesignKind::HostOnly),
+            ReplayTarget::Device,
+            ReplayTarget::Ispfs,
+            ReplayTarget::Firmware,
+            ReplayTarget::Fusion,
+        ])
         .collect::<Vec<_>>()
         .into_iter()
         .cycle();
+    let mut stages = Echo;
+    // Cases that reached deep paths: an ISP instruction the engine ran, and a fused CISC op.
+    let mut reached = [0u64; 2];
     let n = fuzz(
         "replay",
         |rng| {
+            if rng.below(2) == 0 {
+                return plausible_trace(rng);
+            }
             let mut t =
                 br#"{"format":"csd-trace","version":1,"source":"fuzz","clock":"ns"}"#.to_vec();
             t.push(b'\n');
@@ -307,23 +466,30 @@ fn fuzz_trace_reader_then_replay() {
             let mut factory =
                 |_: &str, _: &str| -> Result<Box<dyn NdpCompute>, String> { Ok(Box::new(Sum)) };
             let design = designs.next().expect("cycle");
+            let profile = if design.on_storagefs() { &optane } else { &pcm };
             match replay(
                 || Ok(input),
-                &profile,
+                profile,
                 design,
                 OpRunners {
                     compute: &mut factory,
                     isc: None,
-                    stages: None,
+                    stages: Some(&mut stages),
                 },
                 &opts,
                 |_| {},
             ) {
                 Ok(report) => {
+                    let isp = report.isp.as_ref();
+                    reached[0] += isp.is_some_and(|i| i.instructions > i.refused) as u64;
+                    reached[1] += report.fusion.as_ref().is_some_and(|f| f.cisc_ops > 0) as u64;
+                    // A replay invents no op: at most one per event, or per call inside a
+                    // `cisc` event that a system takes one call at a time.
                     let done: u64 = report.latency.values().map(|l| l.count + l.failed).sum();
+                    let ops = input.windows(5).filter(|w| w == b"\"op\":").count() as u64;
                     assert!(
-                        done <= report.events,
-                        "{done} ops of {} events",
+                        done <= report.events.max(ops),
+                        "{done} ops of {} events ({ops} ops written)",
                         report.events
                     );
                 }
@@ -333,4 +499,14 @@ fn fuzz_trace_reader_then_replay() {
         },
     );
     assert!(n > 0);
+    // A fuzz that never gets past the parser tests little: a run of the default length
+    // (thousands of cases, about one in a hundred reaching each) must reach both deep paths.
+    if n >= 2000 {
+        assert!(
+            reached.iter().all(|&r| r > 0),
+            "of {n} cases, {} ran an ISP instruction and {} a fused CISC op",
+            reached[0],
+            reached[1]
+        );
+    }
 }
