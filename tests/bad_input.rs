@@ -34,10 +34,34 @@ fn hostile(name: &str) -> String {
 
 /// Runs csd with `args`, capturing its output, wall time and peak RSS.
 fn csd(args: &[&str]) -> Ran {
+    csd_within(args, None)
+}
+
+/// [`csd`] with its address space limited to `max_bytes` (`RLIMIT_AS`), as in a container
+/// or under `ulimit -v`: what cannot be mapped must be refused, not abort the process.
+fn csd_within(args: &[&str], max_bytes: Option<u64>) -> Ran {
+    use std::os::unix::process::CommandExt;
     let started = Instant::now();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_csd"));
+    if let Some(max) = max_bytes {
+        let limit = libc::rlimit {
+            rlim_cur: max,
+            rlim_max: max,
+        };
+        // SAFETY: setrlimit is async-signal-safe, and the closure touches nothing else.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setrlimit(libc::RLIMIT_AS, &limit) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+    }
     // Reaped with wait4 below (for its rusage), not Child::wait.
     #[allow(clippy::zombie_processes)]
-    let mut child = Command::new(env!("CARGO_BIN_EXE_csd"))
+    let mut child = cmd
         .args(args)
         .env_remove("RUST_LOG")
         .env("XDG_DATA_HOME", data_home())
@@ -479,6 +503,49 @@ fn importers_refuse_empty_fio_logs_and_count_what_they_skip() {
         "{}",
         r.stderr
     );
+}
+
+/// A geometry the process cannot hold is refused with the table it could not get, and one
+/// whose die count overflows is refused before anything multiplies it: exit 1, never an
+/// abort, in a process whose address space is limited to 2 GiB.
+#[test]
+fn a_geometry_too_large_for_the_process_is_refused_not_an_abort() {
+    std::fs::create_dir_all(data_home()).unwrap();
+    let cosmos = include_str!("../device/profiles/cosmos-plus.toml");
+    let cases = [
+        // 2^30 physical pages: legal, but its tables need more than 2 GiB of address space.
+        (
+            "huge.toml",
+            cosmos.replace("blocks_per_plane = 4096", "blocks_per_plane = 65536"),
+            "too large for this process",
+        ),
+        // 2^32 dies: the product overflows a u32.
+        (
+            "dies.toml",
+            cosmos
+                .replace("channels = 8", "channels = 65536")
+                .replace("dies_per_channel = 8", "dies_per_channel = 65536"),
+            "dies_per_channel",
+        ),
+    ];
+    for (name, text, says) in cases {
+        assert_ne!(text, cosmos, "{name}: the replacement must apply");
+        let profile = data_home().join(name);
+        std::fs::write(&profile, text).unwrap();
+        let r = csd_within(
+            &[
+                "device",
+                "run",
+                "--profile",
+                profile.to_str().unwrap(),
+                "--size",
+                "16m",
+            ],
+            Some(2 << 30),
+        );
+        bounded(&r, 1, 30, 600);
+        assert!(r.stderr.contains(says), "{name}: {}", r.stderr);
+    }
 }
 
 /// StorageFS keeps file contents, so the firmware and fusion designs hold no more than the

@@ -133,7 +133,7 @@ impl Device {
             .map_err(|(field, reason)| DeviceError::InvalidProfile { field, reason })?;
         let g = &profile.geometry;
         Ok(Device {
-            ftl: Ftl::new(g, &profile.ftl, mode == DataMode::Payloads),
+            ftl: Ftl::new(g, &profile.ftl, mode == DataMode::Payloads)?,
             clocks: BusyClocks::new(
                 g.dies(),
                 g.channels,

@@ -37,4 +37,13 @@ pub enum DeviceError {
     NotPinned { block: u32 },
     #[error("invalid profile field `{field}`: {reason}")]
     InvalidProfile { field: String, reason: String },
+    #[error(
+        "the geometry is too large for this process: its {table} table needs {} and the \
+         memory could not be had (use fewer blocks, or larger pages)",
+        bytes.map_or("more bytes than an address can hold".to_string(), |b| format!("{b} bytes"))
+    )]
+    TableTooLarge {
+        table: &'static str,
+        bytes: Option<u64>,
+    },
 }

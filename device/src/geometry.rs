@@ -21,6 +21,9 @@ pub struct Geometry {
     pub over_provisioning: f64,
 }
 
+/// The most dies a geometry may have (channels × dies per channel).
+pub const MAX_DIES: u32 = 1024;
+
 impl Geometry {
     pub fn dies(&self) -> u32 {
         self.channels * self.dies_per_channel
@@ -134,14 +137,35 @@ impl Geometry {
                 ),
             ));
         }
+        // The counts below are u32 products: check them before anything multiplies them.
+        // Each die has its own clock and GC bookkeeping (a list head per valid-page count), so
+        // dies are bounded too: far above the few hundred of the largest SSDs.
+        let dies = self
+            .channels
+            .checked_mul(self.dies_per_channel)
+            .filter(|&d| d <= MAX_DIES)
+            .ok_or((
+                "dies_per_channel",
+                format!(
+                    "{} channels × {} dies per channel is over the model's {MAX_DIES} dies",
+                    self.channels, self.dies_per_channel
+                ),
+            ))?;
+        let blocks_per_die = self
+            .planes_per_die
+            .checked_mul(self.blocks_per_plane)
+            .ok_or((
+                "blocks_per_plane",
+                "planes × blocks per plane overflows".into(),
+            ))?;
         // Physical page numbers are stored as u32 in the mapping tables (compactness is what
         // lets a 1 TiB device fit in a few MiB of host memory); refuse geometries beyond that.
-        if self.physical_pages() >= u64::from(u32::MAX) {
+        let pages = u64::from(dies) * u64::from(blocks_per_die) * u64::from(self.pages_per_block);
+        if pages >= u64::from(u32::MAX) {
             return Err((
                 "blocks_per_plane",
                 format!(
-                    "{} physical pages exceed the model's 2^32-1 page limit; use larger pages",
-                    self.physical_pages()
+                    "{pages} physical pages exceed the model's 2^32-1 page limit; use larger pages"
                 ),
             ));
         }
@@ -197,5 +221,15 @@ mod tests {
         let mut g = geo();
         g.page_size_bytes = 3000;
         assert_eq!(g.check().unwrap_err().0, "page_size_bytes");
+        // Products that overflow u32 are refused before anything multiplies them.
+        let mut g = geo();
+        (g.channels, g.dies_per_channel) = (1 << 16, 1 << 16);
+        assert_eq!(g.check().unwrap_err().0, "dies_per_channel");
+        let mut g = geo();
+        (g.planes_per_die, g.blocks_per_plane) = (1 << 16, 1 << 16);
+        assert_eq!(g.check().unwrap_err().0, "blocks_per_plane");
+        let mut g = geo();
+        (g.channels, g.dies_per_channel) = (64, MAX_DIES / 64 + 1);
+        assert!(g.check().unwrap_err().1.contains("1024 dies"));
     }
 }

@@ -273,7 +273,7 @@ fn throughput(args: &FtlArgs) -> anyhow::Result<ThroughputReport> {
     let hot = (g.logical_pages() as f64 * args.fill) as u64;
     let bar = super::device::progress_bar(2 * (hot * 2 + args.writes), "page writes");
 
-    let mut ftl = Ftl::new(g, &p.ftl, false);
+    let mut ftl = Ftl::new(g, &p.ftl, false)?;
     let mut rng = SimRng::new(42);
     for lpn in 0..hot {
         ftl.write(Lpn(lpn), None)?;

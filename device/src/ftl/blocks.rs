@@ -6,7 +6,7 @@
 //! valid-page count, one set of buckets per die: invalidating a page moves its block one
 //! bucket down in O(1), and picking a victim scans at most `pages_per_block + 1` bucket heads.
 
-use super::zeroed::{Zeroable, Zeroed};
+use super::zeroed::{TooLarge, Zeroable, Zeroed};
 use std::collections::VecDeque;
 use std::ops::Range;
 
@@ -116,9 +116,9 @@ pub(crate) struct BlockTable {
 }
 
 impl BlockTable {
-    pub fn new(dies: u32, blocks_per_die: u32, pages_per_block: u32) -> Self {
-        BlockTable {
-            blocks: Zeroed::new(dies as usize * blocks_per_die as usize),
+    pub fn new(dies: u32, blocks_per_die: u32, pages_per_block: u32) -> Result<Self, TooLarge> {
+        Ok(BlockTable {
+            blocks: Zeroed::try_new(dies as usize * blocks_per_die as usize)?,
             dies: (0..dies)
                 .map(|d| DieBlocks {
                     fresh: d * blocks_per_die..(d + 1) * blocks_per_die,
@@ -127,7 +127,7 @@ impl BlockTable {
                     heads: vec![NIL; pages_per_block as usize + 1],
                 })
                 .collect(),
-        }
+        })
     }
 
     /// Makes `block`, just taken from `die`'s free blocks, that die's open block.

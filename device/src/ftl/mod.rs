@@ -142,19 +142,32 @@ const GC_PREFETCH_DISTANCE: usize = 12;
 impl Ftl {
     /// A fresh, fully erased device. `keep_payloads` selects data mode (pages hold bytes)
     /// over timing-only mode.
-    pub fn new(geo: &Geometry, policy: &FtlPolicy, keep_payloads: bool) -> Self {
+    /// A fresh, erased FTL for `geo`; a geometry whose tables this process cannot hold is
+    /// refused with [`DeviceError::TableTooLarge`], not an abort.
+    pub fn new(
+        geo: &Geometry,
+        policy: &FtlPolicy,
+        keep_payloads: bool,
+    ) -> Result<Self, DeviceError> {
         let physical = geo.physical_pages() as usize;
         let logical_pages = geo.logical_pages();
-        Ftl {
+        fn table<T: zeroed::Zeroable>(
+            table: &'static str,
+            len: usize,
+        ) -> Result<Zeroed<T>, DeviceError> {
+            Zeroed::try_new(len).map_err(too_large(table))
+        }
+        Ok(Ftl {
             geo: geo.clone(),
             policy: policy.clone(),
             logical_pages,
             l2p: L2p::new(logical_pages),
             // Mapped zeroed (`zeroed`): untouched pages cost no RSS, whatever the allocator keeps.
-            oob_lpn: Zeroed::new(physical),
-            oob_seq: Zeroed::new(physical),
-            valid: Zeroed::new(physical.div_ceil(64)),
-            blocks: BlockTable::new(geo.dies(), geo.blocks_per_die(), geo.pages_per_block),
+            oob_lpn: table("out-of-band LPN", physical)?,
+            oob_seq: table("out-of-band sequence", physical)?,
+            valid: table("valid-page bitmap", physical.div_ceil(64))?,
+            blocks: BlockTable::new(geo.dies(), geo.blocks_per_die(), geo.pages_per_block)
+                .map_err(too_large("block"))?,
             trims: BTreeMap::new(),
             stripe: (0..geo.dies())
                 .map(|i| (i % geo.channels) * geo.dies_per_channel + i / geo.channels)
@@ -169,15 +182,15 @@ impl Ftl {
                 .pages_per_block
                 .is_power_of_two()
                 .then(|| geo.pages_per_block.trailing_zeros()),
-            oob_delta: Zeroed::new(physical.div_ceil(64)),
-            live_deltas: Zeroed::new(physical.div_ceil(64)),
+            oob_delta: table("delta-page bitmap", physical.div_ceil(64))?,
+            live_deltas: table("live-delta bitmap", physical.div_ceil(64))?,
             live_delta_count: 0,
             p2l_journal: BTreeMap::new(),
             log: None,
             valid_pages: 0,
             #[cfg(debug_assertions)]
             touched: Touched::default(),
-        }
+        })
     }
 
     /// Starts recording every persistent step (page programs, erases, trim and P2L journal
@@ -778,7 +791,8 @@ impl Ftl {
         // not by a miscount.
         self.valid_pages = self.valid.iter().map(|w| u64::from(w.count_ones())).sum();
         self.l2p = l2p;
-        let mut table = BlockTable::new(self.geo.dies(), self.geo.blocks_per_die(), ppb);
+        let mut table = BlockTable::new(self.geo.dies(), self.geo.blocks_per_die(), ppb)
+            .map_err(too_large("block"))?;
         for d in &mut table.dies {
             d.clear_free();
         }
@@ -916,6 +930,14 @@ fn get_bit(bits: &[u64], i: u32) -> bool {
 }
 
 #[inline]
+/// The error for a table of `table` that this process could not have.
+fn too_large(table: &'static str) -> impl Fn(zeroed::TooLarge) -> DeviceError {
+    move |zeroed::TooLarge(bytes)| DeviceError::TableTooLarge {
+        table,
+        bytes: bytes.map(|b| b as u64),
+    }
+}
+
 fn set_bit(bits: &mut [u64], i: u32, on: bool) {
     let word = &mut bits[(i / 64) as usize];
     if on {
@@ -977,7 +999,7 @@ mod tests {
             gc_low_watermark_blocks: 2,
             gc_high_watermark_blocks: 3,
         };
-        Ftl::new(&geo, &policy, false)
+        Ftl::new(&geo, &policy, false).expect("a small test geometry")
     }
 
     #[test]

@@ -45,28 +45,48 @@ unsafe impl<T: Zeroable + Send> Send for Zeroed<T> {}
 // SAFETY: shared access only reads, as through `&[T]`.
 unsafe impl<T: Zeroable + Sync> Sync for Zeroed<T> {}
 
+/// A table the process could not have: the bytes it needed (`None`: more than an address
+/// holds).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TooLarge(pub Option<usize>);
+
 impl<T: Zeroable> Zeroed<T> {
-    /// `len` zeros.
+    /// `len` zeros; out of memory is fatal, as for a `Vec` (for tables of a fixed size).
     pub fn new(len: usize) -> Zeroed<T> {
+        Zeroed::try_new(len).unwrap_or_else(|_| {
+            std::alloc::handle_alloc_error(
+                std::alloc::Layout::array::<T>(len).unwrap_or(std::alloc::Layout::new::<T>()),
+            )
+        })
+    }
+
+    /// `len` zeros, or the bytes that could not be had: for tables whose size a profile
+    /// chose, which must be refused with an error rather than abort the process.
+    pub fn try_new(len: usize) -> Result<Zeroed<T>, TooLarge> {
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .filter(|&b| b <= isize::MAX as usize)
+            .ok_or(TooLarge(None))?;
         #[cfg(target_os = "linux")]
-        if let Some(bytes) = len.checked_mul(std::mem::size_of::<T>()) {
-            if bytes >= MAP_AT_BYTES {
-                if let Some(ptr) = map_zeroed(bytes) {
-                    return Zeroed {
-                        ptr: ptr.cast(),
-                        len,
-                        mapped: true,
-                    };
-                }
+        if bytes >= MAP_AT_BYTES {
+            if let Some(ptr) = map_zeroed(bytes) {
+                return Ok(Zeroed {
+                    ptr: ptr.cast(),
+                    len,
+                    mapped: true,
+                });
             }
         }
-        let boxed = vec![zero::<T>(); len].into_boxed_slice();
-        let ptr = std::ptr::NonNull::from(Box::leak(boxed)).cast();
-        Zeroed {
+        let mut v = Vec::new();
+        v.try_reserve_exact(len)
+            .map_err(|_| TooLarge(Some(bytes)))?;
+        v.resize(len, zero::<T>());
+        let ptr = std::ptr::NonNull::from(Box::leak(v.into_boxed_slice())).cast();
+        Ok(Zeroed {
             ptr,
             len,
             mapped: false,
-        }
+        })
     }
 }
 
