@@ -141,9 +141,8 @@ const GC_PREFETCH_DISTANCE: usize = 12;
 
 impl Ftl {
     /// A fresh, fully erased device. `keep_payloads` selects data mode (pages hold bytes)
-    /// over timing-only mode.
-    /// A fresh, erased FTL for `geo`; a geometry whose tables this process cannot hold is
-    /// refused with [`DeviceError::TableTooLarge`], not an abort.
+    /// over timing-only mode. A geometry whose tables this process cannot map is refused
+    /// with [`DeviceError::TableTooLarge`], not an abort.
     pub fn new(
         geo: &Geometry,
         policy: &FtlPolicy,
@@ -929,7 +928,6 @@ fn get_bit(bits: &[u64], i: u32) -> bool {
     bits[(i / 64) as usize] & (1 << (i % 64)) != 0
 }
 
-#[inline]
 /// The error for a table of `table` that this process could not have.
 fn too_large(table: &'static str) -> impl Fn(zeroed::TooLarge) -> DeviceError {
     move |zeroed::TooLarge(bytes)| DeviceError::TableTooLarge {
@@ -938,6 +936,7 @@ fn too_large(table: &'static str) -> impl Fn(zeroed::TooLarge) -> DeviceError {
     }
 }
 
+#[inline]
 fn set_bit(bits: &mut [u64], i: u32, on: bool) {
     let word = &mut bits[(i / 64) as usize];
     if on {
