@@ -548,6 +548,23 @@ fn a_geometry_too_large_for_the_process_is_refused_not_an_abort() {
     }
 }
 
+/// Under an address-space limit the pooling allocator cannot reserve its slots (tens of
+/// GiB): tasks then get their memory on demand, with a warning, and compute the same result
+/// with the same fuel, so the report is byte-identical.
+#[test]
+fn tasks_run_the_same_when_the_address_space_is_limited() {
+    let free = csd(&["run", "stats64", "--json", "--no-store"]);
+    bounded(&free, 0, 60, 600);
+    let limited = csd_within(&["run", "stats64", "--json", "--no-store"], Some(8 << 30));
+    bounded(&limited, 0, 60, 600);
+    assert!(
+        limited.stderr.contains("memory on demand"),
+        "{}",
+        limited.stderr
+    );
+    assert_eq!(limited.stdout, free.stdout);
+}
+
 /// StorageFS keeps file contents, so the firmware and fusion designs hold no more than the
 /// device does: writes far into many files fail one by one once it is full, and writes or
 /// cuts past a file's limit are refused, in bounded time and memory.

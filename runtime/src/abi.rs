@@ -176,6 +176,20 @@ impl ResourceLimiter for MemoryCap {
     ) -> wasmtime::Result<bool> {
         Ok(desired <= 100_000)
     }
+
+    // One instance with one memory and one table, as the pooling allocator's slots hold: the
+    // on-demand allocator (`Allocation::OnDemand`) enforces only what the limiter says.
+    fn instances(&self) -> usize {
+        1
+    }
+
+    fn memories(&self) -> usize {
+        1
+    }
+
+    fn tables(&self) -> usize {
+        1
+    }
 }
 
 type Ctx<'a> = Caller<'a, TaskState>;

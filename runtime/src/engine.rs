@@ -31,6 +31,24 @@ pub struct EngineConfig {
     pub pool_slots: u32,
     /// Where compiled modules are kept; `None` keeps them in memory only.
     pub cache_dir: Option<PathBuf>,
+    /// How instances get their memory. [`Allocation::Pooling`] falls back to
+    /// [`Allocation::OnDemand`] where its reservation is refused; [`TaskEngine::config`] says
+    /// which one the engine runs.
+    pub allocation: Allocation,
+}
+
+/// How a task's instance, memory and table are allocated. Either way a task computes the
+/// same results and burns the same fuel: fuel counts Wasm operators, not machine code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Allocation {
+    /// Slots reserved up front, each with its memory's whole 4 GiB address range and guard
+    /// pages, so instantiation costs microseconds and bounds checks vanish. The reservation is
+    /// tens of GiB of address space, which a process under `ulimit -v` (or Slurm's
+    /// `VSizeFactor`) may not have.
+    Pooling,
+    /// Each instance maps its memory when it starts, reserving little beyond what it uses,
+    /// with explicit bounds checks: slower, but within a few hundred MiB of address space.
+    OnDemand,
 }
 
 impl Default for EngineConfig {
@@ -40,6 +58,7 @@ impl Default for EngineConfig {
             max_wasm_stack_bytes: 512 << 10,
             pool_slots: 16,
             cache_dir: default_cache_dir(),
+            allocation: Allocation::Pooling,
         }
     }
 }
@@ -100,6 +119,12 @@ pub struct TaskEngine {
 
 const ARTIFACT_MAGIC: &[u8; 8] = b"CSDCWASM";
 
+/// What [`Allocation::OnDemand`] reserves for a memory when it starts and each time it grows
+/// past that: a task's memory is mostly a few MiB.
+const ON_DEMAND_RESERVATION_BYTES: u64 = 64 << 20;
+/// Its guard region (accesses are bounds-checked, so it only catches the engine's own bugs).
+const ON_DEMAND_GUARD_BYTES: u64 = 64 << 10;
+
 /// Bytes of a freed pool slot's memory whose dirty pages are reset in place.
 const KEEP_RESIDENT_BYTES: usize = 4 << 20;
 /// The same for its table. A Rust task's table holds a few dozen function references, less
@@ -108,37 +133,25 @@ const KEEP_RESIDENT_BYTES: usize = 4 << 20;
 const TABLE_KEEP_RESIDENT_BYTES: usize = 4 << 10;
 
 impl TaskEngine {
-    pub fn new(config: EngineConfig) -> Result<TaskEngine, TaskError> {
-        let mut pool = PoolingAllocationConfig::default();
-        pool.total_core_instances(config.pool_slots)
-            .total_memories(config.pool_slots)
-            .total_tables(config.pool_slots)
-            .max_memories_per_module(1)
-            .max_tables_per_module(1)
-            .table_elements(100_000)
-            .max_memory_size(config.max_memory_bytes as usize)
-            // A freed slot's dirty pages are found with Linux's PAGEMAP_SCAN and reset in
-            // place, not handed back to the kernel: the next task touches the same stack,
-            // data and heap pages, and resetting a few pages costs less than the madvise and
-            // the page faults (copy-on-write of the data image included) that would follow.
-            // Where the ioctl is missing (Linux before 6.7, other systems) `Auto` falls back
-            // to releasing the pages, as before.
-            .pagemap_scan(Enabled::Auto)
-            .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
-            .table_keep_resident(TABLE_KEEP_RESIDENT_BYTES);
-        let mut c = Config::new();
-        c.consume_fuel(true)
-            // The wall-clock backstop (`TaskLimits::wall_clock_ms`): fuel bounds a task's
-            // work in virtual time, epochs bound it in real time whatever a host call costs.
-            .epoch_interruption(true)
-            .wasm_simd(true)
-            // Wasm leaves NaN bit patterns up to the machine; canonical NaNs keep task results
-            // byte-identical everywhere (determinism is a csdlab invariant).
-            .cranelift_nan_canonicalization(true)
-            .max_wasm_stack(config.max_wasm_stack_bytes)
-            .profiler(profiler())
-            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine = Engine::new(&c).map_err(|e| TaskError::Engine(format!("{e:#}")))?;
+    pub fn new(mut config: EngineConfig) -> Result<TaskEngine, TaskError> {
+        let engine = match Engine::new(&wasmtime_config(&config, config.allocation)) {
+            Ok(engine) => engine,
+            Err(e) if config.allocation == Allocation::Pooling => {
+                // Said once a process, though `csd` makes an engine per thread.
+                static SAID: std::sync::Once = std::sync::Once::new();
+                SAID.call_once(|| {
+                    tracing::warn!(
+                        "the pooling allocator could not reserve its slots ({e:#}); tasks get \
+                         their memory on demand instead, slower to start but within a smaller \
+                         address space"
+                    )
+                });
+                config.allocation = Allocation::OnDemand;
+                Engine::new(&wasmtime_config(&config, Allocation::OnDemand))
+                    .map_err(|e| TaskError::Engine(format!("{e:#}")))?
+            }
+            Err(e) => return Err(TaskError::Engine(format!("{e:#}"))),
+        };
         let mut hasher = StableHasher::default();
         engine.precompile_compatibility_hash().hash(&mut hasher);
         let compat = format!("{:016x}", hasher.finish());
@@ -241,6 +254,51 @@ fn profiler() -> wasmtime::ProfilingStrategy {
 
 /// How often the engine's epoch advances: the wall-clock limit's granularity.
 pub const EPOCH_TICK: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// The wasmtime settings of an engine with `allocation`.
+fn wasmtime_config(config: &EngineConfig, allocation: Allocation) -> Config {
+    let mut c = Config::new();
+    c.consume_fuel(true)
+        // The wall-clock backstop (`TaskLimits::wall_clock_ms`): fuel bounds a task's
+        // work in virtual time, epochs bound it in real time whatever a host call costs.
+        .epoch_interruption(true)
+        .wasm_simd(true)
+        // Wasm leaves NaN bit patterns up to the machine; canonical NaNs keep task results
+        // byte-identical everywhere (determinism is a csdlab invariant).
+        .cranelift_nan_canonicalization(true)
+        .max_wasm_stack(config.max_wasm_stack_bytes)
+        .profiler(profiler());
+    match allocation {
+        Allocation::Pooling => {
+            let mut pool = PoolingAllocationConfig::default();
+            pool.total_core_instances(config.pool_slots)
+                .total_memories(config.pool_slots)
+                .total_tables(config.pool_slots)
+                .max_memories_per_module(1)
+                .max_tables_per_module(1)
+                .table_elements(100_000)
+                .max_memory_size(config.max_memory_bytes as usize)
+                // A freed slot's dirty pages are found with Linux's PAGEMAP_SCAN and reset in
+                // place, not handed back to the kernel: the next task touches the same stack,
+                // data and heap pages, and resetting a few pages costs less than the madvise
+                // and the page faults (copy-on-write of the data image included) that would
+                // follow. Where the ioctl is missing (Linux before 6.7, other systems) `Auto`
+                // falls back to releasing the pages, as before.
+                .pagemap_scan(Enabled::Auto)
+                .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
+                .table_keep_resident(TABLE_KEEP_RESIDENT_BYTES);
+            c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        }
+        // The limits the pool enforced come from the store's limiter (`abi::MemoryCap`).
+        Allocation::OnDemand => {
+            c.allocation_strategy(InstanceAllocationStrategy::OnDemand)
+                .memory_reservation(ON_DEMAND_RESERVATION_BYTES)
+                .memory_reservation_for_growth(ON_DEMAND_RESERVATION_BYTES)
+                .memory_guard_size(ON_DEMAND_GUARD_BYTES);
+        }
+    }
+    c
+}
 
 /// Advances `engine`'s epoch every [`EPOCH_TICK`] on a thread of its own, which ends once the
 /// engine is dropped (it holds only a weak reference).

@@ -22,7 +22,7 @@ pub mod volume;
 
 /// How a task may use a registered file (re-exported: the trace format shares it).
 pub use csd_device::FileMode;
-pub use engine::{default_cache_dir, EngineConfig, Task, TaskEngine};
+pub use engine::{default_cache_dir, Allocation, EngineConfig, Task, TaskEngine};
 pub use error::TaskError;
 pub use invoke::{
     Breakdown, ConflictPolicy, Csd, ExecMode, IscContext, Storage, TaskLimits, TaskReport,

@@ -3,7 +3,7 @@
 
 use csd_device::{DataMode, Profile};
 use csd_runtime::{
-    Csd, EngineConfig, FileMode, IscContext, Task, TaskEngine, TaskError, TaskLimits,
+    Allocation, Csd, EngineConfig, FileMode, IscContext, Task, TaskEngine, TaskError, TaskLimits,
 };
 use std::sync::{Arc, OnceLock};
 
@@ -417,4 +417,58 @@ fn a_gigantic_log_message_is_cut_not_copied_whole() {
     assert_eq!(r.logs.len(), 1);
     assert_eq!(r.logs[0].len(), 4096, "cut to the 4 KiB line limit");
     still_serving(&mut csd, &copy);
+}
+
+/// The on-demand allocator (what a process under `ulimit -v` falls back to) holds tasks to
+/// the pool's limits through the store's limiter: a memory bomb stops at its cap, a module
+/// with a second memory does not start, and a healthy task's result and fuel are the pool's.
+#[test]
+fn the_on_demand_allocator_holds_tasks_to_the_pools_limits() {
+    let on_demand = Arc::new(
+        TaskEngine::new(EngineConfig {
+            cache_dir: None,
+            allocation: Allocation::OnDemand,
+            ..EngineConfig::default()
+        })
+        .unwrap(),
+    );
+    assert_eq!(on_demand.config().allocation, Allocation::OnDemand);
+    let profile = Profile::load("daisyplus-femu").unwrap();
+    let mut csd = Csd::new(&profile, DataMode::Payloads, on_demand.clone()).unwrap();
+    csd.import("/data/in.txt", INPUT).unwrap();
+    let bomb = on_demand
+        .load(
+            "bomb",
+            &module(
+                r#"(func (export "run") (result i32)
+                (loop $l (br_if $l (i32.ne (memory.grow (i32.const 16)) (i32.const -1))))
+                unreachable)"#,
+            ),
+        )
+        .unwrap();
+    let capped = read_ctx().limits(TaskLimits {
+        memory_bytes: Some(8 << 20),
+        ..TaskLimits::default()
+    });
+    let e = csd.run(&bomb, &capped).expect_err("the bomb stops");
+    assert!(
+        matches!(e, TaskError::MemoryLimit { cap, .. } if cap == 8 << 20),
+        "{e}"
+    );
+    let two = r#"(module (memory (export "memory") 1) (memory 1)
+        (func (export "run") (result i32) (i32.const 0)))"#;
+    match on_demand.load("two-memories", two.as_bytes()) {
+        Err(_) => {}
+        Ok(task) => {
+            csd.run(&task, &read_ctx())
+                .expect_err("a second memory is refused");
+        }
+    }
+    let copy = on_demand.load("copy", COPY.as_bytes()).unwrap();
+    let here = csd.run(&copy, &read_ctx()).unwrap();
+    assert_eq!(here.ret, INPUT);
+    let (mut pooled, pooled_copy) = setup();
+    let there = pooled.run(&pooled_copy, &read_ctx()).unwrap();
+    assert_eq!(here.fuel, there.fuel);
+    assert_eq!(csd.export("/data/in.txt").unwrap(), INPUT);
 }
