@@ -452,6 +452,9 @@ struct TasksReport {
     invoke_empty_p99_ns: u64,
     target_ratio: f64,
     target_invoke_ns: f64,
+    /// `pooling`, or `on-demand` where the pool's address space was refused: the Wasm
+    /// times depend on it.
+    allocation: &'static str,
 }
 
 /// A task reading a whole file in batched requests, against the profile's internal read
@@ -656,6 +659,10 @@ fn tasks(args: &TasksArgs) -> anyhow::Result<()> {
         invoke_empty_p99_ns: samples[samples.len() * 99 / 100],
         target_ratio: TARGET_WASM_RATIO,
         target_invoke_ns: TARGET_INVOKE_NS,
+        allocation: match engine.config().allocation {
+            csd_runtime::Allocation::Pooling => "pooling",
+            csd_runtime::Allocation::OnDemand => "on-demand",
+        },
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -670,7 +677,10 @@ fn tasks(args: &TasksArgs) -> anyhow::Result<()> {
     println!(
         "  native: the kernel compiled for the host, fed by the same device reads as the task"
     );
-    println!("  wasm:   the task invocation (reads through the runtime, kernel in Wasm)");
+    println!(
+        "  wasm:   the task invocation (reads through the runtime, kernel in Wasm; {} allocator)",
+        report.allocation
+    );
     println!();
     println!(
         "  {:<10} {:>14} {:>12} {:>12} {:>8}   (target ratio ≤ {TARGET_WASM_RATIO})",
