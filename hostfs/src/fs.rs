@@ -146,6 +146,10 @@ pub struct HostFs {
     /// moves back; the actors inside one (frag-m's threads, the flusher) act at or after it,
     /// while `clock`, the acting actor's own time, may move back to an earlier actor's.
     epoch: VirtualTime,
+    /// The latest time an actor had reached when the clock last moved back to another's: a
+    /// replay's pids overlap, so a page one dirtied may be later than another's now, never
+    /// later than this or the clock.
+    reached: VirtualTime,
     cache: PageCache,
     policy: WritebackPolicy,
     /// When the flusher last ran.
@@ -190,6 +194,7 @@ impl HostFs {
             costs,
             clock: VirtualTime::ZERO,
             epoch: VirtualTime::ZERO,
+            reached: VirtualTime::ZERO,
             cache: PageCache::new(0),
             policy: WritebackPolicy::default(),
             flushed_at: VirtualTime::ZERO,
@@ -229,6 +234,7 @@ impl HostFs {
             self.epoch
         );
         self.epoch = self.epoch.max(t);
+        self.reached = self.reached.max(self.clock);
         self.clock = t;
     }
 
@@ -242,6 +248,7 @@ impl HostFs {
             "an actor acts at {t:?}, before its operation started at {:?}",
             self.epoch
         );
+        self.reached = self.reached.max(self.clock);
         self.clock = t;
     }
 
@@ -255,6 +262,7 @@ impl HostFs {
     pub fn restart_time(&mut self) {
         self.epoch = VirtualTime::ZERO;
         self.clock = VirtualTime::ZERO;
+        self.reached = VirtualTime::ZERO;
     }
 
     /// Moves the host's clock forward to `t` (never back): another actor's time has passed.
@@ -863,7 +871,8 @@ impl HostFs {
     }
 
     /// One file's dirty pages: each lies inside the file's size, holds a whole block (when
-    /// payloads are kept) and was dirtied no later than now. A file that is gone has none.
+    /// payloads are kept) and was dirtied no later than any actor has reached. A file that is
+    /// gone has none.
     fn check_cache_of(&self, ino: Ino) -> Result<(), String> {
         let bs = self.ns.layout().block_bytes;
         let blocks = match self.file_layout(ino) {
@@ -880,7 +889,7 @@ impl HostFs {
             if page.data.as_ref().is_some_and(|d| d.len() as u64 != bs) {
                 return Err(format!("dirty block {index} of {ino:?} is not {bs} bytes"));
             }
-            if page.dirtied > self.clock {
+            if page.dirtied > self.clock.max(self.reached) {
                 return Err(format!(
                     "dirty block {index} of {ino:?} was dirtied in the future"
                 ));
