@@ -500,8 +500,9 @@ fn fuzz_trace_reader_then_replay() {
     );
     assert!(n > 0);
     // A fuzz that never gets past the parser tests little: a run of the default length
-    // (thousands of cases, about one in a hundred reaching each) must reach both deep paths.
-    if n >= 2000 {
+    // (a thousand cases or more, about one in a hundred reaching each) must reach both deep
+    // paths. The cases come from the seed, so a given number of them always reaches as much.
+    if n >= 1000 {
         assert!(
             reached.iter().all(|&r| r > 0),
             "of {n} cases, {} ran an ISP instruction and {} a fused CISC op",
