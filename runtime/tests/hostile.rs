@@ -10,16 +10,27 @@ use std::sync::{Arc, OnceLock};
 fn engine() -> Arc<TaskEngine> {
     static ENGINE: OnceLock<Arc<TaskEngine>> = OnceLock::new();
     ENGINE
-        .get_or_init(|| {
-            Arc::new(
-                TaskEngine::new(EngineConfig {
-                    cache_dir: None,
-                    ..EngineConfig::default()
-                })
-                .unwrap(),
-            )
-        })
+        .get_or_init(|| new_engine(Allocation::Pooling))
         .clone()
+}
+
+/// The engine a process gets where the pool's address space is refused (`ulimit -v`).
+fn on_demand_engine() -> Arc<TaskEngine> {
+    static ENGINE: OnceLock<Arc<TaskEngine>> = OnceLock::new();
+    ENGINE
+        .get_or_init(|| new_engine(Allocation::OnDemand))
+        .clone()
+}
+
+fn new_engine(allocation: Allocation) -> Arc<TaskEngine> {
+    let e = TaskEngine::new(EngineConfig {
+        cache_dir: None,
+        allocation,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    assert_eq!(e.config().allocation, allocation);
+    Arc::new(e)
 }
 
 const INPUT: &[u8] = b"the quick brown fox jumps over the lazy dog\n";
@@ -38,10 +49,14 @@ const COPY: &str = r#"(module
     (i32.const 0)))"#;
 
 fn setup() -> (Csd, Task) {
+    setup_on(engine())
+}
+
+fn setup_on(engine: Arc<TaskEngine>) -> (Csd, Task) {
     let profile = Profile::load("daisyplus-femu").unwrap();
-    let mut csd = Csd::new(&profile, DataMode::Payloads, engine()).unwrap();
+    let mut csd = Csd::new(&profile, DataMode::Payloads, engine.clone()).unwrap();
     csd.import("/data/in.txt", INPUT).unwrap();
-    let copy = engine().load("copy", COPY.as_bytes()).unwrap();
+    let copy = engine.load("copy", COPY.as_bytes()).unwrap();
     (csd, copy)
 }
 
@@ -58,16 +73,26 @@ fn still_serving(csd: &mut Csd, copy: &Task) {
 }
 
 /// Runs `wat` (or raw bytes) as a task and returns its error, then checks the device serves.
+/// It runs under both allocators, which must stop it with the same error: the on-demand one
+/// keeps the pool's limits through the store's limiter.
 fn hostile(module: &[u8], ctx: IscContext) -> TaskError {
-    let (mut csd, copy) = setup();
-    let err = match engine().load("hostile", module) {
-        Err(e) => e,
-        Ok(task) => csd
-            .run(&task, &ctx)
-            .expect_err("the hostile task must fail"),
-    };
-    still_serving(&mut csd, &copy);
-    err
+    let [pooled, on_demand] = [engine(), on_demand_engine()].map(|engine| {
+        let (mut csd, copy) = setup_on(engine.clone());
+        let err = match engine.load("hostile", module) {
+            Err(e) => e,
+            Ok(task) => csd
+                .run(&task, &ctx)
+                .expect_err("the hostile task must fail"),
+        };
+        still_serving(&mut csd, &copy);
+        err
+    });
+    assert_eq!(
+        pooled.to_string(),
+        on_demand.to_string(),
+        "the pool and the on-demand allocator stop it alike"
+    );
+    pooled
 }
 
 fn module(body: &str) -> Vec<u8> {
@@ -419,52 +444,22 @@ fn a_gigantic_log_message_is_cut_not_copied_whole() {
     still_serving(&mut csd, &copy);
 }
 
-/// The on-demand allocator (what a process under `ulimit -v` falls back to) holds tasks to
-/// the pool's limits through the store's limiter: a memory bomb stops at its cap, a module
-/// with a second memory does not start, and a healthy task's result and fuel are the pool's.
+/// The on-demand allocator (what a process under `ulimit -v` falls back to) also refuses a
+/// module with a second memory, as the pool's one-memory slots do, and a healthy task burns
+/// the same fuel on it as in the pool (every hostile case above runs under both).
 #[test]
 fn the_on_demand_allocator_holds_tasks_to_the_pools_limits() {
-    let on_demand = Arc::new(
-        TaskEngine::new(EngineConfig {
-            cache_dir: None,
-            allocation: Allocation::OnDemand,
-            ..EngineConfig::default()
-        })
-        .unwrap(),
-    );
-    assert_eq!(on_demand.config().allocation, Allocation::OnDemand);
-    let profile = Profile::load("daisyplus-femu").unwrap();
-    let mut csd = Csd::new(&profile, DataMode::Payloads, on_demand.clone()).unwrap();
-    csd.import("/data/in.txt", INPUT).unwrap();
-    let bomb = on_demand
-        .load(
-            "bomb",
-            &module(
-                r#"(func (export "run") (result i32)
-                (loop $l (br_if $l (i32.ne (memory.grow (i32.const 16)) (i32.const -1))))
-                unreachable)"#,
-            ),
-        )
-        .unwrap();
-    let capped = read_ctx().limits(TaskLimits {
-        memory_bytes: Some(8 << 20),
-        ..TaskLimits::default()
-    });
-    let e = csd.run(&bomb, &capped).expect_err("the bomb stops");
-    assert!(
-        matches!(e, TaskError::MemoryLimit { cap, .. } if cap == 8 << 20),
-        "{e}"
-    );
+    let on_demand = on_demand_engine();
+    let (mut csd, copy) = setup_on(on_demand.clone());
     let two = r#"(module (memory (export "memory") 1) (memory 1)
         (func (export "run") (result i32) (i32.const 0)))"#;
-    match on_demand.load("two-memories", two.as_bytes()) {
-        Err(_) => {}
-        Ok(task) => {
+    for engine in [engine(), on_demand] {
+        let (mut csd, _) = setup_on(engine.clone());
+        if let Ok(task) = engine.load("two-memories", two.as_bytes()) {
             csd.run(&task, &read_ctx())
                 .expect_err("a second memory is refused");
         }
     }
-    let copy = on_demand.load("copy", COPY.as_bytes()).unwrap();
     let here = csd.run(&copy, &read_ctx()).unwrap();
     assert_eq!(here.ret, INPUT);
     let (mut pooled, pooled_copy) = setup();
