@@ -18,8 +18,10 @@ use std::process::ExitCode;
 /// FTL with GC, a device CPU running WebAssembly tasks) so the same command and seed always
 /// print the same numbers.
 ///
-/// Run without a command, csd runs its main job: `csd replay`, which replays the bundled
-/// sample trace (unpacking a source tarball) under every offload design and compares them.
+/// Run without a command, csd runs its main job: `csd replay grep-src.trace --offload
+/// grep-src.plan.toml --design all,host`, which replays a recorded grep over a source tree
+/// with its scans offloaded under every design, compares them with the host alone, and
+/// saves the run.
 /// Logs go to stderr, filtered by RUST_LOG (e.g. RUST_LOG=csd_device=debug).
 #[derive(Parser, Debug)]
 #[command(name = "csd", version, about, long_about, propagate_version = true)]

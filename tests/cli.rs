@@ -128,6 +128,12 @@ fn bare_csd_runs_the_default_job() {
     // The per-op tables are behind --detail.
     assert!(!out.contains("p99.9 µs"), "{out}");
     assert!(stderr(&o).contains("default job"));
+    // `csd --help` names the job it runs, so the two cannot drift apart.
+    let help = stdout(&csd(&["--help"])).replace('\n', " ");
+    assert!(
+        help.contains("`csd replay grep-src.trace --offload grep-src.plan.toml --design all,host`"),
+        "{help}"
+    );
     // The README's quick start shows the table exactly as it prints.
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
@@ -1203,6 +1209,9 @@ fn bench_tasks_times_only_the_kernels_named() {
         .map(|k| k["kernel"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["stats64", "knn"]);
+    // Wall-time figures name the machine that measured them.
+    assert!(v["machine"]["logical_cpus"].as_u64().unwrap() >= 1, "{v}");
+    assert!(!v["machine"]["cpu"].as_str().unwrap().is_empty(), "{v}");
     for k in v["kernels"].as_array().unwrap() {
         assert!(k["wasm_ns"].as_u64().unwrap() > 0, "{k}");
         assert!(k["native_ns"].as_u64().unwrap() > 0, "{k}");
@@ -1226,7 +1235,7 @@ fn bench_coalesce_reports_three_sizes() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let points = v.as_array().unwrap();
+    let points = v["points"].as_array().unwrap();
     let sizes: Vec<u64> = points
         .iter()
         .map(|p| p["intervals"].as_u64().unwrap())

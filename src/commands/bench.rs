@@ -141,6 +141,19 @@ struct FtlBenchReport {
 }
 
 pub fn run(cmd: &BenchCmd) -> anyhow::Result<()> {
+    // Tables name their machine first; `--json` reports carry it (`machine::print_json`).
+    let table = match cmd {
+        BenchCmd::Ftl(a) => !a.json,
+        BenchCmd::Tasks(a) => !a.json,
+        BenchCmd::Coalesce(a) => !a.json,
+        BenchCmd::Cisc(a) => !a.json,
+        BenchCmd::Replay(a) => !a.json,
+        BenchCmd::Sweep(a) => !a.json,
+        BenchCmd::ReplayChild(_) | BenchCmd::FtlRss(_) | BenchCmd::FtlRunRss(_) => false,
+    };
+    if table {
+        println!("machine: {}\n", super::machine::Machine::this());
+    }
     match cmd {
         BenchCmd::Ftl(args) => ftl(args),
         BenchCmd::Tasks(args) => tasks(args),
@@ -195,7 +208,7 @@ fn ftl(args: &FtlArgs) -> anyhow::Result<()> {
         sustained,
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        super::machine::print_json(&report)?;
     } else {
         print_ftl(&report);
     }
@@ -674,7 +687,7 @@ fn tasks(args: &TasksArgs) -> anyhow::Result<()> {
         },
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        super::machine::print_json(&report)?;
         return Ok(());
     }
     println!(

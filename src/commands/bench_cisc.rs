@@ -86,7 +86,7 @@ pub fn run(args: &CiscArgs) -> anyhow::Result<()> {
         });
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        super::machine::print_json_rows("rows", &rows)?;
         return Ok(());
     }
     println!(

@@ -80,7 +80,7 @@ pub fn run(args: &CoalesceArgs) -> anyhow::Result<()> {
         });
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&points)?);
+        super::machine::print_json_rows("points", &points)?;
         return Ok(());
     }
     println!(

@@ -241,7 +241,7 @@ pub fn run(args: &ReplayBenchArgs) -> anyhow::Result<()> {
         rss_growth_ratio: full.rss_peak_bytes as f64 / quarter.rss_peak_bytes.max(1) as f64,
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        super::machine::print_json(&r)?;
         return Ok(());
     }
     println!(

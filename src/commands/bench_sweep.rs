@@ -137,7 +137,7 @@ pub fn run(args: &SweepBenchArgs) -> anyhow::Result<()> {
         uncontended_parallel_s: fixed + points.div_ceil(jobs) as f64 * per_point,
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        super::machine::print_json(&r)?;
     } else {
         print(&r, args);
     }

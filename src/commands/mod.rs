@@ -7,6 +7,7 @@ pub mod crashcheck;
 pub mod device;
 pub mod fusion;
 pub mod ispfs;
+pub mod machine;
 pub mod memory;
 pub mod ndp;
 pub mod offload;
