@@ -67,9 +67,23 @@ pub struct IspCosts {
     /// The host memory its kernel and user space keep resident, which neither the page
     /// cache nor a RAM disk can use, bytes.
     pub host_resident_bytes: u64,
+    /// How fast the host CPU moves bytes to and from the board with its own loads and
+    /// stores (programmed I/O: no DMA engine serves the board), bytes/s. Profiles written
+    /// before it existed read as 0: not bounded.
+    #[serde(default)]
+    pub host_pio_bytes_per_sec: u64,
 }
 
 impl IspCosts {
+    /// The host CPU's programmed I/O of `bytes` to or from the board, ns (0 when not
+    /// bounded).
+    pub fn pio_ns(&self, bytes: u64) -> f64 {
+        match self.host_pio_bytes_per_sec {
+            0 => 0.0,
+            rate => bytes as f64 * 1e9 / rate as f64,
+        }
+    }
+
     /// Checks the values; returns `(field, reason)`.
     pub fn check(&self) -> Result<(), (String, String)> {
         for (field, v) in [
@@ -104,6 +118,12 @@ impl IspCosts {
                 "isp".into(),
                 "chips_per_group and controllers must be at most 64, row_buffer_bytes at most 1 MiB"
                     .into(),
+            ));
+        }
+        if self.host_pio_bytes_per_sec > 0 && self.host_pio_bytes_per_sec < 1 << 10 {
+            return Err((
+                "isp.host_pio_bytes_per_sec".into(),
+                "must be 0 (not bounded) or at least 1 KiB/s".into(),
             ));
         }
         if self.cdc_sync_cycles > 16 {
@@ -270,6 +290,13 @@ impl Engine {
         self.fetch_ns(bytes.max(1))
     }
 
+    /// A host CPU's copy of `bytes` between its memory and the board: its accesses at the
+    /// controllers ([`Engine::host_ns`]) or its programmed I/O, whichever takes longer (each
+    /// load or store is one bus transaction that waits for the controller's answer).
+    pub fn host_copy_ns(&self, bytes: u64) -> f64 {
+        self.host_ns(bytes).max(self.costs.pio_ns(bytes))
+    }
+
     /// How long a host request waits when it arrives `since_ns` after an instruction's
     /// first fetch began (the engine streaming without pause since): the rest of the access
     /// in flight or about to start, if one is.
@@ -434,6 +461,28 @@ mod tests {
         assert!((s.engine_ns - alone) as f64 <= host_total + 1.0);
         // With no host requests, nothing changes.
         assert_eq!(e.shared(len, len / BLOCK_BYTES, &[]).engine_ns, alone);
+    }
+
+    /// The host's copy moves at its programmed I/O where that is slower than the
+    /// controllers, as on the board (25 MB/s against 84); unbounded, at the controllers.
+    #[test]
+    fn a_host_copy_is_bounded_by_the_cpus_programmed_io() {
+        let c = board();
+        let e = Engine::new(&c);
+        let mib = 1 << 20;
+        assert!(c.host_pio_bytes_per_sec > 0);
+        let pio = mib as f64 * 1e9 / c.host_pio_bytes_per_sec as f64;
+        assert!(pio > e.host_ns(mib));
+        assert_eq!(e.host_copy_ns(mib), pio);
+        let mut free = board();
+        free.host_pio_bytes_per_sec = 0;
+        assert_eq!(Engine::new(&free).host_copy_ns(mib), e.host_ns(mib));
+        free.host_pio_bytes_per_sec = 1;
+        assert!(free
+            .check()
+            .unwrap_err()
+            .0
+            .contains("host_pio_bytes_per_sec"));
     }
 
     #[test]

@@ -14,8 +14,9 @@
 //!
 //! - **ISPFS** has no page cache and no block layer (§3.1): a `read` or `write` is a system
 //!   call and one copy between the user's buffer and the medium. On the PCM board a read
-//!   moves at the slowest of the CPU's copy, the FMC link and the PCM controllers
-//!   ([`Engine::host_ns`]), and a write waits for the device model's programs.
+//!   moves at the slowest of the CPU's copy, the FMC link, and the CPU's programmed I/O or
+//!   the PCM controllers ([`Engine::host_copy_ns`]), and a write waits for the device
+//!   model's programs.
 //! - **EXT4-like**: every call goes through the page cache, paying per 4 KiB page its work
 //!   (`host.page_cache_page_ns`) and a copy. A page that is not cached is read through the
 //!   block layer (`isp.block_request_ns` per request of at most `isp.readahead_bytes`) and
@@ -456,7 +457,7 @@ fn ispfs_pcm_ns(
         let link = bytes as f64 * 1e9 / profile.host_interface.pcie_bytes_per_sec as f64;
         (copy_ns(profile, bytes) as f64)
             .max(link)
-            .max(engine.host_ns(bytes))
+            .max(engine.host_copy_ns(bytes))
             .round() as u64
     };
     if !test.writes() {
@@ -928,7 +929,9 @@ impl<'a> Ext4<'a> {
         } else {
             d.read_at(IoPath::Internal, at, off, bytes, None)?
         };
-        Ok(c.done)
+        // The driver's copy to or from the board is the CPU's programmed I/O.
+        let pio = at.after(self.costs.pio_ns(bytes).round() as u64);
+        Ok(c.done.max(pio))
     }
 }
 
@@ -937,8 +940,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_favour_ispfs_and_writes_wait_for_the_pcm() {
+    fn on_the_board_reads_move_at_programmed_io_and_writes_wait_for_the_pcm() {
         let profile = Profile::load("pcm-zynq").unwrap();
+        let pio_mbs = profile.isp.as_ref().unwrap().host_pio_bytes_per_sec as f64 / 1e6;
         let spec = IozoneSpec {
             file_bytes: vec![1 << 20],
             record_bytes: vec![4 << 10, 256 << 10],
@@ -950,8 +954,11 @@ mod tests {
         for p in &r.points {
             assert!(p.ispfs_mb_per_sec > 0.0 && p.ext4_mb_per_sec > 0.0);
             if !p.test.writes() {
-                // No page-cache work on ISPFS: faster, by the copy's share at most.
-                assert!(p.ratio() > 1.0 && p.ratio() < 4.0, "{p:?}");
+                // ISPFS copies out of the board by the CPU's own loads, EXT4 out of its page
+                // cache in DRAM (the 1 MiB file stays cached), so EXT4 reads faster here.
+                assert!(p.ispfs_mb_per_sec < pio_mbs, "{p:?}");
+                assert!(p.ispfs_mb_per_sec > 0.95 * pio_mbs, "{p:?}");
+                assert!(p.ratio() < 1.0, "{p:?}");
             }
         }
         // Reading in order or at random costs ISPFS the same: no readahead to lose.

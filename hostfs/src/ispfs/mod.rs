@@ -225,8 +225,9 @@ impl Ispfs {
         })
     }
 
-    /// A stage instruction: the range read through the controllers, then the stage's Wasm
-    /// on the board's CPU, costed by its fuel (`device_cpu.ns_per_fuel`).
+    /// A stage instruction: the range read by the Zynq's CPU (through the controllers, by
+    /// programmed I/O: [`Engine::host_copy_ns`]), then the stage's Wasm on that CPU, costed
+    /// by its fuel (`device_cpu.ns_per_fuel`).
     fn stage(
         &mut self,
         search: &Search,
@@ -249,7 +250,7 @@ impl Ispfs {
             .run(&stage, &input, &[], STAGE_OUTPUT_MAX)
             .map_err(|e| IspError::Stage(format!("'{name}': {e}")))?;
         let ns = self.engine.setup_ns()
-            + self.engine.host_ns(t.len)
+            + self.engine.host_copy_ns(t.len)
             + run.fuel as f64 * self.ns_per_fuel;
         Ok((run.output, ns.round() as u64))
     }
