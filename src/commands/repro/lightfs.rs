@@ -101,9 +101,9 @@ const LACKS: &[Lack] = &[
     Lack {
         ids: &["lightfs.fig3a.warm.frag-s"],
         why: "a warm one-file read costs tR and 16 KiB over one channel here; Fig. 3(a) \
-              implies a fraction of that, as a hit in Cosmos+'s DRAM data buffer would give, \
-              but whether NDP reads pass through that buffer is not said, so it is not \
-              modelled",
+              implies a fraction of that, as a hit in Cosmos+'s DRAM data buffer would give \
+              (GreedyFTL keeps 16 slices a die); modelled, that buffer makes every warm read \
+              free, which §IV-C's warm 17 and 22 µs a file rule out, so it is not modelled",
     },
     Lack {
         ids: &[
