@@ -10,10 +10,10 @@
 //!   cache over the same PCM: readahead issues block requests of at most
 //!   `isp.readahead_bytes`, each through the block layer and a RAM-disk-like driver that
 //!   copies from the medium with the CPU (programmed I/O, `isp.host_pio_bytes_per_sec`);
-//!   then the page-cache work per page, the copy to the
-//!   user buffer, and the search itself, the `search` stage run once per keyword in the host
-//!   CPU's Wasm sandbox and costed by its fuel (`host.cpu_ns_per_fuel`). Every one of these
-//!   is CPU time, so the host CPU is busy throughout.
+//!   then the page-cache work per page, the copy to the user buffer, and the search itself,
+//!   the `search` stage run once per keyword in the host CPU's Wasm sandbox and costed by
+//!   its fuel (`host.cpu_ns_per_fuel`). Every one of these is CPU time, so the host CPU is
+//!   busy throughout.
 //!
 //! Both solutions count the same words in the same bytes, and must agree. The paper counts
 //! the software solution's block requests (blktrace) and the ISP solution's system calls;
