@@ -454,10 +454,8 @@ fn ispfs_pcm_ns(
 ) -> Result<u64, IspfsError> {
     let file = ops.len() as u64 * record;
     let copy = |bytes: u64| {
-        let link = bytes as f64 * 1e9 / profile.host_interface.pcie_bytes_per_sec as f64;
         (copy_ns(profile, bytes) as f64)
-            .max(link)
-            .max(engine.host_copy_ns(bytes))
+            .max(super::board_copy_ns(profile, engine, bytes))
             .round() as u64
     };
     if !test.writes() {

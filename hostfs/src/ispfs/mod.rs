@@ -35,6 +35,14 @@ use std::collections::BTreeMap;
 /// The command file's name in every directory.
 pub const COMMAND_FILE: &str = ".isp";
 
+/// A host CPU's copy of `bytes` between its memory and the board, ns: no faster than the FMC
+/// link (`host_interface.pcie_bytes_per_sec`), the controllers or the CPU's programmed I/O
+/// ([`Engine::host_copy_ns`]).
+pub fn board_copy_ns(profile: &Profile, engine: &Engine, bytes: u64) -> f64 {
+    let link = bytes as f64 * 1e9 / profile.host_interface.pcie_bytes_per_sec as f64;
+    link.max(engine.host_copy_ns(bytes))
+}
+
 /// The most bytes the engine model holds at once while it streams a file (its comparison
 /// is chunked, so a file of any size costs this much memory).
 const CHUNK_BYTES: u64 = 1 << 20;

@@ -273,9 +273,8 @@ fn software(
     // open, the reads (the last one finds the end), close.
     let syscalls = 2 + size.div_ceil(spec.read_bytes) + 1;
     let (found, fuel) = search(runner, keys, text)?;
-    let link = profile.host_interface.pcie_bytes_per_sec as f64;
     let engine = csd_device::isp::Engine::new(isp);
-    let medium_ns = (size as f64 * 1e9 / link).max(engine.host_copy_ns(size));
+    let medium_ns = super::board_copy_ns(profile, &engine, size);
     let ns = block_requests as f64 * isp.block_request_ns as f64
         + medium_ns
         + (pages * host.page_cache_page_ns) as f64

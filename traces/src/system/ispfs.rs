@@ -211,10 +211,8 @@ impl<'a> IspfsSystem<'a> {
     /// One copy between a user buffer and the PCM.
     fn copy_ns(&self, bytes: u64) -> u64 {
         let cpu = bytes as f64 * 1e9 / self.profile.host.copy_bytes_per_sec as f64;
-        let link = bytes as f64 * 1e9 / self.profile.host_interface.pcie_bytes_per_sec as f64;
-        cpu.max(link)
-            .max(self.fs.engine().host_copy_ns(bytes))
-            .round() as u64
+        let board = csd_hostfs::ispfs::board_copy_ns(&self.profile, self.fs.engine(), bytes);
+        cpu.max(board).round() as u64
     }
 
     fn open(&mut self, path: &str, write: bool, create: bool) -> Result<TraceFd, OpError> {
