@@ -239,6 +239,32 @@ mod tests {
         }
     }
 
+    /// SIFT §4.3.2: one execution context interprets and inserts every raw record before the
+    /// coalesced replay starts, so a nanosecond more per record interpreted adds exactly the
+    /// raw set's size to the checkpoint, however many workers the device has.
+    #[test]
+    fn the_tree_is_fed_one_record_at_a_time() {
+        let p = Profile::load("bluefield2-pm1735").unwrap();
+        let spec = BacklogSpec::paper(Backlog::HighOverlap, 0.002);
+        let with = |record_ns: u64, workers: u32| {
+            let mut p = p.clone();
+            let costs = p.persist.as_mut().unwrap();
+            costs.device_record_ns = record_ns;
+            costs.device_workers = workers;
+            run(&p, Backlog::HighOverlap, spec, Config::Coalesce, 3).unwrap()
+        };
+        for workers in [8, 32] {
+            let before = with(500, workers);
+            let added_ns = (with(1500, workers).checkpoint_ms - before.checkpoint_ms) * 1e6;
+            let expected = 1000.0 * before.checkpoint.raw_records as f64;
+            assert!(before.checkpoint.raw_records > 1000, "{before:?}");
+            assert!(
+                (added_ns - expected).abs() <= 1e-6 * expected,
+                "{workers} workers: {added_ns} ns added, {expected} expected"
+            );
+        }
+    }
+
     /// SIFT §5.3–5.4's qualitative results in the model, at a size where 4 inodes meet
     /// thousands of inode updates as in the paper.
     #[test]

@@ -67,10 +67,16 @@ impl PersistCosts {
 
 impl PersistCosts {
     /// CPU time of the coalescing engine building its range tree over a batch (nothing for
-    /// the raw-replay configurations).
+    /// the raw-replay configurations). Every raw record is interpreted (located and put in
+    /// staged-before-journaled order, `device_record_ns`, as a raw replay interprets it) and
+    /// then inserted (`coalesce_record_ns`), both in the one execution context that feeds
+    /// the tree (SIFT §4.3.1–4.3.2): unlike a raw replay's records, these are not spread
+    /// over the device's workers.
     pub fn build_ns(&self, config: Config, batch: &CheckpointStats) -> u64 {
         match config {
-            Config::Coalesce => batch.raw_records * self.coalesce_record_ns,
+            Config::Coalesce => {
+                batch.raw_records * (self.device_record_ns + self.coalesce_record_ns)
+            }
             Config::Vanilla | Config::Offload => 0,
         }
     }
