@@ -11,7 +11,7 @@ use crate::ftl::{Ftl, FtlCounters, WriteOutcome};
 use crate::geometry::Geometry;
 use crate::profile::Profile;
 use crate::stamp::{ContentStamp, Instance};
-use crate::timing::BusyClocks;
+use crate::timing::{BusyClocks, LinkDirection};
 use crate::txn::state::Txn;
 use serde::Serialize;
 
@@ -451,7 +451,7 @@ impl Device {
         let done = match path {
             IoPath::Host => {
                 self.counters.host_bytes_read += bytes;
-                self.clocks.dma(flash_done, bytes)
+                self.clocks.dma(LinkDirection::ToHost, flash_done, bytes)
             }
             IoPath::Internal => {
                 self.counters.internal_bytes_read += bytes;
@@ -472,7 +472,7 @@ impl Device {
         match path {
             IoPath::Host => {
                 self.counters.host_bytes_written += bytes;
-                self.clocks.dma(t0, bytes)
+                self.clocks.dma(LinkDirection::ToDevice, t0, bytes)
             }
             IoPath::Internal => {
                 self.counters.internal_bytes_written += bytes;
@@ -734,11 +734,12 @@ impl Device {
         }
     }
 
-    /// A host-link transfer of `bytes` that is not a block I/O (task arguments, results):
-    /// books the PCIe link and returns when the DMA completes.
-    pub fn host_transfer(&mut self, at: VirtualTime, bytes: u64) -> Completion {
+    /// A host-link transfer of `bytes` that is not a block I/O (task arguments to the device,
+    /// results to the host): books the link's direction `dir` and returns when the DMA
+    /// completes.
+    pub fn host_transfer(&mut self, dir: LinkDirection, at: VirtualTime, bytes: u64) -> Completion {
         self.clocks.submit(at);
-        let done = self.clocks.dma(at, bytes);
+        let done = self.clocks.dma(dir, at, bytes);
         Completion {
             submitted: at,
             done,

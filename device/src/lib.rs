@@ -58,5 +58,5 @@ pub use ftl::{Ftl, FtlCounters, GcWork};
 pub use geometry::Geometry;
 pub use profile::{FtlPolicy, Profile, ProfileError};
 pub use stamp::ContentStamp;
-pub use timing::transfer_ns;
+pub use timing::{transfer_ns, LinkDirection};
 pub use txn::{FileId, RecoveryReport, TaskId, TxError, TxnStats};

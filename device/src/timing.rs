@@ -13,6 +13,11 @@
 //! page is sensed (tens of µs ahead), and its DMA after that. With a plain busy-until clock a
 //! write issued a microsecond later would queue behind that future transfer although the bus
 //! is idle until then; a timeline lets it use the gap.
+//!
+//! The host link has one timeline per direction: PCIe is dual-simplex (each lane is a pair of
+//! differential pairs, one each way), so a read's data flowing to the host never waits for a
+//! write's flowing to the device. A profile whose link is simplex (`host_interface.simplex`,
+//! ISPFS's FMC connector) shares one timeline between them.
 
 use crate::addr::{ChannelId, DieId, VirtualTime};
 use crate::ftl::GcWork;
@@ -54,8 +59,23 @@ pub struct HostInterface {
     pub command_cores: u32,
     /// Fixed latency a command pays on the link (doorbell, descriptor fetch, completion write).
     pub pcie_command_ns: u64,
-    /// Effective DMA bandwidth of the link, shared by all commands.
+    /// Effective DMA bandwidth of the link in each direction, shared by all commands moving
+    /// data that way.
     pub pcie_bytes_per_sec: u64,
+    /// Both directions share the link's one data path (ISPFS's FMC connector), rather than a
+    /// path each way as PCIe has. Absent: full duplex. (Always written out, so `csd repro
+    /// --set` can name it on any profile.)
+    #[serde(default)]
+    pub simplex: bool,
+}
+
+/// Which way a DMA moves data over the host link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkDirection {
+    /// Host memory to the device: written data, commands' arguments, layouts, paths.
+    ToDevice,
+    /// The device to host memory: read data, a task's results.
+    ToHost,
 }
 
 fn one_core() -> u32 {
@@ -176,7 +196,10 @@ pub struct BusyClocks {
     now: VirtualTime,
     die_free: Vec<VirtualTime>,
     channels: Vec<Timeline>,
-    link: Timeline,
+    /// The host link's two directions; a simplex link uses only `to_device`.
+    to_device: Timeline,
+    to_host: Timeline,
+    simplex: bool,
     page_read_ns: u64,
     page_program_ns: u64,
     block_erase_ns: u64,
@@ -197,7 +220,9 @@ impl BusyClocks {
             now: VirtualTime::ZERO,
             die_free: vec![VirtualTime::ZERO; dies as usize],
             channels: vec![Timeline::default(); channels as usize],
-            link: Timeline::default(),
+            to_device: Timeline::default(),
+            to_host: Timeline::default(),
+            simplex: host.simplex,
             page_read_ns: timing.page_read_ns,
             page_program_ns: timing.page_program_ns,
             block_erase_ns: timing.block_erase_ns,
@@ -255,13 +280,16 @@ impl BusyClocks {
         done
     }
 
-    /// A DMA of `bytes` over the shared host link, starting no earlier than `at`; returns when
-    /// it completes, including the wait for the link and the per-command latency.
-    pub fn dma(&mut self, at: VirtualTime, bytes: u64) -> VirtualTime {
+    /// A DMA of `bytes` over the host link in direction `dir`, starting no earlier than `at`;
+    /// returns when it completes, including the wait for the link and the per-command latency.
+    pub fn dma(&mut self, dir: LinkDirection, at: VirtualTime, bytes: u64) -> VirtualTime {
         let stream_ns = transfer_ns(bytes, self.pcie_bytes_per_sec);
+        let link = match dir {
+            LinkDirection::ToHost if !self.simplex => &mut self.to_host,
+            _ => &mut self.to_device,
+        };
         // The per-command latency is pipelined: it does not occupy the link's bandwidth.
-        self.link
-            .reserve(self.now, at, stream_ns)
+        link.reserve(self.now, at, stream_ns)
             .after(stream_ns + self.pcie_command_ns)
     }
 
@@ -279,7 +307,9 @@ impl BusyClocks {
             .map(Timeline::horizon)
             .max()
             .unwrap_or(VirtualTime::ZERO);
-        dies.max(channels).max(self.link.horizon())
+        dies.max(channels)
+            .max(self.to_device.horizon())
+            .max(self.to_host.horizon())
     }
 
     /// Forgets all reservations (used after preconditioning, so measurements start idle).
@@ -287,7 +317,8 @@ impl BusyClocks {
         self.now = VirtualTime::ZERO;
         self.die_free.fill(VirtualTime::ZERO);
         self.channels.fill(Timeline::default());
-        self.link = Timeline::default();
+        self.to_device = Timeline::default();
+        self.to_host = Timeline::default();
     }
 }
 
@@ -309,8 +340,32 @@ mod tests {
             command_cores: 1,
             pcie_command_ns: 500,
             pcie_bytes_per_sec: 4_000_000_000,
+            simplex: false,
         };
         BusyClocks::new(4, 2, 4096, &t, &h)
+    }
+
+    /// PCIe is dual-simplex: data to the host does not wait for data to the device. The FMC
+    /// link ISPFS runs over is simplex, and there the two take turns.
+    #[test]
+    fn a_duplex_link_moves_both_ways_at_once() {
+        let at = VirtualTime::ZERO;
+        let one_way = 1_000_000 + 500; // 4 MB at 4 GB/s, and the command latency
+        let mut c = clocks();
+        assert_eq!(c.dma(LinkDirection::ToDevice, at, 4_000_000).ns(), one_way);
+        assert_eq!(c.dma(LinkDirection::ToHost, at, 4_000_000).ns(), one_way);
+        assert_eq!(
+            c.dma(LinkDirection::ToHost, at, 4_000_000).ns(),
+            one_way + 1_000_000,
+            "one direction is still shared"
+        );
+        c.simplex = true;
+        c.reset();
+        assert_eq!(c.dma(LinkDirection::ToDevice, at, 4_000_000).ns(), one_way);
+        assert_eq!(
+            c.dma(LinkDirection::ToHost, at, 4_000_000).ns(),
+            one_way + 1_000_000
+        );
     }
 
     #[test]

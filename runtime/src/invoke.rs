@@ -10,8 +10,8 @@ use crate::volume::Volume;
 pub use csd_device::invocation::{Breakdown, TaskReport};
 pub use csd_device::txn::ExecMode;
 use csd_device::{
-    Accelerators, DataMode, Device, DeviceCpu, FileId, FileMode, IoPath, Lpn, Profile, TxError,
-    VirtualTime,
+    Accelerators, DataMode, Device, DeviceCpu, FileId, FileMode, IoPath, LinkDirection, Lpn,
+    Profile, TxError, VirtualTime,
 };
 use std::sync::Arc;
 use wasmtime::{Extern, Store, Trap};
@@ -351,7 +351,7 @@ impl Drive<'_> {
         } else {
             storage
                 .device
-                .host_transfer(state.clock, state.ret.len() as u64)
+                .host_transfer(LinkDirection::ToHost, state.clock, state.ret.len() as u64)
         };
         state.breakdown.dma_ns += ret_out.dma_ns;
         *clock = ret_out.done;
@@ -426,9 +426,10 @@ impl Drive<'_> {
         }
         let commanded = started.after(self.profile.host_interface.nvme_command_ns);
         breakdown.others_ns = commanded.since(started);
-        let args_in = storage
-            .device
-            .host_transfer(commanded, ctx.args.len() as u64);
+        let args_in =
+            storage
+                .device
+                .host_transfer(LinkDirection::ToDevice, commanded, ctx.args.len() as u64);
         breakdown.dma_ns = args_in.dma_ns;
         let processor = Processor {
             cpu: self.profile.device_cpu.clone(),

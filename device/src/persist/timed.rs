@@ -13,7 +13,7 @@
 use super::cost::{Executor, PersistCosts, Placement};
 use super::service::{CheckpointIo, Replay, SiftError};
 use crate::device::{DataMode, Device, IoPath};
-use crate::{DeviceError, Profile, VirtualTime};
+use crate::{DeviceError, LinkDirection, Profile, VirtualTime};
 use std::collections::VecDeque;
 
 /// Why a timed run of the persistence path failed.
@@ -113,7 +113,7 @@ impl Chain {
         let at = self.clock;
         let end = match &step.op {
             Op::Cpu(ns) => at.after(*ns),
-            Op::Transfer(bytes) => dev.host_transfer(at, *bytes).done,
+            Op::Transfer(bytes) => dev.host_transfer(LinkDirection::ToDevice, at, *bytes).done,
             Op::Read(path, reqs) | Op::Write(path, reqs) => {
                 let write = matches!(step.op, Op::Write(..));
                 let mut end = at;

@@ -6,7 +6,7 @@
 
 use super::ops::Seg;
 use csd_device::storagefs::sched::{CoreScheduler, Job, Policy};
-use csd_device::{Device, DeviceError, IoPath, VirtualTime};
+use csd_device::{Device, DeviceError, IoPath, LinkDirection, VirtualTime};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -60,10 +60,14 @@ impl Sim<'_> {
         Ok(Some(match seg {
             Seg::Host(ns) => now.after(*ns),
             Seg::Link { bytes } => {
-                d.host_transfer(now.after(self.pcie_command_ns), *bytes)
-                    .done
+                d.host_transfer(
+                    LinkDirection::ToDevice,
+                    now.after(self.pcie_command_ns),
+                    *bytes,
+                )
+                .done
             }
-            Seg::Dma { bytes } => d.host_transfer(now, *bytes).done,
+            Seg::Dma { bytes } => d.host_transfer(LinkDirection::ToHost, now, *bytes).done,
             Seg::Read(ranges) => d.read_ranges(IoPath::Internal, now, ranges, None)?.done,
             Seg::Write(ranges) => d.write_ranges(IoPath::Internal, now, ranges, None)?.done,
             Seg::Core(ns) => {

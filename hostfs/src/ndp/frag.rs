@@ -11,6 +11,7 @@ use super::{
     OffloadDesign,
 };
 use crate::fs::{byte_ranges, HostFs};
+use csd_device::LinkDirection;
 
 /// frag-m's thread count: the Cosmos+ OpenSSD's I/O queue count, where LightFS found frag-m
 /// at its best.
@@ -76,7 +77,9 @@ impl OffloadDesign for Frag {
                 // The device fetches the layout (and arguments) from host memory.
                 2 => {
                     let bytes = layout_bytes(job.ranges.len()) + args_bytes;
-                    let c = fs.device_mut().host_transfer(t, bytes);
+                    let c = fs
+                        .device_mut()
+                        .host_transfer(LinkDirection::ToDevice, t, bytes);
                     job.stages.dma_ns += c.done.since(t) as f64;
                     Ok(Some(c.done))
                 }

@@ -11,7 +11,7 @@ use super::{
 use crate::fs::{byte_ranges, FsError, HostFs};
 use crate::namespace::InodeKind;
 use crate::perms::Access;
-use csd_device::{IoPath, Lpn};
+use csd_device::{IoPath, LinkDirection, Lpn};
 use std::collections::BTreeSet;
 
 #[derive(Default)]
@@ -58,7 +58,9 @@ impl OffloadDesign for Fsr {
             // The path string (NUL-terminated) and arguments cross PCIe.
             1 => {
                 let bytes = job.path.len() as u64 + 1 + args_bytes;
-                let c = fs.device_mut().host_transfer(t, bytes);
+                let c = fs
+                    .device_mut()
+                    .host_transfer(LinkDirection::ToDevice, t, bytes);
                 job.stages.dma_ns += c.done.since(t) as f64;
                 Ok(Some(c.done))
             }

@@ -6,7 +6,7 @@ use super::cpu::CorePool;
 use super::{BytesStamp, Computed, FileOutcome, NdpCompute, NdpError, Stages};
 use crate::fs::{FsError, HostFs};
 use crate::perms::Cred;
-use csd_device::{IoPath, VirtualTime};
+use csd_device::{IoPath, LinkDirection, VirtualTime};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -165,7 +165,9 @@ pub(crate) fn device_steps(
             Ok(Some(done))
         }
         2 => {
-            let c = fs.device_mut().host_transfer(t, job.ret.len() as u64);
+            let c = fs
+                .device_mut()
+                .host_transfer(LinkDirection::ToHost, t, job.ret.len() as u64);
             job.stages.dma_ns += c.done.since(t) as f64;
             Ok(Some(c.done))
         }

@@ -26,7 +26,7 @@ use crate::prescan::Prescan;
 use csd_device::storagefs::{
     Credentials, FsStep, Redo, StageRunner, StorageFs, Submitted, MAX_FILE_BYTES,
 };
-use csd_device::{DataMode, Device, IoPath, Profile, VirtualTime};
+use csd_device::{DataMode, Device, IoPath, LinkDirection, Profile, VirtualTime};
 use csd_hostfs::fusion::ops::core_ns;
 use csd_sdk::cisc::{CiscBuilder, FileRef, Slot, Stage, MAX_INPUTS, MAX_SLOT_BYTES};
 use sha2::{Digest, Sha256};
@@ -305,12 +305,18 @@ impl<'a> FusionSystem<'a> {
         let t = at.after(self.costs.user_lib_op_ns);
         let t = self
             .device
-            .host_transfer(t.after(self.costs.pcie_command_ns), 0)
+            .host_transfer(
+                LinkDirection::ToDevice,
+                t.after(self.costs.pcie_command_ns),
+                0,
+            )
             .done;
         let ns = self.costs.request_ns + entries * self.costs.metadata_entry_ns;
         let t = self.on_core(t, ns);
         if out > 0 {
-            self.device.host_transfer(t, out).done
+            self.device
+                .host_transfer(LinkDirection::ToHost, t, out)
+                .done
         } else {
             t
         }
@@ -340,7 +346,11 @@ impl<'a> FusionSystem<'a> {
         let t = at.after(self.costs.user_lib_op_ns + host_ns);
         let t = self
             .device
-            .host_transfer(t.after(self.costs.pcie_command_ns), in_bytes)
+            .host_transfer(
+                LinkDirection::ToDevice,
+                t.after(self.costs.pcie_command_ns),
+                in_bytes,
+            )
             .done;
         let core = core_ns(&self.profile, done).round() as u64;
         let mut t = self.on_core(t, core);
@@ -358,7 +368,10 @@ impl<'a> FusionSystem<'a> {
         }
         let out: u64 = done.returned.iter().map(|r| r.len() as u64).sum();
         if out > 0 {
-            t = self.device.host_transfer(t, out).done;
+            t = self
+                .device
+                .host_transfer(LinkDirection::ToHost, t, out)
+                .done;
         }
         Ok(t)
     }

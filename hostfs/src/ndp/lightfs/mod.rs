@@ -25,7 +25,7 @@ use crate::fs::{byte_ranges, Fd, FsError, HostFs, OpenOptions};
 use crate::namespace::{parent_dir, Ino};
 use crate::ndpmeta::{EntryKind, Layout, NdpMeta};
 use crate::perms::{Access, Cred, Perms};
-use csd_device::{IoPath, VirtualTime};
+use csd_device::{IoPath, LinkDirection, VirtualTime};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// How often LightFS-Host's periodic updater runs `sync` on closed files. The paper gives no
@@ -675,7 +675,7 @@ impl OffloadDesign for LightFs {
             let at = fs.clock().after(p);
             let at = fs
                 .device_mut()
-                .host_transfer(at, 8 * list.len() as u64)
+                .host_transfer(LinkDirection::ToDevice, at, 8 * list.len() as u64)
                 .done;
             let done = if existing {
                 st.csd.lock(fs.device_mut(), at, &list)?
@@ -863,7 +863,11 @@ impl OffloadDesign for LightFs {
         let commanded = host_done.after(fs.device().profile().host_interface.nvme_command_ns);
         let received = fs
             .device_mut()
-            .host_transfer(commanded, plan.request_bytes(compute.args_bytes()))
+            .host_transfer(
+                LinkDirection::ToDevice,
+                commanded,
+                plan.request_bytes(compute.args_bytes()),
+            )
             .done;
         // LightFS-CSD: batch layout retrieval (the batch's indexes level by level), then
         // every read at once.
@@ -1093,7 +1097,7 @@ fn compute_in_read_order(
         let done = cpu.run(read_done, out.compute_ns);
         let returned = fs
             .device_mut()
-            .host_transfer(done, out.ret.len() as u64)
+            .host_transfer(LinkDirection::ToHost, done, out.ret.len() as u64)
             .done;
         finished = finished.max(returned);
         files[i] = Some(FileOutcome {
