@@ -46,8 +46,8 @@ const LACKS: &[Lack] = &[
               p50 at 208 µs are not modelled. Offload's p50 is bimodal: a foreground 4 KiB \
               write that meets a background fsync's journal transaction (over 512 KiB) on the \
               link waits for all of it, where NVMe arbitrates between queues a chunk at a \
-              time (with a 100× faster link every p50 is 29 µs, and offload runs at 1.35 \
-              Kops/s)",
+              time (with a 100× faster link every p50 is 29 µs, and the three throughputs \
+              rise to 0.160, 1.35 and 5.68 Kops/s)",
     },
     Lack {
         ids: &["sift.s52.p9999"],
