@@ -82,8 +82,9 @@ pub enum ProfileError {
     },
 }
 
-/// The most one firmware step (`device_cpu.*_ns`) may cost.
-const MAX_FIRMWARE_STEP_NS: u64 = 1_000_000_000;
+/// The most one firmware step (`device_cpu.*_ns`, and `persist`'s per-call, per-request
+/// and per-record costs) may cost.
+pub(crate) const MAX_FIRMWARE_STEP_NS: u64 = 1_000_000_000;
 
 /// The profiles compiled into every `csd` binary: `(name, TOML source)`.
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -478,6 +479,22 @@ mod tests {
         );
         let e = Profile::from_toml(&src, "t").unwrap_err().to_string();
         assert!(e.contains("device_cpu.delta_record_ns"), "{e}");
+        assert!(e.contains("more than a second"), "{e}");
+    }
+
+    #[test]
+    fn a_persist_cost_over_a_second_is_refused() {
+        let (_, src) = BUILTIN
+            .iter()
+            .find(|(name, _)| *name == "bluefield2-pm1735")
+            .unwrap();
+        let src = src.replacen(
+            "device_record_ns = ",
+            "device_record_ns = 9223372036854775807 #",
+            1,
+        );
+        let e = Profile::from_toml(&src, "t").unwrap_err().to_string();
+        assert!(e.contains("persist.device_record_ns"), "{e}");
         assert!(e.contains("more than a second"), "{e}");
     }
 
