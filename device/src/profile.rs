@@ -84,7 +84,23 @@ pub enum ProfileError {
 
 /// The most one firmware step (`device_cpu.*_ns`, and `persist`'s per-call, per-request
 /// and per-record costs) may cost.
-pub(crate) const MAX_FIRMWARE_STEP_NS: u64 = 1_000_000_000;
+const MAX_FIRMWARE_STEP_NS: u64 = 1_000_000_000;
+
+/// Refuses, by `table.field`, any per-step cost over a second: callers multiply these by
+/// step counts, and the bound keeps every product far from overflowing u64.
+pub(crate) fn at_most_a_second(
+    table: &str,
+    step: &str,
+    fields: &[(&str, u64)],
+) -> Result<(), (String, String)> {
+    match fields.iter().find(|(_, ns)| *ns > MAX_FIRMWARE_STEP_NS) {
+        Some((field, ns)) => Err((
+            format!("{table}.{field}"),
+            format!("{ns} ns is more than a second for {step}"),
+        )),
+        None => Ok(()),
+    }
+}
 
 /// The profiles compiled into every `csd` binary: `(name, TOML source)`.
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -299,19 +315,16 @@ impl Profile {
         }
         // Each is one firmware step, multiplied by how many steps a request takes: a second
         // is no step's cost, and the bound keeps the products far from overflowing.
-        for (field, ns) in [
-            ("metadata_entry_ns", cpu.metadata_entry_ns),
-            ("cached_entry_ns", cpu.cached_entry_ns()),
-            ("delta_record_ns", cpu.delta_record_ns),
-            ("request_ns", cpu.request_ns),
-        ] {
-            if ns > MAX_FIRMWARE_STEP_NS {
-                return Err((
-                    format!("device_cpu.{field}"),
-                    format!("{ns} ns is more than a second for one firmware step"),
-                ));
-            }
-        }
+        at_most_a_second(
+            "device_cpu",
+            "one firmware step",
+            &[
+                ("metadata_entry_ns", cpu.metadata_entry_ns),
+                ("cached_entry_ns", cpu.cached_entry_ns()),
+                ("delta_record_ns", cpu.delta_record_ns),
+                ("request_ns", cpu.request_ns),
+            ],
+        )?;
         for (name, acc) in [
             ("grep", &self.accelerators.grep),
             ("stats", &self.accelerators.stats),

@@ -8,7 +8,7 @@
 
 use super::service::{CheckpointStats, Config};
 use crate::device::IoPath;
-use crate::profile::MAX_FIRMWARE_STEP_NS;
+use crate::profile::at_most_a_second;
 use serde::{Deserialize, Serialize};
 
 // Placement is a cost concern: the service decides what is written, never on whose CPU.
@@ -62,25 +62,20 @@ impl PersistCosts {
                 return Err((format!("persist.{field}"), "must be greater than 0".into()));
             }
         }
-        // As the firmware's steps: the path multiplies these by record and request counts, a
-        // second is no one call's, request's or record's cost, and the bound keeps every
-        // product in u64 (2^32 records × 2 s < 2^64 ns).
-        for (field, value) in [
-            ("host_call_ns", self.host_call_ns),
-            ("host_io_ns", self.host_io_ns),
-            ("host_record_ns", self.host_record_ns),
-            ("device_io_ns", self.device_io_ns),
-            ("device_record_ns", self.device_record_ns),
-            ("coalesce_record_ns", self.coalesce_record_ns),
-        ] {
-            if value > MAX_FIRMWARE_STEP_NS {
-                return Err((
-                    format!("persist.{field}"),
-                    format!("{value} ns is more than a second for one call, request or record"),
-                ));
-            }
-        }
-        Ok(())
+        // As the firmware's steps: the path multiplies these by record and request counts
+        // (2^32 records × 2 s < 2^64 ns).
+        at_most_a_second(
+            "persist",
+            "one call, request or record",
+            &[
+                ("host_call_ns", self.host_call_ns),
+                ("host_io_ns", self.host_io_ns),
+                ("host_record_ns", self.host_record_ns),
+                ("device_io_ns", self.device_io_ns),
+                ("device_record_ns", self.device_record_ns),
+                ("coalesce_record_ns", self.coalesce_record_ns),
+            ],
+        )
     }
 }
 
