@@ -988,6 +988,14 @@ impl HostFs {
         Ok(self.open_file(fd)?.ino)
     }
 
+    /// The size of the file `fd` refers to (bytes written so far, dirty or not): where an
+    /// `O_APPEND` write lands.
+    pub fn fd_size(&self, fd: Fd) -> Result<u64, FsError> {
+        let ino = self.open_file(fd)?.ino;
+        let (size, _) = self.file_layout(ino).ok_or(FsError::Stale(fd.0))?;
+        Ok(size)
+    }
+
     /// The size and extents of the file `fd` refers to; an error if it was removed since.
     /// (csdlab drops a file's inode at `unlink` even while it is open, where POSIX would keep
     /// it until the last close: I/O through such an fd fails clearly instead.)

@@ -262,3 +262,155 @@ fn sync_and_syncfs_become_sync_events_that_round_trip() {
         .unwrap();
     assert_eq!(back, evs);
 }
+
+fn stats(text: &str) -> csd_traces::import::ImportStats {
+    convert(ImportFormat::Strace, text.as_bytes(), |_| Ok(())).unwrap()
+}
+
+#[test]
+fn a_copy_between_files_is_a_read_of_one_and_a_write_of_the_other() {
+    // What coreutils 9's `cp` and `cat` do, sendfile to a socket and a splice into a pipe
+    // (strace -f -ttt -T -y), and a copy that failed (cp then falls back to read and write).
+    let text = "\
+7 1000.000000 copy_file_range(3</w/a>, NULL, 4</w/b>, NULL, 9223372035781033984, 0) = 300000 <0.000298>
+7 1000.001000 copy_file_range(3</w/a>, [4096], 4</w/b>, [8192], 65536, 0) = 65536 <0.000100>
+7 1000.002000 sendfile(5<TCP:[10.0.0.1:80->10.0.0.2:5000]>, 3</w/a>, [0 => 1000], 1000) = 1000 <0.000050>
+7 1000.003000 splice(3</w/a>, NULL, 6<pipe:[123]>, NULL, 512, 0) = 512 <0.000010>
+7 1000.004000 copy_file_range(3</w/a>, NULL, 8</x/c>, NULL, 100, 0) = -1 EXDEV (Invalid cross-device link) <0.000010>
+7 1000.005000 copy_file_range(3</w/a>, 0x7ffd0000, 4</w/b>, NULL, 100, 0) = 100 <0.000010>
+";
+    let evs = events(ImportFormat::Strace, text).unwrap();
+    let ops: Vec<&Op> = evs.iter().map(|e| &e.op).collect();
+    let a = || "/w/a".to_string();
+    let b = || "/w/b".to_string();
+    assert_eq!(
+        ops,
+        [
+            &Op::Read {
+                fd: 3,
+                path: a(),
+                off: None,
+                len: 300000
+            },
+            &Op::Write {
+                fd: 4,
+                path: b(),
+                off: None,
+                len: 300000
+            },
+            &Op::Pread {
+                fd: 3,
+                path: a(),
+                off: 4096,
+                len: 65536
+            },
+            &Op::Pwrite {
+                fd: 4,
+                path: b(),
+                off: 8192,
+                len: 65536
+            },
+            &Op::Pread {
+                fd: 3,
+                path: a(),
+                off: 0,
+                len: 1000
+            },
+            &Op::Read {
+                fd: 3,
+                path: a(),
+                off: None,
+                len: 512
+            },
+            &Op::Read {
+                fd: 3,
+                path: a(),
+                off: None,
+                len: 0
+            },
+            &Op::Write {
+                fd: 8,
+                path: "/x/c".into(),
+                off: None,
+                len: 0
+            },
+        ],
+        "{evs:#?}"
+    );
+    // Both halves of a copy carry the call's time, result and errno.
+    assert_eq!((evs[0].t, evs[1].t), (0, 0));
+    assert_eq!((evs[0].ret, evs[1].ret), (Some(300000), Some(300000)));
+    assert!(evs[6..].iter().all(|e| e.ret == Some(-1)
+        && e.extra.get("errno").is_some_and(|v| v == "EXDEV")));
+    let s = stats(text);
+    assert_eq!(s.events, 8);
+    assert_eq!(
+        s.skipped.get("copy_file_range: offset is not a number"),
+        Some(&1),
+        "{s:?}"
+    );
+    assert_eq!(s.ignored, 0, "{s:?}");
+}
+
+#[test]
+fn an_lseek_gives_the_next_read_or_write_through_its_fd_an_offset() {
+    let text = "\
+7 1000.000000 lseek(3</w/a>, -5, SEEK_END) = 299995 <0.000010>
+7 1000.000100 read(3</w/a>, 0x7ffd0000, 5) = -1 EINTR (Interrupted system call) <0.000010>
+7 1000.000200 read(3</w/a>, \"\"..., 5) = 5 <0.000010>
+7 1000.000300 read(3</w/a>, \"\", 5) = 0 <0.000010>
+7 1000.000400 _llseek(4</w/b>, 0, [4096], SEEK_SET) = 0 <0.000010>
+7 1000.000500 close(4</w/b>) = 0 <0.000010>
+7 1000.000600 write(4</w/c>, \"\"..., 10) = 10 <0.000010>
+8 1000.000700 lseek(3</w/a>, 100, SEEK_SET) = 100 <0.000010>
+7 1000.000800 write(3</w/a>, \"\"..., 10) = 10 <0.000010>
+";
+    let evs = events(ImportFormat::Strace, text).unwrap();
+    let offs: Vec<(u32, Option<u64>)> = evs
+        .iter()
+        .filter_map(|e| match &e.op {
+            Op::Read { off, .. } | Op::Write { off, .. } => Some((e.pid, *off)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        offs,
+        [
+            (7, Some(299995)), // the failed read leaves the offset for the next one
+            (7, Some(299995)),
+            (7, None), // the replay follows the fd from there
+            (7, None), // a close forgets what an lseek said of the fd number
+            (7, None), // another pid's lseek is another fd table's
+        ],
+        "{evs:#?}"
+    );
+}
+
+#[test]
+fn calls_that_change_files_out_of_the_traces_sight_are_counted() {
+    let text = "\
+7 1000.000000 fallocate(3</w/a>, 0, 0, 1048576) = 0 <0.000010>
+7 1000.000100 mmap(NULL, 4096, PROT_READ|PROT_WRITE, MAP_SHARED, 3</w/a>, 0) = 0x7f0000000000 <0.000010>
+7 1000.000200 mmap(NULL, 8192, PROT_READ, MAP_PRIVATE, 4</usr/lib/libc.so.6>, 0) = 0x7f0000100000 <0.000010>
+7 1000.000300 getdents64(5</w>, 0x5600 /* 3 entries */, 32768) = 80 <0.000010>
+7 1000.000400 fallocate(6<pipe:[1]>, 0, 0, 10) = -1 ESPIPE (Illegal seek) <0.000010>
+";
+    let s = stats(text);
+    assert_eq!(s.events, 0);
+    let n = |why: &str| s.skipped.get(why).copied();
+    assert_eq!(
+        n("fallocate on a regular file or directory: not modelled"),
+        Some(1),
+        "{s:?}"
+    );
+    assert_eq!(
+        n("mmap: a shared writable mapping of a file (its stores are not traced)"),
+        Some(1),
+        "a private read-only mapping (a library) is not counted: {s:?}"
+    );
+    assert_eq!(
+        n("getdents64 on a regular file or directory: not modelled"),
+        Some(1)
+    );
+    assert_eq!(s.ignored, 2, "the library's mapping and the pipe: {s:?}");
+}

@@ -13,7 +13,11 @@ fn run(trace: &str, design: DesignKind, pace: Pace) -> ReplayReport {
 }
 
 fn run_on(trace: &str, target: ReplayTarget, pace: Pace) -> ReplayReport {
-    let profile = Profile::load("cosmos-plus").unwrap();
+    let profile = match target {
+        ReplayTarget::Ispfs => "pcm-zynq",
+        _ => "cosmos-plus",
+    };
+    let profile = Profile::load(profile).unwrap();
     let mut factory =
         |_: &str, _: &str| -> Result<Box<dyn NdpCompute>, String> { Ok(Box::new(Sum)) };
     let opts = ReplayOptions {
@@ -189,4 +193,51 @@ fn a_page_dirtied_by_one_pid_is_not_in_the_future_of_an_overlapping_one() {
             "{design:?}: /a/b is a directory"
         );
     }
+}
+
+#[test]
+fn writes_through_an_o_append_fd_land_at_the_end_of_the_file() {
+    // Linux appends every write through an O_APPEND fd, a pwrite's offset notwithstanding: three
+    // 16 KiB writes make 48 KiB. Without O_APPEND the pwrite overwrites the first 16 KiB.
+    let run_with = |flags: &str| {
+        let open =
+            format!(r#"{{"t":0,"pid":1,"op":"open","path":"/w/log","flags":"{flags}","ret":3}}"#);
+        let t = trace(&[
+            &open,
+            r#"{"t":10,"pid":1,"op":"write","fd":3,"len":16384,"ret":16384}"#,
+            r#"{"t":20,"pid":1,"op":"pwrite","fd":3,"off":0,"len":16384,"ret":16384}"#,
+            r#"{"t":30,"pid":1,"op":"write","fd":3,"len":16384,"ret":16384}"#,
+            r#"{"t":40,"pid":1,"op":"fsync","fd":3}"#,
+            r#"{"t":50,"pid":1,"op":"pread","fd":3,"off":32768,"len":16384,"ret":16384}"#,
+        ]);
+        t
+    };
+    let both = |target: ReplayTarget| {
+        let plain = run_on(&run_with("O_RDWR|O_CREAT"), target, Pace::Afap);
+        let append = run_on(&run_with("O_RDWR|O_CREAT|O_APPEND"), target, Pace::Afap);
+        for r in [&plain, &append] {
+            assert!(r.latency.values().all(|l| l.failed == 0), "{r:?}");
+        }
+        (plain, append)
+    };
+    // The host's file system writes back what the file holds.
+    let (plain, append) = both(ReplayTarget::Host(DesignKind::FragS));
+    let data = |r: &ReplayReport| r.device.io.host_bytes_written;
+    assert_eq!(
+        data(&append),
+        data(&plain) + 16384,
+        "the appended file is 48 KiB, the other 32 KiB: {:?} vs {:?}",
+        append.device.io,
+        plain.device.io
+    );
+    // ISPFS (its own fd table) writes every call through; a read copies what the file holds,
+    // and only the appended file holds bytes past 32 KiB.
+    let (plain, append) = both(ReplayTarget::Ispfs);
+    let read = |r: &ReplayReport| r.latency["pread"].max_ns;
+    assert!(
+        read(&append) > read(&plain) + 1000,
+        "{} vs {} ns",
+        read(&append),
+        read(&plain)
+    );
 }

@@ -112,16 +112,18 @@ pub fn convert(
         }
         let text = String::from_utf8_lossy(&raw);
         let text = text.trim_end_matches(['\n', '\r']);
-        let ev = match source {
+        let evs = match source {
             ImportFormat::Strace => strace.line(stats.lines, text).map_err(quoted)?,
-            _ => block.line(stats.lines, text).map_err(quoted)?,
+            _ => [block.line(stats.lines, text).map_err(quoted)?, None],
         };
-        match ev {
-            Some(ev) => {
-                stats.events += 1;
-                sink(ev).map_err(ConvertError::Io)?;
-            }
-            None => stats.ignored += 1,
+        let mut any = false;
+        for ev in evs.into_iter().flatten() {
+            any = true;
+            stats.events += 1;
+            sink(ev).map_err(ConvertError::Io)?;
+        }
+        if !any {
+            stats.ignored += 1;
         }
     }
     block.finish(stats.lines).map_err(quoted)?;

@@ -7,6 +7,13 @@
 //! its path (`3</tmp/a>`, `AT_FDCWD</home/u>`), so relative paths are resolved and fd events
 //! carry their file. Syscalls that touch no regular file (pipes, sockets, `/proc`, `/dev`,
 //! memory management, signals) are ignored.
+//!
+//! A copy the kernel makes between two files (`copy_file_range`, which `cp` and `cat` use
+//! since coreutils 9, `sendfile`, `splice`) becomes a read of the source and a write of the
+//! destination, each of the bytes the call moved, so the data a program moves this way is
+//! replayed too. An `lseek` gives the offset of the fd's next read or write. Calls on
+//! regular files that move data or change them in ways a trace cannot carry (`fallocate`,
+//! a shared writable `mmap`, `msync`, directory reads) are counted under their reason.
 
 use super::ImportError;
 use crate::format::{Event, Op, OpenFlags};
@@ -21,7 +28,14 @@ pub struct StraceConverter {
     cwd: HashMap<u32, String>,
     /// Calls not converted, by reason.
     skipped: std::collections::BTreeMap<String, u64>,
+    /// Where an `lseek` left an fd, by (pid, fd): the offset the fd's next read or write
+    /// starts at, which the trace records on that event (strace shows no positions).
+    seeked: HashMap<(u32, i64), u64>,
 }
+
+/// What one strace line becomes: most calls one event, a copy between two files
+/// (`copy_file_range`, `sendfile`, `splice`) a read of one and a write of the other.
+pub type LineEvents = [Option<Event>; 2];
 
 fn err(line: u64, problem: impl Into<String>) -> ImportError {
     ImportError {
@@ -161,6 +175,17 @@ fn fd_arg(s: &str) -> Option<(i64, Option<String>)> {
     Some((fd, path))
 }
 
+/// An offset strace read through a pointer: `[4096]`, or `[4096 => 8192]` where it also shows
+/// the value the call left (sendfile). The value before the call.
+fn pointed_offset(s: &str) -> Option<u64> {
+    let inner = s.strip_prefix('[')?.strip_suffix(']')?;
+    let before = inner.split(" => ").next()?.trim();
+    before
+        .parse::<i64>()
+        .ok()
+        .and_then(|v| u64::try_from(v).ok())
+}
+
 /// A path csdlab replays: absolute, and not a pseudo file system or device.
 fn replayable(path: &str) -> bool {
     path.starts_with('/')
@@ -259,10 +284,10 @@ fn parse_outcome(s: &str) -> Option<Outcome> {
 impl StraceConverter {
     // Long: strace's line shapes (unfinished, resumed, signals, exits) in one place, in the
     // order they must be tried.
-    pub fn line(&mut self, line: u64, text: &str) -> Result<Option<Event>, ImportError> {
+    pub fn line(&mut self, line: u64, text: &str) -> Result<LineEvents, ImportError> {
         let text = text.trim_end();
         if text.trim().is_empty() {
-            return Ok(None);
+            return Ok([None, None]);
         }
         // `[pid 12] ts …`, `12 ts …` or `ts …`.
         let (pid, rest) = if let Some(r) = text.strip_prefix("[pid ") {
@@ -296,7 +321,7 @@ impl StraceConverter {
         let origin = *self.origin.get_or_insert(ts);
         let call = call.trim_start();
         if call.starts_with("+++") || call.starts_with("---") || call.is_empty() {
-            return Ok(None);
+            return Ok([None, None]);
         }
         let (name, args, outcome_text, t) = if let Some(r) = call.strip_prefix("<... ") {
             let (name, tail) = r
@@ -304,7 +329,7 @@ impl StraceConverter {
                 .ok_or_else(|| err(line, "a '<...' line without 'resumed>'"))?;
             let Some((_, start, prefix)) = self.pending.remove(&pid) else {
                 // Its start was before the trace began: nothing to join with.
-                return Ok(None);
+                return Ok([None, None]);
             };
             let (tail_args, outcome) =
                 split_result(tail).ok_or_else(|| err(line, "resumed call without '= result'"))?;
@@ -326,7 +351,7 @@ impl StraceConverter {
             if let Some(before) = body.strip_suffix("<unfinished ...>") {
                 self.pending
                     .insert(pid, (name.to_string(), ts, before.to_string()));
-                return Ok(None);
+                return Ok([None, None]);
             }
             let (args, outcome) =
                 split_result(body).ok_or_else(|| err(line, "expected 'syscall(args) = result'"))?;
@@ -336,8 +361,13 @@ impl StraceConverter {
             .ok_or_else(|| err(line, format!("cannot read the result '{outcome_text}'")))?;
         let t = t.saturating_sub(origin);
         let args = split_args(&args);
-        let op = self.convert(pid, &name, &args, &outcome);
-        Ok(op.map(|op| {
+        let ops = match name.as_str() {
+            "copy_file_range" | "sendfile" | "sendfile64" | "splice" => {
+                self.copy(pid, &name, &args, &outcome)
+            }
+            _ => [self.convert(pid, &name, &args, &outcome), None],
+        };
+        let event = |op: Op| {
             let mut extra = BTreeMap::new();
             if let Some(e) = outcome.errno.clone() {
                 extra.insert("errno".to_string(), serde_json::Value::String(e));
@@ -350,7 +380,8 @@ impl StraceConverter {
                 dur: outcome.dur,
                 extra,
             }
-        }))
+        };
+        Ok(ops.map(|op| op.map(event)))
     }
 
     /// The directory a `*at` call's dirfd names (or the cwd), remembering the cwd.
@@ -386,6 +417,62 @@ impl StraceConverter {
         replayable(&path).then_some((fd, path))
     }
 
+    /// Counts a call under `why`, as one the trace does not carry.
+    fn skip(&mut self, why: String) {
+        *self.skipped.entry(why).or_default() += 1;
+    }
+
+    /// Where a read or write through `fd` without an offset of its own starts, if an `lseek`
+    /// said so: taken by the call that succeeds (it moves the fd on; the replay follows it
+    /// from there), left for the next one if this one failed.
+    fn position(&mut self, pid: u32, fd: i64, ok: bool) -> Option<u64> {
+        if ok {
+            self.seeked.remove(&(pid, fd))
+        } else {
+            self.seeked.get(&(pid, fd)).copied()
+        }
+    }
+
+    /// `copy_file_range(in, off_in, out, off_out, len, flags)`, `splice` (the same layout; one
+    /// side is a pipe) or `sendfile(out, in, offset, count)`: a read of the source and a write
+    /// of the destination, each of what the call moved, where that side is a regular file.
+    fn copy(&mut self, pid: u32, name: &str, a: &[String], out: &Outcome) -> [Option<Op>; 2] {
+        let moved = out.ret.filter(|&r| r >= 0).map(|r| r as u64);
+        let (src, src_off, dst, dst_off) = match name {
+            "sendfile" | "sendfile64" => (a.get(1), a.get(2), a.first(), None),
+            _ => (a.first(), a.get(1), a.get(2), a.get(3)),
+        };
+        // An offset strace could not read (it prints the pointer): the whole call is skipped.
+        let offset = |text: Option<&String>| match text.map(String::as_str) {
+            None | Some("NULL") => Some(None),
+            Some(text) => pointed_offset(text).map(Some),
+        };
+        let (Some(src_off), Some(dst_off)) = (offset(src_off), offset(dst_off)) else {
+            self.skip(format!("{name}: offset is not a number"));
+            return [None, None];
+        };
+        [(src, src_off, false), (dst, dst_off, true)].map(|(fd, off, write)| {
+            let (fd, path) = Self::fd_file(std::slice::from_ref(fd?))?;
+            let len = moved.unwrap_or(0);
+            Some(match (off, write) {
+                (Some(off), false) => Op::Pread { fd, path, off, len },
+                (Some(off), true) => Op::Pwrite { fd, path, off, len },
+                (None, false) => Op::Read {
+                    off: self.position(pid, fd, moved.is_some()),
+                    fd,
+                    path,
+                    len,
+                },
+                (None, true) => Op::Write {
+                    off: self.position(pid, fd, moved.is_some()),
+                    fd,
+                    path,
+                    len,
+                },
+            })
+        })
+    }
+
     /// The calls skipped so far, by reason (each also counted as an ignored line).
     pub fn take_skipped(&mut self) -> std::collections::BTreeMap<String, u64> {
         std::mem::take(&mut self.skipped)
@@ -415,6 +502,9 @@ impl StraceConverter {
                     "creat" => (None, a.first(), "O_WRONLY|O_CREAT|O_TRUNC".into()),
                     _ => (None, a.first(), a.get(1).cloned().unwrap_or_default()),
                 };
+                if let Some(fd) = out.ret.filter(|&r| r >= 0) {
+                    self.seeked.remove(&(pid, fd));
+                }
                 let path = match out.path.clone().filter(|p| p.starts_with('/')) {
                     Some(p) => replayable(&p).then_some(p)?,
                     None => self.path_arg(pid, dirfd, path)?,
@@ -424,7 +514,52 @@ impl StraceConverter {
                     flags: OpenFlags::parse(&flags),
                 })
             }
-            "close" => Self::fd_file(a).map(|(fd, path)| Op::Close { fd, path }),
+            "close" => {
+                if let Some((fd, _)) = a.first().and_then(|f| fd_arg(f)) {
+                    self.seeked.remove(&(pid, fd));
+                }
+                Self::fd_file(a).map(|(fd, path)| Op::Close { fd, path })
+            }
+            // The offset the fd's next read or write starts at: `lseek` returns it,
+            // `_llseek` (32-bit) writes it through its third argument.
+            "lseek" | "_llseek" => {
+                let (fd, _) = Self::fd_file(a)?;
+                let at = match name {
+                    "lseek" => ok_len(),
+                    _ => ok_len().and(a.get(2).and_then(|p| pointed_offset(p))),
+                };
+                if let Some(at) = at {
+                    self.seeked.insert((pid, fd), at);
+                }
+                None
+            }
+            // A new fd number: whatever an lseek said of the old file there is gone.
+            "dup" | "dup2" | "dup3" | "fcntl" | "fcntl64" => {
+                let dups =
+                    !name.starts_with("fcntl") || a.get(1).is_some_and(|c| c.contains("F_DUPFD"));
+                if let Some(fd) = out.ret.filter(|&r| r >= 0 && dups) {
+                    self.seeked.remove(&(pid, fd));
+                }
+                None
+            }
+            "fallocate" | "sync_file_range" | "getdents" | "getdents64" => {
+                Self::fd_file(a)?;
+                self.skip(format!(
+                    "{name} on a regular file or directory: not modelled"
+                ));
+                None
+            }
+            // Stores through a shared writable mapping reach the file with no system call.
+            "mmap" | "mmap2" => {
+                let (prot, flags) = (a.get(2)?, a.get(3)?);
+                Self::fd_file(a.get(4..)?)?;
+                if prot.contains("PROT_WRITE") && flags.contains("MAP_SHARED") {
+                    self.skip(format!(
+                        "{name}: a shared writable mapping of a file (its stores are not traced)"
+                    ));
+                }
+                None
+            }
             "read" | "write" | "readv" | "writev" => {
                 let (fd, path) = Self::fd_file(a)?;
                 // A vector call's length is what it moved; a plain one's is its count.
@@ -433,20 +568,11 @@ impl StraceConverter {
                 } else {
                     self.num(name, a, 2, "length")?
                 };
+                let off = self.position(pid, fd, ok_len().is_some());
                 Some(if name.starts_with("read") {
-                    Op::Read {
-                        fd,
-                        path,
-                        off: None,
-                        len,
-                    }
+                    Op::Read { fd, path, off, len }
                 } else {
-                    Op::Write {
-                        fd,
-                        path,
-                        off: None,
-                        len,
-                    }
+                    Op::Write { fd, path, off, len }
                 })
             }
             "pread64" | "pwrite64" | "preadv" | "pwritev" | "preadv2" | "pwritev2" => {

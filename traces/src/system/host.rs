@@ -61,6 +61,9 @@ const DIR_PERMS: Perms = Perms {
 struct OpenFd {
     fd: Fd,
     pos: u64,
+    /// Opened with `O_APPEND`: every write lands at the end of the file (Linux appends even
+    /// for `pwrite`), and the position follows it.
+    append: bool,
 }
 
 /// A host file system over the device, under one offload design.
@@ -153,7 +156,14 @@ impl<'a> HostSystem<'a> {
                 create: write.then_some(FILE_PERMS),
             };
             let f = self.open_path(path, how)?;
-            self.fds.insert((pid, fd), OpenFd { fd: f, pos: 0 });
+            self.fds.insert(
+                (pid, fd),
+                OpenFd {
+                    fd: f,
+                    pos: 0,
+                    append: false,
+                },
+            );
         }
         Ok(self.fds.get_mut(&(pid, fd)).expect("inserted"))
     }
@@ -198,7 +208,12 @@ impl<'a> HostSystem<'a> {
                     self.fs.truncate(path, 0, WHO)?;
                 }
                 if let Some(fd) = ev.ret {
-                    if let Some(old) = self.fds.insert((ev.pid, fd), OpenFd { fd: f, pos: 0 }) {
+                    let opened = OpenFd {
+                        fd: f,
+                        pos: 0,
+                        append: flags.append,
+                    };
+                    if let Some(old) = self.fds.insert((ev.pid, fd), opened) {
                         let _ = self.design.close(&mut self.fs, old.fd);
                     }
                 } else {
@@ -301,7 +316,8 @@ impl<'a> HostSystem<'a> {
     }
 
     /// A read or write: at `off` if given (pread/pwrite, or a recorded offset), else at the
-    /// fd's position, which it then advances.
+    /// fd's position, which it then advances. A write through an `O_APPEND` fd lands at the
+    /// end of the file whatever the offset, as Linux does (even for `pwrite`).
     fn data(
         &mut self,
         ev: &Event,
@@ -315,7 +331,12 @@ impl<'a> HostSystem<'a> {
         let positional = matches!(ev.op, Op::Pread { .. } | Op::Pwrite { .. });
         let capacity = self.fs.device().capacity_bytes();
         let o = self.fd_for(ev.pid, fd, path, write)?;
-        let at = off.unwrap_or(o.pos);
+        let (f, append, pos) = (o.fd, o.append, o.pos);
+        let at = if write && append {
+            self.fs.fd_size(f)?
+        } else {
+            off.unwrap_or(pos)
+        };
         let end = at
             .checked_add(n)
             .filter(|&end| end <= capacity)
@@ -325,9 +346,10 @@ impl<'a> HostSystem<'a> {
                 ))
             })?;
         if !positional {
-            o.pos = end;
+            if let Some(o) = self.fds.get_mut(&(ev.pid, fd)) {
+                o.pos = end;
+            }
         }
-        let f = o.fd;
         let bs = self.fs.namespace().layout().block_bytes;
         let mut pos = at;
         while pos < end {

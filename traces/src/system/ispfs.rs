@@ -131,8 +131,15 @@ fn instruction(ev: &Event) -> Result<Vec<u8>, OpError> {
 }
 
 enum TraceFd {
-    File { fd: csd_hostfs::fs::Fd, pos: u64 },
-    Command { path: String },
+    /// `append`: opened with `O_APPEND`, so every write lands at the end of the file.
+    File {
+        fd: csd_hostfs::fs::Fd,
+        pos: u64,
+        append: bool,
+    },
+    Command {
+        path: String,
+    },
 }
 
 /// ISPFS over the PCM board, replaying a trace.
@@ -232,7 +239,11 @@ impl<'a> IspfsSystem<'a> {
             create: create.then_some(FILE_PERMS),
         };
         let fd = self.fs.fs_mut().open(path, how, WHO)?;
-        Ok(TraceFd::File { fd, pos: 0 })
+        Ok(TraceFd::File {
+            fd,
+            pos: 0,
+            append: false,
+        })
     }
 
     fn command_write(&mut self, ev: &Event, path: &str) -> Result<Applied, OpError> {
@@ -292,8 +303,12 @@ impl<'a> IspfsSystem<'a> {
                 self.cpu(self.profile.host.syscall_ns + copy);
                 return Ok(Applied::Done);
             }
-            Some(TraceFd::File { fd, pos }) => {
-                let at = off.unwrap_or(*pos);
+            Some(TraceFd::File { fd, pos, append }) => {
+                let at = if write && *append {
+                    self.fs.fs().fd_size(*fd)?
+                } else {
+                    off.unwrap_or(*pos)
+                };
                 let end = file_end(at, n)?;
                 if !positional {
                     *pos = end;
@@ -350,7 +365,10 @@ impl<'a> IspfsSystem<'a> {
                 // As on the host: `O_TRUNC` truncates only a file that was there.
                 let existed =
                     flags.truncate && self.fs.fs_mut().namespace().find(path, WHO).is_ok();
-                let f = self.open(path, flags.write, flags.create)?;
+                let mut f = self.open(path, flags.write, flags.create)?;
+                if let TraceFd::File { append, .. } = &mut f {
+                    *append = flags.append;
+                }
                 if flags.write && existed && matches!(f, TraceFd::File { .. }) {
                     self.fs.fs_mut().truncate(path, 0, WHO)?;
                 }
