@@ -199,22 +199,21 @@ fn a_page_dirtied_by_one_pid_is_not_in_the_future_of_an_overlapping_one() {
 fn writes_through_an_o_append_fd_land_at_the_end_of_the_file() {
     // Linux appends every write through an O_APPEND fd, a pwrite's offset notwithstanding: three
     // 16 KiB writes make 48 KiB. Without O_APPEND the pwrite overwrites the first 16 KiB.
-    let run_with = |flags: &str| {
+    let with_flags = |flags: &str| {
         let open =
             format!(r#"{{"t":0,"pid":1,"op":"open","path":"/w/log","flags":"{flags}","ret":3}}"#);
-        let t = trace(&[
+        trace(&[
             &open,
             r#"{"t":10,"pid":1,"op":"write","fd":3,"len":16384,"ret":16384}"#,
             r#"{"t":20,"pid":1,"op":"pwrite","fd":3,"off":0,"len":16384,"ret":16384}"#,
             r#"{"t":30,"pid":1,"op":"write","fd":3,"len":16384,"ret":16384}"#,
             r#"{"t":40,"pid":1,"op":"fsync","fd":3}"#,
             r#"{"t":50,"pid":1,"op":"pread","fd":3,"off":32768,"len":16384,"ret":16384}"#,
-        ]);
-        t
+        ])
     };
     let both = |target: ReplayTarget| {
-        let plain = run_on(&run_with("O_RDWR|O_CREAT"), target, Pace::Afap);
-        let append = run_on(&run_with("O_RDWR|O_CREAT|O_APPEND"), target, Pace::Afap);
+        let plain = run_on(&with_flags("O_RDWR|O_CREAT"), target, Pace::Afap);
+        let append = run_on(&with_flags("O_RDWR|O_CREAT|O_APPEND"), target, Pace::Afap);
         for r in [&plain, &append] {
             assert!(r.latency.values().all(|l| l.failed == 0), "{r:?}");
         }
