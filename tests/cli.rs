@@ -729,8 +729,11 @@ fn csd_ndp_errors_are_clear() {
 fn csd_trace_records_imports_and_checks() {
     let dir = scratch("trace");
     let out = dir.join("t.trace");
+    // `cp` of 100 000 bytes: coreutils 9 copies with copy_file_range, older ones read and
+    // write; either way the trace carries the bytes.
+    std::fs::write(dir.join("big"), vec![7u8; 100_000]).unwrap();
     let script = format!(
-        "mkdir {d}/w && echo hello > {d}/w/a && cat {d}/w/a > /dev/null && rm {d}/w/a && rmdir {d}/w",
+        "mkdir {d}/w && echo hello > {d}/w/a && cat {d}/w/a > /dev/null && cp {d}/big {d}/w/big && rm {d}/w/a {d}/w/big && rmdir {d}/w",
         d = dir.display()
     );
     let o = csd(&[
@@ -754,6 +757,10 @@ fn csd_trace_records_imports_and_checks() {
         );
     }
     assert_eq!(v["source"], "strace");
+    assert!(
+        v["bytes_written"].as_u64().unwrap() >= 100_006,
+        "the copy's bytes: {v}"
+    );
 
     let msr = dir.join("x.csv");
     std::fs::write(&msr, "1,h,0,Read,0,4096,10\n2,h,0,Write,4096,4096,10\n").unwrap();

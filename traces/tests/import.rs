@@ -340,8 +340,9 @@ fn a_copy_between_files_is_a_read_of_one_and_a_write_of_the_other() {
     // Both halves of a copy carry the call's time, result and errno.
     assert_eq!((evs[0].t, evs[1].t), (0, 0));
     assert_eq!((evs[0].ret, evs[1].ret), (Some(300000), Some(300000)));
-    assert!(evs[6..].iter().all(|e| e.ret == Some(-1)
-        && e.extra.get("errno").is_some_and(|v| v == "EXDEV")));
+    assert!(evs[6..]
+        .iter()
+        .all(|e| e.ret == Some(-1) && e.extra.get("errno").is_some_and(|v| v == "EXDEV")));
     let s = stats(text);
     assert_eq!(s.events, 8);
     assert_eq!(
@@ -394,6 +395,11 @@ fn calls_that_change_files_out_of_the_traces_sight_are_counted() {
 7 1000.000200 mmap(NULL, 8192, PROT_READ, MAP_PRIVATE, 4</usr/lib/libc.so.6>, 0) = 0x7f0000100000 <0.000010>
 7 1000.000300 getdents64(5</w>, 0x5600 /* 3 entries */, 32768) = 80 <0.000010>
 7 1000.000400 fallocate(6<pipe:[1]>, 0, 0, 10) = -1 ESPIPE (Illegal seek) <0.000010>
+7 1000.000500 utimensat(AT_FDCWD</w>, \"a\", [{tv_sec=1, tv_nsec=0}, {tv_sec=1, tv_nsec=0}], AT_SYMLINK_NOFOLLOW) = 0 <0.000010>
+7 1000.000600 utimensat(3</w/a>, NULL, NULL, 0) = 0 <0.000010>
+7 1000.000700 fchmod(1</dev/pts/0>, 0600) = 0 <0.000010>
+7 1000.000800 chmod(\"/w/a\", 0644) = -1 EPERM (Operation not permitted) <0.000010>
+7 1000.000900 symlinkat(\"a\", AT_FDCWD</w>, \"l\") = 0 <0.000010>
 ";
     let s = stats(text);
     assert_eq!(s.events, 0);
@@ -412,5 +418,33 @@ fn calls_that_change_files_out_of_the_traces_sight_are_counted() {
         n("getdents64 on a regular file or directory: not modelled"),
         Some(1)
     );
-    assert_eq!(s.ignored, 2, "the library's mapping and the pipe: {s:?}");
+    assert_eq!(
+        n("utimensat: attribute changes are not modelled"),
+        Some(2),
+        "by path and by fd: {s:?}"
+    );
+    assert_eq!(n("symlinkat: links are not modelled"), Some(1));
+    assert_eq!(
+        s.ignored, 4,
+        "the library's mapping, the pipe, the terminal and the failed chmod: {s:?}"
+    );
+}
+
+#[test]
+fn access_and_readlink_walk_a_path_as_stat_does() {
+    let text = "7 1000.000000 access(\"/etc/ld.so.preload\", R_OK) = -1 ENOENT (No such file or directory) <0.000010>
+7 1000.000100 faccessat2(AT_FDCWD</w>, \"a\", X_OK, AT_EACCESS) = 0 <0.000010>
+7 1000.000200 readlinkat(AT_FDCWD</w>, \"l\", 0x7ffd, 4096) = 1 <0.000010>
+7 1000.000300 access(\"/proc/self/exe\", F_OK) = 0 <0.000010>
+";
+    let evs = events(ImportFormat::Strace, text).unwrap();
+    let paths: Vec<&str> = evs
+        .iter()
+        .map(|e| match &e.op {
+            Op::Stat { path } => path.as_str(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(paths, ["/etc/ld.so.preload", "/w/a", "/w/l"]);
+    assert_eq!(evs[0].ret, Some(-1), "a failed access stays failed");
 }

@@ -13,7 +13,8 @@
 //! destination, each of the bytes the call moved, so the data a program moves this way is
 //! replayed too. An `lseek` gives the offset of the fd's next read or write. Calls on
 //! regular files that move data or change them in ways a trace cannot carry (`fallocate`,
-//! a shared writable `mmap`, `msync`, directory reads) are counted under their reason.
+//! a shared writable `mmap`, directory reads, attribute changes, links) are counted under
+//! their reason. `access` and `readlink` walk a path as `stat` does, and become `stat`s.
 
 use super::ImportError;
 use crate::format::{Event, Op, OpenFlags};
@@ -636,6 +637,40 @@ impl StraceConverter {
                     .map(|path| Op::Stat { path })
             }
             "fstat" => Self::fd_file(a).map(|(_, path)| Op::Stat { path }),
+            // A path walk and a look at the inode, as a stat's: what a replay can charge.
+            "access" | "readlink" => self
+                .path_arg(pid, None, a.first())
+                .map(|path| Op::Stat { path }),
+            "faccessat" | "faccessat2" | "readlinkat" => self
+                .path_arg(pid, a.first(), a.get(1))
+                .map(|path| Op::Stat { path }),
+            // Changes to an inode's attributes and links, which the trace format has no event
+            // for: counted by kind.
+            "chmod" | "fchmod" | "fchmodat" | "fchmodat2" | "chown" | "fchown" | "lchown"
+            | "fchownat" | "utime" | "utimes" | "utimensat" | "futimesat" | "setxattr"
+            | "lsetxattr" | "fsetxattr" | "removexattr" | "lremovexattr" | "fremovexattr" => {
+                let file = match name {
+                    "fchmodat" | "fchmodat2" | "fchownat" | "utimensat" | "futimesat" => {
+                        match a.get(1).map(String::as_str) {
+                            // utimensat(fd, NULL, …): the fd's own file.
+                            Some("NULL") => Self::fd_file(a).map(|(_, p)| p),
+                            _ => self.path_arg(pid, a.first(), a.get(1)),
+                        }
+                    }
+                    _ if name.starts_with('f') => Self::fd_file(a).map(|(_, p)| p),
+                    _ => self.path_arg(pid, None, a.first()),
+                };
+                if file.is_some() && out.ret == Some(0) {
+                    self.skip(format!("{name}: attribute changes are not modelled"));
+                }
+                None
+            }
+            "link" | "linkat" | "symlink" | "symlinkat" => {
+                if out.ret == Some(0) {
+                    self.skip(format!("{name}: links are not modelled"));
+                }
+                None
+            }
             "truncate" => {
                 let path = self.path_arg(pid, None, a.first())?;
                 let len = self.num(name, a, 1, "length")?;
