@@ -182,10 +182,15 @@ fn import(from: ImportFormat, input: &Path, out: Option<&Path>) -> anyhow::Resul
         "csd: {} events from {} lines ({} lines carried nothing to replay)",
         stats.events, stats.lines, stats.ignored
     );
+    print_skipped(&stats);
+    Ok(())
+}
+
+/// What the trace does not carry, by reason: a replay of it misses these calls.
+fn print_skipped(stats: &csd_traces::import::ImportStats) {
     for (why, n) in &stats.skipped {
         eprintln!("csd: skipped {n} call(s): {why}");
     }
-    Ok(())
 }
 
 fn record(out: &Path, keep: Option<&Path>, command: &[String]) -> anyhow::Result<()> {
@@ -223,6 +228,7 @@ fn record(out: &Path, keep: Option<&Path>, command: &[String]) -> anyhow::Result
         command.join(" "),
         out.display()
     );
+    print_skipped(&stats);
     if !status.success() {
         eprintln!("csd: note: the command exited with {status}; its trace is kept");
     }
