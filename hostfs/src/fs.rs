@@ -657,6 +657,37 @@ impl HostFs {
         Ok((r, cost))
     }
 
+    /// A directory listed to its end (`getdents64` until it returns 0): the path walk, every
+    /// block of the directory's entries read through the metadata cache, one after another,
+    /// and each entry, "." and ".." included, copied to the caller as a `linux_dirent64`.
+    /// Returns how many entries it listed, and what the listing cost.
+    pub fn readdir(&mut self, path: &str, who: Cred) -> Result<(u64, LookupCost), FsError> {
+        let mut r = self.ns.resolve(path, who)?;
+        let inode = self.ns.inode(r.ino).expect("resolved");
+        if !inode.is_dir() {
+            return Err(FsError::Namespace(NsError::NotADirectory(path.to_string())));
+        }
+        if !inode.perms.allows(who, Access::Read) {
+            return Err(FsError::PermissionDenied {
+                path: path.to_string(),
+                access: Access::Read.name(),
+            });
+        }
+        let dirent64 = crate::namespace::dirent64_bytes;
+        let (entries, bytes) = self
+            .ns
+            .entries_of(r.ino)
+            .fold((2, dirent64(1) + dirent64(2)), |(n, b), e| {
+                (n + 1, b + dirent64(e.name.len()))
+            });
+        r.reads.extend(self.ns.dir_reads(r.ino));
+        let (_, mut cost) = self.charge_lookup(r)?;
+        let copy = csd_device::transfer_ns(bytes, self.costs.copy_bytes_per_sec);
+        self.clock = self.clock.after(copy);
+        cost.ns += copy;
+        Ok((entries, cost))
+    }
+
     /// `filefrag`: the extents of a file the caller may read, and what finding them cost.
     pub fn fiemap(&mut self, path: &str, who: Cred) -> Result<(Vec<Extent>, LookupCost), FsError> {
         let (_, extents, cost) = self.file_extents(path, who)?;

@@ -49,6 +49,12 @@ pub fn dirent_bytes(name_len: usize) -> u64 {
     (8 + name_len as u64).next_multiple_of(4)
 }
 
+/// Bytes a listed entry takes in the caller's buffer (`struct linux_dirent64`: 19 bytes
+/// before the name, the name and its NUL, 8-byte aligned): what `getdents64` copies.
+pub fn dirent64_bytes(name_len: usize) -> u64 {
+    (19 + name_len as u64 + 1).next_multiple_of(8)
+}
+
 /// The "." and ".." entries every directory block list starts with.
 const DOT_ENTRIES_BYTES: u64 = 12 + 12;
 
@@ -656,6 +662,21 @@ impl Namespace {
             }
         }
         Ok(())
+    }
+
+    /// Every block of directory `ino`'s entries, in order, as a listing reads them (none for
+    /// a file or a free number).
+    pub fn dir_reads(&self, ino: Ino) -> Vec<MetaRead> {
+        match self.inodes.get(&ino).map(|i| &i.kind) {
+            Some(InodeKind::Dir { blocks, used, .. }) => (0..used.len() as u64)
+                .map(|index| MetaRead::Dir {
+                    dir: ino,
+                    index,
+                    block: Self::nth_block(blocks, index),
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
     }
 
     /// How many blocks directory `ino` has (0 for a file or a free number).

@@ -495,3 +495,52 @@ fn a_change_in_a_big_directory_journals_only_the_block_it_touched() {
     }
     fs.check_invariants().unwrap();
 }
+
+#[test]
+fn a_listing_reads_every_block_of_the_directory_and_copies_each_entry() {
+    let mut fs = fs("cosmos-plus");
+    fs.mkdir("/few", MINE, ME).unwrap();
+    fs.mkdir("/many", MINE, ME).unwrap();
+    fs.import("/few/a", b"x", MINE, ME).unwrap();
+    // Long names fill 16 KiB directory blocks: 2000 entries of ~60 bytes take several.
+    for i in 0..2000 {
+        let name = format!("/many/{i:0>50}");
+        fs.import(&name, b"x", MINE, ME).unwrap();
+    }
+    fs.drop_caches();
+    let (n, few) = fs.readdir("/few", ME).unwrap();
+    assert_eq!(n, 3, "the file, '.' and '..'");
+    let (n, many) = fs.readdir("/many", ME).unwrap();
+    assert_eq!(n, 2002);
+    let ino = fs.namespace().find("/many", ME).unwrap();
+    let blocks = fs.namespace().dir_block_count(ino);
+    assert!(blocks >= 4, "{blocks} blocks");
+    // The root's blocks are cached by the first listing; /many's inode shares an inode-table
+    // block with /few's: what is left is each of its directory blocks.
+    assert_eq!(many.metadata_reads as u64, blocks, "{many:?} after {few:?}");
+    let host = Profile::load("cosmos-plus").unwrap().host;
+    let copy = csd_device::transfer_ns(2002 * 72, host.copy_bytes_per_sec);
+    assert!(many.ns >= copy + blocks * 50_000, "{many:?}");
+    // Warm, a listing costs its walk and its copy.
+    let (_, warm) = fs.readdir("/many", ME).unwrap();
+    assert_eq!(warm.metadata_reads, 0);
+    assert!(warm.ns < many.ns);
+
+    assert!(matches!(
+        fs.readdir("/few/a", ME),
+        Err(FsError::Namespace(_))
+    ));
+    fs.mkdir(
+        "/shut",
+        Perms {
+            mode: 0o300,
+            ..MINE
+        },
+        ME,
+    )
+    .unwrap();
+    assert!(matches!(
+        fs.readdir("/shut", ME),
+        Err(FsError::PermissionDenied { .. })
+    ));
+}

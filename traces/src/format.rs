@@ -321,6 +321,11 @@ pub enum Op {
     Stat {
         path: String,
     },
+    /// A directory listed to its end (`getdents64` from the start until it returns 0, as
+    /// `readdir` does): its entries read.
+    Readdir {
+        path: String,
+    },
     Truncate {
         path: String,
         len: u64,
@@ -382,6 +387,7 @@ pub const OPS: &[&str] = &[
     "cisc",
     "bread",
     "bwrite",
+    "readdir",
 ];
 
 /// The fd ops, binding their `fd` and `path`: one list for [`Op::fd_path`] and
@@ -441,6 +447,7 @@ impl Op {
             Op::Cisc { .. } => 17,
             Op::Bread { .. } => 18,
             Op::Bwrite { .. } => 19,
+            Op::Readdir { .. } => 20,
         }
     }
 
@@ -817,6 +824,7 @@ fn parse_fast(line: &str) -> Option<Event> {
         "rmdir" => Op::Rmdir { path: path()? },
         "unlink" => Op::Unlink { path: path()? },
         "stat" => Op::Stat { path: path()? },
+        "readdir" => Op::Readdir { path: path()? },
         "rename" => Op::Rename {
             path: path()?,
             to: f.to.filter(|p| !p.is_empty())?.to_string(),
@@ -1020,6 +1028,9 @@ fn event_from_json(v: Value, top: bool) -> Result<Parsed, String> {
         "stat" => Op::Stat {
             path: f.path("path")?,
         },
+        "readdir" => Op::Readdir {
+            path: f.path("path")?,
+        },
         "rename" => Op::Rename {
             path: f.path("path")?,
             to: f.path("to")?,
@@ -1176,7 +1187,11 @@ impl Event {
                 let _ = write!(s, ",\"off\":{off},\"len\":{len}");
             }
             Op::Sync => {}
-            Op::Mkdir { path } | Op::Rmdir { path } | Op::Unlink { path } | Op::Stat { path } => {
+            Op::Mkdir { path }
+            | Op::Rmdir { path }
+            | Op::Unlink { path }
+            | Op::Stat { path }
+            | Op::Readdir { path } => {
                 push_str(&mut s, "path", path);
             }
             Op::Rename { path, to } => {

@@ -150,6 +150,10 @@ fn names(op: &Op, path: &str) -> bool {
         | Op::Stat { path: p }
         | Op::Truncate { path: p, .. } => p == path,
         Op::Rename { path: p, to } => p == path || to == path,
+        // A listing sees the files created or removed in the directory.
+        Op::Readdir { path: dir } => {
+            dir == path || csd_hostfs::namespace::parent_dir(path).is_some_and(|p| p == dir)
+        }
         Op::Ndp { paths, .. } => paths.iter().any(|p| p == path),
         Op::Isc { files, .. } => files.iter().any(|f| f.path == path),
         Op::Cisc { ops, .. } => ops.iter().any(|e| names(&e.op, path)),

@@ -266,7 +266,11 @@ fn breaks_batch(op: &Op) -> bool {
         | Op::Isc { .. }
         | Op::Cisc { .. }
         | Op::Bwrite { .. } => true,
-        Op::Close { .. } | Op::Read { .. } | Op::Pread { .. } | Op::Stat { .. } => false,
+        Op::Close { .. }
+        | Op::Read { .. }
+        | Op::Pread { .. }
+        | Op::Stat { .. }
+        | Op::Readdir { .. } => false,
         Op::Bread { .. } => false,
     }
 }

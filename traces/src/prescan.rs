@@ -165,7 +165,7 @@ impl Prescan {
                 }
                 self.note_dirs(path);
             }
-            Op::Rmdir { path } => {
+            Op::Rmdir { path } | Op::Readdir { path } => {
                 self.dirs.insert(path.clone());
                 self.note_dirs(path);
             }

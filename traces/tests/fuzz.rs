@@ -19,10 +19,8 @@
 use csd_device::Profile;
 mod common;
 
-use common::Sum;
-use csd_device::storagefs::{StageRun, StageRunner};
+use common::{Echo, Sum};
 use csd_hostfs::ndp::{DesignKind, NdpCompute};
-use csd_sdk::cisc::Stage;
 use csd_traces::import::{convert, ImportFormat};
 use csd_traces::replay::{replay, OpRunners, Pace, ReplayOptions, ReplayTarget};
 use csd_traces::Strictness;
@@ -163,7 +161,7 @@ fn strace_line(rng: &mut Rng) -> String {
     let path = &paths[rng.below(paths.len())];
     let num = |rng: &mut Rng| rng.pick(NUMBERS).to_string();
     let fd = format!("{}<{path}>", rng.pick(&["3", "-1", "99999999999", "x"]));
-    let call = match rng.below(9) {
+    let call = match rng.below(13) {
         0 => format!("openat(AT_FDCWD<{path}>, \"{path}\", O_RDONLY)"),
         1 => format!("read({fd}, \"\"..., {})", num(rng)),
         2 => format!("pread64({fd}, \"\", {}, {})", num(rng), num(rng)),
@@ -172,6 +170,15 @@ fn strace_line(rng: &mut Rng) -> String {
         5 => format!("mkdir(\"{path}\", 0755)"),
         6 => format!("rename(\"{path}\", \"{path}/x\")"),
         7 => format!("write({fd}, \"abc\", {}) <unfinished ...>", num(rng)),
+        8 => format!(
+            "copy_file_range({fd}, [{}], {fd}, {}, {}, 0)",
+            num(rng),
+            rng.pick(&["NULL", "[0 => 9]", "0x7ffd", "[x]"]),
+            num(rng)
+        ),
+        9 => format!("sendfile({fd}, {fd}, [{} => 1], {})", num(rng), num(rng)),
+        10 => format!("lseek({fd}, {}, SEEK_SET)", num(rng)),
+        11 => format!("getdents64({fd}, 0x5600 /* 3 entries */, {})", num(rng)),
         _ => format!("<... write resumed> ) = {}", num(rng)),
     };
     format!(
@@ -248,7 +255,7 @@ fn event_line(rng: &mut Rng) -> String {
     };
     let fd = rng.pick(&["3", "4", "-1", "7"]);
     let pid = rng.below(3);
-    let op = match rng.below(14) {
+    let op = match rng.below(15) {
         0 => format!(
             r#""op":"open","path":{path},"flags":"{}","ret":{fd}"#,
             rng.pick(&[
@@ -279,6 +286,7 @@ fn event_line(rng: &mut Rng) -> String {
         10 => format!(r#""op":"close","fd":{fd}"#),
         11 => isp_write(rng, fd, &num),
         12 => cisc(rng, pid, fd, &path, &num),
+        13 => format!(r#""op":"readdir","path":{path}"#),
         _ => format!(r#""op":"unlink","path":{path}"#),
     };
     format!(r#"{{"t":{},"pid":{pid},{op}}}"#, rng.below(1000))
@@ -363,18 +371,6 @@ fn cisc(
         r#""op":"cisc","pattern":"{pattern}","ops":[{}]"#,
         ops.join(",")
     )
-}
-
-/// A stage runner without a Wasm engine: its output is the head of its input.
-struct Echo;
-
-impl StageRunner for Echo {
-    fn run(&mut self, _: &Stage, a: &[u8], b: &[u8], max: usize) -> Result<StageRun, String> {
-        Ok(StageRun {
-            output: a[..a.len().min(max).min(64)].to_vec(),
-            fuel: (a.len() + b.len()) as u64,
-        })
-    }
 }
 
 /// A trace that reads as valid until its hostile values: the setup a deep path needs (a

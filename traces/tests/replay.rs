@@ -3,7 +3,7 @@
 use csd_device::Profile;
 mod common;
 
-use common::Sum;
+use common::{Echo, Sum};
 use csd_hostfs::ndp::{DesignKind, NdpCompute};
 use csd_traces::replay::{replay, OpRunners, Pace, ReplayOptions, ReplayReport, ReplayTarget};
 use csd_traces::Strictness;
@@ -13,8 +13,10 @@ fn run(trace: &str, design: DesignKind, pace: Pace) -> ReplayReport {
 }
 
 fn run_on(trace: &str, target: ReplayTarget, pace: Pace) -> ReplayReport {
+    // Each design on its paper's testbed: ISPFS's PCM board, FusionFS's Optane CSD.
     let profile = match target {
         ReplayTarget::Ispfs => "pcm-zynq",
+        t if t.on_storagefs() => "optane-csd",
         _ => "cosmos-plus",
     };
     let profile = Profile::load(profile).unwrap();
@@ -32,7 +34,7 @@ fn run_on(trace: &str, target: ReplayTarget, pace: Pace) -> ReplayReport {
         OpRunners {
             compute: &mut factory,
             isc: None,
-            stages: None,
+            stages: Some(&mut Echo),
         },
         &opts,
         |_| {},
@@ -239,4 +241,28 @@ fn writes_through_an_o_append_fd_land_at_the_end_of_the_file() {
         read(&append),
         read(&plain)
     );
+}
+
+#[test]
+fn a_readdir_lists_the_directory_under_every_file_system() {
+    let mut lines: Vec<String> = (0..300)
+        .map(|i| format!(r#"{{"t":{i},"pid":1,"op":"stat","path":"/big/{i:0>40}"}}"#))
+        .collect();
+    lines.push(r#"{"t":400,"pid":1,"op":"stat","path":"/small/a"}"#.into());
+    lines.push(r#"{"t":500,"pid":1,"op":"readdir","path":"/big"}"#.into());
+    lines.push(r#"{"t":600,"pid":1,"op":"readdir","path":"/small"}"#.into());
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let t = trace(&lines);
+    for target in [
+        ReplayTarget::Host(DesignKind::FragS),
+        ReplayTarget::Host(DesignKind::LightFs),
+        ReplayTarget::Ispfs,
+        ReplayTarget::Firmware,
+    ] {
+        let r = run_on(&t, target, Pace::Afap);
+        let l = &r.latency["readdir"];
+        assert_eq!((l.count, l.failed), (2, 0), "{target:?}: {l:?}");
+        // 300 entries of 40-byte names copied out take longer than one.
+        assert!(l.max_ns as f64 > l.mean_ns, "{target:?}: {l:?}");
+    }
 }

@@ -13,12 +13,13 @@
 //! destination, each of the bytes the call moved, so the data a program moves this way is
 //! replayed too. An `lseek` gives the offset of the fd's next read or write. Calls on
 //! regular files that move data or change them in ways a trace cannot carry (`fallocate`,
-//! a shared writable `mmap`, directory reads, attribute changes, links) are counted under
-//! their reason. `access` and `readlink` walk a path as `stat` does, and become `stat`s.
+//! a shared writable `mmap`, attribute changes, links) are counted under their reason.
+//! `access` and `readlink` walk a path as `stat` does, and become `stat`s; a directory's
+//! listing (its first `getdents64`) becomes a `readdir`.
 
 use super::ImportError;
 use crate::format::{Event, Op, OpenFlags};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 #[derive(Default)]
 pub struct StraceConverter {
@@ -32,6 +33,9 @@ pub struct StraceConverter {
     /// Where an `lseek` left an fd, by (pid, fd): the offset the fd's next read or write
     /// starts at, which the trace records on that event (strace shows no positions).
     seeked: HashMap<(u32, i64), u64>,
+    /// Directory fds a listing is going through, by (pid, fd): its first `getdents64` is the
+    /// trace's `readdir`, the calls that continue it are not.
+    listing: HashSet<(u32, i64)>,
 }
 
 /// What one strace line becomes: most calls one event, a copy between two files
@@ -423,6 +427,12 @@ impl StraceConverter {
         *self.skipped.entry(why).or_default() += 1;
     }
 
+    /// A new file at fd number `fd` (or none): what was known of the old one is gone.
+    fn forget_fd(&mut self, pid: u32, fd: i64) {
+        self.seeked.remove(&(pid, fd));
+        self.listing.remove(&(pid, fd));
+    }
+
     /// Where a read or write through `fd` without an offset of its own starts, if an `lseek`
     /// said so: taken by the call that succeeds (it moves the fd on; the replay follows it
     /// from there), left for the next one if this one failed.
@@ -504,7 +514,7 @@ impl StraceConverter {
                     _ => (None, a.first(), a.get(1).cloned().unwrap_or_default()),
                 };
                 if let Some(fd) = out.ret.filter(|&r| r >= 0) {
-                    self.seeked.remove(&(pid, fd));
+                    self.forget_fd(pid, fd);
                 }
                 let path = match out.path.clone().filter(|p| p.starts_with('/')) {
                     Some(p) => replayable(&p).then_some(p)?,
@@ -517,7 +527,7 @@ impl StraceConverter {
             }
             "close" => {
                 if let Some((fd, _)) = a.first().and_then(|f| fd_arg(f)) {
-                    self.seeked.remove(&(pid, fd));
+                    self.forget_fd(pid, fd);
                 }
                 Self::fd_file(a).map(|(fd, path)| Op::Close { fd, path })
             }
@@ -531,6 +541,8 @@ impl StraceConverter {
                 };
                 if let Some(at) = at {
                     self.seeked.insert((pid, fd), at);
+                    // `rewinddir` seeks to 0: the next getdents64 lists again.
+                    self.listing.remove(&(pid, fd));
                 }
                 None
             }
@@ -539,15 +551,24 @@ impl StraceConverter {
                 let dups =
                     !name.starts_with("fcntl") || a.get(1).is_some_and(|c| c.contains("F_DUPFD"));
                 if let Some(fd) = out.ret.filter(|&r| r >= 0 && dups) {
-                    self.seeked.remove(&(pid, fd));
+                    self.forget_fd(pid, fd);
                 }
                 None
             }
-            "fallocate" | "sync_file_range" | "getdents" | "getdents64" => {
+            // A listing from the start: the first call of each pass over the directory.
+            "getdents" | "getdents64" => {
+                let (fd, path) = Self::fd_file(a)?;
+                if self.listing.contains(&(pid, fd)) {
+                    return None;
+                }
+                if ok_len().is_some() {
+                    self.listing.insert((pid, fd));
+                }
+                Some(Op::Readdir { path })
+            }
+            "fallocate" | "sync_file_range" => {
                 Self::fd_file(a)?;
-                self.skip(format!(
-                    "{name} on a regular file or directory: not modelled"
-                ));
+                self.skip(format!("{name}: not modelled"));
                 None
             }
             // Stores through a shared writable mapping reach the file with no system call.

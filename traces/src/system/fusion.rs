@@ -764,6 +764,37 @@ impl FusionSystem<'_> {
                 }
                 Ok(self.lookup_call(at, entries(path), STAT_BYTES))
             }
+            // StorageFS keeps a flat namespace of paths (and the trace's directories): a
+            // listing looks up the directory and examines each name directly in it.
+            Op::Readdir { path } => {
+                self.kept.remove(&ev.pid);
+                if !self.dirs.contains(path) && path != "/" {
+                    return Err(OpError::Storage(format!(
+                        "readdir of {path}: no such directory"
+                    )));
+                }
+                let prefix = format!("{}/", path.trim_end_matches('/'));
+                let in_dir = |p: &str| {
+                    p.strip_prefix(prefix.as_str())
+                        .is_some_and(|rest| !rest.is_empty() && !rest.contains('/'))
+                };
+                let names = self
+                    .fs
+                    .medium()
+                    .names
+                    .range(prefix.clone()..)
+                    .map(|(p, _)| p);
+                let dirs = self.dirs.range(prefix.clone()..);
+                let (n, bytes) = names
+                    .take_while(|p| p.starts_with(prefix.as_str()))
+                    .chain(dirs.take_while(|p| p.starts_with(prefix.as_str())))
+                    .filter(|p| in_dir(p))
+                    .fold((0u64, 0u64), |(n, b), p| {
+                        let name = p.len() - prefix.len();
+                        (n + 1, b + csd_hostfs::namespace::dirent64_bytes(name))
+                    });
+                Ok(self.lookup_call(at, entries(path) + n, bytes))
+            }
             Op::Mkdir { path } => {
                 self.kept.remove(&ev.pid);
                 if self.fs.medium().lookup(path).is_some() || !self.dirs.insert(path.clone()) {

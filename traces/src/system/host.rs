@@ -262,6 +262,7 @@ impl<'a> HostSystem<'a> {
                 Ok(Applied::Done)
             }
             Op::Stat { path } => fs_done(self.fs.lookup(path, WHO).map(|_| ())),
+            Op::Readdir { path } => fs_done(self.fs.readdir(path, WHO).map(|_| ())),
             Op::Truncate { path, len } => fs_done(self.fs.truncate(path, *len, WHO)),
             Op::Ndp {
                 task, paths, args, ..

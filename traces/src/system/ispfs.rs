@@ -428,6 +428,10 @@ impl<'a> IspfsSystem<'a> {
                 }
                 done(self.fs.fs_mut().lookup(path, WHO).map(|_| ()))
             }
+            Op::Readdir { path } => {
+                self.cpu(syscall);
+                done(self.fs.fs_mut().readdir(path, WHO).map(|_| ()))
+            }
             Op::Truncate { path, len } => {
                 self.cpu(syscall);
                 done(self.fs.fs_mut().truncate(path, *len, WHO))
