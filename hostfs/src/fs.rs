@@ -688,6 +688,21 @@ impl HostFs {
         Ok((entries, cost))
     }
 
+    /// An inode's attributes changed (`chmod`, `chown`, `utimensat`, an extended attribute):
+    /// the path walk, then the inode dirtied as any change to it is, so the next commit (or,
+    /// without a journal, a write in place) writes its block. Only its owner or root may.
+    pub fn setattr(&mut self, path: &str, who: Cred) -> Result<(), FsError> {
+        let (r, _) = self.lookup(path, who)?;
+        let inode = self.ns.inode(r.ino).expect("resolved");
+        if who != Cred::ROOT && inode.perms.uid != who.uid {
+            return Err(FsError::PermissionDenied {
+                path: path.to_string(),
+                access: "owner's",
+            });
+        }
+        self.inode_changed(r.ino, false)
+    }
+
     /// `filefrag`: the extents of a file the caller may read, and what finding them cost.
     pub fn fiemap(&mut self, path: &str, who: Cred) -> Result<(Vec<Extent>, LookupCost), FsError> {
         let (_, extents, cost) = self.file_extents(path, who)?;

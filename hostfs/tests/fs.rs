@@ -544,3 +544,43 @@ fn a_listing_reads_every_block_of_the_directory_and_copies_each_entry() {
         Err(FsError::PermissionDenied { .. })
     ));
 }
+
+#[test]
+fn an_attribute_change_dirties_the_inode_for_the_next_commit_and_only_its_owner_may() {
+    use csd_hostfs::fs::OpenOptions;
+    let mut fs = fs("cosmos-plus");
+    fs.enable_journal().unwrap();
+    fs.mkdir("/d", MINE, ME).unwrap();
+    let how = OpenOptions {
+        write: true,
+        create: Some(MINE),
+    };
+    let fd = fs.open("/d/f", how, ME).unwrap();
+    fs.write(fd, 0, &[7; 100]).unwrap();
+    fs.fsync(fd).unwrap();
+    let commits = fs.journal_stats().unwrap().commits;
+    // Nothing changed: an fsync commits nothing.
+    fs.fsync(fd).unwrap();
+    assert_eq!(fs.journal_stats().unwrap().commits, commits);
+    // A chmod: the inode's block joins the running transaction, and the fsync commits it.
+    let before = programmed(&fs);
+    fs.setattr("/d/f", ME).unwrap();
+    fs.fsync(fd).unwrap();
+    let stats = fs.journal_stats().unwrap();
+    assert_eq!(stats.commits, commits + 1);
+    assert_eq!(
+        programmed(&fs),
+        before + 3,
+        "a descriptor, the inode block's copy and the commit block"
+    );
+    let other = Cred {
+        uid: 1001,
+        gid: 1000,
+    };
+    assert!(matches!(
+        fs.setattr("/d/f", other),
+        Err(FsError::PermissionDenied { .. })
+    ));
+    fs.setattr("/d/f", Cred::ROOT).unwrap();
+    assert!(fs.setattr("/d/nope", ME).is_err());
+}

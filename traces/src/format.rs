@@ -326,6 +326,11 @@ pub enum Op {
     Readdir {
         path: String,
     },
+    /// An inode's attributes changed (`chmod`, `chown`, `utimensat`, extended attributes),
+    /// through its path or an fd (recorded with the fd's path).
+    Setattr {
+        path: String,
+    },
     Truncate {
         path: String,
         len: u64,
@@ -388,6 +393,7 @@ pub const OPS: &[&str] = &[
     "bread",
     "bwrite",
     "readdir",
+    "setattr",
 ];
 
 /// The fd ops, binding their `fd` and `path`: one list for [`Op::fd_path`] and
@@ -448,6 +454,7 @@ impl Op {
             Op::Bread { .. } => 18,
             Op::Bwrite { .. } => 19,
             Op::Readdir { .. } => 20,
+            Op::Setattr { .. } => 21,
         }
     }
 
@@ -825,6 +832,7 @@ fn parse_fast(line: &str) -> Option<Event> {
         "unlink" => Op::Unlink { path: path()? },
         "stat" => Op::Stat { path: path()? },
         "readdir" => Op::Readdir { path: path()? },
+        "setattr" => Op::Setattr { path: path()? },
         "rename" => Op::Rename {
             path: path()?,
             to: f.to.filter(|p| !p.is_empty())?.to_string(),
@@ -1031,6 +1039,9 @@ fn event_from_json(v: Value, top: bool) -> Result<Parsed, String> {
         "readdir" => Op::Readdir {
             path: f.path("path")?,
         },
+        "setattr" => Op::Setattr {
+            path: f.path("path")?,
+        },
         "rename" => Op::Rename {
             path: f.path("path")?,
             to: f.path("to")?,
@@ -1191,7 +1202,8 @@ impl Event {
             | Op::Rmdir { path }
             | Op::Unlink { path }
             | Op::Stat { path }
-            | Op::Readdir { path } => {
+            | Op::Readdir { path }
+            | Op::Setattr { path } => {
                 push_str(&mut s, "path", path);
             }
             Op::Rename { path, to } => {

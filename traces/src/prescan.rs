@@ -152,7 +152,9 @@ impl Prescan {
                 self.creates(path);
             }
             Op::Pwrite { path, .. } | Op::Truncate { path, .. } => self.creates(path),
-            Op::Stat { path } | Op::Unlink { path } => self.needs(path, 0, 0),
+            Op::Stat { path } | Op::Unlink { path } | Op::Setattr { path } => {
+                self.needs(path, 0, 0)
+            }
             // The trace makes `to` by the rename: ops on it later find the renamed file, so
             // setup must not make one first (it would be a file the trace never had).
             Op::Rename { path, to } => {

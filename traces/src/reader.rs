@@ -176,6 +176,7 @@ fn check_paths(op: &Op, unresolved: bool) -> Result<(), String> {
         | Op::Unlink { path }
         | Op::Stat { path }
         | Op::Readdir { path }
+        | Op::Setattr { path }
         | Op::Truncate { path, .. } => path,
         Op::Rename { path, to } => return check_path(path).and_then(|()| check_path(to)),
         Op::Ndp { paths, .. } => return paths.iter().try_for_each(|p| check_path(p)),

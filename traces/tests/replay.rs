@@ -244,13 +244,14 @@ fn writes_through_an_o_append_fd_land_at_the_end_of_the_file() {
 }
 
 #[test]
-fn a_readdir_lists_the_directory_under_every_file_system() {
+fn readdir_and_setattr_replay_under_every_file_system() {
     let mut lines: Vec<String> = (0..300)
         .map(|i| format!(r#"{{"t":{i},"pid":1,"op":"stat","path":"/big/{i:0>40}"}}"#))
         .collect();
     lines.push(r#"{"t":400,"pid":1,"op":"stat","path":"/small/a"}"#.into());
     lines.push(r#"{"t":500,"pid":1,"op":"readdir","path":"/big"}"#.into());
     lines.push(r#"{"t":600,"pid":1,"op":"readdir","path":"/small"}"#.into());
+    lines.push(r#"{"t":700,"pid":1,"op":"setattr","path":"/small/a"}"#.into());
     let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
     let t = trace(&lines);
     for target in [
@@ -264,5 +265,7 @@ fn a_readdir_lists_the_directory_under_every_file_system() {
         assert_eq!((l.count, l.failed), (2, 0), "{target:?}: {l:?}");
         // 300 entries of 40-byte names copied out take longer than one.
         assert!(l.max_ns as f64 > l.mean_ns, "{target:?}: {l:?}");
+        let s = &r.latency["setattr"];
+        assert_eq!((s.count, s.failed), (1, 0), "{target:?}: {s:?}");
     }
 }

@@ -13,7 +13,8 @@
 //! destination, each of the bytes the call moved, so the data a program moves this way is
 //! replayed too. An `lseek` gives the offset of the fd's next read or write. Calls on
 //! regular files that move data or change them in ways a trace cannot carry (`fallocate`,
-//! a shared writable `mmap`, attribute changes, links) are counted under their reason.
+//! a shared writable `mmap`, links) are counted under their reason. `chmod`, `chown`,
+//! `utimensat` and the extended-attribute calls become `setattr`s.
 //! `access` and `readlink` walk a path as `stat` does, and become `stat`s; a directory's
 //! listing (its first `getdents64`) becomes a `readdir`.
 
@@ -665,8 +666,7 @@ impl StraceConverter {
             "faccessat" | "faccessat2" | "readlinkat" => self
                 .path_arg(pid, a.first(), a.get(1))
                 .map(|path| Op::Stat { path }),
-            // Changes to an inode's attributes and links, which the trace format has no event
-            // for: counted by kind.
+            // Changes to an inode's attributes, by path or by fd.
             "chmod" | "fchmod" | "fchmodat" | "fchmodat2" | "chown" | "fchown" | "lchown"
             | "fchownat" | "utime" | "utimes" | "utimensat" | "futimesat" | "setxattr"
             | "lsetxattr" | "fsetxattr" | "removexattr" | "lremovexattr" | "fremovexattr" => {
@@ -681,10 +681,7 @@ impl StraceConverter {
                     _ if name.starts_with('f') => Self::fd_file(a).map(|(_, p)| p),
                     _ => self.path_arg(pid, None, a.first()),
                 };
-                if file.is_some() && out.ret == Some(0) {
-                    self.skip(format!("{name}: attribute changes are not modelled"));
-                }
-                None
+                file.map(|path| Op::Setattr { path })
             }
             "link" | "linkat" | "symlink" | "symlinkat" => {
                 if out.ret == Some(0) {

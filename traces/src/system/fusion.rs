@@ -752,17 +752,24 @@ impl FusionSystem<'_> {
                 call.b.unlink(path);
                 self.submit(ev.pid, call, at)
             }
-            Op::Stat { path } => {
+            // StorageFS keeps no attributes beyond what it journals per op: a change to them is
+            // a round trip that finds the inode, as a stat is.
+            Op::Stat { path } | Op::Setattr { path } => {
                 self.kept.remove(&ev.pid);
                 if self.fs.medium().lookup(path).is_none()
                     && !self.dirs.contains(path)
                     && path != "/"
                 {
                     return Err(OpError::Storage(format!(
-                        "stat of {path}: no such file or directory"
+                        "{} of {path}: no such file or directory",
+                        ev.op.name()
                     )));
                 }
-                Ok(self.lookup_call(at, entries(path), STAT_BYTES))
+                let out = match ev.op {
+                    Op::Stat { .. } => STAT_BYTES,
+                    _ => 0,
+                };
+                Ok(self.lookup_call(at, entries(path), out))
             }
             // StorageFS keeps a flat namespace of paths (and the trace's directories): a
             // listing looks up the directory and examines each name directly in it.

@@ -263,6 +263,7 @@ impl<'a> HostSystem<'a> {
             }
             Op::Stat { path } => fs_done(self.fs.lookup(path, WHO).map(|_| ())),
             Op::Readdir { path } => fs_done(self.fs.readdir(path, WHO).map(|_| ())),
+            Op::Setattr { path } => fs_done(self.fs.setattr(path, WHO)),
             Op::Truncate { path, len } => fs_done(self.fs.truncate(path, *len, WHO)),
             Op::Ndp {
                 task, paths, args, ..

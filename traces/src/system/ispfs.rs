@@ -432,6 +432,10 @@ impl<'a> IspfsSystem<'a> {
                 self.cpu(syscall);
                 done(self.fs.fs_mut().readdir(path, WHO).map(|_| ()))
             }
+            Op::Setattr { path } => {
+                self.cpu(syscall);
+                done(self.fs.fs_mut().setattr(path, WHO))
+            }
             Op::Truncate { path, len } => {
                 self.cpu(syscall);
                 done(self.fs.fs_mut().truncate(path, *len, WHO))
