@@ -8,15 +8,16 @@
 //! carry their file. Syscalls that touch no regular file (pipes, sockets, `/proc`, `/dev`,
 //! memory management, signals) are ignored.
 //!
-//! A copy the kernel makes between two files (`copy_file_range`, which `cp` and `cat` use
-//! since coreutils 9, `sendfile`, `splice`) becomes a read of the source and a write of the
-//! destination, each of the bytes the call moved, so the data a program moves this way is
-//! replayed too. An `lseek` gives the offset of the fd's next read or write. Calls on
-//! regular files that move data or change them in ways a trace cannot carry (`fallocate`,
-//! a shared writable `mmap`, links) are counted under their reason. `chmod`, `chown`,
-//! `utimensat` and the extended-attribute calls become `setattr`s.
-//! `access` and `readlink` walk a path as `stat` does, and become `stat`s; a directory's
-//! listing (its first `getdents64`) becomes a `readdir`.
+//! Beyond one event per call:
+//! - a copy the kernel makes between two files (`copy_file_range`, which `cp` and `cat` use
+//!   since coreutils 9, `sendfile`, `splice`) is a read of the source and a write of the
+//!   destination, each of the bytes the call moved;
+//! - an `lseek` has no event, but gives the fd's next read or write its offset;
+//! - a directory's listing is one `readdir`, at its first `getdents64`;
+//! - `access` and `readlink` walk a path as `stat` does, and are `stat`s; `chmod`, `chown`,
+//!   `utimensat` and the extended-attribute calls are `setattr`s;
+//! - calls that change files in ways a trace cannot carry (`fallocate`, links, a shared
+//!   writable `mmap`, whose stores make no system call) are counted under their reason.
 
 use super::ImportError;
 use crate::format::{Event, Op, OpenFlags};
@@ -569,14 +570,17 @@ impl StraceConverter {
             }
             "fallocate" | "sync_file_range" => {
                 Self::fd_file(a)?;
-                self.skip(format!("{name}: not modelled"));
+                if out.ret == Some(0) {
+                    self.skip(format!("{name}: not modelled"));
+                }
                 None
             }
             // Stores through a shared writable mapping reach the file with no system call.
             "mmap" | "mmap2" => {
                 let (prot, flags) = (a.get(2)?, a.get(3)?);
                 Self::fd_file(a.get(4..)?)?;
-                if prot.contains("PROT_WRITE") && flags.contains("MAP_SHARED") {
+                let mapped = out.ret.is_some_and(|r| r >= 0);
+                if mapped && prot.contains("PROT_WRITE") && flags.contains("MAP_SHARED") {
                     self.skip(format!(
                         "{name}: a shared writable mapping of a file (its stores are not traced)"
                     ));
