@@ -399,6 +399,10 @@ fn calls_that_change_files_out_of_the_traces_sight_are_counted_and_attributes_ar
 7 1000.000700 fchmod(1</dev/pts/0>, 0600) = 0 <0.000010>
 7 1000.000800 chmod(\"/w/a\", 0644) = -1 EPERM (Operation not permitted) <0.000010>
 7 1000.000900 symlinkat(\"a\", AT_FDCWD</w>, \"l\") = 0 <0.000010>
+7 1000.001000 io_uring_enter(4<anon_inode:[io_uring]>, 8, 8, IORING_ENTER_GETEVENTS, NULL, 8) = 8 <0.000010>
+7 1000.001100 io_uring_enter(4<anon_inode:[io_uring]>, 0, 1, IORING_ENTER_GETEVENTS, NULL, 8) = 0 <0.000010>
+7 1000.001200 io_submit(0x7f0000001000, 2, [{aio_lio_opcode=IOCB_CMD_PREAD, aio_fildes=3}]) = 2 <0.000010>
+7 1000.001300 renameat2(AT_FDCWD</w>, \"a\", AT_FDCWD</w>, \"b\", RENAME_EXCHANGE) = 0 <0.000010>
 ";
     let s = stats(text);
     assert_eq!(s.events, 3);
@@ -411,8 +415,18 @@ fn calls_that_change_files_out_of_the_traces_sight_are_counted_and_attributes_ar
     );
     assert_eq!(n("symlinkat: links are not modelled"), Some(1));
     assert_eq!(
-        s.ignored, 3,
-        "the library's mapping, the pipe and the terminal: {s:?}"
+        n("io_uring_enter: I/O submitted through io_uring is not traced"),
+        Some(1),
+        "only the call that submitted: {s:?}"
+    );
+    assert_eq!(
+        n("io_submit: I/O submitted through Linux AIO is not traced"),
+        Some(1)
+    );
+    assert_eq!(n("renameat2: RENAME_EXCHANGE is not modelled"), Some(1));
+    assert_eq!(
+        s.ignored, 4,
+        "the library's mapping, the pipe, the terminal and the ring's wait: {s:?}"
     );
     let setattrs: Vec<(String, Option<i64>)> = events(ImportFormat::Strace, text)
         .unwrap()
@@ -471,20 +485,27 @@ fn a_directory_listing_is_one_readdir() {
 }
 
 #[test]
-fn access_and_readlink_walk_a_path_as_stat_does() {
+fn access_and_readlink_walk_a_path_as_stat_does_and_openat2_opens() {
     let text = "7 1000.000000 access(\"/etc/ld.so.preload\", R_OK) = -1 ENOENT (No such file or directory) <0.000010>
 7 1000.000100 faccessat2(AT_FDCWD</w>, \"a\", X_OK, AT_EACCESS) = 0 <0.000010>
 7 1000.000200 readlinkat(AT_FDCWD</w>, \"l\", 0x7ffd, 4096) = 1 <0.000010>
+7 1000.000250 openat2(AT_FDCWD</w>, \"c\", {flags=O_WRONLY|O_CREAT|O_CLOEXEC, mode=0644, resolve=RESOLVE_NO_SYMLINKS}, 24) = 3</w/c> <0.000010>
 7 1000.000300 access(\"/proc/self/exe\", F_OK) = 0 <0.000010>
 ";
     let evs = events(ImportFormat::Strace, text).unwrap();
     let paths: Vec<&str> = evs
         .iter()
-        .map(|e| match &e.op {
-            Op::Stat { path } => path.as_str(),
-            other => panic!("{other:?}"),
+        .filter_map(|e| match &e.op {
+            Op::Stat { path } => Some(path.as_str()),
+            _ => None,
         })
         .collect();
     assert_eq!(paths, ["/etc/ld.so.preload", "/w/a", "/w/l"]);
+    // openat2 carries its flags in its `how` struct.
+    assert!(
+        evs.iter().any(|e| matches!(&e.op, Op::Open { path, flags }
+            if path == "/w/c" && flags.write && flags.create && !flags.truncate)),
+        "{evs:#?}"
+    );
     assert_eq!(evs[0].ret, Some(-1), "a failed access stays failed");
 }

@@ -17,7 +17,8 @@
 //! - `access` and `readlink` walk a path as `stat` does, and are `stat`s; `chmod`, `chown`,
 //!   `utimensat` and the extended-attribute calls are `setattr`s;
 //! - calls that change files in ways a trace cannot carry (`fallocate`, links, a shared
-//!   writable `mmap`, whose stores make no system call) are counted under their reason.
+//!   writable `mmap`, whose stores make no system call, a rename that exchanges two names,
+//!   I/O submitted through io_uring or AIO) are counted under their reason.
 
 use super::ImportError;
 use crate::format::{Event, Op, OpenFlags};
@@ -509,9 +510,17 @@ impl StraceConverter {
     fn convert(&mut self, pid: u32, name: &str, a: &[String], out: &Outcome) -> Option<Op> {
         let ok_len = || out.ret.filter(|&r| r >= 0).map(|r| r as u64);
         match name {
-            "open" | "openat" | "creat" => {
+            "open" | "openat" | "openat2" | "creat" => {
                 let (dirfd, path, flags) = match name {
                     "openat" => (a.first(), a.get(1), a.get(2).cloned().unwrap_or_default()),
+                    // `{flags=O_RDONLY|O_CLOEXEC, mode=0, resolve=RESOLVE_NO_SYMLINKS}`
+                    "openat2" => {
+                        let how = a.get(2).map_or("", String::as_str);
+                        let flags = how
+                            .split_once("flags=")
+                            .map_or("", |(_, rest)| rest.split([',', '}']).next().unwrap_or(""));
+                        (a.first(), a.get(1), flags.to_string())
+                    }
                     "creat" => (None, a.first(), "O_WRONLY|O_CREAT|O_TRUNC".into()),
                     _ => (None, a.first(), a.get(1).cloned().unwrap_or_default()),
                 };
@@ -649,7 +658,22 @@ impl StraceConverter {
             "renameat" | "renameat2" => {
                 let path = self.path_arg(pid, a.first(), a.get(1))?;
                 let to = self.path_arg(pid, a.get(2), a.get(3))?;
+                // An exchange keeps both names: as a rename it would remove `to`.
+                if a.get(4).is_some_and(|f| f.contains("RENAME_EXCHANGE")) {
+                    self.skip(format!("{name}: RENAME_EXCHANGE is not modelled"));
+                    return None;
+                }
                 Some(Op::Rename { path, to })
+            }
+            // I/O submitted through a ring or an AIO context makes no call strace can show.
+            "io_uring_enter" | "io_submit" => {
+                if self.num(name, a, 1, "count").is_some_and(|n| n > 0) {
+                    self.skip(format!(
+                        "{name}: I/O submitted through {} is not traced",
+                        if name == "io_submit" { "Linux AIO" } else { "io_uring" }
+                    ));
+                }
+                None
             }
             "stat" | "lstat" => self
                 .path_arg(pid, None, a.first())
