@@ -667,10 +667,13 @@ impl StraceConverter {
             }
             // I/O submitted through a ring or an AIO context makes no call strace can show.
             "io_uring_enter" | "io_submit" => {
+                let through = match name {
+                    "io_submit" => "Linux AIO",
+                    _ => "io_uring",
+                };
                 if self.num(name, a, 1, "count").is_some_and(|n| n > 0) {
                     self.skip(format!(
-                        "{name}: I/O submitted through {} is not traced",
-                        if name == "io_submit" { "Linux AIO" } else { "io_uring" }
+                        "{name}: I/O submitted through {through} is not traced"
                     ));
                 }
                 None
