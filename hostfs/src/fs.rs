@@ -1296,8 +1296,12 @@ impl HostFs {
     fn sync_ino(&mut self, ino: Ino, data_only: bool) -> Result<(), FsError> {
         let pages = self.cache.pick_file(ino);
         self.clock = self.write_back(&pages)?;
-        // ext4_sync_file: if the running transaction holds a change to the file this sync
-        // must make durable, jbd2 commits that transaction, all of it.
+        self.commit_for(ino, data_only)
+    }
+
+    /// ext4_sync_file: if the running transaction holds a change to the file this sync must
+    /// make durable, jbd2 commits that transaction, all of it, and the caller waits.
+    fn commit_for(&mut self, ino: Ino, data_only: bool) -> Result<(), FsError> {
         if self
             .journal
             .as_ref()
@@ -1306,6 +1310,38 @@ impl HostFs {
             self.commit(true)?;
         }
         Ok(())
+    }
+
+    /// Writes back the file's dirty pages in `offset..offset + len`, in file order, and
+    /// waits for them (Linux's `filemap_write_and_wait_range`). An `O_DIRECT` write's bytes
+    /// reach the device so before it returns (staged by [`HostFs::write`], whose
+    /// read-modify-write of a partial block stands in for the device's own), and a direct
+    /// read first makes the device's copy current. New blocks are allocated here, and the
+    /// new size and blocks join the running transaction as a buffered write's do.
+    pub fn flush_range(&mut self, fd: Fd, offset: u64, len: u64) -> Result<(), FsError> {
+        let ino = self.open_file(fd)?.ino;
+        let bs = self.ns.layout().block_bytes;
+        let end = file_end(offset, len)?;
+        let pages = self.cache.dirty_in(ino, offset / bs..end.div_ceil(bs));
+        if !pages.is_empty() {
+            self.clock = self.write_back(&pages)?;
+        }
+        Ok(())
+    }
+
+    /// What a write through an `O_DSYNC` (`data_only`) or `O_SYNC` fd waits for after it:
+    /// its range written back, then the commit `fdatasync` or `fsync` would wait for
+    /// (Linux's `generic_write_sync`).
+    pub fn sync_written(
+        &mut self,
+        fd: Fd,
+        offset: u64,
+        len: u64,
+        data_only: bool,
+    ) -> Result<(), FsError> {
+        self.flush_range(fd, offset, len)?;
+        let ino = self.open_file(fd)?.ino;
+        self.commit_for(ino, data_only)
     }
 
     /// `sync`: writes back every dirty page and waits.

@@ -113,6 +113,17 @@ impl PageCache {
             .collect()
     }
 
+    /// The file's dirty pages with block indexes in `blocks`, ascending.
+    pub fn dirty_in(&self, ino: Ino, blocks: std::ops::Range<u64>) -> Vec<(Ino, u64)> {
+        if blocks.is_empty() {
+            return Vec::new();
+        }
+        self.dirty
+            .range((ino, blocks.start)..(ino, blocks.end))
+            .map(|(&k, _)| k)
+            .collect()
+    }
+
     pub fn is_dirty(&self, ino: Ino) -> bool {
         self.dirty
             .range((ino, 0)..=(ino, u64::MAX))

@@ -105,20 +105,24 @@ pub struct OpenFlags {
     pub truncate: bool,
     pub append: bool,
     pub directory: bool,
+    /// `O_DIRECT`: reads and writes bypass the page cache.
+    pub direct: bool,
+    /// `O_DSYNC`: each write returns once its data (and the size or blocks it changed) is
+    /// durable, as if `fdatasync` followed it.
+    pub dsync: bool,
+    /// `O_SYNC`: as `O_DSYNC`, with every change to the inode, as if `fsync` followed it.
+    pub sync: bool,
 }
 
 /// Linux's `open` flags that change nothing csdlab models, accepted as written.
-const OTHER_LINUX_FLAGS: [&str; 16] = [
+const OTHER_LINUX_FLAGS: [&str; 13] = [
     "O_EXCL",
     "O_NOCTTY",
     "O_NONBLOCK",
     "O_NDELAY",
-    "O_DSYNC",
-    "O_SYNC",
     "O_RSYNC",
     "O_ASYNC",
     "FASYNC",
-    "O_DIRECT",
     "O_LARGEFILE",
     "O_NOFOLLOW",
     "O_NOATIME",
@@ -178,6 +182,9 @@ impl OpenFlags {
             "O_TRUNC" => self.truncate = true,
             "O_APPEND" => self.append = true,
             "O_DIRECTORY" => self.directory = true,
+            "O_DIRECT" => self.direct = true,
+            "O_DSYNC" => self.dsync = true,
+            "O_SYNC" => self.sync = true,
             _ => return false,
         }
         true
@@ -194,6 +201,9 @@ impl OpenFlags {
             (self.truncate, "O_TRUNC"),
             (self.append, "O_APPEND"),
             (self.directory, "O_DIRECTORY"),
+            (self.direct, "O_DIRECT"),
+            (self.dsync, "O_DSYNC"),
+            (self.sync, "O_SYNC"),
         ] {
             if on {
                 s.push('|');

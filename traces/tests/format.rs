@@ -120,6 +120,15 @@ fn every_op_round_trips() {
         ),
         ev(10, 8, Op::Stat { path: p("/e/x") }, Some(-1)),
         ev(10, 8, Op::Readdir { path: p("/e") }, Some(48)),
+        ev(
+            10,
+            8,
+            Op::Open {
+                path: p("/e/log"),
+                flags: OpenFlags::parse("O_WRONLY|O_APPEND|O_DIRECT|O_DSYNC|O_SYNC"),
+            },
+            Some(5),
+        ),
         ev(10, 8, Op::Setattr { path: p("/e/x") }, Some(0)),
         ev(
             11,

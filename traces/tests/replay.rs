@@ -269,3 +269,51 @@ fn readdir_and_setattr_replay_under_every_file_system() {
         assert_eq!((s.count, s.failed), (1, 0), "{target:?}: {s:?}");
     }
 }
+
+#[test]
+fn direct_and_synchronous_writes_reach_the_device_before_they_return() {
+    let program = Profile::load("cosmos-plus").unwrap().timing.page_program_ns;
+    // A 16 KiB file made and synced, then reopened with `flags` and written over in place.
+    let overwrite = |flags: &str| {
+        let reopen =
+            format!(r#"{{"t":50,"pid":1,"op":"open","path":"/w/f","flags":"{flags}","ret":4}}"#);
+        let t = trace(&[
+            r#"{"t":0,"pid":1,"op":"open","path":"/w/f","flags":"O_WRONLY|O_CREAT","ret":3}"#,
+            r#"{"t":10,"pid":1,"op":"write","fd":3,"len":16384,"ret":16384}"#,
+            r#"{"t":20,"pid":1,"op":"fsync","fd":3}"#,
+            r#"{"t":30,"pid":1,"op":"close","fd":3}"#,
+            &reopen,
+            r#"{"t":60,"pid":1,"op":"pwrite","fd":4,"off":0,"len":16384,"ret":16384}"#,
+        ]);
+        let r = run(&t, DesignKind::FragS, Pace::Afap);
+        assert!(r.latency.values().all(|l| l.failed == 0), "{r:?}");
+        r.latency["pwrite"].max_ns
+    };
+    let buffered = overwrite("O_WRONLY");
+    let direct = overwrite("O_WRONLY|O_DIRECT");
+    let dsync = overwrite("O_WRONLY|O_DSYNC");
+    let sync = overwrite("O_WRONLY|O_SYNC");
+    assert!(buffered < program / 10, "a buffered write stays in memory: {buffered}");
+    // The data's program, and nothing to commit: the overwrite changed no size or block.
+    for (what, ns) in [("O_DIRECT", direct), ("O_DSYNC", dsync)] {
+        assert!(
+            (program..2 * program).contains(&ns),
+            "{what}: {ns} ns against a {program} ns program"
+        );
+    }
+    // O_SYNC also waits for the commit of the new mtime: the log's copy, then its commit
+    // block.
+    assert!(sync >= dsync + 2 * program, "{sync} vs {dsync}");
+
+    // A direct read writes back the dirty pages it covers first, then reads the device.
+    let t = trace(&[
+        r#"{"t":0,"pid":1,"op":"open","path":"/w/g","flags":"O_RDWR|O_CREAT","ret":3}"#,
+        r#"{"t":10,"pid":1,"op":"write","fd":3,"len":16384,"ret":16384}"#,
+        r#"{"t":20,"pid":1,"op":"open","path":"/w/g","flags":"O_RDONLY|O_DIRECT","ret":4}"#,
+        r#"{"t":30,"pid":1,"op":"read","fd":4,"len":16384,"ret":16384}"#,
+    ]);
+    let r = run(&t, DesignKind::FragS, Pace::Afap);
+    let read = r.latency["read"].max_ns;
+    assert!(read >= program, "{read}");
+    assert!(r.device.io.flash_page_reads >= 1, "{:?}", r.device.io);
+}

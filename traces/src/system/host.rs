@@ -5,7 +5,7 @@
 use super::interface::{
     block_io, rw_count, Applied, NdpTotals, OpError, SetupError, System, Totals,
 };
-use crate::format::{Event, IscFile, Op};
+use crate::format::{Event, IscFile, Op, OpenFlags};
 use crate::isc::{IscRunner, IscTotals, LentFile};
 use crate::prescan::Prescan;
 use csd_device::{Profile, VirtualTime};
@@ -61,9 +61,10 @@ const DIR_PERMS: Perms = Perms {
 struct OpenFd {
     fd: Fd,
     pos: u64,
-    /// Opened with `O_APPEND`: every write lands at the end of the file (Linux appends even
-    /// for `pwrite`), and the position follows it.
-    append: bool,
+    /// How it was opened: with `O_APPEND` every write lands at the end of the file (Linux
+    /// appends even for `pwrite`); with `O_DIRECT` reads and writes bypass the page cache;
+    /// with `O_DSYNC` or `O_SYNC` a write waits until it is durable.
+    flags: OpenFlags,
 }
 
 /// A host file system over the device, under one offload design.
@@ -161,7 +162,7 @@ impl<'a> HostSystem<'a> {
                 OpenFd {
                     fd: f,
                     pos: 0,
-                    append: false,
+                    flags: OpenFlags::default(),
                 },
             );
         }
@@ -211,7 +212,7 @@ impl<'a> HostSystem<'a> {
                     let opened = OpenFd {
                         fd: f,
                         pos: 0,
-                        append: flags.append,
+                        flags: *flags,
                     };
                     if let Some(old) = self.fds.insert((ev.pid, fd), opened) {
                         let _ = self.design.close(&mut self.fs, old.fd);
@@ -319,7 +320,10 @@ impl<'a> HostSystem<'a> {
 
     /// A read or write: at `off` if given (pread/pwrite, or a recorded offset), else at the
     /// fd's position, which it then advances. A write through an `O_APPEND` fd lands at the
-    /// end of the file whatever the offset, as Linux does (even for `pwrite`).
+    /// end of the file whatever the offset, as Linux does (even for `pwrite`). Through an
+    /// `O_DIRECT` fd the bytes move between the device and the caller's buffer by DMA: no
+    /// copy, no page-cache work, and a write is on the device when it returns. Through an
+    /// `O_DSYNC` or `O_SYNC` fd a write then waits as `fdatasync` or `fsync` would.
     fn data(
         &mut self,
         ev: &Event,
@@ -333,8 +337,8 @@ impl<'a> HostSystem<'a> {
         let positional = matches!(ev.op, Op::Pread { .. } | Op::Pwrite { .. });
         let capacity = self.fs.device().capacity_bytes();
         let o = self.fd_for(ev.pid, fd, path, write)?;
-        let (f, append, pos) = (o.fd, o.append, o.pos);
-        let at = if write && append {
+        let (f, flags, pos) = (o.fd, o.flags, o.pos);
+        let at = if write && flags.append {
             self.fs.fd_size(f)?
         } else {
             off.unwrap_or(pos)
@@ -353,17 +357,22 @@ impl<'a> HostSystem<'a> {
             }
         }
         let bs = self.fs.namespace().layout().block_bytes;
+        if flags.direct && !write {
+            self.fs.flush_range(f, at, n)?;
+        }
         let mut pos = at;
         while pos < end {
             let step = (end - pos).min(DATA_STEP);
             // The copy between the user's buffer and the page cache, and the cache's work per
             // page it touches, on the calling thread.
-            let costs = self.fs.costs();
-            let pages = (pos + step).div_ceil(bs) - pos / bs;
-            let cpu = csd_device::transfer_ns(step, costs.copy_bytes_per_sec)
-                .saturating_add(pages.saturating_mul(costs.page_cache_page_ns));
-            let t = self.fs.clock().after(cpu);
-            self.fs.advance_to(t);
+            if !flags.direct {
+                let costs = self.fs.costs();
+                let pages = (pos + step).div_ceil(bs) - pos / bs;
+                let cpu = csd_device::transfer_ns(step, costs.copy_bytes_per_sec)
+                    .saturating_add(pages.saturating_mul(costs.page_cache_page_ns));
+                let t = self.fs.clock().after(cpu);
+                self.fs.advance_to(t);
+            }
             if write {
                 // Timing-only device: the bytes themselves do not matter.
                 if self.zeros.len() < step as usize {
@@ -374,6 +383,12 @@ impl<'a> HostSystem<'a> {
                 self.fs.read(f, pos, step)?;
             }
             pos += step;
+        }
+        if write && flags.direct {
+            self.fs.flush_range(f, at, n)?;
+        }
+        if write && (flags.dsync || flags.sync) {
+            self.fs.sync_written(f, at, n, !flags.sync)?;
         }
         Ok(Applied::Done)
     }
