@@ -657,13 +657,9 @@ impl HostFs {
         Ok((r, cost))
     }
 
-    /// A directory listed to its end (`getdents64` until it returns 0): the path walk, every
-    /// block of the directory's entries read through the metadata cache, one after another,
-    /// and each entry, "." and ".." included, copied to the caller as a `linux_dirent64`.
-    /// Returns how many entries it listed, and what the listing cost.
-    pub fn readdir(&mut self, path: &str, who: Cred) -> Result<(u64, LookupCost), FsError> {
-        let mut r = self.ns.resolve(path, who)?;
-        let inode = self.ns.inode(r.ino).expect("resolved");
+    /// Whether `who` may list `ino` (resolved from `path`): a directory it may read.
+    fn check_listable(&self, ino: Ino, path: &str, who: Cred) -> Result<(), FsError> {
+        let inode = self.ns.inode(ino).expect("resolved");
         if !inode.is_dir() {
             return Err(FsError::Namespace(NsError::NotADirectory(path.to_string())));
         }
@@ -673,6 +669,16 @@ impl HostFs {
                 access: Access::Read.name(),
             });
         }
+        Ok(())
+    }
+
+    /// A directory listed to its end (`getdents64` until it returns 0): the path walk, every
+    /// block of the directory's entries read through the metadata cache, one after another,
+    /// and each entry, "." and ".." included, copied to the caller as a `linux_dirent64`.
+    /// Returns how many entries it listed, and what the listing cost.
+    pub fn readdir(&mut self, path: &str, who: Cred) -> Result<(u64, LookupCost), FsError> {
+        let mut r = self.ns.resolve(path, who)?;
+        self.check_listable(r.ino, path, who)?;
         let dirent64 = crate::namespace::dirent64_bytes;
         let (entries, bytes) = self
             .ns
@@ -761,16 +767,7 @@ impl HostFs {
     /// caller who may list it. Names starting with `.ndpmeta` are LightFS's own and skipped.
     pub fn list_files(&mut self, path: &str, who: Cred) -> Result<Vec<(String, Ino)>, FsError> {
         let (r, _) = self.lookup(path, who)?;
-        let inode = self.ns.inode(r.ino).expect("resolved");
-        if !inode.is_dir() {
-            return Err(FsError::Namespace(NsError::NotADirectory(path.to_string())));
-        }
-        if !inode.perms.allows(who, Access::Read) {
-            return Err(FsError::PermissionDenied {
-                path: path.to_string(),
-                access: Access::Read.name(),
-            });
-        }
+        self.check_listable(r.ino, path, who)?;
         let base = path.trim_end_matches('/');
         Ok(self
             .ns
