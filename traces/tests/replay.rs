@@ -293,7 +293,10 @@ fn direct_and_synchronous_writes_reach_the_device_before_they_return() {
     let direct = overwrite("O_WRONLY|O_DIRECT");
     let dsync = overwrite("O_WRONLY|O_DSYNC");
     let sync = overwrite("O_WRONLY|O_SYNC");
-    assert!(buffered < program / 10, "a buffered write stays in memory: {buffered}");
+    assert!(
+        buffered < program / 10,
+        "a buffered write stays in memory: {buffered}"
+    );
     // The data's program, and nothing to commit: the overwrite changed no size or block.
     for (what, ns) in [("O_DIRECT", direct), ("O_DSYNC", dsync)] {
         assert!(
