@@ -337,11 +337,13 @@ impl<'a> HostSystem<'a> {
         let positional = matches!(ev.op, Op::Pread { .. } | Op::Pwrite { .. });
         let capacity = self.fs.device().capacity_bytes();
         let o = self.fd_for(ev.pid, fd, path, write)?;
-        let (f, flags, pos) = (o.fd, o.flags, o.pos);
-        let at = if write && flags.append {
-            self.fs.fd_size(f)?
+        let (f, flags) = (o.fd, o.flags);
+        // Only an append needs the file system (its size), and so the fd table again.
+        let (at, o) = if write && flags.append {
+            let size = self.fs.fd_size(f)?;
+            (size, self.fds.get_mut(&(ev.pid, fd)).expect("opened above"))
         } else {
-            off.unwrap_or(pos)
+            (off.unwrap_or(o.pos), o)
         };
         let end = at
             .checked_add(n)
@@ -352,9 +354,7 @@ impl<'a> HostSystem<'a> {
                 ))
             })?;
         if !positional {
-            if let Some(o) = self.fds.get_mut(&(ev.pid, fd)) {
-                o.pos = end;
-            }
+            o.pos = end;
         }
         let bs = self.fs.namespace().layout().block_bytes;
         if flags.direct && !write {
