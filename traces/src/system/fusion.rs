@@ -156,6 +156,28 @@ fn call_bytes(ev: &Event, len: u64) -> Result<u64, OpError> {
 }
 
 /// Every ancestor directory of `path` (`/a/b/c` → `/a`, `/a/b`).
+/// The names directly inside the directory `prefix` (ending in '/') among sorted paths,
+/// given the first path at or after a key: each child's own subtree is stepped over in one
+/// seek ('0' follows '/'), so a listing costs its entries, not everything beneath them.
+fn children<'a>(
+    prefix: &'a str,
+    first_from: impl Fn(&str) -> Option<&'a str> + 'a,
+) -> impl Iterator<Item = &'a str> + 'a {
+    let mut from = prefix.to_string();
+    std::iter::from_fn(move || loop {
+        let rest = first_from(&from)?.strip_prefix(prefix)?;
+        match rest.split_once('/') {
+            Some((child, _)) => from = format!("{prefix}{child}0"),
+            None => {
+                from = format!("{prefix}{rest}\0");
+                if !rest.is_empty() {
+                    return Some(rest);
+                }
+            }
+        }
+    })
+}
+
 fn parents(path: &str) -> impl Iterator<Item = &str> {
     path.match_indices('/')
         .map(move |(i, _)| &path[..i])
@@ -781,25 +803,22 @@ impl FusionSystem<'_> {
                     )));
                 }
                 let prefix = format!("{}/", path.trim_end_matches('/'));
-                let in_dir = |p: &str| {
-                    p.strip_prefix(prefix.as_str())
-                        .is_some_and(|rest| !rest.is_empty() && !rest.contains('/'))
-                };
-                let names = self
-                    .fs
-                    .medium()
-                    .names
-                    .range(prefix.clone()..)
-                    .map(|(p, _)| p);
-                let dirs = self.dirs.range(prefix.clone()..);
-                let (n, bytes) = names
-                    .take_while(|p| p.starts_with(prefix.as_str()))
-                    .chain(dirs.take_while(|p| p.starts_with(prefix.as_str())))
-                    .filter(|p| in_dir(p))
-                    .fold((0u64, 0u64), |(n, b), p| {
-                        let name = p.len() - prefix.len();
-                        (n + 1, b + csd_hostfs::namespace::dirent64_bytes(name))
-                    });
+                let names = &self.fs.medium().names;
+                let files = children(&prefix, |from| {
+                    names
+                        .range(from.to_string()..)
+                        .next()
+                        .map(|(p, _)| p.as_str())
+                });
+                let dirs = children(&prefix, |from| {
+                    self.dirs
+                        .range(from.to_string()..)
+                        .next()
+                        .map(String::as_str)
+                });
+                let (n, bytes) = files.chain(dirs).fold((0u64, 0u64), |(n, b), name| {
+                    (n + 1, b + csd_hostfs::namespace::dirent64_bytes(name.len()))
+                });
                 Ok(self.lookup_call(at, entries(path) + n, bytes))
             }
             Op::Mkdir { path } => {
@@ -992,5 +1011,42 @@ impl System for FusionSystem<'_> {
 
     fn check_invariants(&self) -> Result<(), String> {
         self.device.check_invariants().map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::children;
+    use std::cell::Cell;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn a_listing_steps_over_each_childs_subtree() {
+        let mut paths: BTreeSet<String> = ["/a/x", "/a/y.z", "/a/z", "/ab", "/b"]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        // A child directory with a thousand files beneath it.
+        paths.extend((0..1000).map(|i| format!("/a/y/{i}")));
+        let seeks = Cell::new(0);
+        let got: Vec<&str> = children("/a/", |from| {
+            seeks.set(seeks.get() + 1);
+            paths.range(from.to_string()..).next().map(String::as_str)
+        })
+        .collect();
+        assert_eq!(
+            got,
+            ["x", "y.z", "z"],
+            "y is a directory, listed from the dirs"
+        );
+        assert!(seeks.get() <= 6, "{} seeks", seeks.get());
+        assert_eq!(
+            children("/", |from| paths
+                .range(from.to_string()..)
+                .next()
+                .map(String::as_str))
+            .collect::<Vec<_>>(),
+            ["ab", "b"]
+        );
     }
 }
