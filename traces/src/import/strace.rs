@@ -194,6 +194,14 @@ fn pointed_offset(s: &str) -> Option<u64> {
         .and_then(|v| u64::try_from(v).ok())
 }
 
+/// An fd argument on a file a replay has: `3</tmp/a>` → (3, "/tmp/a"); a pipe, a socket,
+/// `/dev` or an fd strace printed without its path is none.
+fn file_fd(arg: &str) -> Option<(i64, String)> {
+    let (fd, path) = fd_arg(arg)?;
+    let path = path?;
+    replayable(&path).then_some((fd, path))
+}
+
 /// A path csdlab replays: absolute, and not a pseudo file system or device.
 fn replayable(path: &str) -> bool {
     path.starts_with('/')
@@ -419,10 +427,9 @@ impl StraceConverter {
         replayable(&abs).then_some(abs)
     }
 
+    /// The first argument as an fd on a file a replay has (`3</tmp/a>`).
     fn fd_file(args: &[String]) -> Option<(i64, String)> {
-        let (fd, path) = fd_arg(args.first()?)?;
-        let path = path?;
-        replayable(&path).then_some((fd, path))
+        file_fd(args.first()?)
     }
 
     /// Counts a call under `why`, as one the trace does not carry.
@@ -466,7 +473,7 @@ impl StraceConverter {
             return [None, None];
         };
         [(src, src_off, false), (dst, dst_off, true)].map(|(fd, off, write)| {
-            let (fd, path) = Self::fd_file(std::slice::from_ref(fd?))?;
+            let (fd, path) = file_fd(fd?)?;
             let len = moved.unwrap_or(0);
             Some(match (off, write) {
                 (Some(off), false) => Op::Pread { fd, path, off, len },
@@ -587,7 +594,7 @@ impl StraceConverter {
             // Stores through a shared writable mapping reach the file with no system call.
             "mmap" | "mmap2" => {
                 let (prot, flags) = (a.get(2)?, a.get(3)?);
-                Self::fd_file(a.get(4..)?)?;
+                file_fd(a.get(4)?)?;
                 let mapped = out.ret.is_some_and(|r| r >= 0);
                 if mapped && prot.contains("PROT_WRITE") && flags.contains("MAP_SHARED") {
                     self.skip(format!(
