@@ -51,6 +51,8 @@ pub enum FsError {
         path: String,
         access: &'static str,
     },
+    #[error("fallocate of 0 bytes at offset {offset} on file descriptor {fd}: the length must be positive")]
+    EmptyAllocation { fd: u32, offset: u64 },
     #[error("offset {offset} + length {len} is past the largest file size ({max} bytes, ext4's with 4 KiB blocks)")]
     FileTooLarge { offset: u64, len: u64, max: u64 },
 }
@@ -69,6 +71,24 @@ pub fn file_end(offset: u64, len: u64) -> Result<u64, FsError> {
             len,
             max: MAX_FILE_BYTES,
         })
+}
+
+/// `runs` split after their first `pages` pages: those pages' runs, and the rest.
+fn split_runs(runs: &[Extent], pages: u64) -> (Vec<Extent>, Vec<Extent>) {
+    let (mut head, mut tail, mut seen) = (Vec::new(), Vec::new(), 0u64);
+    for run in runs {
+        if seen >= pages {
+            tail.push(*run);
+        } else if seen + run.pages > pages {
+            let k = pages - seen;
+            head.push(Extent::new(run.first.0, k));
+            tail.push(Extent::new(run.first.0 + k, run.pages - k));
+        } else {
+            head.push(*run);
+        }
+        seen += run.pages;
+    }
+    (head, tail)
 }
 
 /// An open file.
@@ -215,6 +235,11 @@ impl HostFs {
 
     pub fn device(&self) -> &Device {
         &self.device
+    }
+
+    /// Blocks no file, directory or reservation holds.
+    pub fn free_blocks(&self) -> u64 {
+        self.alloc.free_blocks()
     }
 
     pub fn namespace(&self) -> &Namespace {
@@ -706,6 +731,7 @@ impl HostFs {
                 access: "owner's",
             });
         }
+        self.write_meta([self.ns.layout().inode_block(r.ino)])?;
         self.inode_changed(r.ino, false)
     }
 
@@ -726,6 +752,7 @@ impl HostFs {
         let InodeKind::File {
             size_bytes,
             extents,
+            ..
         } = &inode.kind
         else {
             return Err(FsError::IsADirectory(path.to_string()));
@@ -874,6 +901,61 @@ impl HostFs {
         Ok(r)
     }
 
+    /// `fallocate` with mode 0 (`keep_size` false) or `FALLOC_FL_KEEP_SIZE`: sets blocks
+    /// aside for the file through `offset + len`, so its writes there need no allocation at
+    /// writeback and land in one place, and (without `keep_size`) makes it that long. As
+    /// ext4's unwritten extents, the blocks read as zeros, without I/O, until written; the
+    /// extent tree's change is journaled (or written in place) now, and the writeback that
+    /// first writes a block changes it again (ext4's conversion of unwritten extents).
+    pub fn fallocate(
+        &mut self,
+        fd: Fd,
+        offset: u64,
+        len: u64,
+        keep_size: bool,
+    ) -> Result<(), FsError> {
+        let f = self.open_file(fd)?;
+        if !f.write {
+            return Err(FsError::FdMode {
+                fd: fd.0,
+                path: f.path.clone(),
+                access: "writing",
+            });
+        }
+        if len == 0 {
+            return Err(FsError::EmptyAllocation { fd: fd.0, offset });
+        }
+        let end = file_end(offset, len)?;
+        let (ino, size, extents) = self.live_layout(fd)?;
+        let want = end.div_ceil(self.ns.layout().block_bytes);
+        let reserved = self.ns.reserved_mut(ino)?;
+        let have: u64 = extents.iter().chain(reserved.iter()).map(|r| r.pages).sum();
+        let allocated = want > have;
+        if allocated {
+            let goal = reserved.last().or(extents.last()).map(Extent::end);
+            let runs = self
+                .alloc
+                .allocate(want - have, goal)
+                .map_err(NsError::from)?;
+            let reserved = self.ns.reserved_mut(ino)?;
+            for r in runs {
+                match reserved.last_mut() {
+                    Some(l) if l.end() == r.first.0 => l.pages += r.pages,
+                    _ => reserved.push(r),
+                }
+            }
+        }
+        let grew = !keep_size && end > size;
+        if grew {
+            self.ns.set_file_layout(ino, end, extents)?;
+        }
+        if allocated || grew {
+            self.write_meta([self.ns.layout().inode_block(ino)])?;
+        }
+        // Its ctime and mtime change whatever it allocated (`file_modified`).
+        self.inode_changed(ino, allocated || grew)
+    }
+
     /// `truncate`: sets a file's size; blocks past the new end are freed and their dirty
     /// pages dropped.
     pub fn truncate(&mut self, path: &str, len: u64, who: Cred) -> Result<(), FsError> {
@@ -886,25 +968,23 @@ impl HostFs {
                 access: Access::Write.name(),
             });
         }
-        let Some((_, extents)) = self.file_layout(r.ino) else {
+        let Some((size, extents)) = self.file_layout(r.ino) else {
             return Err(FsError::IsADirectory(path.to_string()));
         };
+        let extents = extents.to_vec();
         let bs = self.ns.layout().block_bytes;
         let keep_blocks = len.div_ceil(bs);
-        let (mut kept, mut freed, mut seen) = (Vec::new(), Vec::new(), 0u64);
-        for run in extents {
-            if seen >= keep_blocks {
-                freed.push(*run);
-            } else if seen + run.pages > keep_blocks {
-                let k = keep_blocks - seen;
-                kept.push(Extent::new(run.first.0, k));
-                freed.push(Extent::new(run.first.0 + k, run.pages - k));
-            } else {
-                kept.push(*run);
-            }
-            seen += run.pages;
-        }
+        let (kept, freed) = split_runs(&extents, keep_blocks);
         self.free_runs(&freed)?;
+        // Blocks fallocate set aside past the end go too, unless the file grows (ext4
+        // truncates past i_size only when the size does not rise).
+        if len <= size {
+            let have: u64 = kept.iter().map(|r| r.pages).sum();
+            let reserved = self.ns.reserved_mut(r.ino)?;
+            let (still, gone) = split_runs(reserved, keep_blocks.saturating_sub(have));
+            *reserved = still;
+            self.free_runs(&gone)?;
+        }
         self.cache.forget_from(r.ino, keep_blocks);
         self.ns.set_file_layout(r.ino, len, kept)?;
         self.write_meta([self.ns.layout().inode_block(r.ino)])?;
@@ -1054,6 +1134,7 @@ impl HostFs {
             InodeKind::File {
                 size_bytes,
                 extents,
+                ..
             } => Some((*size_bytes, extents)),
             InodeKind::Dir { .. } => None,
         }
@@ -1199,12 +1280,21 @@ impl HostFs {
             return Ok(false);
         }
         let mut extents = extents.to_vec();
-        let goal = extents.last().map(|r| r.end());
-        for r in self
-            .alloc
-            .allocate(last + 1 - have, goal)
-            .map_err(NsError::from)?
-        {
+        let need = last + 1 - have;
+        // Blocks fallocate set aside come first; only what they lack is allocated now.
+        let reserved = self.ns.reserved_mut(ino)?;
+        let (mut runs, rest) = split_runs(reserved, need);
+        *reserved = rest;
+        let taken: u64 = runs.iter().map(|r| r.pages).sum();
+        if taken < need {
+            let goal = runs.last().or(extents.last()).map(Extent::end);
+            runs.extend(
+                self.alloc
+                    .allocate(need - taken, goal)
+                    .map_err(NsError::from)?,
+            );
+        }
+        for r in runs {
             match extents.last_mut() {
                 Some(l) if l.end() == r.first.0 => l.pages += r.pages,
                 _ => extents.push(r),

@@ -280,7 +280,12 @@ fn name_hash(name: &str) -> u64 {
 pub enum InodeKind {
     File {
         size_bytes: u64,
+        /// The file's blocks in order: block `i` of the file is the `i`-th block of these runs.
         extents: Vec<Extent>,
+        /// Blocks `fallocate` set aside for the file's next blocks past `extents`, in order.
+        /// They hold nothing yet (ext4's unwritten extents: read as zeros, without I/O) and
+        /// join `extents` when writeback first writes them; a file frees them with its own.
+        reserved: Vec<Extent>,
     },
     Dir {
         entries: DirEntries,
@@ -983,6 +988,7 @@ impl Namespace {
             NewKind::File => InodeKind::File {
                 size_bytes: 0,
                 extents: Vec::new(),
+                reserved: Vec::new(),
             },
             NewKind::Dir => match alloc.allocate(1, goal) {
                 Ok(b) => InodeKind::Dir {
@@ -1074,7 +1080,9 @@ impl Namespace {
                 return Err(NsError::NotEmpty(path.to_string()))
             }
             InodeKind::Dir { blocks, .. } => blocks.clone(),
-            InodeKind::File { extents, .. } => extents.clone(),
+            InodeKind::File {
+                extents, reserved, ..
+            } => extents.iter().chain(reserved).copied().collect(),
         };
         let dir_block = self
             .remove_entry(parent, name)
@@ -1148,7 +1156,14 @@ impl Namespace {
             // (the same name, in the same place), and the file it named is gone.
             Some(gone) => {
                 let blocks = match self.inodes.remove(&gone).map(|i| i.kind) {
-                    Some(InodeKind::File { extents, .. }) => extents,
+                    Some(InodeKind::File {
+                        mut extents,
+                        reserved,
+                        ..
+                    }) => {
+                        extents.extend(reserved);
+                        extents
+                    }
                     _ => unreachable!("a directory destination was refused above"),
                 };
                 self.free_inos.insert(gone.0);
@@ -1217,12 +1232,22 @@ impl Namespace {
             Some(InodeKind::File {
                 size_bytes: s,
                 extents: e,
+                ..
             }) => {
                 *s = size_bytes;
                 *e = extents;
                 Ok(())
             }
             Some(InodeKind::Dir { .. }) => Err(NsError::NotADirectory(format!("ino {}", ino.0))),
+            None => Err(NsError::NotFound(format!("ino {}", ino.0))),
+        }
+    }
+
+    /// A file's reserved blocks (see [`InodeKind::File`]), to extend or take from.
+    pub fn reserved_mut(&mut self, ino: Ino) -> Result<&mut Vec<Extent>, NsError> {
+        match self.inodes.get_mut(&ino).map(|i| &mut i.kind) {
+            Some(InodeKind::File { reserved, .. }) => Ok(reserved),
+            Some(InodeKind::Dir { .. }) => Err(NsError::IsADirectory(format!("ino {}", ino.0))),
             None => Err(NsError::NotFound(format!("ino {}", ino.0))),
         }
     }

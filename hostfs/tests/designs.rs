@@ -168,7 +168,7 @@ proptest! {
                 prop_assert_eq!(&e.name, &name);
                 prop_assert_eq!(e.ino, u64::from(ino));
                 match kind {
-                    InodeKind::File { size_bytes, extents } => {
+                    InodeKind::File { size_bytes, extents, .. } => {
                         prop_assert_eq!(e.kind, EntryKind::File);
                         prop_assert_eq!(e.length, size_bytes);
                         let Layout::Extents(x) = &e.layout else { panic!("small files fit") };

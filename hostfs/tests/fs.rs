@@ -584,3 +584,124 @@ fn an_attribute_change_dirties_the_inode_for_the_next_commit_and_only_its_owner_
     fs.setattr("/d/f", Cred::ROOT).unwrap();
     assert!(fs.setattr("/d/nope", ME).is_err());
 }
+
+/// A file's reserved blocks (fallocate's, not yet written).
+fn reserved_of(fs: &HostFs, path: &str) -> Vec<csd_device::Extent> {
+    let ino = fs.namespace().find(path, ME).unwrap();
+    match &fs.namespace().inode(ino).unwrap().kind {
+        csd_hostfs::namespace::InodeKind::File { reserved, .. } => reserved.clone(),
+        _ => panic!("{path} is a file"),
+    }
+}
+
+#[test]
+fn fallocated_blocks_read_as_zeros_and_become_the_files_blocks_when_written() {
+    use csd_hostfs::fs::OpenOptions;
+    let mut fs = fs("cosmos-plus");
+    fs.enable_journal().unwrap();
+    let bs = 16384u64;
+    let how = OpenOptions {
+        write: true,
+        create: Some(MINE),
+    };
+    let fd = fs.open("/f", how, ME).unwrap();
+    let free = fs.free_blocks();
+    // KEEP_SIZE: 8 blocks set aside, the size unchanged.
+    fs.fallocate(fd, 0, 8 * bs, true).unwrap();
+    assert_eq!(fs.free_blocks(), free - 8);
+    assert_eq!(fs.fd_size(fd).unwrap(), 0);
+    let reserved = reserved_of(&fs, "/f");
+    assert_eq!(reserved.iter().map(|r| r.pages).sum::<u64>(), 8);
+    // Another file written and placed in between takes other blocks.
+    let other = fs.open("/g", how, ME).unwrap();
+    fs.write(other, 0, &vec![1; 3 * bs as usize]).unwrap();
+    fs.fsync(other).unwrap();
+    // Writeback of the first five blocks puts them in the set-aside blocks, in order.
+    let data: Vec<u8> = (0..5 * bs).map(|i| (i % 253) as u8).collect();
+    fs.write(fd, 0, &data).unwrap();
+    fs.fsync(fd).unwrap();
+    let (extents, _) = fs.fiemap("/f", ME).unwrap();
+    assert_eq!(extents.len(), 1);
+    assert_eq!(extents[0].first, reserved[0].first);
+    assert_eq!(extents[0].pages, 5);
+    assert_eq!(
+        reserved_of(&fs, "/f").iter().map(|r| r.pages).sum::<u64>(),
+        3
+    );
+    assert_eq!(
+        fs.free_blocks(),
+        free - 8 - 3,
+        "no new block for the first file"
+    );
+    assert_eq!(fs.read_file("/f", ME).unwrap(), data);
+
+    // Mode 0 grows the file: the new bytes read as zeros, without touching flash.
+    fs.fallocate(fd, 5 * bs, 4 * bs, false).unwrap();
+    assert_eq!(fs.fd_size(fd).unwrap(), 9 * bs);
+    assert_eq!(
+        fs.free_blocks(),
+        free - 9 - 3,
+        "one block beyond the eight set aside"
+    );
+    let commands = fs.device().counters().io.host_commands;
+    assert_eq!(
+        fs.read(fd, 5 * bs, 4 * bs).unwrap(),
+        vec![0; 4 * bs as usize]
+    );
+    assert_eq!(fs.device().counters().io.host_commands, commands);
+    fs.check_invariants().unwrap();
+
+    // A truncate that does not grow the file frees what is set aside past its end; an
+    // unlink frees the rest.
+    fs.truncate("/f", 9 * bs, ME).unwrap();
+    assert_eq!(fs.free_blocks(), free - 9 - 3);
+    fs.truncate("/f", 2 * bs, ME).unwrap();
+    assert!(reserved_of(&fs, "/f").is_empty());
+    assert_eq!(fs.free_blocks(), free - 2 - 3);
+    fs.fallocate(fd, 0, 6 * bs, true).unwrap();
+    fs.close(fd).unwrap();
+    fs.unlink("/f", ME).unwrap();
+    assert_eq!(fs.free_blocks(), free - 3);
+    fs.check_invariants().unwrap();
+}
+
+#[test]
+fn fallocate_refuses_a_read_only_fd_an_empty_range_and_more_than_is_free() {
+    use csd_hostfs::fs::OpenOptions;
+    use csd_hostfs::namespace::NsError;
+    let mut fs = fs("cosmos-plus");
+    fs.import("/f", b"abc", MINE, ME).unwrap();
+    let ro = fs.open("/f", OpenOptions::READ, ME).unwrap();
+    assert!(matches!(
+        fs.fallocate(ro, 0, 4096, false),
+        Err(FsError::FdMode { .. })
+    ));
+    let fd = fs.open("/f", OpenOptions::WRITE, ME).unwrap();
+    assert!(matches!(
+        fs.fallocate(fd, 7, 0, false),
+        Err(FsError::EmptyAllocation { offset: 7, .. })
+    ));
+    assert!(matches!(
+        fs.fallocate(fd, u64::MAX - 1, 2, false),
+        Err(FsError::FileTooLarge { .. })
+    ));
+    // All the device's blocks and more: refused, and nothing set aside or grown.
+    let free = fs.free_blocks();
+    let err = fs.fallocate(fd, 0, 1 << 40, false).unwrap_err();
+    assert!(
+        matches!(err, FsError::Namespace(NsError::NoSpace(_))),
+        "{err}"
+    );
+    assert_eq!(fs.free_blocks(), free);
+    assert_eq!(fs.fd_size(fd).unwrap(), 3);
+    assert_eq!(fs.read_file("/f", ME).unwrap(), b"abc");
+}
+
+#[test]
+fn without_a_journal_an_attribute_change_writes_the_inode_in_place() {
+    let mut fs = fs("cosmos-plus");
+    fs.import("/f", b"abc", MINE, ME).unwrap();
+    let before = programmed(&fs);
+    fs.setattr("/f", ME).unwrap();
+    assert_eq!(programmed(&fs), before + 1, "the inode's block");
+}

@@ -305,7 +305,8 @@ fn file_layouts_are_recorded() {
         ns.inode(f).unwrap().kind,
         InodeKind::File {
             size_bytes: 16_000,
-            extents: runs
+            extents: runs,
+            reserved: vec![],
         }
     );
     assert!(ns.set_file_layout(Ino::ROOT, 1, vec![]).is_err());

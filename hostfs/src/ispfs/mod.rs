@@ -278,6 +278,7 @@ impl Ispfs {
         let InodeKind::File {
             size_bytes,
             extents,
+            ..
         } = &inode.kind
         else {
             return Err(IspError::NotAFile(name));

@@ -75,6 +75,7 @@ impl OffloadDesign for Fsr {
                 let InodeKind::File {
                     size_bytes,
                     extents,
+                    ..
                 } = &inode.kind
                 else {
                     return Err(FsError::IsADirectory(job.path.clone()).into());

@@ -63,6 +63,7 @@ pub fn entry_for(
         InodeKind::File {
             size_bytes,
             extents,
+            ..
         } => (EntryKind::File, *size_bytes, layout_of(extents)),
         InodeKind::Dir { .. } => {
             let (extents, bytes) = sub(ino)?;
