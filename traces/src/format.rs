@@ -345,6 +345,16 @@ pub enum Op {
         path: String,
         len: u64,
     },
+    /// `fallocate` with mode 0 or `FALLOC_FL_KEEP_SIZE`: blocks set aside for the file
+    /// through `off + len` (written later without allocating) and, unless `keep_size`, the
+    /// file made at least that long (the new bytes read as zeros).
+    Fallocate {
+        fd: i64,
+        path: String,
+        off: u64,
+        len: u64,
+        keep_size: bool,
+    },
     /// An NDP offload request: `task` over `paths` (files or directories).
     Ndp {
         task: String,
@@ -404,6 +414,7 @@ pub const OPS: &[&str] = &[
     "bwrite",
     "readdir",
     "setattr",
+    "fallocate",
 ];
 
 /// The fd ops, binding their `fd` and `path`: one list for [`Op::fd_path`] and
@@ -435,6 +446,10 @@ macro_rules! fd_op {
         } | Op::Fdatasync {
             fd: $fd,
             path: $path,
+        } | Op::Fallocate {
+            fd: $fd,
+            path: $path,
+            ..
         }
     };
 }
@@ -465,6 +480,7 @@ impl Op {
             Op::Bwrite { .. } => 19,
             Op::Readdir { .. } => 20,
             Op::Setattr { .. } => 21,
+            Op::Fallocate { .. } => 22,
         }
     }
 
@@ -1060,6 +1076,25 @@ fn event_from_json(v: Value, top: bool) -> Result<Parsed, String> {
             path: f.path("path")?,
             len: f.u64("len")?,
         },
+        "fallocate" => {
+            let (fd, path) = fd_path(&mut f)?;
+            let keep_size = match f.take("keep_size") {
+                None => false,
+                Some(Value::Bool(b)) => b,
+                Some(v) => {
+                    return Err(format!(
+                        "field \"keep_size\" must be true or false, got {v}"
+                    ))
+                }
+            };
+            Op::Fallocate {
+                fd,
+                path,
+                off: f.u64("off")?,
+                len: f.u64("len")?,
+                keep_size,
+            }
+        }
         "ndp" => {
             let task = f.string("task")?;
             let paths = match f.take("paths") {
@@ -1223,6 +1258,20 @@ impl Event {
             Op::Truncate { path, len } => {
                 push_str(&mut s, "path", path);
                 let _ = write!(s, ",\"len\":{len}");
+            }
+            Op::Fallocate {
+                fd,
+                path,
+                off,
+                len,
+                keep_size,
+            } => {
+                let _ = write!(s, ",\"fd\":{fd}");
+                push_str(&mut s, "path", path);
+                let _ = write!(s, ",\"off\":{off},\"len\":{len}");
+                if *keep_size {
+                    s.push_str(",\"keep_size\":true");
+                }
             }
             Op::Ndp {
                 task,

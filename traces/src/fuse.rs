@@ -180,6 +180,8 @@ fn fusible_data(ev: &Event) -> bool {
         | Op::Pwrite { len, .. }
         | Op::Read { len, .. }
         | Op::Pread { len, .. } => len,
+        // Not an op a CISC op carries: it ends the candidate.
+        Op::Fallocate { .. } => return false,
         _ => return true,
     };
     len <= MAX_SLOT_BYTES as u64

@@ -262,6 +262,7 @@ fn breaks_batch(op: &Op) -> bool {
         | Op::Unlink { .. }
         | Op::Rename { .. }
         | Op::Truncate { .. }
+        | Op::Fallocate { .. }
         | Op::Setattr { .. }
         | Op::Ndp { .. }
         | Op::Isc { .. }

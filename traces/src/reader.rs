@@ -171,6 +171,7 @@ fn check_paths(op: &Op, unresolved: bool) -> Result<(), String> {
         | Op::Pwrite { path, .. }
         | Op::Fsync { path, .. }
         | Op::Fdatasync { path, .. }
+        | Op::Fallocate { path, .. }
         | Op::Mkdir { path }
         | Op::Rmdir { path }
         | Op::Unlink { path }

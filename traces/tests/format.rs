@@ -131,6 +131,30 @@ fn every_op_round_trips() {
         ),
         ev(10, 8, Op::Setattr { path: p("/e/x") }, Some(0)),
         ev(
+            10,
+            8,
+            Op::Fallocate {
+                fd: 5,
+                path: p("/e/log"),
+                off: 0,
+                len: 1 << 20,
+                keep_size: true,
+            },
+            Some(0),
+        ),
+        ev(
+            10,
+            8,
+            Op::Fallocate {
+                fd: 5,
+                path: p("/e/log"),
+                off: 4096,
+                len: 8192,
+                keep_size: false,
+            },
+            Some(0),
+        ),
+        ev(
             11,
             8,
             Op::Truncate {

@@ -161,7 +161,7 @@ fn strace_line(rng: &mut Rng) -> String {
     let path = &paths[rng.below(paths.len())];
     let num = |rng: &mut Rng| rng.pick(NUMBERS).to_string();
     let fd = format!("{}<{path}>", rng.pick(&["3", "-1", "99999999999", "x"]));
-    let call = match rng.below(13) {
+    let call = match rng.below(14) {
         0 => format!("openat(AT_FDCWD<{path}>, \"{path}\", O_RDONLY)"),
         1 => format!("read({fd}, \"\"..., {})", num(rng)),
         2 => format!("pread64({fd}, \"\", {}, {})", num(rng), num(rng)),
@@ -179,6 +179,12 @@ fn strace_line(rng: &mut Rng) -> String {
         9 => format!("sendfile({fd}, {fd}, [{} => 1], {})", num(rng), num(rng)),
         10 => format!("lseek({fd}, {}, SEEK_SET)", num(rng)),
         11 => format!("getdents64({fd}, 0x5600 /* 3 entries */, {})", num(rng)),
+        12 => format!(
+            "fallocate({fd}, {}, {}, {})",
+            rng.pick(&["0", "FALLOC_FL_KEEP_SIZE", "FALLOC_FL_PUNCH_HOLE", "7"]),
+            num(rng),
+            num(rng)
+        ),
         _ => format!("<... write resumed> ) = {}", num(rng)),
     };
     format!(
@@ -255,7 +261,7 @@ fn event_line(rng: &mut Rng) -> String {
     };
     let fd = rng.pick(&["3", "4", "-1", "7"]);
     let pid = rng.below(3);
-    let op = match rng.below(15) {
+    let op = match rng.below(16) {
         0 => format!(
             r#""op":"open","path":{path},"flags":"{}","ret":{fd}"#,
             rng.pick(&[
@@ -287,6 +293,12 @@ fn event_line(rng: &mut Rng) -> String {
         11 => isp_write(rng, fd, &num),
         12 => cisc(rng, pid, fd, &path, &num),
         13 => format!(r#""op":"readdir","path":{path}"#),
+        14 => format!(
+            r#""op":"fallocate","fd":{fd},"off":{},"len":{},"keep_size":{}"#,
+            num(rng),
+            num(rng),
+            rng.pick(&["true", "false", "1"])
+        ),
         _ => format!(r#""op":"unlink","path":{path}"#),
     };
     format!(r#"{{"t":{},"pid":{pid},{op}}}"#, rng.below(1000))

@@ -390,7 +390,7 @@ fn an_lseek_gives_the_next_read_or_write_through_its_fd_an_offset() {
 #[test]
 fn calls_that_change_files_out_of_the_traces_sight_are_counted_and_attributes_are_setattrs() {
     let text = "\
-7 1000.000000 fallocate(3</w/a>, 0, 0, 1048576) = 0 <0.000010>
+7 1000.000000 fallocate(3</w/a>, FALLOC_FL_KEEP_SIZE|FALLOC_FL_PUNCH_HOLE, 0, 1048576) = 0 <0.000010>
 7 1000.000100 mmap(NULL, 4096, PROT_READ|PROT_WRITE, MAP_SHARED, 3</w/a>, 0) = 0x7f0000000000 <0.000010>
 7 1000.000200 mmap(NULL, 8192, PROT_READ, MAP_PRIVATE, 4</usr/lib/libc.so.6>, 0) = 0x7f0000100000 <0.000010>
 7 1000.000400 fallocate(6<pipe:[1]>, 0, 0, 10) = -1 ESPIPE (Illegal seek) <0.000010>
@@ -407,7 +407,11 @@ fn calls_that_change_files_out_of_the_traces_sight_are_counted_and_attributes_ar
     let s = stats(text);
     assert_eq!(s.events, 3);
     let n = |why: &str| s.skipped.get(why).copied();
-    assert_eq!(n("fallocate: not modelled"), Some(1), "{s:?}");
+    assert_eq!(
+        n("fallocate: mode FALLOC_FL_KEEP_SIZE|FALLOC_FL_PUNCH_HOLE is not modelled"),
+        Some(1),
+        "{s:?}"
+    );
     assert_eq!(
         n("mmap: a shared writable mapping of a file (its stores are not traced)"),
         Some(1),
@@ -444,6 +448,51 @@ fn calls_that_change_files_out_of_the_traces_sight_are_counted_and_attributes_ar
             ("/w/a".to_string(), Some(-1)),
         ],
         "by path, by fd, and a failed chmod (which the replay skips)"
+    );
+}
+
+#[test]
+fn fallocate_sets_blocks_aside_in_the_two_modes_that_do() {
+    // `posix_fallocate` (mode 0), RocksDB's KEEP_SIZE preallocation, one that failed, and a
+    // hole punched (counted, not carried).
+    let text = "\
+7 1000.000000 fallocate(3</w/a>, 0, 0, 1048576) = 0 <0.000010>
+7 1000.000100 fallocate(4</w/000012.log>, FALLOC_FL_KEEP_SIZE, 65536, 4194304) = 0 <0.000010>
+7 1000.000200 fallocate(3</w/a>, 0, 0, 1099511627776) = -1 ENOSPC (No space left on device) <0.000010>
+7 1000.000300 fallocate(3</w/a>, FALLOC_FL_KEEP_SIZE|FALLOC_FL_PUNCH_HOLE, 0, 4096) = 0 <0.000010>
+7 1000.000400 fallocate(3</w/a>, 0, -1, 4096) = -1 EINVAL (Invalid argument) <0.000010>
+";
+    let evs = events(ImportFormat::Strace, text).unwrap();
+    let got: Vec<(&Op, Option<i64>)> = evs.iter().map(|e| (&e.op, e.ret)).collect();
+    let fallocate = |fd, path: &str, off, len, keep_size| Op::Fallocate {
+        fd,
+        path: path.into(),
+        off,
+        len,
+        keep_size,
+    };
+    assert_eq!(
+        got,
+        [
+            (&fallocate(3, "/w/a", 0, 1 << 20, false), Some(0)),
+            (
+                &fallocate(4, "/w/000012.log", 65536, 4 << 20, true),
+                Some(0)
+            ),
+            (&fallocate(3, "/w/a", 0, 1 << 40, false), Some(-1)),
+        ]
+    );
+    let s = stats(text);
+    assert_eq!(
+        s.skipped
+            .get("fallocate: mode FALLOC_FL_KEEP_SIZE|FALLOC_FL_PUNCH_HOLE is not modelled"),
+        Some(&1),
+        "{s:?}"
+    );
+    assert_eq!(
+        s.skipped.get("fallocate: negative offset"),
+        Some(&1),
+        "{s:?}"
     );
 }
 

@@ -271,6 +271,48 @@ fn readdir_and_setattr_replay_under_every_file_system() {
 }
 
 #[test]
+fn fallocate_replays_under_every_file_system_and_only_mode_0_makes_bytes_to_read() {
+    // 1 MiB set aside, with or without the size, then read back.
+    let with = |keep_size: bool| {
+        let fallocate = format!(
+            r#"{{"t":10,"pid":1,"op":"fallocate","fd":3,"off":0,"len":1048576,"keep_size":{keep_size},"ret":0}}"#
+        );
+        trace(&[
+            r#"{"t":0,"pid":1,"op":"open","path":"/w/f","flags":"O_RDWR|O_CREAT","ret":3}"#,
+            &fallocate,
+            r#"{"t":20,"pid":1,"op":"pread","fd":3,"off":0,"len":1048576}"#,
+        ])
+    };
+    for target in [
+        ReplayTarget::Host(DesignKind::FragS),
+        ReplayTarget::Host(DesignKind::LightFs),
+        ReplayTarget::Ispfs,
+        ReplayTarget::Firmware,
+    ] {
+        let kept = run_on(&with(true), target, Pace::Afap);
+        let grown = run_on(&with(false), target, Pace::Afap);
+        for r in [&kept, &grown] {
+            let l = &r.latency["fallocate"];
+            assert_eq!((l.count, l.failed), (1, 0), "{target:?}: {l:?}");
+        }
+        // The grown file's megabyte of zeros is copied out; the other file is empty.
+        let read = |r: &ReplayReport| r.latency["pread"].max_ns;
+        assert!(
+            read(&grown) > read(&kept) + 10_000,
+            "{target:?}: {} vs {} ns",
+            read(&grown),
+            read(&kept)
+        );
+        if let ReplayTarget::Host(_) = target {
+            assert_eq!(
+                grown.device.io.host_bytes_read, 0,
+                "{target:?}: blocks set aside read as zeros without I/O"
+            );
+        }
+    }
+}
+
+#[test]
 fn direct_and_synchronous_writes_reach_the_device_before_they_return() {
     let program = Profile::load("cosmos-plus").unwrap().timing.page_program_ns;
     // A 16 KiB file made and synced, then reopened with `flags` and written over in place.

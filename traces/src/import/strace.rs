@@ -16,9 +16,12 @@
 //! - a directory's listing is one `readdir`, at its first `getdents64`;
 //! - `access` and `readlink` walk a path as `stat` does, and are `stat`s; `chmod`, `chown`,
 //!   `utimensat` and the extended-attribute calls are `setattr`s;
-//! - calls that change files in ways a trace cannot carry (`fallocate`, links, a shared
-//!   writable `mmap`, whose stores make no system call, a rename that exchanges two names,
-//!   I/O submitted through io_uring or AIO) are counted under their reason.
+//! - `fallocate` (and `posix_fallocate`, which calls it) is carried in mode 0 and
+//!   `FALLOC_FL_KEEP_SIZE`, the two that set blocks aside;
+//! - calls that change files in ways a trace cannot carry (`fallocate`'s other modes, which
+//!   punch, zero, collapse or insert ranges, `sync_file_range`, links, a shared writable
+//!   `mmap`, whose stores make no system call, a rename that exchanges two names, I/O
+//!   submitted through io_uring or AIO) are counted under their reason.
 
 use super::ImportError;
 use crate::format::{Event, Op, OpenFlags};
@@ -584,7 +587,31 @@ impl StraceConverter {
                 }
                 Some(Op::Readdir { path })
             }
-            "fallocate" | "sync_file_range" => {
+            // `posix_fallocate` makes the same call with mode 0.
+            "fallocate" => {
+                let (fd, path) = Self::fd_file(a)?;
+                let keep_size = match a.get(1).map(String::as_str) {
+                    Some("0") => false,
+                    Some("FALLOC_FL_KEEP_SIZE") => true,
+                    mode => {
+                        if out.ret == Some(0) {
+                            let mode = mode.unwrap_or("?");
+                            self.skip(format!("fallocate: mode {mode} is not modelled"));
+                        }
+                        return None;
+                    }
+                };
+                let off = self.num(name, a, 2, "offset")?;
+                let len = self.num(name, a, 3, "length")?;
+                Some(Op::Fallocate {
+                    fd,
+                    path,
+                    off,
+                    len,
+                    keep_size,
+                })
+            }
+            "sync_file_range" => {
                 Self::fd_file(a)?;
                 if out.ret == Some(0) {
                     self.skip(format!("{name}: not modelled"));

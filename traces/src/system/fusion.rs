@@ -699,7 +699,10 @@ impl FusionSystem<'_> {
         if self.fds.contains_key(&(ev.pid, fd)) {
             return Ok(at);
         }
-        let write = matches!(ev.op, Op::Write { .. } | Op::Pwrite { .. });
+        let write = matches!(
+            ev.op,
+            Op::Write { .. } | Op::Pwrite { .. } | Op::Fallocate { .. }
+        );
         let open = Event {
             op: Op::Open {
                 path: path.to_string(),
@@ -863,6 +866,35 @@ impl FusionSystem<'_> {
                 }
                 let mut call = Call::default();
                 call.b.rename(path, to);
+                self.submit(ev.pid, call, at)
+            }
+            // StorageFS keeps a file's bytes, not its blocks: there is nothing to set aside, and
+            // only a size that grows changes the file (a truncate through the fd).
+            Op::Fallocate {
+                fd,
+                path,
+                off,
+                len,
+                keep_size,
+            } => {
+                self.kept.remove(&ev.pid);
+                let end = off
+                    .checked_add(*len)
+                    .filter(|&e| e <= MAX_FILE_BYTES)
+                    .ok_or_else(|| {
+                        OpError::Range(format!(
+                            "fallocate of {len} bytes at {off} is past StorageFS's {MAX_FILE_BYTES}-byte files"
+                        ))
+                    })?;
+                let at = self.implicit_open(ev, at)?;
+                let mut call = Call::default();
+                let (file, ..) = self.file(&call, ev.pid, *fd)?;
+                if *keep_size || end <= call.size(&self.fs, path) {
+                    return Ok(self.lookup_call(at, 0, 0));
+                }
+                call.events += 1;
+                call.b.truncate(file, end);
+                call.grows(&self.fs, path, end, true);
                 self.submit(ev.pid, call, at)
             }
             // By path: the op opens the file for itself, one round trip in all.

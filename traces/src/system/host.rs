@@ -266,6 +266,16 @@ impl<'a> HostSystem<'a> {
             Op::Readdir { path } => fs_done(self.fs.readdir(path, WHO).map(|_| ())),
             Op::Setattr { path } => fs_done(self.fs.setattr(path, WHO)),
             Op::Truncate { path, len } => fs_done(self.fs.truncate(path, *len, WHO)),
+            Op::Fallocate {
+                fd,
+                path,
+                off,
+                len,
+                keep_size,
+            } => {
+                let f = self.fd_for(ev.pid, *fd, path, true)?.fd;
+                fs_done(self.fs.fallocate(f, *off, *len, *keep_size))
+            }
             Op::Ndp {
                 task, paths, args, ..
             } => {
@@ -360,6 +370,13 @@ impl<'a> HostSystem<'a> {
         if flags.direct && !write {
             self.fs.flush_range(f, at, n)?;
         }
+        // A read stops at the end of the file (Linux's `filemap_read`): past it, nothing is
+        // copied.
+        let end = if write {
+            end
+        } else {
+            end.min(self.fs.fd_size(f)?.max(at))
+        };
         let mut pos = at;
         while pos < end {
             let step = (end - pos).min(DATA_STEP);

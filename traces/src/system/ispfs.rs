@@ -440,6 +440,32 @@ impl<'a> IspfsSystem<'a> {
                 self.cpu(syscall);
                 done(self.fs.fs_mut().truncate(path, *len, WHO))
             }
+            Op::Fallocate {
+                fd,
+                path,
+                off,
+                len,
+                keep_size,
+            } => {
+                self.cpu(syscall);
+                if !self.fds.contains_key(&(ev.pid, *fd)) {
+                    let f = self.open(path, true, true)?;
+                    self.fds.insert((ev.pid, *fd), f);
+                }
+                let f = match self.fds.get(&(ev.pid, *fd)) {
+                    Some(TraceFd::File { fd, .. }) => *fd,
+                    _ => {
+                        return Err(OpError::Unsupported(format!(
+                            "fallocate of {path}: a command file has no blocks"
+                        )))
+                    }
+                };
+                let fs = self.fs.fs_mut();
+                fs.fallocate(f, *off, *len, *keep_size)?;
+                // As a write's, its change is on the PCM when the call returns.
+                let ino = fs.fd_ino(f)?;
+                done(fs.sync_file(ino))
+            }
             Op::Cisc { ops, .. } => {
                 for e in ops {
                     if let Applied::Skipped(why) = self.apply_op(e)? {
