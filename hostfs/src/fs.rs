@@ -1416,6 +1416,37 @@ impl HostFs {
         Ok(())
     }
 
+    /// `sync_file_range`: with `write` (`SYNC_FILE_RANGE_WRITE`) the file's dirty pages in
+    /// `offset..offset + len` (`len` 0: to the end of the file) start their writeback, in
+    /// file order; with `wait_after` the caller waits until they are on the device. Nothing
+    /// is committed: new blocks are allocated and join the running transaction, as at any
+    /// writeback, but no metadata is made durable (the man page's warning). The page cache
+    /// keeps no pages under writeback, so there is nothing for `SYNC_FILE_RANGE_WAIT_BEFORE`,
+    /// or a wait without a write, to wait for.
+    pub fn sync_file_range(
+        &mut self,
+        fd: Fd,
+        offset: u64,
+        len: u64,
+        write: bool,
+        wait_after: bool,
+    ) -> Result<(), FsError> {
+        let ino = self.open_file(fd)?.ino;
+        let bs = self.ns.layout().block_bytes;
+        let end = match len {
+            0 => file_end(offset, 0).map(|_| MAX_FILE_BYTES)?,
+            _ => file_end(offset, len)?,
+        };
+        let pages = self.cache.dirty_in(ino, offset / bs..end.div_ceil(bs));
+        if write && !pages.is_empty() {
+            let done = self.write_back(&pages)?;
+            if wait_after {
+                self.clock = done;
+            }
+        }
+        Ok(())
+    }
+
     /// What a write through an `O_DSYNC` (`data_only`) or `O_SYNC` fd waits for after it:
     /// its range written back, then the commit `fdatasync` or `fsync` would wait for
     /// (Linux's `generic_write_sync`).

@@ -705,3 +705,61 @@ fn without_a_journal_an_attribute_change_writes_the_inode_in_place() {
     fs.setattr("/f", ME).unwrap();
     assert_eq!(programmed(&fs), before + 1, "the inode's block");
 }
+
+#[test]
+fn sync_file_range_starts_writeback_of_its_range_and_waits_only_when_asked() {
+    use csd_hostfs::fs::OpenOptions;
+    let program = Profile::load("cosmos-plus").unwrap().timing.page_program_ns;
+    let bs = 16384u64;
+    // A fresh file of 8 dirty blocks; `write`, `wait_after` as given over blocks 2..6.
+    let run = |write: bool, wait_after: bool, len: u64| {
+        let mut fs = fs("cosmos-plus");
+        fs.enable_journal().unwrap();
+        let how = OpenOptions {
+            write: true,
+            create: Some(MINE),
+        };
+        let fd = fs.open("/f", how, ME).unwrap();
+        fs.write(fd, 0, &vec![5; 8 * bs as usize]).unwrap();
+        let (t0, commits, before) = (
+            fs.clock(),
+            fs.journal_stats().unwrap().commits,
+            programmed(&fs),
+        );
+        fs.sync_file_range(fd, 2 * bs, len, write, wait_after)
+            .unwrap();
+        assert_eq!(
+            fs.journal_stats().unwrap().commits,
+            commits,
+            "it commits nothing"
+        );
+        fs.check_invariants().unwrap();
+        (
+            fs.clock().0 - t0.0,
+            programmed(&fs) - before,
+            fs.page_cache().len(),
+        )
+    };
+    let (waited, written, left) = run(true, true, 4 * bs);
+    assert!(
+        waited >= program,
+        "waited {waited} ns for a {program} ns program"
+    );
+    assert_eq!(
+        (written, left),
+        (4, 4),
+        "blocks 2..6 written, the rest still dirty"
+    );
+    let (waited, written, left) = run(true, false, 4 * bs);
+    assert!(
+        waited < program / 10,
+        "started, not waited for: {waited} ns"
+    );
+    assert_eq!((written, left), (4, 4));
+    // Length 0 runs to the end of the file.
+    let (_, written, left) = run(true, true, 0);
+    assert_eq!((written, left), (6, 2));
+    // A wait without a write has nothing under way to wait for.
+    let (waited, written, left) = run(false, true, 0);
+    assert_eq!((waited, written, left), (0, 0, 8));
+}

@@ -355,6 +355,16 @@ pub enum Op {
         len: u64,
         keep_size: bool,
     },
+    /// `sync_file_range`: the file's dirty pages in `off..off + len` (`len` 0: to its end)
+    /// start their writeback (`write`, `SYNC_FILE_RANGE_WRITE`), and the caller waits for
+    /// them (`wait_after`); `wait_before` waits for writeback already under way.
+    SyncFileRange {
+        fd: i64,
+        path: String,
+        off: u64,
+        len: u64,
+        flags: SyncRangeFlags,
+    },
     /// An NDP offload request: `task` over `paths` (files or directories).
     Ndp {
         task: String,
@@ -390,6 +400,64 @@ pub enum Op {
     },
 }
 
+/// `sync_file_range`'s flags, by their Linux names.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SyncRangeFlags {
+    /// `SYNC_FILE_RANGE_WAIT_BEFORE`: wait for writeback already under way first.
+    pub wait_before: bool,
+    /// `SYNC_FILE_RANGE_WRITE`: start writeback of the range's dirty pages.
+    pub write: bool,
+    /// `SYNC_FILE_RANGE_WAIT_AFTER`: wait until the range's writeback is done.
+    pub wait_after: bool,
+}
+
+impl SyncRangeFlags {
+    const NAMES: [&'static str; 3] = [
+        "SYNC_FILE_RANGE_WAIT_BEFORE",
+        "SYNC_FILE_RANGE_WRITE",
+        "SYNC_FILE_RANGE_WAIT_AFTER",
+    ];
+
+    /// Names joined by `|` (strace's spelling); `0` or nothing is no flag. Anything else is
+    /// an error naming it.
+    pub fn parse(s: &str) -> Result<SyncRangeFlags, String> {
+        let mut f = SyncRangeFlags::default();
+        for name in s
+            .split('|')
+            .map(str::trim)
+            .filter(|n| !n.is_empty() && *n != "0")
+        {
+            match name {
+                "SYNC_FILE_RANGE_WAIT_BEFORE" => f.wait_before = true,
+                "SYNC_FILE_RANGE_WRITE" => f.write = true,
+                "SYNC_FILE_RANGE_WAIT_AFTER" => f.wait_after = true,
+                other => {
+                    return Err(format!(
+                        "unknown sync_file_range flag '{other}' (known: {})",
+                        Self::NAMES.join(", ")
+                    ))
+                }
+            }
+        }
+        Ok(f)
+    }
+
+    /// The set flags' names joined by `|`, `0` when none is.
+    pub fn to_flags(&self) -> String {
+        let set = [self.wait_before, self.write, self.wait_after];
+        let names: Vec<&str> = Self::NAMES
+            .iter()
+            .zip(set)
+            .filter_map(|(n, on)| on.then_some(*n))
+            .collect();
+        if names.is_empty() {
+            "0".into()
+        } else {
+            names.join("|")
+        }
+    }
+}
+
 /// Every op name, in the format's spelling.
 pub const OPS: &[&str] = &[
     "open",
@@ -415,6 +483,7 @@ pub const OPS: &[&str] = &[
     "readdir",
     "setattr",
     "fallocate",
+    "sync_file_range",
 ];
 
 /// The fd ops, binding their `fd` and `path`: one list for [`Op::fd_path`] and
@@ -450,6 +519,10 @@ macro_rules! fd_op {
             fd: $fd,
             path: $path,
             ..
+        } | Op::SyncFileRange {
+            fd: $fd,
+            path: $path,
+            ..
         }
     };
 }
@@ -481,6 +554,7 @@ impl Op {
             Op::Readdir { .. } => 20,
             Op::Setattr { .. } => 21,
             Op::Fallocate { .. } => 22,
+            Op::SyncFileRange { .. } => 23,
         }
     }
 
@@ -1095,6 +1169,18 @@ fn event_from_json(v: Value, top: bool) -> Result<Parsed, String> {
                 keep_size,
             }
         }
+        "sync_file_range" => {
+            let (fd, path) = fd_path(&mut f)?;
+            let flags = SyncRangeFlags::parse(&f.opt_string("flags")?.unwrap_or_default())
+                .map_err(|e| format!("field \"flags\": {e}"))?;
+            Op::SyncFileRange {
+                fd,
+                path,
+                off: f.u64("off")?,
+                len: f.u64("len")?,
+                flags,
+            }
+        }
         "ndp" => {
             let task = f.string("task")?;
             let paths = match f.take("paths") {
@@ -1272,6 +1358,18 @@ impl Event {
                 if *keep_size {
                     s.push_str(",\"keep_size\":true");
                 }
+            }
+            Op::SyncFileRange {
+                fd,
+                path,
+                off,
+                len,
+                flags,
+            } => {
+                let _ = write!(s, ",\"fd\":{fd}");
+                push_str(&mut s, "path", path);
+                let _ = write!(s, ",\"off\":{off},\"len\":{len}");
+                push_str(&mut s, "flags", &flags.to_flags());
             }
             Op::Ndp {
                 task,

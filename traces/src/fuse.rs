@@ -181,7 +181,7 @@ fn fusible_data(ev: &Event) -> bool {
         | Op::Read { len, .. }
         | Op::Pread { len, .. } => len,
         // Not an op a CISC op carries: it ends the candidate.
-        Op::Fallocate { .. } => return false,
+        Op::Fallocate { .. } | Op::SyncFileRange { .. } => return false,
         _ => return true,
     };
     len <= MAX_SLOT_BYTES as u64

@@ -27,6 +27,6 @@ pub mod sweep;
 pub mod system;
 mod writer;
 
-pub use format::{Event, FusePattern, Header, IscFile, Op, OpenFlags};
+pub use format::{Event, FusePattern, Header, IscFile, Op, OpenFlags, SyncRangeFlags};
 pub use reader::{Strictness, TraceError, TraceReader};
 pub use writer::TraceWriter;

@@ -256,6 +256,7 @@ fn breaks_batch(op: &Op) -> bool {
         | Op::Pwrite { .. }
         | Op::Fsync { .. }
         | Op::Fdatasync { .. }
+        | Op::SyncFileRange { .. }
         | Op::Sync
         | Op::Mkdir { .. }
         | Op::Rmdir { .. }

@@ -172,6 +172,7 @@ fn check_paths(op: &Op, unresolved: bool) -> Result<(), String> {
         | Op::Fsync { path, .. }
         | Op::Fdatasync { path, .. }
         | Op::Fallocate { path, .. }
+        | Op::SyncFileRange { path, .. }
         | Op::Mkdir { path }
         | Op::Rmdir { path }
         | Op::Unlink { path }

@@ -1,7 +1,8 @@
 //! The trace format: round trips, and malformed input reported with its line number.
 
 use csd_traces::{
-    Event, Header, IscFile, Op, OpenFlags, Strictness, TraceError, TraceReader, TraceWriter,
+    Event, Header, IscFile, Op, OpenFlags, Strictness, SyncRangeFlags, TraceError, TraceReader,
+    TraceWriter,
 };
 use std::collections::BTreeMap;
 
@@ -139,6 +140,22 @@ fn every_op_round_trips() {
                 off: 0,
                 len: 1 << 20,
                 keep_size: true,
+            },
+            Some(0),
+        ),
+        ev(
+            10,
+            8,
+            Op::SyncFileRange {
+                fd: 5,
+                path: p("/e/log"),
+                off: 0,
+                len: 0,
+                flags: SyncRangeFlags {
+                    wait_before: true,
+                    write: true,
+                    wait_after: false,
+                },
             },
             Some(0),
         ),

@@ -161,7 +161,7 @@ fn strace_line(rng: &mut Rng) -> String {
     let path = &paths[rng.below(paths.len())];
     let num = |rng: &mut Rng| rng.pick(NUMBERS).to_string();
     let fd = format!("{}<{path}>", rng.pick(&["3", "-1", "99999999999", "x"]));
-    let call = match rng.below(14) {
+    let call = match rng.below(15) {
         0 => format!("openat(AT_FDCWD<{path}>, \"{path}\", O_RDONLY)"),
         1 => format!("read({fd}, \"\"..., {})", num(rng)),
         2 => format!("pread64({fd}, \"\", {}, {})", num(rng), num(rng)),
@@ -184,6 +184,12 @@ fn strace_line(rng: &mut Rng) -> String {
             rng.pick(&["0", "FALLOC_FL_KEEP_SIZE", "FALLOC_FL_PUNCH_HOLE", "7"]),
             num(rng),
             num(rng)
+        ),
+        13 => format!(
+            "sync_file_range({fd}, {}, {}, {})",
+            num(rng),
+            num(rng),
+            rng.pick(&["SYNC_FILE_RANGE_WRITE", "0", "SYNC_FILE_RANGE_WAIT_AFTER|x"])
         ),
         _ => format!("<... write resumed> ) = {}", num(rng)),
     };
@@ -261,7 +267,7 @@ fn event_line(rng: &mut Rng) -> String {
     };
     let fd = rng.pick(&["3", "4", "-1", "7"]);
     let pid = rng.below(3);
-    let op = match rng.below(16) {
+    let op = match rng.below(17) {
         0 => format!(
             r#""op":"open","path":{path},"flags":"{}","ret":{fd}"#,
             rng.pick(&[
@@ -298,6 +304,12 @@ fn event_line(rng: &mut Rng) -> String {
             num(rng),
             num(rng),
             rng.pick(&["true", "false", "1"])
+        ),
+        15 => format!(
+            r#""op":"sync_file_range","fd":{fd},"off":{},"len":{},"flags":"{}""#,
+            num(rng),
+            num(rng),
+            rng.pick(&["SYNC_FILE_RANGE_WRITE", "0", "O_RDONLY"])
         ),
         _ => format!(r#""op":"unlink","path":{path}"#),
     };

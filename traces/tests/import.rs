@@ -497,6 +497,56 @@ fn fallocate_sets_blocks_aside_in_the_two_modes_that_do() {
 }
 
 #[test]
+fn sync_file_range_keeps_its_range_and_flags() {
+    // PostgreSQL's checkpointer (start writeback, do not wait), a full wait, the ARM
+    // spelling with its flags second, and flags this csdlab does not know.
+    let text = "\
+7 1000.000000 sync_file_range(3</pg/base/1/16384>, 0, 262144, SYNC_FILE_RANGE_WRITE) = 0 <0.000010>
+7 1000.000100 sync_file_range(3</pg/base/1/16384>, 8192, 0, SYNC_FILE_RANGE_WAIT_BEFORE|SYNC_FILE_RANGE_WRITE|SYNC_FILE_RANGE_WAIT_AFTER) = 0 <0.000010>
+7 1000.000200 sync_file_range2(3</pg/base/1/16384>, SYNC_FILE_RANGE_WRITE, 4096, 4096) = 0 <0.000010>
+7 1000.000300 sync_file_range(3</pg/base/1/16384>, 0, 0, 0x10) = 0 <0.000010>
+";
+    let evs = events(ImportFormat::Strace, text).unwrap();
+    let got: Vec<(u64, u64, String)> = evs
+        .iter()
+        .map(|e| match &e.op {
+            Op::SyncFileRange {
+                path,
+                off,
+                len,
+                flags,
+                ..
+            } => {
+                assert_eq!(path, "/pg/base/1/16384");
+                (*off, *len, flags.to_flags())
+            }
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (0, 262144, "SYNC_FILE_RANGE_WRITE".to_string()),
+            (
+                8192,
+                0,
+                "SYNC_FILE_RANGE_WAIT_BEFORE|SYNC_FILE_RANGE_WRITE|SYNC_FILE_RANGE_WAIT_AFTER"
+                    .to_string()
+            ),
+            (4096, 4096, "SYNC_FILE_RANGE_WRITE".to_string()),
+        ]
+    );
+    let s = stats(text);
+    assert_eq!(s.skipped.len(), 1, "{s:?}");
+    assert!(
+        s.skipped
+            .keys()
+            .all(|k| k.contains("unknown sync_file_range flag '0x10'")),
+        "{s:?}"
+    );
+}
+
+#[test]
 fn a_directory_listing_is_one_readdir() {
     // `ls`: getdents64 until it returns 0; then `rewinddir` (an lseek to 0) and again; a
     // second directory open at the same fd number after a close.

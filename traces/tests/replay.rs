@@ -313,6 +313,39 @@ fn fallocate_replays_under_every_file_system_and_only_mode_0_makes_bytes_to_read
 }
 
 #[test]
+fn sync_file_range_waits_for_the_device_only_with_wait_after() {
+    let program = Profile::load("cosmos-plus").unwrap().timing.page_program_ns;
+    let with = |flags: &str| {
+        let sync = format!(
+            r#"{{"t":20,"pid":1,"op":"sync_file_range","fd":3,"off":0,"len":0,"flags":"{flags}"}}"#
+        );
+        trace(&[
+            r#"{"t":0,"pid":1,"op":"open","path":"/w/f","flags":"O_WRONLY|O_CREAT","ret":3}"#,
+            r#"{"t":10,"pid":1,"op":"write","fd":3,"len":65536,"ret":65536}"#,
+            &sync,
+        ])
+    };
+    let latency = |t: &str, target: ReplayTarget| {
+        let r = run_on(t, target, Pace::Afap);
+        let l = &r.latency["sync_file_range"];
+        assert_eq!((l.count, l.failed), (1, 0), "{target:?}: {l:?}");
+        l.max_ns
+    };
+    let host = ReplayTarget::Host(DesignKind::FragS);
+    let waited = latency(
+        &with("SYNC_FILE_RANGE_WRITE|SYNC_FILE_RANGE_WAIT_AFTER"),
+        host,
+    );
+    let started = latency(&with("SYNC_FILE_RANGE_WRITE"), host);
+    assert!(waited >= program, "{waited} ns");
+    assert!(started < program / 10, "{started} ns");
+    // ISPFS writes through and StorageFS is durable per op: nothing left to write.
+    for target in [ReplayTarget::Ispfs, ReplayTarget::Firmware] {
+        latency(&with("SYNC_FILE_RANGE_WRITE"), target);
+    }
+}
+
+#[test]
 fn direct_and_synchronous_writes_reach_the_device_before_they_return() {
     let program = Profile::load("cosmos-plus").unwrap().timing.page_program_ns;
     // A 16 KiB file made and synced, then reopened with `flags` and written over in place.

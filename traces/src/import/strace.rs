@@ -17,14 +17,15 @@
 //! - `access` and `readlink` walk a path as `stat` does, and are `stat`s; `chmod`, `chown`,
 //!   `utimensat` and the extended-attribute calls are `setattr`s;
 //! - `fallocate` (and `posix_fallocate`, which calls it) is carried in mode 0 and
-//!   `FALLOC_FL_KEEP_SIZE`, the two that set blocks aside;
+//!   `FALLOC_FL_KEEP_SIZE`, the two that set blocks aside, and `sync_file_range` (which
+//!   PostgreSQL's checkpointer and RocksDB's `bytes_per_sync` use) with its flags;
 //! - calls that change files in ways a trace cannot carry (`fallocate`'s other modes, which
-//!   punch, zero, collapse or insert ranges, `sync_file_range`, links, a shared writable
+//!   punch, zero, collapse or insert ranges, links, a shared writable
 //!   `mmap`, whose stores make no system call, a rename that exchanges two names, I/O
 //!   submitted through io_uring or AIO) are counted under their reason.
 
 use super::ImportError;
-use crate::format::{Event, Op, OpenFlags};
+use crate::format::{Event, Op, OpenFlags, SyncRangeFlags};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 #[derive(Default)]
@@ -611,12 +612,31 @@ impl StraceConverter {
                     keep_size,
                 })
             }
-            "sync_file_range" => {
-                Self::fd_file(a)?;
-                if out.ret == Some(0) {
-                    self.skip(format!("{name}: not modelled"));
-                }
-                None
+            // `sync_file_range2` (ARM, PowerPC) takes its flags second.
+            "sync_file_range" | "sync_file_range2" => {
+                let (fd, path) = Self::fd_file(a)?;
+                let (off, len, flags) = match name {
+                    "sync_file_range" => (1, 2, 3),
+                    _ => (2, 3, 1),
+                };
+                let flags = match SyncRangeFlags::parse(a.get(flags)?) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        if out.ret == Some(0) {
+                            self.skip(format!("{name}: {e}"));
+                        }
+                        return None;
+                    }
+                };
+                let off = self.num(name, a, off, "offset")?;
+                let len = self.num(name, a, len, "length")?;
+                Some(Op::SyncFileRange {
+                    fd,
+                    path,
+                    off,
+                    len,
+                    flags,
+                })
             }
             // Stores through a shared writable mapping reach the file with no system call.
             "mmap" | "mmap2" => {

@@ -767,7 +767,7 @@ impl FusionSystem<'_> {
                 Ok(t)
             }
             // StorageFS's ops are durable when they return: `sync` has nothing to write.
-            Op::Sync => {
+            Op::Sync | Op::SyncFileRange { .. } => {
                 self.kept.remove(&ev.pid);
                 Ok(self.lookup_call(at, 0, 0))
             }

@@ -276,6 +276,19 @@ impl<'a> HostSystem<'a> {
                 let f = self.fd_for(ev.pid, *fd, path, true)?.fd;
                 fs_done(self.fs.fallocate(f, *off, *len, *keep_size))
             }
+            Op::SyncFileRange {
+                fd,
+                path,
+                off,
+                len,
+                flags,
+            } => {
+                let f = self.fd_for(ev.pid, *fd, path, false)?.fd;
+                fs_done(
+                    self.fs
+                        .sync_file_range(f, *off, *len, flags.write, flags.wait_after),
+                )
+            }
             Op::Ndp {
                 task, paths, args, ..
             } => {

@@ -398,7 +398,7 @@ impl<'a> IspfsSystem<'a> {
             Op::Write { fd, path, off, len } => self.data(ev, *fd, path, *off, *len, true),
             Op::Pwrite { fd, path, off, len } => self.data(ev, *fd, path, Some(*off), *len, true),
             // Writes are already on the PCM.
-            Op::Fsync { .. } | Op::Fdatasync { .. } | Op::Sync => {
+            Op::Fsync { .. } | Op::Fdatasync { .. } | Op::SyncFileRange { .. } | Op::Sync => {
                 self.cpu(syscall);
                 Ok(Applied::Done)
             }
