@@ -549,13 +549,21 @@ fn print(r: &ReplayRun) {
             d.device.ftl.blocks_erased,
             d.device.waf
         );
+        // As wide as the longest op name (`sync_file_range`), ten at least.
+        let w = d
+            .latency
+            .keys()
+            .map(|op| op.len())
+            .max()
+            .unwrap_or(0)
+            .max(10);
         println!(
-            "  {:<10} {:>8} {:>7} {:>10} {:>10} {:>10} {:>10}",
+            "  {:<w$} {:>8} {:>7} {:>10} {:>10} {:>10} {:>10}",
             "op", "count", "failed", "p50 µs", "p99 µs", "p99.9 µs", "max µs"
         );
         for (op, l) in &d.latency {
             println!(
-                "  {:<10} {:>8} {:>7} {:>10} {:>10} {:>10} {:>10}",
+                "  {:<w$} {:>8} {:>7} {:>10} {:>10} {:>10} {:>10}",
                 op,
                 l.count,
                 l.failed,
