@@ -657,6 +657,15 @@ impl HostFs {
         self.charge_lookup(r)
     }
 
+    /// A lookup of a path that may not be there (a call that failed with `ENOENT`): the walk
+    /// as far as it goes, each directory's inode block and the block its search for the next
+    /// name reads (ext4's `ext4_find_entry`), the directory lacking the name included,
+    /// charged as [`HostFs::lookup`] charges one that finds its file.
+    pub fn lookup_partial(&mut self, path: &str, who: Cred) -> Result<LookupCost, FsError> {
+        let r = self.ns.resolve_partial(path, who)?;
+        Ok(self.charge_lookup(r)?.1)
+    }
+
     /// What a lookup that resolved to `r` costs: the path's components, and each metadata
     /// block it read that the cache did not hold.
     fn charge_lookup(&mut self, r: Resolution) -> Result<(Resolution, LookupCost), FsError> {

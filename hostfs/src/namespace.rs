@@ -790,6 +790,30 @@ impl Namespace {
         )
     }
 
+    /// [`Namespace::resolve`] of a path that may not be there: where a name is missing, the
+    /// walk stops at the directory that lacks it, having read what the search for the name
+    /// reads there (`ino` is that directory). What a call that failed with `ENOENT` walked.
+    /// Any other error (a file in the middle of the path, no search permission) is returned.
+    pub fn resolve_partial(&self, path: &str, who: Cred) -> Result<Resolution, NsError> {
+        let mut trail = Trail {
+            ino_list: Vec::with_capacity(8),
+            positions: Vec::with_capacity(8),
+            reads: Vec::with_capacity(16),
+        };
+        trail.ino_list.push(Ino::ROOT);
+        let ino = match self.walk_to(path, components(path)?, who, Some(&mut trail)) {
+            Ok(Walked::Found(ino)) | Ok(Walked::MissingLast(ino)) => ino,
+            Err(NsError::NotFound(_)) => *trail.ino_list.last().expect("the root at least"),
+            Err(e) => return Err(e),
+        };
+        Ok(Resolution {
+            ino,
+            ino_list: trail.ino_list,
+            positions: trail.positions,
+            reads: trail.reads,
+        })
+    }
+
     /// The inode `path` names, with the same checks as [`Namespace::resolve`] but without
     /// listing the blocks read: for callers that only ask whether something exists.
     pub fn find(&self, path: &str, who: Cred) -> Result<Ino, NsError> {

@@ -763,3 +763,33 @@ fn sync_file_range_starts_writeback_of_its_range_and_waits_only_when_asked() {
     let (waited, written, left) = run(false, true, 0);
     assert_eq!((waited, written, left), (0, 0, 8));
 }
+
+#[test]
+fn a_lookup_of_a_missing_name_walks_as_far_as_the_path_goes() {
+    let mut fs = fs("cosmos-plus");
+    fs.mkdir("/data", MINE, ME).unwrap();
+    fs.import("/data/f", b"hello", MINE, ME).unwrap();
+    fs.drop_caches();
+    // Root inode, root dir block, /data's inode, /data's block searched for "nope": the
+    // inodes share one inode-table block.
+    let miss = fs.lookup_partial("/data/nope", ME).unwrap();
+    assert_eq!((miss.metadata_reads, miss.cache_hits), (3, 1), "{miss:?}");
+    assert!(
+        miss.ns >= 3 * 50_000,
+        "each read costs at least tR: {miss:?}"
+    );
+    // Warm, a miss costs the walk's CPU only.
+    let warm = fs.lookup_partial("/data/nope", ME).unwrap();
+    assert_eq!((warm.metadata_reads, warm.cache_hits), (0, 4));
+    assert!(warm.ns < 50_000, "{warm:?}");
+    // A name missing in the middle stops the walk there: the root's block searched.
+    fs.drop_caches();
+    let early = fs.lookup_partial("/nope/deeper/still", ME).unwrap();
+    assert_eq!(early.metadata_reads + early.cache_hits, 2, "{early:?}");
+    // A path that is there costs what a lookup does (both warm).
+    fs.lookup("/data/f", ME).unwrap();
+    let (_, hit) = fs.lookup("/data/f", ME).unwrap();
+    assert_eq!(fs.lookup_partial("/data/f", ME).unwrap(), hit);
+    // Any other failure is an error: a file in the middle of the path.
+    assert!(fs.lookup_partial("/data/f/x", ME).is_err());
+}

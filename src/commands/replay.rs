@@ -630,6 +630,12 @@ fn print_totals(d: &csd_traces::replay::ReplayReport) {
     for (op, e) in &d.first_errors {
         println!("  first failed {op}: {e}");
     }
+    if d.missing_walks > 0 {
+        println!(
+            "  {} call(s) that failed in the trace for a missing name replayed as the path walk they made",
+            d.missing_walks
+        );
+    }
     for (why, n) in &d.skipped {
         println!("  skipped {n}: {why}");
     }

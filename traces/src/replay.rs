@@ -16,7 +16,7 @@
 use crate::format::{Event, Op, OPS};
 use crate::isc::IscTotals;
 use crate::reader::{Feed, Strictness, TraceError, TraceReader};
-use crate::system::{build, Applied, FusionTotals, SetupError, System};
+use crate::system::{build, Applied, FusionTotals, SetupError, System, FAILED_IN_TRACE};
 use csd_device::{DeviceCounters, Profile, VirtualTime};
 use foldhash::{HashMap, HashMapExt};
 use hdrhistogram::Histogram;
@@ -87,6 +87,10 @@ pub struct Progress {
     pub of: u64,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// One design's replay.
 #[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct ReplayReport {
@@ -96,6 +100,11 @@ pub struct ReplayReport {
     pub ops: u64,
     /// Events not replayed, by reason.
     pub skipped: BTreeMap<String, u64>,
+    /// Of the ops replayed, calls that failed in the trace because a name was missing
+    /// (`ENOENT`: a `stat` of a file that is not there, say), replayed as the path walk
+    /// they made; their latencies count under their op's.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub missing_walks: u64,
     pub duration_ns: u64,
     pub ops_per_sec: f64,
     pub latency: BTreeMap<String, OpLatency>,
@@ -118,6 +127,28 @@ pub struct ReplayReport {
     pub device: DeviceCounters,
 }
 
+/// The path a call that failed in the trace with `ENOENT` walked, for the ops that walk one
+/// (a `rename`'s source).
+fn missing_name_path(ev: &Event) -> Option<&str> {
+    let enoent = ev.ret == Some(-2)
+        || ev.extra.get("errno").and_then(serde_json::Value::as_str) == Some("ENOENT");
+    if !enoent {
+        return None;
+    }
+    match &ev.op {
+        Op::Open { path, .. }
+        | Op::Stat { path }
+        | Op::Readdir { path }
+        | Op::Setattr { path }
+        | Op::Truncate { path, .. }
+        | Op::Unlink { path }
+        | Op::Rmdir { path }
+        | Op::Mkdir { path }
+        | Op::Rename { path, .. } => Some(path),
+        _ => None,
+    }
+}
+
 /// The trace's side of a replay: each pid's clock, latencies, skips and errors. The system
 /// does the rest.
 struct Replayer<'s> {
@@ -129,6 +160,7 @@ struct Replayer<'s> {
     skipped: BTreeMap<String, u64>,
     first_errors: BTreeMap<String, String>,
     ops: u64,
+    missing_walks: u64,
     pace: Pace,
 }
 
@@ -141,6 +173,7 @@ impl<'s> Replayer<'s> {
             skipped: BTreeMap::new(),
             first_errors: BTreeMap::new(),
             ops: 0,
+            missing_walks: 0,
             pace,
         }
     }
@@ -170,10 +203,18 @@ impl<'s> Replayer<'s> {
                 return;
             }
         }
-        if ev.ret.is_some_and(|r| r < 0) {
-            self.skip("failed in the trace");
-            return;
-        }
+        // A call that failed in the trace is not replayed, unless a missing name failed it
+        // and the system can walk the path as far as it went.
+        let missing = match ev.ret.is_some_and(|r| r < 0) {
+            false => None,
+            true => match missing_name_path(ev).filter(|_| self.system.walks_missing()) {
+                Some(path) => Some(path),
+                None => {
+                    self.skip(FAILED_IN_TRACE);
+                    return;
+                }
+            },
+        };
         // An op starts when its pid is free, and not before the op the trace issued before
         // it (so a file another pid created already exists): pids overlap while one waits.
         let pid_clock = self
@@ -192,11 +233,15 @@ impl<'s> Replayer<'s> {
                 .entry("background".to_string())
                 .or_insert(e);
         }
-        let outcome = self.system.apply(ev, start);
+        let outcome = match missing {
+            Some(path) => self.system.walk_missing(path, start),
+            None => self.system.apply(ev, start),
+        };
         let end = self.system.clock().max(start);
         match outcome {
             Ok(Applied::Done) => {
                 self.ops += 1;
+                self.missing_walks += u64::from(missing.is_some());
                 self.record(&ev.op, end.since(start), true);
             }
             Ok(Applied::Skipped(why)) => self.skip(&why),
@@ -246,6 +291,7 @@ impl<'s> Replayer<'s> {
             events,
             ops: self.ops,
             skipped: self.skipped,
+            missing_walks: self.missing_walks,
             duration_ns: duration.0,
             ops_per_sec: if secs > 0.0 {
                 self.ops as f64 / secs

@@ -346,6 +346,37 @@ fn sync_file_range_waits_for_the_device_only_with_wait_after() {
 }
 
 #[test]
+fn calls_that_failed_for_a_missing_name_replay_as_the_walk_they_made() {
+    // SQLite's check for a hot journal: a stat of a file that is not there, with strace's
+    // `errno`; then an open that failed for another reason, and one of a missing directory's
+    // file (`ret` as -ENOENT).
+    let t = trace(&[
+        r#"{"t":0,"pid":1,"op":"stat","path":"/in/big"}"#,
+        r#"{"t":10,"pid":1,"op":"stat","path":"/in/big-journal","ret":-1,"errno":"ENOENT"}"#,
+        r#"{"t":20,"pid":1,"op":"open","path":"/in/big","flags":"O_RDWR","ret":-1,"errno":"EACCES"}"#,
+        r#"{"t":30,"pid":1,"op":"open","path":"/gone/x","flags":"O_RDONLY","ret":-2}"#,
+    ]);
+    for target in [
+        ReplayTarget::Host(DesignKind::FragS),
+        ReplayTarget::Host(DesignKind::LightFs),
+        ReplayTarget::Ispfs,
+        ReplayTarget::Firmware,
+    ] {
+        let r = run_on(&t, target, Pace::Afap);
+        assert_eq!(r.missing_walks, 2, "{target:?}: {r:?}");
+        assert_eq!(r.ops, 3, "{target:?}");
+        assert_eq!(r.skipped.get("failed in the trace"), Some(&1), "{target:?}");
+        let (stat, open) = (&r.latency["stat"], &r.latency["open"]);
+        assert_eq!((stat.count, stat.failed), (2, 0), "{target:?}: {stat:?}");
+        assert_eq!((open.count, open.failed), (1, 0), "{target:?}: {open:?}");
+        assert!(open.max_ns > 0, "{target:?}: the walk costs time: {open:?}");
+    }
+    // The bare device has no names to walk: block traces skip such calls.
+    let r = run_on(&t, ReplayTarget::Device, Pace::Afap);
+    assert_eq!(r.missing_walks, 0);
+}
+
+#[test]
 fn direct_and_synchronous_writes_reach_the_device_before_they_return() {
     let program = Profile::load("cosmos-plus").unwrap().timing.page_program_ns;
     // A 16 KiB file made and synced, then reopened with `flags` and written over in place.

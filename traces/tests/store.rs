@@ -26,6 +26,7 @@ fn design(design: DesignKind, duration_ns: u64, ops_per_sec: f64) -> ReplayRepor
         events: 10,
         ops: 10,
         skipped: Default::default(),
+        missing_walks: 0,
         duration_ns,
         ops_per_sec,
         latency: Default::default(),

@@ -3,7 +3,7 @@
 //! trace's `ndp` ops, and the task runtime for its `isc` ops.
 
 use super::interface::{
-    block_io, rw_count, Applied, NdpTotals, OpError, SetupError, System, Totals,
+    block_io, rw_count, Applied, NdpTotals, OpError, SetupError, System, Totals, FAILED_IN_TRACE,
 };
 use crate::format::{Event, IscFile, Op, OpenFlags};
 use crate::isc::{IscRunner, IscTotals, LentFile};
@@ -505,6 +505,22 @@ impl System for HostSystem<'_> {
 
     fn apply(&mut self, ev: &Event, start: VirtualTime) -> Result<Applied, OpError> {
         self.apply_op(ev, start)
+    }
+
+    fn walks_missing(&self) -> bool {
+        true
+    }
+
+    /// The system call, then the kernel's walk: each level's metadata blocks, the directory
+    /// that lacks the name searched (a negative dentry is not modelled: a second miss
+    /// finds those blocks cached and pays the walk's CPU).
+    fn walk_missing(&mut self, path: &str, _start: VirtualTime) -> Result<Applied, OpError> {
+        let t = self.fs.clock().after(self.fs.costs().syscall_ns);
+        self.fs.advance_to(t);
+        Ok(match self.fs.lookup_partial(path, WHO) {
+            Ok(_) => Applied::Done,
+            Err(_) => Applied::Skipped(FAILED_IN_TRACE.to_string()),
+        })
     }
 
     fn clock(&self) -> VirtualTime {

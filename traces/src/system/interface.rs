@@ -45,6 +45,19 @@ pub trait System {
     /// Applies one operation of the trace, begun at `start`.
     fn apply(&mut self, ev: &Event, start: VirtualTime) -> Result<Applied, OpError>;
 
+    /// Whether the system replays a call that failed in the trace for a missing name as the
+    /// path walk it made ([`System::walk_missing`]); others skip such calls.
+    fn walks_missing(&self) -> bool {
+        false
+    }
+
+    /// A call that failed in the trace because a name in `path` was missing (`ENOENT`),
+    /// begun at `start`: the walk it made before it failed, as far as the path goes here.
+    fn walk_missing(&mut self, path: &str, start: VirtualTime) -> Result<Applied, OpError> {
+        let _ = (path, start);
+        Ok(Applied::Skipped(FAILED_IN_TRACE.to_string()))
+    }
+
     /// When the last operation ended.
     fn clock(&self) -> VirtualTime;
 
@@ -54,6 +67,9 @@ pub trait System {
     /// Checks every invariant of the system's state; debug replays end with it.
     fn check_invariants(&self) -> Result<(), String>;
 }
+
+/// Why a call that failed in the trace is not replayed.
+pub const FAILED_IN_TRACE: &str = "failed in the trace";
 
 /// When the operation in progress began and when the last one ended: the clock of a system
 /// whose model keeps none of its own (the bare device, StorageFS).

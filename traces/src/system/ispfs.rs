@@ -15,7 +15,9 @@
 //! The replay's `isp` totals count instructions, refusals, the engine's busy time and the
 //! bytes it compared.
 
-use super::interface::{rw_count, Applied, IspTotals, OpError, SetupError, System, Totals};
+use super::interface::{
+    rw_count, Applied, IspTotals, OpError, SetupError, System, Totals, FAILED_IN_TRACE,
+};
 use crate::format::{Event, Op};
 use crate::prescan::Prescan;
 use csd_device::isp::{Scmd, Search, SEARCH_BYTES};
@@ -511,6 +513,19 @@ impl System for IspfsSystem<'_> {
 
     fn apply(&mut self, ev: &Event, _start: VirtualTime) -> Result<Applied, OpError> {
         self.apply_op(ev)
+    }
+
+    fn walks_missing(&self) -> bool {
+        true
+    }
+
+    /// As on the host: the system call, then the walk as far as the path goes.
+    fn walk_missing(&mut self, path: &str, _start: VirtualTime) -> Result<Applied, OpError> {
+        self.cpu(self.profile.host.syscall_ns);
+        Ok(match self.fs.fs_mut().lookup_partial(path, WHO) {
+            Ok(_) => Applied::Done,
+            Err(_) => Applied::Skipped(FAILED_IN_TRACE.to_string()),
+        })
     }
 
     fn clock(&self) -> VirtualTime {

@@ -27,7 +27,8 @@ pub use device::DeviceSystem;
 pub use fusion::FusionSystem;
 pub use host::{ComputeFactory, HostSystem, OpRunners};
 pub use interface::{
-    Applied, FusionTotals, IspTotals, NdpTotals, OpError, SetupError, System, Totals, MAX_RW_COUNT,
+    Applied, FusionTotals, IspTotals, NdpTotals, OpError, SetupError, System, Totals,
+    FAILED_IN_TRACE, MAX_RW_COUNT,
 };
 pub use ispfs::IspfsSystem;
 pub use target::{build, ReplayTarget};
