@@ -39,6 +39,10 @@ pub enum FsError {
     PermissionDenied { path: String, access: &'static str },
     #[error("'{0}' is a directory")]
     IsADirectory(String),
+    #[error("'{0}' is a symbolic link, and paths are not followed through links here")]
+    Symlink(String),
+    #[error("a symbolic link's target of {0} bytes: it must be 1 to 4095 bytes (PATH_MAX)")]
+    SymlinkTarget(u64),
     #[error("the device ({0} blocks) is too small for a file system")]
     TooSmall(u64),
     #[error("bad file descriptor {0}")]
@@ -224,7 +228,7 @@ impl HostFs {
             watch_writes: false,
             journal: None,
         };
-        let root_blocks = fs.dir_blocks(Ino::ROOT);
+        let root_blocks = fs.own_blocks(Ino::ROOT);
         fs.write_meta(
             [SUPERBLOCK, layout.inode_block(Ino::ROOT)]
                 .into_iter()
@@ -363,9 +367,10 @@ impl HostFs {
         self.journal.as_ref().is_some_and(|j| j.inode_held(ino))
     }
 
-    fn dir_blocks(&self, ino: Ino) -> Vec<u64> {
+    /// The blocks a directory or a long link was made with.
+    fn own_blocks(&self, ino: Ino) -> Vec<u64> {
         match &self.ns.inode(ino).map(|i| &i.kind) {
-            Some(InodeKind::Dir { blocks, .. }) => {
+            Some(InodeKind::Dir { blocks, .. } | InodeKind::Symlink { blocks, .. }) => {
                 blocks.iter().flat_map(|r| r.first.0..r.end()).collect()
             }
             _ => Vec::new(),
@@ -517,7 +522,7 @@ impl HostFs {
         let layout = *self.ns.layout();
         let mut blocks = vec![layout.inode_block(ino), layout.inode_block(parent)];
         blocks.extend(self.ns.entry_block(parent, ino));
-        blocks.extend(self.dir_blocks(ino));
+        blocks.extend(self.own_blocks(ino));
         self.write_meta(blocks)?;
         self.inode_changed(ino, true)?;
         self.inode_changed(parent, true)
@@ -525,6 +530,30 @@ impl HostFs {
 
     pub fn mkdir(&mut self, path: &str, perms: Perms, who: Cred) -> Result<Ino, FsError> {
         self.create(path, NewKind::Dir, perms, who)
+    }
+
+    /// `symlink`: a link at `path` to a target of `target_len` bytes, written as a create
+    /// is. ext4 keeps a target of up to 59 bytes in the inode; a longer one takes a block,
+    /// written here with the inode (ext4 writes it through the page cache).
+    pub fn symlink(
+        &mut self,
+        path: &str,
+        target_len: u64,
+        perms: Perms,
+        who: Cred,
+    ) -> Result<Ino, FsError> {
+        if !(1..4096).contains(&target_len) {
+            return Err(FsError::SymlinkTarget(target_len));
+        }
+        self.create(path, NewKind::Symlink { target_len }, perms, who)
+    }
+
+    /// Why `ino`, which `path` names, is not a file to read or write.
+    fn not_a_file(&self, ino: Ino, path: &str) -> FsError {
+        match self.ns.inode(ino).map(|i| &i.kind) {
+            Some(InodeKind::Symlink { .. }) => FsError::Symlink(path.to_string()),
+            _ => FsError::IsADirectory(path.to_string()),
+        }
     }
 
     /// [`HostFs::mkdir`] of `path` in `parent`, the directory the caller resolved `path`'s
@@ -625,7 +654,7 @@ impl HostFs {
         }
         for parent in parents {
             meta.push(layout.inode_block(parent));
-            meta.extend(self.dir_blocks(parent));
+            meta.extend(self.own_blocks(parent));
         }
         // Ordered journaling: the metadata commits once the data is on the device.
         self.clock = written;
@@ -764,7 +793,7 @@ impl HostFs {
             ..
         } = &inode.kind
         else {
-            return Err(FsError::IsADirectory(path.to_string()));
+            return Err(self.not_a_file(r.ino, path));
         };
         if !inode.perms.allows(who, Access::Read) {
             return Err(FsError::PermissionDenied {
@@ -835,7 +864,7 @@ impl HostFs {
         let bs = self.ns.layout().block_bytes;
         let (_, old) = self
             .file_layout(ino)
-            .ok_or_else(|| FsError::IsADirectory(path.to_string()))?;
+            .ok_or_else(|| self.not_a_file(ino, path))?;
         let old = old.to_vec();
         let need = (data.len() as u64).div_ceil(bs);
         let moved = old.iter().map(|r| r.pages).sum::<u64>() != need;
@@ -978,7 +1007,7 @@ impl HostFs {
             });
         }
         let Some((size, extents)) = self.file_layout(r.ino) else {
-            return Err(FsError::IsADirectory(path.to_string()));
+            return Err(self.not_a_file(r.ino, path));
         };
         let extents = extents.to_vec();
         let bs = self.ns.layout().block_bytes;
@@ -1088,8 +1117,8 @@ impl HostFs {
             },
         };
         let inode = self.ns.inode(ino).expect("resolved");
-        if inode.is_dir() && how.write {
-            return Err(FsError::IsADirectory(path.to_string()));
+        if matches!(inode.kind, InodeKind::Symlink { .. }) || (inode.is_dir() && how.write) {
+            return Err(self.not_a_file(ino, path));
         }
         let access = if how.write {
             Access::Write
@@ -1145,7 +1174,7 @@ impl HostFs {
                 extents,
                 ..
             } => Some((*size_bytes, extents)),
-            InodeKind::Dir { .. } => None,
+            InodeKind::Dir { .. } | InodeKind::Symlink { .. } => None,
         }
     }
 

@@ -294,6 +294,13 @@ pub enum InodeKind {
         /// per block of `blocks` (a directory never shrinks, as on ext4).
         used: Vec<u64>,
     },
+    /// A symbolic link: its target's length, and the block holding the target when it is
+    /// longer than [`FAST_SYMLINK_BYTES`] (none: the inode holds it). Paths are not followed
+    /// through links: a walk that meets one in the middle of a path fails, as at a file.
+    Symlink {
+        target_len: u64,
+        blocks: Vec<Extent>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -402,7 +409,15 @@ pub struct Renamed {
 pub enum NewKind {
     File,
     Dir,
+    /// A symbolic link whose target is this many bytes long.
+    Symlink {
+        target_len: u64,
+    },
 }
+
+/// The longest target ext4 keeps in the inode itself (`i_block`, 15 × 4 bytes, with its
+/// NUL): a longer one takes a block of its own.
+pub const FAST_SYMLINK_BYTES: u64 = 59;
 
 #[derive(Clone, Debug)]
 pub struct Namespace {
@@ -595,7 +610,7 @@ impl Namespace {
     fn entry(&self, dir: Ino, name: &str) -> Option<&DirEntry> {
         match &self.inodes.get(&dir)?.kind {
             InodeKind::Dir { entries, .. } => entries.find(name).and_then(|at| entries.get(at)),
-            InodeKind::File { .. } => None,
+            InodeKind::File { .. } | InodeKind::Symlink { .. } => None,
         }
     }
 
@@ -608,7 +623,7 @@ impl Namespace {
     pub fn readdir(&self, ino: Ino) -> Option<&DirEntries> {
         match &self.inodes.get(&ino)?.kind {
             InodeKind::Dir { entries, .. } => Some(entries),
-            InodeKind::File { .. } => None,
+            InodeKind::File { .. } | InodeKind::Symlink { .. } => None,
         }
     }
 
@@ -702,7 +717,7 @@ impl Namespace {
                 .iter()
                 .rfind(|e| e.ino == ino)
                 .map(|e| Self::nth_block(blocks, e.block)),
-            InodeKind::File { .. } => None,
+            InodeKind::File { .. } | InodeKind::Symlink { .. } => None,
         }
     }
 
@@ -951,7 +966,7 @@ impl Namespace {
                 .find(name)
                 .and_then(|at| entries.get(at))
                 .map(|e| e.ino),
-            InodeKind::File { .. } => None,
+            InodeKind::File { .. } | InodeKind::Symlink { .. } => None,
         }
     }
 
@@ -1013,6 +1028,24 @@ impl Namespace {
                 size_bytes: 0,
                 extents: Vec::new(),
                 reserved: Vec::new(),
+            },
+            NewKind::Symlink { target_len } if target_len <= FAST_SYMLINK_BYTES => {
+                InodeKind::Symlink {
+                    target_len,
+                    blocks: Vec::new(),
+                }
+            }
+            NewKind::Symlink { target_len } => match alloc.allocate(1, goal) {
+                Ok(b) => InodeKind::Symlink {
+                    target_len,
+                    blocks: b,
+                },
+                Err(e) => {
+                    for r in extra {
+                        alloc.free(r).expect("just allocated");
+                    }
+                    return Err(e.into());
+                }
             },
             NewKind::Dir => match alloc.allocate(1, goal) {
                 Ok(b) => InodeKind::Dir {
@@ -1086,7 +1119,7 @@ impl Namespace {
                 let b = entries.remove_at(used, k);
                 Some(Self::nth_block(blocks, b))
             }
-            InodeKind::File { .. } => None,
+            InodeKind::File { .. } | InodeKind::Symlink { .. } => None,
         }
     }
 
@@ -1098,7 +1131,9 @@ impl Namespace {
             .map(|e| e.ino)
             .ok_or_else(|| NsError::NotFound(path.to_string()))?;
         let blocks = match &self.inodes[&ino].kind {
-            InodeKind::File { .. } if dir => return Err(NsError::NotADirectory(path.to_string())),
+            InodeKind::File { .. } | InodeKind::Symlink { .. } if dir => {
+                return Err(NsError::NotADirectory(path.to_string()))
+            }
             InodeKind::Dir { .. } if !dir => return Err(NsError::IsADirectory(path.to_string())),
             InodeKind::Dir { entries, .. } if !entries.is_empty() => {
                 return Err(NsError::NotEmpty(path.to_string()))
@@ -1107,6 +1142,7 @@ impl Namespace {
             InodeKind::File {
                 extents, reserved, ..
             } => extents.iter().chain(reserved).copied().collect(),
+            InodeKind::Symlink { blocks, .. } => blocks.clone(),
         };
         let dir_block = self
             .remove_entry(parent, name)
@@ -1188,6 +1224,7 @@ impl Namespace {
                         extents.extend(reserved);
                         extents
                     }
+                    Some(InodeKind::Symlink { blocks, .. }) => blocks,
                     _ => unreachable!("a directory destination was refused above"),
                 };
                 self.free_inos.insert(gone.0);
@@ -1262,7 +1299,9 @@ impl Namespace {
                 *e = extents;
                 Ok(())
             }
-            Some(InodeKind::Dir { .. }) => Err(NsError::NotADirectory(format!("ino {}", ino.0))),
+            Some(InodeKind::Dir { .. } | InodeKind::Symlink { .. }) => {
+                Err(NsError::NotADirectory(format!("ino {}", ino.0)))
+            }
             None => Err(NsError::NotFound(format!("ino {}", ino.0))),
         }
     }
@@ -1271,7 +1310,9 @@ impl Namespace {
     pub fn reserved_mut(&mut self, ino: Ino) -> Result<&mut Vec<Extent>, NsError> {
         match self.inodes.get_mut(&ino).map(|i| &mut i.kind) {
             Some(InodeKind::File { reserved, .. }) => Ok(reserved),
-            Some(InodeKind::Dir { .. }) => Err(NsError::IsADirectory(format!("ino {}", ino.0))),
+            Some(InodeKind::Dir { .. } | InodeKind::Symlink { .. }) => {
+                Err(NsError::IsADirectory(format!("ino {}", ino.0)))
+            }
             None => Err(NsError::NotFound(format!("ino {}", ino.0))),
         }
     }

@@ -793,3 +793,54 @@ fn a_lookup_of_a_missing_name_walks_as_far_as_the_path_goes() {
     // Any other failure is an error: a file in the middle of the path.
     assert!(fs.lookup_partial("/data/f/x", ME).is_err());
 }
+
+#[test]
+fn a_symbolic_link_is_an_inode_with_its_target_inside_or_in_a_block_of_its_own() {
+    use csd_hostfs::fs::OpenOptions;
+    use csd_hostfs::namespace::NsError;
+    let mut fs = fs("cosmos-plus");
+    fs.mkdir("/d", MINE, ME).unwrap();
+    fs.import("/d/f", b"data", MINE, ME).unwrap();
+    let free = fs.free_blocks();
+    // A short target lives in the inode; a long one takes a block.
+    fs.symlink("/d/short", 1, MINE, ME).unwrap();
+    assert_eq!(fs.free_blocks(), free);
+    fs.symlink("/d/long", 200, MINE, ME).unwrap();
+    assert_eq!(fs.free_blocks(), free - 1);
+    assert!(matches!(
+        fs.symlink("/d/short", 1, MINE, ME),
+        Err(FsError::Namespace(NsError::Exists(_)))
+    ));
+    assert!(matches!(
+        fs.symlink("/d/empty", 0, MINE, ME),
+        Err(FsError::SymlinkTarget(0))
+    ));
+    assert!(matches!(
+        fs.symlink("/d/huge", 4096, MINE, ME),
+        Err(FsError::SymlinkTarget(4096))
+    ));
+    // Looked up (lstat, readlink) and listed like any entry; never opened as a file, and
+    // not followed in the middle of a path.
+    assert!(fs.lookup("/d/long", ME).is_ok());
+    let (entries, _) = fs.readdir("/d", ME).unwrap();
+    assert_eq!(entries, 2 + 3, "'.', '..', the file and the two links");
+    assert!(matches!(
+        fs.open("/d/short", OpenOptions::READ, ME),
+        Err(FsError::Symlink(_))
+    ));
+    assert!(matches!(
+        fs.truncate("/d/short", 0, ME),
+        Err(FsError::Symlink(_))
+    ));
+    assert!(matches!(
+        fs.lookup("/d/long/x", ME),
+        Err(FsError::Namespace(NsError::NotADirectory(_)))
+    ));
+    // A rename over the long link, and an unlink of the short one, free what they held.
+    fs.rename("/d/f", "/d/long", ME).unwrap();
+    assert_eq!(fs.read_file("/d/long", ME).unwrap(), b"data");
+    assert_eq!(fs.free_blocks(), free);
+    fs.unlink("/d/short", ME).unwrap();
+    assert_eq!(fs.readdir("/d", ME).unwrap().0, 2 + 1);
+    fs.check_invariants().unwrap();
+}

@@ -69,6 +69,8 @@ pub fn entry_for(
             let (extents, bytes) = sub(ino)?;
             (EntryKind::Dir, bytes, layout_of(&extents))
         }
+        // A link has no data for a task to read: the index leaves it out.
+        InodeKind::Symlink { .. } => return None,
     };
     Some(NdpEntry {
         name: name.to_string(),
