@@ -328,6 +328,12 @@ pub enum Op {
         path: String,
         to: String,
     },
+    /// A symbolic link made at `path`, pointing to `target` (as given: relative or
+    /// absolute, not followed).
+    Symlink {
+        path: String,
+        target: String,
+    },
     Stat {
         path: String,
     },
@@ -484,6 +490,7 @@ pub const OPS: &[&str] = &[
     "setattr",
     "fallocate",
     "sync_file_range",
+    "symlink",
 ];
 
 /// The fd ops, binding their `fd` and `path`: one list for [`Op::fd_path`] and
@@ -555,6 +562,7 @@ impl Op {
             Op::Setattr { .. } => 21,
             Op::Fallocate { .. } => 22,
             Op::SyncFileRange { .. } => 23,
+            Op::Symlink { .. } => 24,
         }
     }
 
@@ -1146,6 +1154,10 @@ fn event_from_json(v: Value, top: bool) -> Result<Parsed, String> {
             path: f.path("path")?,
             to: f.path("to")?,
         },
+        "symlink" => Op::Symlink {
+            path: f.path("path")?,
+            target: f.string("target")?,
+        },
         "truncate" => Op::Truncate {
             path: f.path("path")?,
             len: f.u64("len")?,
@@ -1340,6 +1352,10 @@ impl Event {
             Op::Rename { path, to } => {
                 push_str(&mut s, "path", path);
                 push_str(&mut s, "to", to);
+            }
+            Op::Symlink { path, target } => {
+                push_str(&mut s, "path", path);
+                push_str(&mut s, "target", target);
             }
             Op::Truncate { path, len } => {
                 push_str(&mut s, "path", path);

@@ -149,6 +149,7 @@ fn names(op: &Op, path: &str) -> bool {
         | Op::Unlink { path: p }
         | Op::Stat { path: p }
         | Op::Setattr { path: p }
+        | Op::Symlink { path: p, .. }
         | Op::Truncate { path: p, .. } => p == path,
         Op::Rename { path: p, to } => p == path || to == path,
         // A listing sees the files created or removed in the directory.

@@ -151,9 +151,10 @@ impl Prescan {
                 *p = off.unwrap_or(*p).saturating_add(done.unwrap_or(*len));
                 self.creates(path);
             }
-            Op::Pwrite { path, .. } | Op::Truncate { path, .. } | Op::Fallocate { path, .. } => {
-                self.creates(path)
-            }
+            Op::Pwrite { path, .. }
+            | Op::Truncate { path, .. }
+            | Op::Fallocate { path, .. }
+            | Op::Symlink { path, .. } => self.creates(path),
             Op::Stat { path } | Op::Unlink { path } | Op::Setattr { path } => {
                 self.needs(path, 0, 0)
             }

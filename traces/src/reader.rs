@@ -104,6 +104,24 @@ fn line_text(buf: &[u8]) -> Result<&str, String> {
 
 /// Checks a path as the kernel would: absolute, at most [`PATH_MAX`] bytes, components of at
 /// most [`NAME_MAX`], no NUL.
+/// A symbolic link's target: 1 to PATH_MAX − 1 bytes with no NUL, relative or absolute (it is
+/// kept, not walked).
+fn check_link_target(target: &str) -> Result<(), String> {
+    if target.is_empty() {
+        return Err("a symlink's target is empty".into());
+    }
+    if target.len() >= PATH_MAX {
+        return Err(format!(
+            "a symlink's target is {} bytes, over PATH_MAX ({PATH_MAX})",
+            target.len()
+        ));
+    }
+    if target.contains('\0') {
+        return Err("a symlink's target contains a NUL byte".into());
+    }
+    Ok(())
+}
+
 pub fn check_path(path: &str) -> Result<(), String> {
     let short = |p: &str| quote_within(p, 80);
     if !path.starts_with('/') {
@@ -181,6 +199,9 @@ fn check_paths(op: &Op, unresolved: bool) -> Result<(), String> {
         | Op::Setattr { path }
         | Op::Truncate { path, .. } => path,
         Op::Rename { path, to } => return check_path(path).and_then(|()| check_path(to)),
+        Op::Symlink { path, target } => {
+            return check_path(path).and_then(|()| check_link_target(target))
+        }
         Op::Ndp { paths, .. } => return paths.iter().try_for_each(|p| check_path(p)),
         Op::Isc { files, .. } => return files.iter().try_for_each(|f| check_path(&f.path)),
         Op::Cisc { ops, .. } => return ops.iter().try_for_each(|e| check_paths(&e.op, unresolved)),

@@ -144,7 +144,8 @@ fn missing_name_path(ev: &Event) -> Option<&str> {
         | Op::Unlink { path }
         | Op::Rmdir { path }
         | Op::Mkdir { path }
-        | Op::Rename { path, .. } => Some(path),
+        | Op::Rename { path, .. }
+        | Op::Symlink { path, .. } => Some(path),
         _ => None,
     }
 }

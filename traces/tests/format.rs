@@ -134,6 +134,15 @@ fn every_op_round_trips() {
         ev(
             10,
             8,
+            Op::Symlink {
+                path: p("/e/l"),
+                target: p("../d/a b\"c"),
+            },
+            Some(0),
+        ),
+        ev(
+            10,
+            8,
             Op::Fallocate {
                 fd: 5,
                 path: p("/e/log"),

@@ -161,7 +161,7 @@ fn strace_line(rng: &mut Rng) -> String {
     let path = &paths[rng.below(paths.len())];
     let num = |rng: &mut Rng| rng.pick(NUMBERS).to_string();
     let fd = format!("{}<{path}>", rng.pick(&["3", "-1", "99999999999", "x"]));
-    let call = match rng.below(15) {
+    let call = match rng.below(16) {
         0 => format!("openat(AT_FDCWD<{path}>, \"{path}\", O_RDONLY)"),
         1 => format!("read({fd}, \"\"..., {})", num(rng)),
         2 => format!("pread64({fd}, \"\", {}, {})", num(rng), num(rng)),
@@ -190,6 +190,10 @@ fn strace_line(rng: &mut Rng) -> String {
             num(rng),
             num(rng),
             rng.pick(&["SYNC_FILE_RANGE_WRITE", "0", "SYNC_FILE_RANGE_WAIT_AFTER|x"])
+        ),
+        14 => format!(
+            "symlinkat(\"{}\", AT_FDCWD<{path}>, \"{path}/l\")",
+            rng.pick(&["x", "", "../../..", "\\0"])
         ),
         _ => format!("<... write resumed> ) = {}", num(rng)),
     };
@@ -267,7 +271,7 @@ fn event_line(rng: &mut Rng) -> String {
     };
     let fd = rng.pick(&["3", "4", "-1", "7"]);
     let pid = rng.below(3);
-    let op = match rng.below(17) {
+    let op = match rng.below(18) {
         0 => format!(
             r#""op":"open","path":{path},"flags":"{}","ret":{fd}"#,
             rng.pick(&[
@@ -310,6 +314,10 @@ fn event_line(rng: &mut Rng) -> String {
             num(rng),
             num(rng),
             rng.pick(&["SYNC_FILE_RANGE_WRITE", "0", "O_RDONLY"])
+        ),
+        16 => format!(
+            r#""op":"symlink","path":{path},"target":"{}""#,
+            rng.pick(&["t", "", "/a/b", "\\u0000"])
         ),
         _ => format!(r#""op":"unlink","path":{path}"#),
     };

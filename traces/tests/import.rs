@@ -398,7 +398,7 @@ fn calls_that_change_files_out_of_the_traces_sight_are_counted_and_attributes_ar
 7 1000.000600 utimensat(3</w/a>, NULL, NULL, 0) = 0 <0.000010>
 7 1000.000700 fchmod(1</dev/pts/0>, 0600) = 0 <0.000010>
 7 1000.000800 chmod(\"/w/a\", 0644) = -1 EPERM (Operation not permitted) <0.000010>
-7 1000.000900 symlinkat(\"a\", AT_FDCWD</w>, \"l\") = 0 <0.000010>
+7 1000.000900 linkat(AT_FDCWD</w>, \"a\", AT_FDCWD</w>, \"h\", 0) = 0 <0.000010>
 7 1000.001000 io_uring_enter(4<anon_inode:[io_uring]>, 8, 8, IORING_ENTER_GETEVENTS, NULL, 8) = 8 <0.000010>
 7 1000.001100 io_uring_enter(4<anon_inode:[io_uring]>, 0, 1, IORING_ENTER_GETEVENTS, NULL, 8) = 0 <0.000010>
 7 1000.001200 io_submit(0x7f0000001000, 2, [{aio_lio_opcode=IOCB_CMD_PREAD, aio_fildes=3}]) = 2 <0.000010>
@@ -417,7 +417,7 @@ fn calls_that_change_files_out_of_the_traces_sight_are_counted_and_attributes_ar
         Some(1),
         "a private read-only mapping (a library) is not counted: {s:?}"
     );
-    assert_eq!(n("symlinkat: links are not modelled"), Some(1));
+    assert_eq!(n("linkat: hard links are not modelled"), Some(1));
     assert_eq!(
         n("io_uring_enter: I/O submitted through io_uring is not traced"),
         Some(1),
@@ -543,6 +543,30 @@ fn sync_file_range_keeps_its_range_and_flags() {
             .keys()
             .all(|k| k.contains("unknown sync_file_range flag '0x10'")),
         "{s:?}"
+    );
+}
+
+#[test]
+fn a_symbolic_link_keeps_its_target_as_given() {
+    // `ln -s` (symlinkat), an absolute target through symlink(2), and one that failed.
+    let text = "\
+7 1000.000000 symlinkat(\"../lib/libz.so.1\", AT_FDCWD</w/bin>, \"libz.so\") = 0 <0.000010>
+7 1000.000100 symlink(\"/etc/hosts\", \"/w/hosts\") = 0 <0.000010>
+7 1000.000200 symlinkat(\"x\", 3</w/d>, \"y\") = -1 EEXIST (File exists) <0.000010>
+";
+    let evs = events(ImportFormat::Strace, text).unwrap();
+    let got: Vec<(&Op, Option<i64>)> = evs.iter().map(|e| (&e.op, e.ret)).collect();
+    let link = |path: &str, target: &str| Op::Symlink {
+        path: path.into(),
+        target: target.into(),
+    };
+    assert_eq!(
+        got,
+        [
+            (&link("/w/bin/libz.so", "../lib/libz.so.1"), Some(0)),
+            (&link("/w/hosts", "/etc/hosts"), Some(0)),
+            (&link("/w/d/y", "x"), Some(-1)),
+        ]
     );
 }
 

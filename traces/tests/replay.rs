@@ -377,6 +377,43 @@ fn calls_that_failed_for_a_missing_name_replay_as_the_walk_they_made() {
 }
 
 #[test]
+fn a_symbolic_link_is_made_looked_up_and_removed_but_not_followed() {
+    let t = trace(&[
+        r#"{"t":0,"pid":1,"op":"symlink","path":"/w/short","target":"f"}"#,
+        r#"{"t":10,"pid":1,"op":"symlink","path":"/w/long","target":"../a/very/long/target/that/does/not/fit/in/the/inode/itself/at/all"}"#,
+        r#"{"t":20,"pid":1,"op":"stat","path":"/w/short"}"#,
+        r#"{"t":30,"pid":1,"op":"readdir","path":"/w"}"#,
+        r#"{"t":40,"pid":1,"op":"open","path":"/w/short","flags":"O_RDONLY","ret":3}"#,
+        r#"{"t":50,"pid":1,"op":"unlink","path":"/w/long"}"#,
+    ]);
+    for target in [
+        ReplayTarget::Host(DesignKind::FragS),
+        ReplayTarget::Host(DesignKind::LightFs),
+        ReplayTarget::Ispfs,
+    ] {
+        let r = run_on(&t, target, Pace::Afap);
+        for op in ["symlink", "stat", "readdir", "unlink"] {
+            let l = &r.latency[op];
+            assert_eq!(l.failed, 0, "{target:?} {op}: {r:?}");
+        }
+        assert_eq!(r.latency["symlink"].count, 2, "{target:?}");
+        // An open through a link would need the link followed: it fails, saying why.
+        assert_eq!(r.latency["open"].failed, 1, "{target:?}");
+        assert!(
+            r.first_errors["open"].contains("symbolic link"),
+            "{target:?}: {:?}",
+            r.first_errors
+        );
+    }
+    // StorageFS keeps no links: it says so.
+    let r = run_on(&t, ReplayTarget::Firmware, Pace::Afap);
+    assert_eq!(
+        r.skipped.get("symlink (StorageFS keeps no symbolic links)"),
+        Some(&2)
+    );
+}
+
+#[test]
 fn direct_and_synchronous_writes_reach_the_device_before_they_return() {
     let program = Profile::load("cosmos-plus").unwrap().timing.page_program_ns;
     // A 16 KiB file made and synced, then reopened with `flags` and written over in place.

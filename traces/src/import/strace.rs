@@ -14,13 +14,14 @@
 //!   destination, each of the bytes the call moved;
 //! - an `lseek` has no event, but gives the fd's next read or write its offset;
 //! - a directory's listing is one `readdir`, at its first `getdents64`;
+//! - `symlink` and `symlinkat` make a `symlink`, its target kept as given;
 //! - `access` and `readlink` walk a path as `stat` does, and are `stat`s; `chmod`, `chown`,
 //!   `utimensat` and the extended-attribute calls are `setattr`s;
 //! - `fallocate` (and `posix_fallocate`, which calls it) is carried in mode 0 and
 //!   `FALLOC_FL_KEEP_SIZE`, the two that set blocks aside, and `sync_file_range` (which
 //!   PostgreSQL's checkpointer and RocksDB's `bytes_per_sync` use) with its flags;
 //! - calls that change files in ways a trace cannot carry (`fallocate`'s other modes, which
-//!   punch, zero, collapse or insert ranges, links, a shared writable
+//!   punch, zero, collapse or insert ranges, hard links, a shared writable
 //!   `mmap`, whose stores make no system call, a rename that exchanges two names, I/O
 //!   submitted through io_uring or AIO) are counted under their reason.
 
@@ -768,9 +769,18 @@ impl StraceConverter {
                 };
                 file.map(|path| Op::Setattr { path })
             }
-            "link" | "linkat" | "symlink" | "symlinkat" => {
+            // The target as the program gave it (a link's target is not resolved).
+            "symlink" | "symlinkat" => {
+                let target = unquote(a.first()?)?;
+                let path = match name {
+                    "symlink" => self.path_arg(pid, None, a.get(1)),
+                    _ => self.path_arg(pid, a.get(1), a.get(2)),
+                }?;
+                Some(Op::Symlink { path, target })
+            }
+            "link" | "linkat" => {
                 if out.ret == Some(0) {
-                    self.skip(format!("{name}: links are not modelled"));
+                    self.skip(format!("{name}: hard links are not modelled"));
                 }
                 None
             }

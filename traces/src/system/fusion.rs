@@ -911,7 +911,11 @@ impl FusionSystem<'_> {
                 call.grows(&self.fs, path, *len, true);
                 self.submit(ev.pid, call, at)
             }
-            Op::Ndp { .. } | Op::Isc { .. } | Op::Bread { .. } | Op::Bwrite { .. } => {
+            Op::Ndp { .. }
+            | Op::Isc { .. }
+            | Op::Bread { .. }
+            | Op::Bwrite { .. }
+            | Op::Symlink { .. } => {
                 unreachable!("skipped in apply")
             }
         }
@@ -997,6 +1001,11 @@ impl System for FusionSystem<'_> {
                 "{} (StorageFS replays file operations)",
                 ev.op.name()
             )));
+        }
+        if let Op::Symlink { .. } = ev.op {
+            return Ok(Applied::Skipped(
+                "symlink (StorageFS keeps no symbolic links)".to_string(),
+            ));
         }
         let end = match &ev.op {
             Op::Cisc { ops, .. } if self.fuses => self.apply_fused(ev, ops, start)?,

@@ -57,6 +57,12 @@ const DIR_PERMS: Perms = Perms {
     gid: 0,
     mode: 0o755,
 };
+/// A symbolic link's: Linux gives every link 0777 (its target's decide).
+pub(super) const LINK_PERMS: Perms = Perms {
+    uid: 0,
+    gid: 0,
+    mode: 0o777,
+};
 
 struct OpenFd {
     fd: Fd,
@@ -261,6 +267,13 @@ impl<'a> HostSystem<'a> {
                 }
                 self.design.rename(&mut self.fs, path, to, WHO)?;
                 Ok(Applied::Done)
+            }
+            Op::Symlink { path, target } => {
+                if let Some(p) = parent(path) {
+                    mkdir_p(&mut self.fs, p)?;
+                }
+                let len = target.len() as u64;
+                fs_done(self.fs.symlink(path, len, LINK_PERMS, WHO).map(|_| ()))
             }
             Op::Stat { path } => fs_done(self.fs.lookup(path, WHO).map(|_| ())),
             Op::Readdir { path } => fs_done(self.fs.readdir(path, WHO).map(|_| ())),

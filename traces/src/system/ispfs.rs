@@ -430,6 +430,18 @@ impl<'a> IspfsSystem<'a> {
                 }
                 done(self.fs.fs_mut().lookup(path, WHO).map(|_| ()))
             }
+            Op::Symlink { path, target } => {
+                self.cpu(syscall);
+                if let Some(p) = parent(path) {
+                    super::host::mkdir_p(self.fs.fs_mut(), p)?;
+                }
+                let len = target.len() as u64;
+                let link = self
+                    .fs
+                    .fs_mut()
+                    .symlink(path, len, super::host::LINK_PERMS, WHO);
+                done(link.map(|_| ()))
+            }
             Op::Readdir { path } => {
                 self.cpu(syscall);
                 done(self.fs.fs_mut().readdir(path, WHO).map(|_| ()))
