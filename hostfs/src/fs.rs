@@ -952,14 +952,7 @@ impl HostFs {
         len: u64,
         keep_size: bool,
     ) -> Result<(), FsError> {
-        let f = self.open_file(fd)?;
-        if !f.write {
-            return Err(FsError::FdMode {
-                fd: fd.0,
-                path: f.path.clone(),
-                access: "writing",
-            });
-        }
+        self.writable(fd)?;
         if len == 0 {
             return Err(FsError::EmptyAllocation { fd: fd.0, offset });
         }
@@ -1099,6 +1092,19 @@ impl HostFs {
         self.fds.get(&fd).ok_or(FsError::BadFd(fd.0))
     }
 
+    /// `fd`'s open file, if it was opened for writing.
+    fn writable(&self, fd: Fd) -> Result<&OpenFile, FsError> {
+        let f = self.open_file(fd)?;
+        if !f.write {
+            return Err(FsError::FdMode {
+                fd: fd.0,
+                path: f.path.clone(),
+                access: "writing",
+            });
+        }
+        Ok(f)
+    }
+
     /// Opens (or creates) a file for reading or writing.
     pub fn open(&mut self, path: &str, how: OpenOptions, who: Cred) -> Result<Fd, FsError> {
         let ino = match how.create {
@@ -1223,15 +1229,7 @@ impl HostFs {
     /// Writes `data` at `offset` into the page cache. Nothing reaches the device until
     /// writeback; blocks past the allocated end are allocated then (delayed allocation).
     pub fn write(&mut self, fd: Fd, offset: u64, data: &[u8]) -> Result<(), FsError> {
-        let f = self.open_file(fd)?;
-        if !f.write {
-            return Err(FsError::FdMode {
-                fd: fd.0,
-                path: f.path.clone(),
-                access: "writing",
-            });
-        }
-        let ino = f.ino;
+        let ino = self.writable(fd)?.ino;
         self.live_layout(fd)?;
         let bs = self.ns.layout().block_bytes;
         let keep = self.device.ftl().keeps_payloads();
