@@ -376,8 +376,10 @@ fn print_summary(path: &Path, s: &Summary) {
         crate::units::fmt_bytes(s.bytes_read),
         crate::units::fmt_bytes(s.bytes_written)
     );
+    // As wide as the longest op name (`sync_file_range`), ten at least.
+    let w = s.by_op.keys().map(|op| op.len()).max().unwrap_or(0).max(10);
     for (op, n) in &s.by_op {
-        println!("  {op:<10} {n}");
+        println!("  {op:<w$} {n}");
     }
     for (op, n) in &s.skipped_unknown_ops {
         println!("  skipped unknown op {op}: {n}");
