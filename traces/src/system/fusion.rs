@@ -119,6 +119,11 @@ struct CallCosts {
     host_ns_per_fuel: f64,
 }
 
+/// The names a lookup of `path` examines in StorageFS: one per component.
+fn path_entries(path: &str) -> u64 {
+    path.split('/').filter(|c| !c.is_empty()).count() as u64
+}
+
 /// StorageFS over the device, replaying fused ops whole (`fusion`) or not (`firmware`).
 pub struct FusionSystem<'a> {
     fs: StorageFs,
@@ -657,7 +662,7 @@ impl FusionSystem<'_> {
         flags: &OpenFlags,
         at: VirtualTime,
     ) -> Result<VirtualTime, OpError> {
-        let entries = path.split('/').filter(|c| !c.is_empty()).count() as u64;
+        let entries = path_entries(path);
         if flags.directory || self.dirs.contains(path) || path == "/" {
             let end = self.lookup_call(at, entries, 0);
             if let Some(fd) = ev.ret {
@@ -726,7 +731,7 @@ impl FusionSystem<'_> {
     /// keeps no state of).
     // Long: one arm per trace op, each a StorageFS call or a lookup.
     fn apply_single(&mut self, ev: &Event, at: VirtualTime) -> Result<VirtualTime, OpError> {
-        let entries = |p: &str| p.split('/').filter(|c| !c.is_empty()).count() as u64;
+        let entries = path_entries;
         match &ev.op {
             Op::Open { path, flags } => {
                 self.kept.remove(&ev.pid);
@@ -1021,7 +1026,7 @@ impl System for FusionSystem<'_> {
 
     /// A round trip that looks the path up in StorageFS's namespace and finds nothing.
     fn walk_missing(&mut self, path: &str, start: VirtualTime) -> Result<Applied, OpError> {
-        let entries = path.split('/').filter(|c| !c.is_empty()).count() as u64;
+        let entries = path_entries(path);
         let end = self.lookup_call(start, entries, 0);
         self.clock.ended = end.max(start);
         Ok(Applied::Done)

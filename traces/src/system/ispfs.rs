@@ -279,6 +279,16 @@ impl<'a> IspfsSystem<'a> {
         Ok(Applied::Done)
     }
 
+    /// A trace fd the trace never showed opened (inherited): opened here first, for
+    /// writing (and created) when the op writes.
+    fn implicit_open(&mut self, pid: u32, fd: i64, path: &str, write: bool) -> Result<(), OpError> {
+        if !self.fds.contains_key(&(pid, fd)) {
+            let f = self.open(path, write, write)?;
+            self.fds.insert((pid, fd), f);
+        }
+        Ok(())
+    }
+
     // Long: a read or a write on a file or a command file, with the trace's bounds checks.
     fn data(
         &mut self,
@@ -290,10 +300,7 @@ impl<'a> IspfsSystem<'a> {
         write: bool,
     ) -> Result<Applied, OpError> {
         let n = rw_count(ev, len)?;
-        if !self.fds.contains_key(&(ev.pid, fd)) {
-            let f = self.open(path, write, write)?;
-            self.fds.insert((ev.pid, fd), f);
-        }
+        self.implicit_open(ev.pid, fd, path, write)?;
         let positional = matches!(ev.op, Op::Pread { .. } | Op::Pwrite { .. });
         let (f, at) = match self.fds.get_mut(&(ev.pid, fd)) {
             Some(TraceFd::Command { path }) => {
@@ -462,10 +469,7 @@ impl<'a> IspfsSystem<'a> {
                 keep_size,
             } => {
                 self.cpu(syscall);
-                if !self.fds.contains_key(&(ev.pid, *fd)) {
-                    let f = self.open(path, true, true)?;
-                    self.fds.insert((ev.pid, *fd), f);
-                }
+                self.implicit_open(ev.pid, *fd, path, true)?;
                 let f = match self.fds.get(&(ev.pid, *fd)) {
                     Some(TraceFd::File { fd, .. }) => *fd,
                     _ => {
