@@ -16,7 +16,7 @@
 use crate::alloc::{Extent, ExtentAllocator};
 use crate::journal::{Journal, JournalStats};
 use crate::namespace::{
-    Ino, InodeKind, MetaLayout, Namespace, NewKind, NsError, Removed, Renamed, Resolution,
+    Ino, InodeKind, Linked, MetaLayout, Namespace, NewKind, NsError, Removed, Renamed, Resolution,
 };
 use crate::pagecache::{PageCache, WritebackPolicy};
 use crate::perms::{Access, Cred, Perms};
@@ -892,9 +892,11 @@ impl HostFs {
 
     fn remove(&mut self, path: &str, dir: bool, who: Cred) -> Result<Removed, FsError> {
         let r = self.ns.remove(path, dir, who)?;
-        self.free_runs(&r.blocks)?;
-        self.cache.forget(r.ino);
-        self.debug_check_cache(r.ino);
+        if r.inode_freed {
+            self.free_runs(&r.blocks)?;
+            self.cache.forget(r.ino);
+            self.debug_check_cache(r.ino);
+        }
         let layout = *self.ns.layout();
         let blocks = [
             layout.inode_block(r.ino),
@@ -907,8 +909,9 @@ impl HostFs {
         Ok(r)
     }
 
-    /// `unlink`: removes a file and frees its blocks (its dirty pages are dropped). Says
-    /// which inode went and from which directory, so callers need not look the path up again.
+    /// `unlink`: removes a name; with a file's last, the file goes, its blocks freed and its
+    /// dirty pages dropped. Says which inode lost it and from which directory, so callers
+    /// need not look the path up again.
     pub fn unlink(&mut self, path: &str, who: Cred) -> Result<Removed, FsError> {
         self.remove(path, false, who)
     }
@@ -922,9 +925,12 @@ impl HostFs {
     /// moved between which directories, and what it replaced.
     pub fn rename(&mut self, from: &str, to: &str, who: Cred) -> Result<Renamed, FsError> {
         let r = self.ns.rename(from, to, who, &mut self.alloc)?;
-        if let Some(gone) = &r.replaced {
+        if let Some(gone) = r.replaced.as_ref().filter(|g| g.inode_freed) {
             self.free_runs(&gone.blocks)?;
             self.cache.forget(gone.ino);
+        }
+        if r.dir_blocks.is_empty() {
+            return Ok(r); // two names of one file: nothing changed
         }
         let layout = *self.ns.layout();
         let mut blocks = vec![
@@ -937,6 +943,22 @@ impl HostFs {
         self.inode_changed(r.old_parent, true)?;
         self.inode_changed(r.new_parent, true)?;
         Ok(r)
+    }
+
+    /// `link`: gives the file or symbolic link `from` the further name `to`. As ext4, it
+    /// writes the inode (its link count and ctime), the new name's directory block, and that
+    /// directory's inode; an `fsync` of either must commit.
+    pub fn link(&mut self, from: &str, to: &str, who: Cred) -> Result<Linked, FsError> {
+        let l = self.ns.link(from, to, who, &mut self.alloc)?;
+        let layout = *self.ns.layout();
+        self.write_meta([
+            layout.inode_block(l.ino),
+            layout.inode_block(l.parent),
+            l.dir_block,
+        ])?;
+        self.inode_changed(l.ino, false)?;
+        self.inode_changed(l.parent, true)?;
+        Ok(l)
     }
 
     /// `fallocate` with mode 0 (`keep_size` false) or `FALLOC_FL_KEEP_SIZE`: sets blocks

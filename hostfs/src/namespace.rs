@@ -306,7 +306,13 @@ pub enum InodeKind {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Inode {
     pub ino: Ino,
+    /// The directory holding it. A file or link with several names (hard links) keeps the
+    /// directory it was created in, which may since have lost that name: ext4 keeps no
+    /// parent for files at all, and only directories' are walked up.
     pub parent: Ino,
+    /// The names that refer to it (ext4's `i_links_count` for a file; always 1 here for a
+    /// directory, whose subdirectories' ".." are not counted). It goes when the last goes.
+    pub links: u32,
     pub perms: Perms,
     pub kind: InodeKind,
 }
@@ -376,6 +382,10 @@ pub enum NsError {
     IsADirectory(String),
     #[error("cannot move '{0}' into itself")]
     IntoItself(String),
+    #[error("'{0}' is a directory: hard links to directories are not allowed")]
+    LinkToDirectory(String),
+    #[error("'{0}' already has {MAX_LINKS} names, ext4's most")]
+    TooManyLinks(String),
     #[error(transparent)]
     NoSpace(#[from] AllocError),
 }
@@ -389,7 +399,24 @@ pub struct Removed {
     pub blocks: Vec<Extent>,
     /// The parent's directory block that held the entry: the only one the removal changed.
     pub dir_block: u64,
+    /// Whether the name was the inode's last, so the inode went with it. A file that keeps
+    /// another name (a hard link) keeps its blocks and pages, and `blocks` is empty.
+    pub inode_freed: bool,
 }
+
+/// What `link` changed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Linked {
+    /// The inode that took another name.
+    pub ino: Ino,
+    /// The directory holding the new name.
+    pub parent: Ino,
+    /// The directory block that took the entry (the directory grew by it if none had room).
+    pub dir_block: u64,
+}
+
+/// The most names a file may have (ext4's `EXT4_LINK_MAX`).
+pub const MAX_LINKS: u32 = 65_000;
 
 /// What a rename changed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -578,6 +605,7 @@ impl Namespace {
         let root = Inode {
             ino: Ino::ROOT,
             parent: Ino::ROOT,
+            links: 1,
             perms: root_perms,
             kind: InodeKind::Dir {
                 entries: DirEntries::default(),
@@ -629,8 +657,36 @@ impl Namespace {
 
     /// Every directory's blocks account for its entries: one `used` count per block, each
     /// the entries' bytes there (with "." and ".." in the first) and within the block, and
-    /// the entries in block order. O(entries), for tests.
+    /// the entries in block order; every inode has as many names as it counts links, and
+    /// every name is of a live inode. O(entries), for tests.
     pub fn check_invariants(&self) -> Result<(), String> {
+        let mut names: HashMap<Ino, u32> = HashMap::new();
+        for e in self
+            .inodes
+            .slots
+            .iter()
+            .flatten()
+            .flat_map(|i| self.entries_of(i.ino))
+        {
+            if self.inodes.get(&e.ino).is_none() {
+                return Err(format!("entry '{}' names free inode {:?}", e.name, e.ino));
+            }
+            *names.entry(e.ino).or_default() += 1;
+        }
+        for inode in self.inodes.slots.iter().flatten() {
+            let named = names.get(&inode.ino).copied().unwrap_or(0);
+            let want = if inode.ino == Ino::ROOT {
+                0
+            } else {
+                inode.links
+            };
+            if named != want || (inode.is_dir() && inode.links != 1) {
+                return Err(format!(
+                    "inode {:?} counts {} link(s) but {named} entries name it",
+                    inode.ino, inode.links
+                ));
+            }
+        }
         for inode in self.inodes.slots.iter().flatten() {
             let InodeKind::Dir {
                 entries,
@@ -1076,6 +1132,7 @@ impl Namespace {
             Inode {
                 ino,
                 parent,
+                links: 1,
                 perms,
                 kind: new_kind,
             },
@@ -1130,7 +1187,7 @@ impl Namespace {
             .entry(parent, name)
             .map(|e| e.ino)
             .ok_or_else(|| NsError::NotFound(path.to_string()))?;
-        let blocks = match &self.inodes[&ino].kind {
+        match &self.inodes[&ino].kind {
             InodeKind::File { .. } | InodeKind::Symlink { .. } if dir => {
                 return Err(NsError::NotADirectory(path.to_string()))
             }
@@ -1138,23 +1195,104 @@ impl Namespace {
             InodeKind::Dir { entries, .. } if !entries.is_empty() => {
                 return Err(NsError::NotEmpty(path.to_string()))
             }
-            InodeKind::Dir { blocks, .. } => blocks.clone(),
-            InodeKind::File {
-                extents, reserved, ..
-            } => extents.iter().chain(reserved).copied().collect(),
-            InodeKind::Symlink { blocks, .. } => blocks.clone(),
-        };
+            _ => {}
+        }
         let dir_block = self
             .remove_entry(parent, name)
             .expect("found in its parent above");
-        self.inodes.remove(&ino);
-        self.free_inos.insert(ino.0);
+        let (blocks, inode_freed) = self.drop_link(ino);
         Ok(Removed {
             ino,
             parent,
             blocks,
             dir_block,
+            inode_freed,
         })
+    }
+
+    /// Takes one name from `ino`, whose entry the caller removed: the inode goes with its
+    /// last, and then its blocks are returned for the allocator (none while it has names).
+    fn drop_link(&mut self, ino: Ino) -> (Vec<Extent>, bool) {
+        let inode = self.inodes.get_mut(&ino).expect("named by an entry");
+        if inode.links > 1 {
+            inode.links -= 1;
+            return (Vec::new(), false);
+        }
+        let blocks = match self.inodes.remove(&ino).expect("just found").kind {
+            InodeKind::Dir { blocks, .. } | InodeKind::Symlink { blocks, .. } => blocks,
+            InodeKind::File {
+                mut extents,
+                reserved,
+                ..
+            } => {
+                extents.extend(reserved);
+                extents
+            }
+        };
+        self.free_inos.insert(ino.0);
+        (blocks, true)
+    }
+
+    /// `link`: gives the file or symbolic link `from` (not followed) the further name `to`,
+    /// in a directory the caller may write. ext4 refuses directories and a 65,001st name.
+    pub fn link(
+        &mut self,
+        from: &str,
+        to: &str,
+        who: Cred,
+        alloc: &mut ExtentAllocator,
+    ) -> Result<Linked, NsError> {
+        let ino = self.walk(from, who, None)?;
+        let inode = &self.inodes[&ino];
+        if inode.is_dir() {
+            return Err(NsError::LinkToDirectory(from.to_string()));
+        }
+        if inode.links >= MAX_LINKS {
+            return Err(NsError::TooManyLinks(from.to_string()));
+        }
+        let (parent, name) = self.parent_of(to, who)?;
+        if name.is_empty() || name == "." || name == ".." {
+            return Err(NsError::BadPath(to.to_string()));
+        }
+        if name.len() > 255 {
+            return Err(NsError::NameTooLong(name.to_string()));
+        }
+        if self.entry(parent, name).is_some() {
+            return Err(NsError::Exists(to.to_string()));
+        }
+        let dir_block = self.add_entry(parent, name, ino, alloc)?;
+        self.inodes.get_mut(&ino).expect("walked to").links += 1;
+        Ok(Linked {
+            ino,
+            parent,
+            dir_block,
+        })
+    }
+
+    /// Adds entry `name` → `ino` to directory `dir` in the first block with room, growing the
+    /// directory by a block when none has (if that fails, nothing has changed); returns the
+    /// device block that took it.
+    fn add_entry(
+        &mut self,
+        dir: Ino,
+        name: &str,
+        ino: Ino,
+        alloc: &mut ExtentAllocator,
+    ) -> Result<u64, NsError> {
+        let block_bytes = self.layout.block_bytes;
+        let InodeKind::Dir {
+            entries,
+            blocks,
+            used,
+        } = &mut self.inodes.get_mut(&dir).expect("a directory").kind
+        else {
+            unreachable!("checked to be a directory")
+        };
+        let at = block_with_room(used, dirent_bytes(name.len()), block_bytes);
+        let extra = Self::grow_for(alloc, blocks, used, at)?;
+        Self::extend_blocks(blocks, extra);
+        entries.insert(used, DirEntry::new(name, ino, at));
+        Ok(Self::nth_block(blocks, at))
     }
 
     /// `rename`: moves `from` to `to`, replacing a file at `to` (not a directory).
@@ -1201,6 +1339,16 @@ impl Namespace {
             up = self.inodes[&up].parent;
         }
         let existing = self.entry(new_parent, new_name).map(|e| e.ino);
+        // Two names of one file: POSIX rename does nothing and succeeds.
+        if existing == Some(ino) {
+            return Ok(Renamed {
+                ino,
+                old_parent,
+                new_parent,
+                dir_blocks: Vec::new(),
+                replaced: None,
+            });
+        }
         if existing.is_some_and(|e| self.inodes[&e].is_dir()) {
             return Err(NsError::Exists(to.to_string()));
         }
@@ -1215,19 +1363,7 @@ impl Namespace {
             // As ext4's rename over a file: the destination's entry now names the moved inode
             // (the same name, in the same place), and the file it named is gone.
             Some(gone) => {
-                let blocks = match self.inodes.remove(&gone).map(|i| i.kind) {
-                    Some(InodeKind::File {
-                        mut extents,
-                        reserved,
-                        ..
-                    }) => {
-                        extents.extend(reserved);
-                        extents
-                    }
-                    Some(InodeKind::Symlink { blocks, .. }) => blocks,
-                    _ => unreachable!("a directory destination was refused above"),
-                };
-                self.free_inos.insert(gone.0);
+                let (blocks, inode_freed) = self.drop_link(gone);
                 let InodeKind::Dir {
                     entries, blocks: b, ..
                 } = &mut self.inodes.get_mut(&new_parent).expect("parent").kind
@@ -1243,25 +1379,12 @@ impl Namespace {
                     parent: new_parent,
                     blocks,
                     dir_block,
+                    inode_freed,
                 })
             }
-            // Otherwise the new entry is added first, as ext4 does, growing the new parent
-            // if no block has room: if that fails, nothing has changed.
+            // Otherwise the new entry is added first, as ext4 does.
             None => {
-                let InodeKind::Dir {
-                    entries,
-                    blocks,
-                    used,
-                } = &mut self.inodes.get_mut(&new_parent).expect("parent").kind
-                else {
-                    unreachable!("checked to be a directory")
-                };
-                let at =
-                    block_with_room(used, dirent_bytes(new_name.len()), self.layout.block_bytes);
-                let extra = Self::grow_for(alloc, blocks, used, at)?;
-                Self::extend_blocks(blocks, extra);
-                entries.insert(used, DirEntry::new(new_name, ino, at));
-                dir_blocks.push(Self::nth_block(blocks, at));
+                dir_blocks.push(self.add_entry(new_parent, new_name, ino, alloc)?);
                 None
             }
         };

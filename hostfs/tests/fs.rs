@@ -844,3 +844,84 @@ fn a_symbolic_link_is_an_inode_with_its_target_inside_or_in_a_block_of_its_own()
     assert_eq!(fs.readdir("/d", ME).unwrap().0, 2 + 1);
     fs.check_invariants().unwrap();
 }
+
+#[test]
+fn a_hard_link_is_one_inode_under_two_names_and_goes_with_its_last() {
+    use csd_hostfs::fs::OpenOptions;
+    use csd_hostfs::namespace::NsError;
+    let mut fs = fs("cosmos-plus");
+    fs.mkdir("/d", MINE, ME).unwrap();
+    fs.mkdir("/e", MINE, ME).unwrap();
+    let free = fs.free_blocks();
+    fs.import("/d/f", b"data", MINE, ME).unwrap();
+    let held = free - fs.free_blocks();
+    assert_eq!(held, 1);
+    let l = fs.link("/d/f", "/e/g", ME).unwrap();
+    assert_eq!(fs.lookup("/e/g", ME).unwrap().0.ino, l.ino);
+    assert_eq!(fs.lookup("/d/f", ME).unwrap().0.ino, l.ino);
+    assert_eq!(fs.namespace().inode(l.ino).unwrap().links, 2);
+    assert_eq!(fs.free_blocks(), free - held, "a name takes no data block");
+    // One file: a write through one name is read through the other, from the page cache
+    // (still dirty when the first name goes, and kept).
+    let fd = fs.open("/e/g", OpenOptions::WRITE, ME).unwrap();
+    fs.write(fd, 0, b"DATA").unwrap();
+    fs.close(fd).unwrap();
+    let gone = fs.unlink("/d/f", ME).unwrap();
+    assert!(!gone.inode_freed);
+    assert!(gone.blocks.is_empty());
+    assert!(fs.page_cache().is_dirty(l.ino));
+    let fd = fs.open("/e/g", OpenOptions::READ, ME).unwrap();
+    assert_eq!(fs.read(fd, 0, 4).unwrap(), b"DATA");
+    fs.close(fd).unwrap();
+    fs.sync().unwrap();
+    assert_eq!(fs.read_file("/e/g", ME).unwrap(), b"DATA");
+    assert_eq!(fs.free_blocks(), free - held);
+    fs.check_invariants().unwrap();
+
+    // What ext4 refuses, with nothing changed.
+    let refused = [
+        (fs.link("/d", "/e/d2", ME), "a directory"),
+        (fs.link("/e/g", "/e/g", ME), "an existing name"),
+        (fs.link("/d/f", "/e/x", ME), "a missing file"),
+        (fs.link("/e/g", "/nodir/x", ME), "a missing directory"),
+        (
+            fs.link("/e/g", "/d/x", Cred { uid: 7, gid: 7 }),
+            "a directory the caller may not write",
+        ),
+    ];
+    for (r, what) in refused {
+        let e = r.expect_err(what);
+        assert!(
+            matches!(
+                e,
+                FsError::Namespace(
+                    NsError::LinkToDirectory(_)
+                        | NsError::Exists(_)
+                        | NsError::NotFound(_)
+                        | NsError::PermissionDenied { .. }
+                )
+            ),
+            "{what}: {e}"
+        );
+    }
+    assert_eq!(fs.namespace().inode(l.ino).unwrap().links, 1);
+
+    // A rename between two names of one file does nothing; a rename over one name leaves
+    // the file its other; the last name takes the blocks with it.
+    fs.link("/e/g", "/d/h", ME).unwrap();
+    fs.rename("/e/g", "/d/h", ME).unwrap();
+    assert!(fs.lookup("/e/g", ME).is_ok() && fs.lookup("/d/h", ME).is_ok());
+    fs.import("/d/other", b"other", MINE, ME).unwrap();
+    let r = fs.rename("/d/other", "/d/h", ME).unwrap();
+    assert!(r.replaced.is_some_and(|g| !g.inode_freed && g.ino == l.ino));
+    assert_eq!(fs.read_file("/e/g", ME).unwrap(), b"DATA");
+    assert_eq!(fs.read_file("/d/h", ME).unwrap(), b"other");
+    fs.check_invariants().unwrap();
+    fs.unlink("/d/h", ME).unwrap();
+    let last = fs.unlink("/e/g", ME).unwrap();
+    assert!(last.inode_freed);
+    assert!(fs.namespace().inode(l.ino).is_none());
+    assert!(!fs.page_cache().is_dirty(l.ino));
+    assert_eq!(fs.free_blocks(), free);
+    fs.check_invariants().unwrap();
+}

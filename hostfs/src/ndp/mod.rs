@@ -398,7 +398,7 @@ pub trait OffloadDesign {
         Ok(())
     }
 
-    /// `unlink`, `rmdir` and `rename` go through the design too: LightFS's index names each
+    /// `unlink`, `rmdir`, `rename` and `link` go through the design too: LightFS's index names each
     /// directory's entries, and must not offer a file that is gone.
     fn unlink(&mut self, fs: &mut HostFs, path: &str, who: Cred) -> Result<(), NdpError> {
         fs.unlink(path, who)?;
@@ -412,6 +412,13 @@ pub trait OffloadDesign {
 
     fn rename(&mut self, fs: &mut HostFs, from: &str, to: &str, who: Cred) -> Result<(), NdpError> {
         fs.rename(from, to, who)?;
+        Ok(())
+    }
+
+    /// `link`: a further name for a file, which LightFS's index of the new name's directory
+    /// must list.
+    fn link(&mut self, fs: &mut HostFs, from: &str, to: &str, who: Cred) -> Result<(), NdpError> {
+        fs.link(from, to, who)?;
         Ok(())
     }
 

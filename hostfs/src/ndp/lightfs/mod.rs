@@ -687,12 +687,13 @@ impl OffloadDesign for LightFs {
         let fd = fs.open(path, how, who)?;
         if in_tree {
             let ino = fs.fd_ino(fd)?;
-            let dir = fs
-                .namespace()
-                .inode(ino)
-                .map(|i| i.parent)
-                .unwrap_or(st.root);
             let dir_path = parent_dir(path).unwrap_or("/").to_string();
+            // The directory of the name it was opened by: a file with hard links has others,
+            // and its inode keeps only the first.
+            let dir = match fs.namespace().inode(ino) {
+                Some(i) if i.links == 1 => i.parent,
+                _ => fs.namespace().find(&dir_path, who).unwrap_or(st.root),
+            };
             let entry = st.unsync.entry(ino).or_insert(Unsync {
                 dir,
                 dir_path,
@@ -735,7 +736,9 @@ impl OffloadDesign for LightFs {
     fn unlink(&mut self, fs: &mut HostFs, path: &str, who: Cred) -> Result<(), NdpError> {
         let gone = fs.unlink(path, who)?;
         if let Some(st) = self.state.as_mut() {
-            st.unsync.remove(&gone.ino);
+            if gone.inode_freed {
+                st.unsync.remove(&gone.ino);
+            }
             st.parent_changed(fs, gone.parent, path)?;
         }
         Ok(())
@@ -770,13 +773,24 @@ impl OffloadDesign for LightFs {
     fn rename(&mut self, fs: &mut HostFs, from: &str, to: &str, who: Cred) -> Result<(), NdpError> {
         let r = fs.rename(from, to, who)?;
         if let Some(st) = self.state.as_mut() {
-            // A file the rename replaced is gone, written back or not.
-            if let Some(gone) = &r.replaced {
+            // A file the rename replaced is gone, written back or not (unless it keeps
+            // another name).
+            if let Some(gone) = r.replaced.as_ref().filter(|g| g.inode_freed) {
                 st.unsync.remove(&gone.ino);
             }
             st.moved(fs, r.ino, r.new_parent, from, to);
             st.parent_changed(fs, r.old_parent, from)?;
             st.parent_changed(fs, r.new_parent, to)?;
+        }
+        Ok(())
+    }
+
+    /// The new name's directory lists the file in its index. (The index of another
+    /// directory naming it is refreshed when that directory next changes.)
+    fn link(&mut self, fs: &mut HostFs, from: &str, to: &str, who: Cred) -> Result<(), NdpError> {
+        let l = fs.link(from, to, who)?;
+        if let Some(st) = self.state.as_mut() {
+            st.parent_changed(fs, l.parent, to)?;
         }
         Ok(())
     }
