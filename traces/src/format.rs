@@ -328,6 +328,11 @@ pub enum Op {
         path: String,
         to: String,
     },
+    /// A hard link: the file (or symbolic link) at `path` takes the further name `to`.
+    Link {
+        path: String,
+        to: String,
+    },
     /// A symbolic link made at `path`, pointing to `target` (as given: relative or
     /// absolute, not followed).
     Symlink {
@@ -491,6 +496,7 @@ pub const OPS: &[&str] = &[
     "fallocate",
     "sync_file_range",
     "symlink",
+    "link",
 ];
 
 /// The fd ops, binding their `fd` and `path`: one list for [`Op::fd_path`] and
@@ -563,6 +569,7 @@ impl Op {
             Op::Fallocate { .. } => 22,
             Op::SyncFileRange { .. } => 23,
             Op::Symlink { .. } => 24,
+            Op::Link { .. } => 25,
         }
     }
 
@@ -945,6 +952,10 @@ fn parse_fast(line: &str) -> Option<Event> {
             path: path()?,
             to: f.to.filter(|p| !p.is_empty())?.to_string(),
         },
+        "link" => Op::Link {
+            path: path()?,
+            to: f.to.filter(|p| !p.is_empty())?.to_string(),
+        },
         "truncate" => Op::Truncate {
             path: path()?,
             len: f.len?,
@@ -968,7 +979,7 @@ fn parse_fast(line: &str) -> Option<Event> {
         Op::Read { .. } | Op::Write { .. } | Op::Pread { .. } | Op::Pwrite { .. } => {
             f.to.is_none() && f.flags.is_none()
         }
-        Op::Rename { .. } => {
+        Op::Rename { .. } | Op::Link { .. } => {
             f.fd.is_none() && f.flags.is_none() && f.off.is_none() && f.len.is_none()
         }
         Op::Truncate { .. } => {
@@ -1151,6 +1162,10 @@ fn event_from_json(v: Value, top: bool) -> Result<Parsed, String> {
             path: f.path("path")?,
         },
         "rename" => Op::Rename {
+            path: f.path("path")?,
+            to: f.path("to")?,
+        },
+        "link" => Op::Link {
             path: f.path("path")?,
             to: f.path("to")?,
         },
@@ -1349,7 +1364,7 @@ impl Event {
             | Op::Setattr { path } => {
                 push_str(&mut s, "path", path);
             }
-            Op::Rename { path, to } => {
+            Op::Rename { path, to } | Op::Link { path, to } => {
                 push_str(&mut s, "path", path);
                 push_str(&mut s, "to", to);
             }

@@ -262,6 +262,7 @@ fn breaks_batch(op: &Op) -> bool {
         | Op::Rmdir { .. }
         | Op::Unlink { .. }
         | Op::Rename { .. }
+        | Op::Link { .. }
         | Op::Symlink { .. }
         | Op::Truncate { .. }
         | Op::Fallocate { .. }

@@ -159,8 +159,9 @@ impl Prescan {
                 self.needs(path, 0, 0)
             }
             // The trace makes `to` by the rename: ops on it later find the renamed file, so
-            // setup must not make one first (it would be a file the trace never had).
-            Op::Rename { path, to } => {
+            // setup must not make one first (it would be a file the trace never had). So
+            // for a link's new name.
+            Op::Rename { path, to } | Op::Link { path, to } => {
                 self.needs(path, 0, 0);
                 self.creates(to);
             }

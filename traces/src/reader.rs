@@ -198,7 +198,9 @@ fn check_paths(op: &Op, unresolved: bool) -> Result<(), String> {
         | Op::Readdir { path }
         | Op::Setattr { path }
         | Op::Truncate { path, .. } => path,
-        Op::Rename { path, to } => return check_path(path).and_then(|()| check_path(to)),
+        Op::Rename { path, to } | Op::Link { path, to } => {
+            return check_path(path).and_then(|()| check_path(to))
+        }
         Op::Symlink { path, target } => {
             return check_path(path).and_then(|()| check_link_target(target))
         }

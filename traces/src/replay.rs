@@ -145,6 +145,7 @@ fn missing_name_path(ev: &Event) -> Option<&str> {
         | Op::Rmdir { path }
         | Op::Mkdir { path }
         | Op::Rename { path, .. }
+        | Op::Link { path, .. }
         | Op::Symlink { path, .. } => Some(path),
         _ => None,
     }

@@ -134,6 +134,15 @@ fn every_op_round_trips() {
         ev(
             10,
             8,
+            Op::Link {
+                path: p("/e/x"),
+                to: p("/d/x y"),
+            },
+            Some(0),
+        ),
+        ev(
+            10,
+            8,
             Op::Symlink {
                 path: p("/e/l"),
                 target: p("../d/a b\"c"),

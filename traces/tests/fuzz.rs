@@ -161,7 +161,7 @@ fn strace_line(rng: &mut Rng) -> String {
     let path = &paths[rng.below(paths.len())];
     let num = |rng: &mut Rng| rng.pick(NUMBERS).to_string();
     let fd = format!("{}<{path}>", rng.pick(&["3", "-1", "99999999999", "x"]));
-    let call = match rng.below(16) {
+    let call = match rng.below(17) {
         0 => format!("openat(AT_FDCWD<{path}>, \"{path}\", O_RDONLY)"),
         1 => format!("read({fd}, \"\"..., {})", num(rng)),
         2 => format!("pread64({fd}, \"\", {}, {})", num(rng), num(rng)),
@@ -194,6 +194,11 @@ fn strace_line(rng: &mut Rng) -> String {
         14 => format!(
             "symlinkat(\"{}\", AT_FDCWD<{path}>, \"{path}/l\")",
             rng.pick(&["x", "", "../../..", "\\0"])
+        ),
+        15 => format!(
+            "linkat(AT_FDCWD<{path}>, \"{}\", {fd}, \"h\", {})",
+            rng.pick(&["x", "", "../../..", "\\0"]),
+            rng.pick(&["0", "AT_EMPTY_PATH", "AT_SYMLINK_FOLLOW|x"])
         ),
         _ => format!("<... write resumed> ) = {}", num(rng)),
     };
@@ -271,7 +276,7 @@ fn event_line(rng: &mut Rng) -> String {
     };
     let fd = rng.pick(&["3", "4", "-1", "7"]);
     let pid = rng.below(3);
-    let op = match rng.below(18) {
+    let op = match rng.below(19) {
         0 => format!(
             r#""op":"open","path":{path},"flags":"{}","ret":{fd}"#,
             rng.pick(&[
@@ -318,6 +323,10 @@ fn event_line(rng: &mut Rng) -> String {
         16 => format!(
             r#""op":"symlink","path":{path},"target":"{}""#,
             rng.pick(&["t", "", "/a/b", "\\u0000"])
+        ),
+        17 => format!(
+            r#""op":"link","path":{path},"to":{}"#,
+            rng.pick(&["\"/a/h\"", "\"\"", "\"/a/../b\"", "3"])
         ),
         _ => format!(r#""op":"unlink","path":{path}"#),
     };

@@ -398,7 +398,7 @@ fn calls_that_change_files_out_of_the_traces_sight_are_counted_and_attributes_ar
 7 1000.000600 utimensat(3</w/a>, NULL, NULL, 0) = 0 <0.000010>
 7 1000.000700 fchmod(1</dev/pts/0>, 0600) = 0 <0.000010>
 7 1000.000800 chmod(\"/w/a\", 0644) = -1 EPERM (Operation not permitted) <0.000010>
-7 1000.000900 linkat(AT_FDCWD</w>, \"a\", AT_FDCWD</w>, \"h\", 0) = 0 <0.000010>
+7 1000.000900 linkat(3</w/a>, \"\", AT_FDCWD</w>, \"h\", AT_EMPTY_PATH) = 0 <0.000010>
 7 1000.001000 io_uring_enter(4<anon_inode:[io_uring]>, 8, 8, IORING_ENTER_GETEVENTS, NULL, 8) = 8 <0.000010>
 7 1000.001100 io_uring_enter(4<anon_inode:[io_uring]>, 0, 1, IORING_ENTER_GETEVENTS, NULL, 8) = 0 <0.000010>
 7 1000.001200 io_submit(0x7f0000001000, 2, [{aio_lio_opcode=IOCB_CMD_PREAD, aio_fildes=3}]) = 2 <0.000010>
@@ -417,7 +417,10 @@ fn calls_that_change_files_out_of_the_traces_sight_are_counted_and_attributes_ar
         Some(1),
         "a private read-only mapping (a library) is not counted: {s:?}"
     );
-    assert_eq!(n("linkat: hard links are not modelled"), Some(1));
+    assert_eq!(
+        n("linkat: linking an fd (AT_EMPTY_PATH) is not modelled"),
+        Some(1)
+    );
     assert_eq!(
         n("io_uring_enter: I/O submitted through io_uring is not traced"),
         Some(1),
@@ -543,6 +546,36 @@ fn sync_file_range_keeps_its_range_and_flags() {
             .keys()
             .all(|k| k.contains("unknown sync_file_range flag '0x10'")),
         "{s:?}"
+    );
+}
+
+#[test]
+fn a_hard_link_names_the_file_and_its_new_name() {
+    // `ln` uses linkat; git names each object it writes by linking its temporary file.
+    let text = "\
+7 1000.000000 linkat(AT_FDCWD</w>, \"a\", 3</w/d>, \"b\", 0) = 0 <0.000010>
+7 1000.000100 link(\".git/objects/0a/tmp_obj_L1UM2b\", \".git/objects/0a/8695e0\") = 0 <0.000022>
+7 1000.000200 linkat(AT_FDCWD</w>, \"a\", AT_FDCWD</w>, \"a\", 0) = -1 EEXIST (File exists) <0.000010>
+";
+    let evs = events(ImportFormat::Strace, text).unwrap();
+    let got: Vec<(&Op, Option<i64>)> = evs.iter().map(|e| (&e.op, e.ret)).collect();
+    let link = |path: &str, to: &str| Op::Link {
+        path: path.into(),
+        to: to.into(),
+    };
+    assert_eq!(
+        got,
+        [
+            (&link("/w/a", "/w/d/b"), Some(0)),
+            (
+                &link(
+                    "/w/.git/objects/0a/tmp_obj_L1UM2b",
+                    "/w/.git/objects/0a/8695e0"
+                ),
+                Some(0)
+            ),
+            (&link("/w/a", "/w/a"), Some(-1)),
+        ]
     );
 }
 

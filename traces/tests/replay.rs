@@ -414,6 +414,44 @@ fn a_symbolic_link_is_made_looked_up_and_removed_but_not_followed() {
 }
 
 #[test]
+fn a_hard_link_keeps_the_file_when_its_first_name_goes() {
+    // git's way of writing an object: a temporary file, a link to its final name, the
+    // temporary name unlinked, then the object read by its name.
+    let t = trace(&[
+        r#"{"t":0,"pid":1,"op":"open","path":"/w/o/tmp_obj","flags":"O_WRONLY|O_CREAT|O_EXCL","ret":3}"#,
+        r#"{"t":10,"pid":1,"op":"write","fd":3,"path":"/w/o/tmp_obj","len":5000}"#,
+        r#"{"t":20,"pid":1,"op":"close","fd":3,"path":"/w/o/tmp_obj"}"#,
+        r#"{"t":30,"pid":1,"op":"link","path":"/w/o/tmp_obj","to":"/w/o/8695e0"}"#,
+        r#"{"t":40,"pid":1,"op":"unlink","path":"/w/o/tmp_obj"}"#,
+        r#"{"t":50,"pid":1,"op":"open","path":"/w/o/8695e0","flags":"O_RDONLY","ret":3}"#,
+        r#"{"t":60,"pid":1,"op":"read","fd":3,"path":"/w/o/8695e0","len":5000,"ret":5000}"#,
+        r#"{"t":70,"pid":1,"op":"close","fd":3,"path":"/w/o/8695e0"}"#,
+        r#"{"t":80,"pid":1,"op":"link","path":"/w/o/8695e0","to":"/w/o/8695e0","ret":-17}"#,
+    ]);
+    for target in [
+        ReplayTarget::Host(DesignKind::FragS),
+        ReplayTarget::Host(DesignKind::Fsr),
+        ReplayTarget::Host(DesignKind::LightFs),
+        ReplayTarget::Ispfs,
+    ] {
+        let r = run_on(&t, target, Pace::Afap);
+        for op in ["link", "unlink", "open", "read"] {
+            assert_eq!(r.latency[op].failed, 0, "{target:?} {op}: {r:?}");
+        }
+        assert_eq!(r.latency["link"].count, 1, "{target:?}");
+        assert_eq!(r.latency["open"].count, 2, "{target:?}");
+        assert_eq!(r.skipped.get("failed in the trace"), Some(&1), "{target:?}");
+    }
+    // StorageFS gives a file one name: it says so, and the read by the new name fails.
+    let r = run_on(&t, ReplayTarget::Firmware, Pace::Afap);
+    assert_eq!(
+        r.skipped.get("link (StorageFS gives a file one name)"),
+        Some(&1)
+    );
+    assert_eq!(r.latency["open"].failed, 1, "{r:?}");
+}
+
+#[test]
 fn direct_and_synchronous_writes_reach_the_device_before_they_return() {
     let program = Profile::load("cosmos-plus").unwrap().timing.page_program_ns;
     // A 16 KiB file made and synced, then reopened with `flags` and written over in place.

@@ -14,14 +14,15 @@
 //!   destination, each of the bytes the call moved;
 //! - an `lseek` has no event, but gives the fd's next read or write its offset;
 //! - a directory's listing is one `readdir`, at its first `getdents64`;
-//! - `symlink` and `symlinkat` make a `symlink`, its target kept as given;
+//! - `symlink` and `symlinkat` make a `symlink`, its target kept as given; `link` and
+//!   `linkat` a `link` (git names each object it writes this way);
 //! - `access` and `readlink` walk a path as `stat` does, and are `stat`s; `chmod`, `chown`,
 //!   `utimensat` and the extended-attribute calls are `setattr`s;
 //! - `fallocate` (and `posix_fallocate`, which calls it) is carried in mode 0 and
 //!   `FALLOC_FL_KEEP_SIZE`, the two that set blocks aside, and `sync_file_range` (which
 //!   PostgreSQL's checkpointer and RocksDB's `bytes_per_sync` use) with its flags;
 //! - calls that change files in ways a trace cannot carry (`fallocate`'s other modes, which
-//!   punch, zero, collapse or insert ranges, hard links, a shared writable
+//!   punch, zero, collapse or insert ranges, a link to an fd's file, a shared writable
 //!   `mmap`, whose stores make no system call, a rename that exchanges two names, I/O
 //!   submitted through io_uring or AIO) are counted under their reason.
 
@@ -778,11 +779,25 @@ impl StraceConverter {
                 }?;
                 Some(Op::Symlink { path, target })
             }
-            "link" | "linkat" => {
-                if out.ret == Some(0) {
-                    self.skip(format!("{name}: hard links are not modelled"));
+            // A further name for a file. The source is not followed through a symbolic link
+            // (AT_SYMLINK_FOLLOW would, a case the replay cannot tell from the path).
+            "link" => {
+                let path = self.path_arg(pid, None, a.first())?;
+                let to = self.path_arg(pid, None, a.get(1))?;
+                Some(Op::Link { path, to })
+            }
+            "linkat" => {
+                // Naming an fd's file (an O_TMPFILE made visible): the fd's file was never
+                // named in the trace, so there is nothing to link.
+                if a.get(4).is_some_and(|f| f.contains("AT_EMPTY_PATH")) {
+                    self.skip(format!(
+                        "{name}: linking an fd (AT_EMPTY_PATH) is not modelled"
+                    ));
+                    return None;
                 }
-                None
+                let path = self.path_arg(pid, a.first(), a.get(1))?;
+                let to = self.path_arg(pid, a.get(2), a.get(3))?;
+                Some(Op::Link { path, to })
             }
             "truncate" => {
                 let path = self.path_arg(pid, None, a.first())?;

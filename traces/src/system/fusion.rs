@@ -920,7 +920,8 @@ impl FusionSystem<'_> {
             | Op::Isc { .. }
             | Op::Bread { .. }
             | Op::Bwrite { .. }
-            | Op::Symlink { .. } => {
+            | Op::Symlink { .. }
+            | Op::Link { .. } => {
                 unreachable!("skipped in apply")
             }
         }
@@ -1007,10 +1008,18 @@ impl System for FusionSystem<'_> {
                 ev.op.name()
             )));
         }
-        if let Op::Symlink { .. } = ev.op {
-            return Ok(Applied::Skipped(
-                "symlink (StorageFS keeps no symbolic links)".to_string(),
-            ));
+        match ev.op {
+            Op::Symlink { .. } => {
+                return Ok(Applied::Skipped(
+                    "symlink (StorageFS keeps no symbolic links)".to_string(),
+                ))
+            }
+            Op::Link { .. } => {
+                return Ok(Applied::Skipped(
+                    "link (StorageFS gives a file one name)".to_string(),
+                ))
+            }
+            _ => {}
         }
         let end = match &ev.op {
             Op::Cisc { ops, .. } if self.fuses => self.apply_fused(ev, ops, start)?,

@@ -268,6 +268,13 @@ impl<'a> HostSystem<'a> {
                 self.design.rename(&mut self.fs, path, to, WHO)?;
                 Ok(Applied::Done)
             }
+            Op::Link { path, to } => {
+                if let Some(p) = parent(to) {
+                    mkdir_p(&mut self.fs, p)?;
+                }
+                self.design.link(&mut self.fs, path, to, WHO)?;
+                Ok(Applied::Done)
+            }
             Op::Symlink { path, target } => {
                 if let Some(p) = parent(path) {
                     mkdir_p(&mut self.fs, p)?;

@@ -437,6 +437,13 @@ impl<'a> IspfsSystem<'a> {
                 }
                 done(self.fs.fs_mut().lookup(path, WHO).map(|_| ()))
             }
+            Op::Link { path, to } => {
+                self.cpu(syscall);
+                if let Some(p) = parent(to) {
+                    super::host::mkdir_p(self.fs.fs_mut(), p)?;
+                }
+                done(self.fs.fs_mut().link(path, to, WHO).map(|_| ()))
+            }
             Op::Symlink { path, target } => {
                 self.cpu(syscall);
                 if let Some(p) = parent(path) {
