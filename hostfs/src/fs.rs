@@ -503,6 +503,9 @@ impl HostFs {
         Ok(())
     }
 
+    /// Creates `path` after the walk that finds its name free (`filename_create`: the
+    /// parent's walk and a search of it), charged as a lookup; a name that is there costs
+    /// its lookup and is refused.
     fn create(
         &mut self,
         path: &str,
@@ -510,7 +513,16 @@ impl HostFs {
         perms: Perms,
         who: Cred,
     ) -> Result<Ino, FsError> {
-        let ino = self.ns.create(path, kind, perms, who, &mut self.alloc)?;
+        let dir = match self.ns.resolve_or_parent(path, who)? {
+            Ok(there) => {
+                self.charge_lookup(there)?;
+                return Err(NsError::Exists(path.to_string()).into());
+            }
+            Err(dir) => self.charge_lookup(dir)?.0.ino,
+        };
+        let ino = self
+            .ns
+            .create_in(dir, path, kind, perms, who, &mut self.alloc)?;
         self.write_created(ino)?;
         Ok(ino)
     }
@@ -890,7 +902,10 @@ impl HostFs {
         Ok(())
     }
 
+    /// `unlink` or `rmdir`, after the walk to the name and its inode (`filename_parentat`,
+    /// then the victim's lookup), charged as a lookup.
     fn remove(&mut self, path: &str, dir: bool, who: Cred) -> Result<Removed, FsError> {
+        self.lookup(path, who)?;
         let r = self.ns.remove(path, dir, who)?;
         if r.inode_freed {
             self.free_runs(&r.blocks)?;
@@ -923,7 +938,11 @@ impl HostFs {
 
     /// `rename`: moves a file or directory, replacing a file at the destination. Says what
     /// moved between which directories, and what it replaced.
+    /// Both paths are walked first, as `renameat2` walks each to its parent and looks up
+    /// both names: the source to its inode, the destination as far as it goes.
     pub fn rename(&mut self, from: &str, to: &str, who: Cred) -> Result<Renamed, FsError> {
+        self.lookup(from, who)?;
+        self.lookup_partial(to, who)?;
         let r = self.ns.rename(from, to, who, &mut self.alloc)?;
         if let Some(gone) = r.replaced.as_ref().filter(|g| g.inode_freed) {
             self.free_runs(&gone.blocks)?;
@@ -948,7 +967,11 @@ impl HostFs {
     /// `link`: gives the file or symbolic link `from` the further name `to`. As ext4, it
     /// writes the inode (its link count and ctime), the new name's directory block, and that
     /// directory's inode; an `fsync` of either must commit.
+    /// The source is walked to its inode and the new name as far as it goes first
+    /// (`linkat`'s `filename_lookup`, then `filename_create`), each charged as a lookup.
     pub fn link(&mut self, from: &str, to: &str, who: Cred) -> Result<Linked, FsError> {
+        self.lookup(from, who)?;
+        self.lookup_partial(to, who)?;
         let l = self.ns.link(from, to, who, &mut self.alloc)?;
         let layout = *self.ns.layout();
         self.write_meta([
@@ -1131,11 +1154,12 @@ impl HostFs {
     pub fn open(&mut self, path: &str, how: OpenOptions, who: Cred) -> Result<Fd, FsError> {
         let ino = match how.create {
             None => self.lookup(path, who)?.0.ino,
-            // One walk finds the file or the directory to create it in. A lookup that finds
-            // nothing costs nothing here, as a failed `lookup` does.
+            // One walk finds the file or the directory to create it in, and costs what it
+            // read either way.
             Some(perms) => match self.ns.resolve_or_parent(path, who)? {
                 Ok(r) => self.charge_lookup(r)?.0.ino,
                 Err(dir) => {
+                    let dir = self.charge_lookup(dir)?.0.ino;
                     let ino =
                         self.ns
                             .create_in(dir, path, NewKind::File, perms, who, &mut self.alloc)?;

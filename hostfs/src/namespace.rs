@@ -835,13 +835,14 @@ impl Namespace {
         })
     }
 
-    /// [`Namespace::resolve`], or, when only the last component is missing, its parent
-    /// directory: what `open(O_CREAT)` needs to find the file or create it in one walk.
+    /// [`Namespace::resolve`], or, when only the last component is missing, the walk to its
+    /// parent directory (the resolution's `ino`) and the search there for the name: what
+    /// `open(O_CREAT)` and `mkdir` need to find the name or create it in one walk.
     pub fn resolve_or_parent(
         &self,
         path: &str,
         who: Cred,
-    ) -> Result<Result<Resolution, Ino>, NsError> {
+    ) -> Result<Result<Resolution, Resolution>, NsError> {
         let mut trail = Trail {
             ino_list: Vec::with_capacity(8),
             positions: Vec::with_capacity(8),
@@ -856,7 +857,12 @@ impl Namespace {
                     positions: trail.positions,
                     reads: trail.reads,
                 }),
-                Walked::MissingLast(parent) => Err(parent),
+                Walked::MissingLast(parent) => Err(Resolution {
+                    ino: parent,
+                    ino_list: trail.ino_list,
+                    positions: trail.positions,
+                    reads: trail.reads,
+                }),
             },
         )
     }

@@ -314,7 +314,14 @@ fn with_a_journal_metadata_changes_cost_no_flash_until_fsync_commits_them() {
         before,
         "a mkdir, a create and a write stay in memory"
     );
-    assert_eq!(fs.clock(), VirtualTime(1_000), "and take no device time");
+    // Their walks hit the metadata cache: a path component each (the root for the mkdir,
+    // the root for the create), nothing from the device.
+    let component = Profile::load("cosmos-plus").unwrap().host.path_component_ns;
+    assert_eq!(
+        fs.clock(),
+        VirtualTime(1_000 + 2 * component),
+        "and take no device time"
+    );
 
     fs.fsync(fd).unwrap();
     // The data page; then one descriptor and a copy of each changed block (the inode-table
@@ -351,15 +358,18 @@ fn the_journal_commits_every_five_seconds_and_the_flusher_writes_blocks_home() {
     let s = 1_000_000_000u64;
     fs.start_op(VirtualTime(s));
     fs.mkdir("/a", MINE, ME).unwrap();
+    // The transaction starts with the change, after the mkdir's walk.
+    let changed = fs.clock().ns();
+    assert!(changed > s);
     // Before the commit interval: nothing.
-    fs.start_op(VirtualTime(s + 4 * s));
+    fs.start_op(VirtualTime(changed + 5 * s - 1));
     fs.run_flusher().unwrap();
     assert_eq!(fs.journal_stats().unwrap().commits, 0);
     // At 5 s: kjournald commits in the background; the caller's clock does not move.
-    fs.start_op(VirtualTime(s + 5 * s));
+    fs.start_op(VirtualTime(changed + 5 * s));
     fs.run_flusher().unwrap();
     assert_eq!(fs.journal_stats().unwrap().commits, 1);
-    assert_eq!(fs.clock(), VirtualTime(s + 5 * s));
+    assert_eq!(fs.clock(), VirtualTime(changed + 5 * s));
     assert_eq!(fs.journal_stats().unwrap().checkpointed, 0);
     // Thirty seconds after the commit, the flusher writes the blocks to their homes.
     fs.start_op(VirtualTime(s + 40 * s));
@@ -923,5 +933,53 @@ fn a_hard_link_is_one_inode_under_two_names_and_goes_with_its_last() {
     assert!(fs.namespace().inode(l.ino).is_none());
     assert!(!fs.page_cache().is_dirty(l.ino));
     assert_eq!(fs.free_blocks(), free);
+    fs.check_invariants().unwrap();
+}
+
+#[test]
+fn namespace_changes_pay_the_walks_their_system_calls_make() {
+    use csd_device::VirtualTime;
+    let mut fs = fs("cosmos-plus");
+    // Metadata changes stay in memory: what a change costs is its walk.
+    fs.enable_journal().unwrap();
+    let component = Profile::load("cosmos-plus").unwrap().host.path_component_ns;
+    fs.mkdir("/a", MINE, ME).unwrap();
+    fs.mkdir("/a/b", MINE, ME).unwrap();
+    for f in ["f", "g", "h"] {
+        fs.import(&format!("/a/b/{f}"), b"x", MINE, ME).unwrap();
+    }
+    fs.sync().unwrap();
+    let took = |fs: &mut HostFs, op: &dyn Fn(&mut HostFs)| {
+        let t = fs.clock();
+        op(fs);
+        fs.clock().since(t)
+    };
+    // Cold, an unlink reads what a stat of the same path reads.
+    fs.drop_caches();
+    let (_, stat) = fs.lookup("/a/b/g", ME).unwrap();
+    assert!(stat.metadata_reads > 0);
+    fs.drop_caches();
+    let unlink = took(&mut fs, &|fs| {
+        fs.unlink("/a/b/g", ME).unwrap();
+    });
+    assert_eq!(unlink, stat.ns);
+    // Warm, a change costs its walks' components: a create's to its directory, a rename's
+    // and a link's both paths.
+    let mkdir = took(&mut fs, &|fs| {
+        fs.mkdir("/a/b/n", MINE, ME).unwrap();
+    });
+    assert_eq!(mkdir, 2 * component);
+    let rename = took(&mut fs, &|fs| {
+        fs.rename("/a/b/f", "/a/b/n/f", ME).unwrap();
+    });
+    assert_eq!(rename, (3 + 3) * component);
+    let link = took(&mut fs, &|fs| {
+        fs.link("/a/b/h", "/a/l", ME).unwrap();
+    });
+    assert_eq!(link, (3 + 1) * component);
+    // A refused create still walked, to the name it found.
+    let t = fs.clock();
+    assert!(fs.mkdir("/a/l", MINE, ME).is_err());
+    assert_eq!(fs.clock(), VirtualTime(t.ns() + 2 * component));
     fs.check_invariants().unwrap();
 }

@@ -325,10 +325,18 @@ fn resolve_or_parent_finds_the_file_or_the_directory_to_create_it_in() {
         ns.resolve("/a/f", ME).unwrap()
     );
     assert_eq!(ns.resolve_or_parent("/a/f", ME).unwrap().unwrap().ino, f);
-    // Only the last component missing: its directory.
-    assert_eq!(ns.resolve_or_parent("/a/g", ME).unwrap().unwrap_err(), a);
+    // Only the last component missing: its directory, reached by the walk a lookup of the
+    // missing name makes.
     assert_eq!(
-        ns.resolve_or_parent("/g", ME).unwrap().unwrap_err(),
+        ns.resolve_or_parent("/a/g", ME).unwrap().unwrap_err().ino,
+        a
+    );
+    assert_eq!(
+        ns.resolve_or_parent("/a/g", ME).unwrap().unwrap_err(),
+        ns.resolve_partial("/a/g", ME).unwrap()
+    );
+    assert_eq!(
+        ns.resolve_or_parent("/g", ME).unwrap().unwrap_err().ino,
         Ino::ROOT
     );
     // Anything else is the error a lookup gives.
