@@ -47,7 +47,7 @@ pub enum FsError {
     TooSmall(u64),
     #[error("bad file descriptor {0}")]
     BadFd(u32),
-    #[error("file descriptor {0} refers to a file that was removed while open")]
+    #[error("file descriptor {0} refers to a file that no longer exists")]
     Stale(u32),
     #[error("file descriptor {fd} ('{path}') is not open for {access}")]
     FdMode {
@@ -1185,6 +1185,7 @@ impl HostFs {
         }
         let fd = Fd(self.next_fd);
         self.next_fd += 1;
+        self.ns.hold(ino);
         self.fds.insert(
             fd,
             OpenFile {
@@ -1209,9 +1210,9 @@ impl HostFs {
         Ok(size)
     }
 
-    /// The size and extents of the file `fd` refers to; an error if it was removed since.
-    /// (csdlab drops a file's inode at `unlink` even while it is open, where POSIX would keep
-    /// it until the last close: I/O through such an fd fails clearly instead.)
+    /// The size and extents of the file `fd` refers to. A file unlinked while open lives on
+    /// until its last close, as POSIX keeps it (`Stale` guards a descriptor whose inode is
+    /// gone all the same, which no call here brings about).
     fn live_layout(&self, fd: Fd) -> Result<(Ino, u64, Vec<Extent>), FsError> {
         let ino = self.open_file(fd)?.ino;
         let (size, extents) = self.file_layout(ino).ok_or(FsError::Stale(fd.0))?;
@@ -1335,11 +1336,22 @@ impl HostFs {
     }
 
     /// Closes a file. Like POSIX `close`, this does not write anything back.
+    /// The last close of a file unlinked (or renamed over) while open frees it: its blocks,
+    /// its dirty pages dropped unwritten, and its inode, written as ext4's orphan cleanup
+    /// writes it.
     pub fn close(&mut self, fd: Fd) -> Result<Ino, FsError> {
-        self.fds
+        let ino = self
+            .fds
             .remove(&fd)
             .map(|f| f.ino)
-            .ok_or(FsError::BadFd(fd.0))
+            .ok_or(FsError::BadFd(fd.0))?;
+        if let Some(blocks) = self.ns.release(ino) {
+            self.free_runs(&blocks)?;
+            self.cache.forget(ino);
+            self.write_meta([self.ns.layout().inode_block(ino)])?;
+            self.debug_check_cache(ino);
+        }
+        Ok(ino)
     }
 
     /// Whether any descriptor has `ino` open for writing.

@@ -310,9 +310,12 @@ pub struct Inode {
     /// directory it was created in, which may since have lost that name: ext4 keeps no
     /// parent for files at all, and only directories' are walked up.
     pub parent: Ino,
-    /// The names that refer to it (ext4's `i_links_count` for a file; always 1 here for a
-    /// directory, whose subdirectories' ".." are not counted). It goes when the last goes.
+    /// The names that refer to it (ext4's `i_links_count` for a file; 1 here for a
+    /// directory, whose subdirectories' ".." are not counted). It goes when the last goes,
+    /// unless it is open: then it lives on, nameless (an orphan), until its last close.
     pub links: u32,
+    /// Descriptors open on it (the kernel's reference count), kept by `hold` and `release`.
+    pub open: u32,
     pub perms: Perms,
     pub kind: InodeKind,
 }
@@ -606,6 +609,7 @@ impl Namespace {
             ino: Ino::ROOT,
             parent: Ino::ROOT,
             links: 1,
+            open: 0,
             perms: root_perms,
             kind: InodeKind::Dir {
                 entries: DirEntries::default(),
@@ -655,11 +659,9 @@ impl Namespace {
         }
     }
 
-    /// Every directory's blocks account for its entries: one `used` count per block, each
-    /// the entries' bytes there (with "." and ".." in the first) and within the block, and
-    /// the entries in block order; every inode has as many names as it counts links, and
-    /// every name is of a live inode. O(entries), for tests.
-    pub fn check_invariants(&self) -> Result<(), String> {
+    /// Every inode has as many names as it counts links, one without any is open, and every
+    /// name is of a live inode.
+    fn check_links(&self) -> Result<(), String> {
         let mut names: HashMap<Ino, u32> = HashMap::new();
         for e in self
             .inodes
@@ -680,13 +682,28 @@ impl Namespace {
             } else {
                 inode.links
             };
-            if named != want || (inode.is_dir() && inode.links != 1) {
+            if named != want || (inode.is_dir() && inode.links > 1) {
                 return Err(format!(
                     "inode {:?} counts {} link(s) but {named} entries name it",
                     inode.ino, inode.links
                 ));
             }
+            if inode.links == 0 && inode.open == 0 {
+                return Err(format!(
+                    "inode {:?} has neither a name nor a descriptor",
+                    inode.ino
+                ));
+            }
         }
+        Ok(())
+    }
+
+    /// Every directory's blocks account for its entries: one `used` count per block, each
+    /// the entries' bytes there (with "." and ".." in the first) and within the block, and
+    /// the entries in block order; every inode has as many names as it counts links, one
+    /// without any is open, and every name is of a live inode. O(entries), for tests.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        self.check_links()?;
         for inode in self.inodes.slots.iter().flatten() {
             let InodeKind::Dir {
                 entries,
@@ -1139,6 +1156,7 @@ impl Namespace {
                 ino,
                 parent,
                 links: 1,
+                open: 0,
                 perms,
                 kind: new_kind,
             },
@@ -1217,14 +1235,20 @@ impl Namespace {
     }
 
     /// Takes one name from `ino`, whose entry the caller removed: the inode goes with its
-    /// last, and then its blocks are returned for the allocator (none while it has names).
+    /// last unless it is open, and then its blocks are returned for the allocator (none
+    /// while it has names or descriptors).
     fn drop_link(&mut self, ino: Ino) -> (Vec<Extent>, bool) {
         let inode = self.inodes.get_mut(&ino).expect("named by an entry");
-        if inode.links > 1 {
-            inode.links -= 1;
+        inode.links -= 1;
+        if inode.links > 0 || inode.open > 0 {
             return (Vec::new(), false);
         }
-        let blocks = match self.inodes.remove(&ino).expect("just found").kind {
+        (self.free_inode(ino), true)
+    }
+
+    /// Removes `ino` and returns its blocks.
+    fn free_inode(&mut self, ino: Ino) -> Vec<Extent> {
+        let blocks = match self.inodes.remove(&ino).expect("a live inode").kind {
             InodeKind::Dir { blocks, .. } | InodeKind::Symlink { blocks, .. } => blocks,
             InodeKind::File {
                 mut extents,
@@ -1236,7 +1260,23 @@ impl Namespace {
             }
         };
         self.free_inos.insert(ino.0);
-        (blocks, true)
+        blocks
+    }
+
+    /// A descriptor opened `ino`: it lives at least until that descriptor closes.
+    pub fn hold(&mut self, ino: Ino) {
+        if let Some(i) = self.inodes.get_mut(&ino) {
+            i.open += 1;
+        }
+    }
+
+    /// A descriptor on `ino` closed. The last close of a file whose names are all gone (an
+    /// orphan: unlinked, or renamed over, while open) removes it, as ext4's `evict_inode`
+    /// does, and returns its blocks for the allocator.
+    pub fn release(&mut self, ino: Ino) -> Option<Vec<Extent>> {
+        let i = self.inodes.get_mut(&ino)?;
+        i.open = i.open.saturating_sub(1);
+        (i.open == 0 && i.links == 0).then(|| self.free_inode(ino))
     }
 
     /// `link`: gives the file or symbolic link `from` (not followed) the further name `to`,

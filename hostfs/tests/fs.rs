@@ -224,8 +224,11 @@ fn unlink_rmdir_rename_and_truncate_change_the_namespace_and_free_space() {
     let fd = fs.open("/b/g", OpenOptions::WRITE, ME).unwrap();
     fs.write(fd, 0, b"dirty").unwrap();
     fs.unlink("/b/g", ME).unwrap();
+    // Open, it lives on without a name until its last close, which drops its dirty pages.
+    assert!(!fs.page_cache().is_empty());
+    fs.write(fd, 0, b"x").unwrap();
+    fs.close(fd).unwrap();
     assert!(fs.page_cache().is_empty(), "its dirty pages went with it");
-    assert!(matches!(fs.write(fd, 0, b"x"), Err(FsError::Stale(_))));
     fs.rmdir("/b/sub2", ME).unwrap();
     fs.rmdir("/b", ME).unwrap();
     fs.rmdir("/a", ME).unwrap();
@@ -981,5 +984,57 @@ fn namespace_changes_pay_the_walks_their_system_calls_make() {
     let t = fs.clock();
     assert!(fs.mkdir("/a/l", MINE, ME).is_err());
     assert_eq!(fs.clock(), VirtualTime(t.ns() + 2 * component));
+    fs.check_invariants().unwrap();
+}
+
+#[test]
+fn a_file_unlinked_while_open_lives_until_its_last_close() {
+    use csd_hostfs::fs::OpenOptions;
+    let mut fs = fs("cosmos-plus");
+    fs.mkdir("/d", MINE, ME).unwrap();
+    let free = fs.free_blocks();
+    let how = OpenOptions {
+        write: true,
+        create: Some(MINE),
+    };
+    // A temporary file as SQLite and tmpfile(3) make one: opened, unlinked, then used.
+    let fd = fs.open("/d/tmp", how, ME).unwrap();
+    let reader = fs.open("/d/tmp", OpenOptions::READ, ME).unwrap();
+    let ino = fs.fd_ino(fd).unwrap();
+    let gone = fs.unlink("/d/tmp", ME).unwrap();
+    assert!(!gone.inode_freed, "an open file outlives its name");
+    assert!(fs.lookup("/d/tmp", ME).is_err());
+    fs.write(fd, 0, &[9; 40_000]).unwrap();
+    fs.fsync(fd).unwrap();
+    assert_eq!(fs.read(reader, 39_990, 100).unwrap(), [9; 10]);
+    assert!(fs.free_blocks() < free, "its blocks are allocated");
+    fs.check_invariants().unwrap();
+    // Closing one descriptor keeps it; the last frees it, blocks and inode.
+    fs.close(fd).unwrap();
+    assert_eq!(fs.read(reader, 0, 4).unwrap(), [9; 4]);
+    fs.close(reader).unwrap();
+    assert!(fs.namespace().inode(ino).is_none());
+    assert_eq!(fs.free_blocks(), free);
+    fs.check_invariants().unwrap();
+
+    // So for a file renamed over while open, and a directory removed while open.
+    fs.import("/d/a", b"new", MINE, ME).unwrap();
+    fs.import("/d/b", b"old", MINE, ME).unwrap();
+    let old = fs.open("/d/b", OpenOptions::READ, ME).unwrap();
+    let r = fs.rename("/d/a", "/d/b", ME).unwrap();
+    assert!(r.replaced.is_some_and(|g| !g.inode_freed));
+    assert_eq!(fs.read(old, 0, 3).unwrap(), b"old");
+    assert_eq!(fs.read_file("/d/b", ME).unwrap(), b"new");
+    fs.close(old).unwrap();
+    fs.mkdir("/d/e", MINE, ME).unwrap();
+    let dir = fs.open("/d/e", OpenOptions::READ, ME).unwrap();
+    let e = fs.fd_ino(dir).unwrap();
+    fs.rmdir("/d/e", ME).unwrap();
+    assert!(fs.namespace().inode(e).is_some());
+    fs.check_invariants().unwrap();
+    fs.close(dir).unwrap();
+    assert!(fs.namespace().inode(e).is_none());
+    fs.unlink("/d/b", ME).unwrap();
+    assert_eq!(fs.free_blocks(), free);
     fs.check_invariants().unwrap();
 }

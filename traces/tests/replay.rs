@@ -453,6 +453,31 @@ fn a_hard_link_keeps_the_file_when_its_first_name_goes() {
 }
 
 #[test]
+fn a_file_unlinked_while_open_is_used_until_its_close() {
+    // SQLite's temporary files: opened, unlinked at once, then written and read.
+    let t = trace(&[
+        r#"{"t":0,"pid":1,"op":"open","path":"/w/etilqs_1","flags":"O_RDWR|O_CREAT|O_EXCL","ret":3}"#,
+        r#"{"t":10,"pid":1,"op":"unlink","path":"/w/etilqs_1"}"#,
+        r#"{"t":20,"pid":1,"op":"pwrite","fd":3,"path":"/w/etilqs_1","off":0,"len":65536}"#,
+        r#"{"t":30,"pid":1,"op":"fsync","fd":3,"path":"/w/etilqs_1"}"#,
+        r#"{"t":40,"pid":1,"op":"pread","fd":3,"path":"/w/etilqs_1","off":0,"len":65536,"ret":65536}"#,
+        r#"{"t":50,"pid":1,"op":"close","fd":3,"path":"/w/etilqs_1"}"#,
+        r#"{"t":60,"pid":1,"op":"stat","path":"/w/etilqs_1","ret":-2}"#,
+    ]);
+    for target in [
+        ReplayTarget::Host(DesignKind::FragS),
+        ReplayTarget::Host(DesignKind::LightFs),
+        ReplayTarget::Ispfs,
+    ] {
+        let r = run_on(&t, target, Pace::Afap);
+        for op in ["open", "unlink", "pwrite", "fsync", "pread", "close"] {
+            assert_eq!(r.latency[op].failed, 0, "{target:?} {op}: {r:?}");
+        }
+        assert_eq!(r.missing_walks, 1, "{target:?}");
+    }
+}
+
+#[test]
 fn direct_and_synchronous_writes_reach_the_device_before_they_return() {
     let program = Profile::load("cosmos-plus").unwrap().timing.page_program_ns;
     // A 16 KiB file made and synced, then reopened with `flags` and written over in place.

@@ -708,6 +708,11 @@ impl OffloadDesign for LightFs {
     fn close(&mut self, fs: &mut HostFs, fd: Fd) -> Result<(), NdpError> {
         let ino = fs.close(fd)?;
         if let Some(st) = self.state.as_mut() {
+            // The last close of a file unlinked while open freed it: nothing to index.
+            if fs.namespace().inode(ino).is_none() {
+                st.unsync.remove(&ino);
+                return Ok(());
+            }
             if !fs.open_for_write(ino) {
                 if let Some(u) = st.unsync.get_mut(&ino) {
                     u.closed = true;
