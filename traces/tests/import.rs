@@ -580,6 +580,55 @@ fn a_hard_link_names_the_file_and_its_new_name() {
 }
 
 #[test]
+fn a_file_unlinked_while_open_keeps_its_calls_and_an_o_tmpfile_is_made_and_unlinked() {
+    // SQLite's temporary file (unlinked, then written through its fd, which -y shows as
+    // deleted), and Python's TemporaryFile (O_TMPFILE: a file with no name, shown as
+    // `/tmp/#1234`).
+    let text = "\
+7 1000.000000 openat(AT_FDCWD</w>, \"/var/tmp/etilqs_1\", O_RDWR|O_CREAT|O_EXCL, 0600) = 5</var/tmp/etilqs_1> <0.000010>
+7 1000.000100 unlink(\"/var/tmp/etilqs_1\") = 0 <0.000010>
+7 1000.000200 pwrite64(5</var/tmp/etilqs_1>(deleted), \"\"..., 4096, 0) = 4096 <0.000010>
+7 1000.000300 close(5</var/tmp/etilqs_1>(deleted)) = 0 <0.000010>
+7 1000.000400 openat(AT_FDCWD</w>, \"/tmp\", O_RDWR|O_EXCL|O_CLOEXEC|O_TMPFILE, 0600) = 3</tmp/#9994286>(deleted) <0.000010>
+7 1000.000500 write(3</tmp/#9994286>(deleted), \"\"..., 100) = 100 <0.000010>
+7 1000.000600 openat(AT_FDCWD</w>, \"/tmp\", O_RDWR|O_TMPFILE, 0600) = -1 EOPNOTSUPP (Operation not supported) <0.000010>
+";
+    let evs = events(ImportFormat::Strace, text).unwrap();
+    let got: Vec<(&str, &str, Option<i64>)> = evs
+        .iter()
+        .map(|e| {
+            let path = match &e.op {
+                Op::Open { path, .. }
+                | Op::Unlink { path }
+                | Op::Pwrite { path, .. }
+                | Op::Write { path, .. }
+                | Op::Close { path, .. } => path.as_str(),
+                _ => "?",
+            };
+            (e.op.name(), path, e.ret)
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("open", "/var/tmp/etilqs_1", Some(5)),
+            ("unlink", "/var/tmp/etilqs_1", Some(0)),
+            ("pwrite", "/var/tmp/etilqs_1", Some(4096)),
+            ("close", "/var/tmp/etilqs_1", Some(0)),
+            ("open", "/tmp/#9994286", Some(3)),
+            ("unlink", "/tmp/#9994286", Some(0)),
+            ("write", "/tmp/#9994286", Some(100)),
+            ("open", "/tmp", Some(-1)),
+        ],
+        "{evs:#?}"
+    );
+    let Op::Open { flags, .. } = &evs[4].op else {
+        unreachable!()
+    };
+    assert!(flags.create && flags.write, "{flags:?}");
+}
+
+#[test]
 fn a_symbolic_link_keeps_its_target_as_given() {
     // `ln -s` (symlinkat), an absolute target through symlink(2), and one that failed.
     let text = "\

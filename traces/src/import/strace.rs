@@ -16,6 +16,9 @@
 //! - a directory's listing is one `readdir`, at its first `getdents64`;
 //! - `symlink` and `symlinkat` make a `symlink`, its target kept as given; `link` and
 //!   `linkat` a `link` (git names each object it writes this way);
+//! - an fd on a file unlinked while open (`5</tmp/x>(deleted)`) names the file as it was,
+//!   and an `O_TMPFILE` open, a file with no name, is a create of the name `-y` shows
+//!   (`/tmp/#1234`) and its unlink at once;
 //! - `access` and `readlink` walk a path as `stat` does, and are `stat`s; `chmod`, `chown`,
 //!   `utimensat` and the extended-attribute calls are `setattr`s;
 //! - `fallocate` (and `posix_fallocate`, which calls it) is carried in mode 0 and
@@ -176,9 +179,10 @@ fn unquote(s: &str) -> Option<String> {
 }
 
 /// `3</tmp/a>` → (3, Some("/tmp/a")); `AT_FDCWD</x>` → (-100, Some("/x")); `3` → (3, None).
+/// An fd on a file unlinked while open, `3</tmp/a>(deleted)`, names the file as it was.
 fn fd_arg(s: &str) -> Option<(i64, Option<String>)> {
     let (num, path) = match s.split_once('<') {
-        Some((n, rest)) => (n, Some(rest.strip_suffix('>')?.to_string())),
+        Some((n, rest)) => (n, Some(decorated_path(rest)?.to_string())),
         None => (s, None),
     };
     let fd = if num == "AT_FDCWD" {
@@ -187,6 +191,24 @@ fn fd_arg(s: &str) -> Option<(i64, Option<String>)> {
         num.parse().ok()?
     };
     Some((fd, path))
+}
+
+/// The path in `-y`'s decoration after its `<`: up to the closing `>`, which a file
+/// unlinked while open follows with `(deleted)`.
+fn decorated_path(rest: &str) -> Option<&str> {
+    rest.strip_suffix("(deleted)")
+        .unwrap_or(rest)
+        .strip_suffix('>')
+}
+
+/// Whether an open call asked for `O_TMPFILE`: its flags, not its path, say so.
+fn tmpfile(name: &str, a: &[String]) -> bool {
+    let flags = match name {
+        "open" => a.get(1),
+        "openat" | "openat2" => a.get(2),
+        _ => None,
+    };
+    flags.is_some_and(|f| f.contains("O_TMPFILE"))
 }
 
 /// An offset strace read through a pointer: `[4096]`, or `[4096 => 8192]` where it also shows
@@ -282,7 +304,7 @@ fn parse_outcome(s: &str) -> Option<Outcome> {
     let mut words = body.splitn(2, ' ');
     let first = words.next()?;
     let (num, path) = match first.split_once('<') {
-        Some((n, p)) => (n, p.strip_suffix('>').map(str::to_string)),
+        Some((n, p)) => (n, decorated_path(p).map(str::to_string)),
         None => (first, None),
     };
     let ret = if let Some(hex) = num.strip_prefix("0x") {
@@ -387,7 +409,25 @@ impl StraceConverter {
             "copy_file_range" | "sendfile" | "sendfile64" | "splice" => {
                 self.copy(pid, &name, &args, &outcome)
             }
-            _ => [self.convert(pid, &name, &args, &outcome), None],
+            _ => match self.convert(pid, &name, &args, &outcome) {
+                // A file made with no name (`O_TMPFILE`; -y shows it as `/tmp/#1234`,
+                // deleted): a create of that name in its directory, unlinked at once.
+                Some(Op::Open { path, flags })
+                    if tmpfile(&name, &args) && outcome.ret.is_some_and(|r| r >= 0) =>
+                {
+                    if outcome.path.is_none() {
+                        self.skip(format!("{name}: O_TMPFILE without the file's name (-y)"));
+                        return Ok([None, None]);
+                    }
+                    let made = OpenFlags {
+                        create: true,
+                        ..flags
+                    };
+                    let unlink = Op::Unlink { path: path.clone() };
+                    [Some(Op::Open { path, flags: made }), Some(unlink)]
+                }
+                op => [op, None],
+            },
         };
         let event = |op: Op| {
             let mut extra = BTreeMap::new();
@@ -403,7 +443,16 @@ impl StraceConverter {
                 extra,
             }
         };
-        Ok(ops.map(|op| op.map(event)))
+        let [first, second] = ops.map(|op| op.map(event));
+        // A second event is a call of its own: a copy's write returns what the read does,
+        // an O_TMPFILE's unlink succeeds.
+        let second = second.map(|mut e| {
+            if let Op::Unlink { .. } = e.op {
+                e.ret = Some(0);
+            }
+            e
+        });
+        Ok([first, second])
     }
 
     /// The directory a `*at` call's dirfd names (or the cwd), remembering the cwd.
