@@ -313,6 +313,12 @@ pub enum Op {
         fd: i64,
         path: String,
     },
+    /// An open file's attributes read through its fd (`fstat`, or `statx` and `fstatat` of
+    /// an empty path): the inode is in memory, and no path is walked.
+    Fstat {
+        fd: i64,
+        path: String,
+    },
     /// `sync` or `syncfs`: every dirty page and the metadata journal written back.
     Sync,
     Mkdir {
@@ -497,6 +503,7 @@ pub const OPS: &[&str] = &[
     "sync_file_range",
     "symlink",
     "link",
+    "fstat",
 ];
 
 /// The fd ops, binding their `fd` and `path`: one list for [`Op::fd_path`] and
@@ -526,6 +533,9 @@ macro_rules! fd_op {
             fd: $fd,
             path: $path,
         } | Op::Fdatasync {
+            fd: $fd,
+            path: $path,
+        } | Op::Fstat {
             fd: $fd,
             path: $path,
         } | Op::Fallocate {
@@ -570,6 +580,7 @@ impl Op {
             Op::SyncFileRange { .. } => 23,
             Op::Symlink { .. } => 24,
             Op::Link { .. } => 25,
+            Op::Fstat { .. } => 26,
         }
     }
 
@@ -941,6 +952,10 @@ fn parse_fast(line: &str) -> Option<Event> {
             let (fd, path) = fd_path()?;
             Op::Fdatasync { fd, path }
         }
+        "fstat" => {
+            let (fd, path) = fd_path()?;
+            Op::Fstat { fd, path }
+        }
         "sync" => Op::Sync,
         "mkdir" => Op::Mkdir { path: path()? },
         "rmdir" => Op::Rmdir { path: path()? },
@@ -973,7 +988,7 @@ fn parse_fast(line: &str) -> Option<Event> {
     // Fields an op does not use make the line ambiguous: let the general parser keep them.
     let used = match &op {
         Op::Open { .. } => f.fd.is_none() && f.to.is_none() && f.off.is_none() && f.len.is_none(),
-        Op::Close { .. } | Op::Fsync { .. } | Op::Fdatasync { .. } => {
+        Op::Close { .. } | Op::Fsync { .. } | Op::Fdatasync { .. } | Op::Fstat { .. } => {
             f.to.is_none() && f.flags.is_none() && f.off.is_none() && f.len.is_none()
         }
         Op::Read { .. } | Op::Write { .. } | Op::Pread { .. } | Op::Pwrite { .. } => {
@@ -1134,12 +1149,14 @@ fn event_from_json(v: Value, top: bool) -> Result<Parsed, String> {
                 Op::Pwrite { fd, path, off, len }
             }
         }
-        "fsync" | "fdatasync" => {
+        "fsync" | "fdatasync" | "fstat" => {
             let (fd, path) = fd_path(&mut f)?;
             if op_name == "fsync" {
                 Op::Fsync { fd, path }
-            } else {
+            } else if op_name == "fdatasync" {
                 Op::Fdatasync { fd, path }
+            } else {
+                Op::Fstat { fd, path }
             }
         }
         "sync" => Op::Sync,
@@ -1338,7 +1355,10 @@ impl Event {
                 push_str(&mut s, "path", path);
                 push_str(&mut s, "flags", &flags.to_flags());
             }
-            Op::Close { fd, path } | Op::Fsync { fd, path } | Op::Fdatasync { fd, path } => {
+            Op::Close { fd, path }
+            | Op::Fsync { fd, path }
+            | Op::Fdatasync { fd, path }
+            | Op::Fstat { fd, path } => {
                 let _ = write!(s, ",\"fd\":{fd}");
                 push_str(&mut s, "path", path);
             }

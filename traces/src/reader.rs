@@ -189,6 +189,7 @@ fn check_paths(op: &Op, unresolved: bool) -> Result<(), String> {
         | Op::Pwrite { path, .. }
         | Op::Fsync { path, .. }
         | Op::Fdatasync { path, .. }
+        | Op::Fstat { path, .. }
         | Op::Fallocate { path, .. }
         | Op::SyncFileRange { path, .. }
         | Op::Mkdir { path }

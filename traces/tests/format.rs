@@ -134,6 +134,15 @@ fn every_op_round_trips() {
         ev(
             10,
             8,
+            Op::Fstat {
+                fd: 5,
+                path: p("/e/x"),
+            },
+            Some(0),
+        ),
+        ev(
+            10,
+            8,
             Op::Link {
                 path: p("/e/x"),
                 to: p("/d/x y"),

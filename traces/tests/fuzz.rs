@@ -161,7 +161,7 @@ fn strace_line(rng: &mut Rng) -> String {
     let path = &paths[rng.below(paths.len())];
     let num = |rng: &mut Rng| rng.pick(NUMBERS).to_string();
     let fd = format!("{}<{path}>", rng.pick(&["3", "-1", "99999999999", "x"]));
-    let call = match rng.below(17) {
+    let call = match rng.below(18) {
         0 => format!("openat(AT_FDCWD<{path}>, \"{path}\", O_RDONLY)"),
         1 => format!("read({fd}, \"\"..., {})", num(rng)),
         2 => format!("pread64({fd}, \"\", {}, {})", num(rng), num(rng)),
@@ -195,6 +195,7 @@ fn strace_line(rng: &mut Rng) -> String {
             "symlinkat(\"{}\", AT_FDCWD<{path}>, \"{path}/l\")",
             rng.pick(&["x", "", "../../..", "\\0"])
         ),
+        16 => format!("fstat({fd}, {{st_mode=S_IFREG|0644, ...}})"),
         15 => format!(
             "linkat(AT_FDCWD<{path}>, \"{}\", {fd}, \"h\", {})",
             rng.pick(&["x", "", "../../..", "\\0"]),
@@ -276,7 +277,7 @@ fn event_line(rng: &mut Rng) -> String {
     };
     let fd = rng.pick(&["3", "4", "-1", "7"]);
     let pid = rng.below(3);
-    let op = match rng.below(19) {
+    let op = match rng.below(20) {
         0 => format!(
             r#""op":"open","path":{path},"flags":"{}","ret":{fd}"#,
             rng.pick(&[
@@ -324,6 +325,7 @@ fn event_line(rng: &mut Rng) -> String {
             r#""op":"symlink","path":{path},"target":"{}""#,
             rng.pick(&["t", "", "/a/b", "\\u0000"])
         ),
+        18 => format!(r#""op":"fstat","fd":{fd},"path":{path}"#),
         17 => format!(
             r#""op":"link","path":{path},"to":{}"#,
             rng.pick(&["\"/a/h\"", "\"\"", "\"/a/../b\"", "3"])

@@ -690,12 +690,14 @@ fn a_directory_listing_is_one_readdir() {
 }
 
 #[test]
-fn access_and_readlink_walk_a_path_as_stat_does_and_openat2_opens() {
+fn access_and_readlink_walk_a_path_as_stat_does_fstat_does_not_and_openat2_opens() {
     let text = "7 1000.000000 access(\"/etc/ld.so.preload\", R_OK) = -1 ENOENT (No such file or directory) <0.000010>
 7 1000.000100 faccessat2(AT_FDCWD</w>, \"a\", X_OK, AT_EACCESS) = 0 <0.000010>
 7 1000.000200 readlinkat(AT_FDCWD</w>, \"l\", 0x7ffd, 4096) = 1 <0.000010>
 7 1000.000250 openat2(AT_FDCWD</w>, \"c\", {flags=O_WRONLY|O_CREAT|O_CLOEXEC, mode=0644, resolve=RESOLVE_NO_SYMLINKS}, 24) = 3</w/c> <0.000010>
 7 1000.000300 access(\"/proc/self/exe\", F_OK) = 0 <0.000010>
+7 1000.000400 fstat(3</w/c>, {st_mode=S_IFREG|0644, st_size=0, ...}) = 0 <0.000010>
+7 1000.000500 statx(3</w/c>, \"\", AT_STATX_SYNC_AS_STAT|AT_EMPTY_PATH, STATX_ALL, {stx_mask=STATX_ALL, ...}) = 0 <0.000010>
 ";
     let evs = events(ImportFormat::Strace, text).unwrap();
     let paths: Vec<&str> = evs
@@ -706,6 +708,15 @@ fn access_and_readlink_walk_a_path_as_stat_does_and_openat2_opens() {
         })
         .collect();
     assert_eq!(paths, ["/etc/ld.so.preload", "/w/a", "/w/l"]);
+    // An fstat, however spelt, walks no path: an op of its own, on the fd's file.
+    let fstats: Vec<(i64, &str)> = evs
+        .iter()
+        .filter_map(|e| match &e.op {
+            Op::Fstat { fd, path } => Some((*fd, path.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(fstats, [(3, "/w/c"), (3, "/w/c")]);
     // openat2 carries its flags in its `how` struct.
     assert!(
         evs.iter().any(|e| matches!(&e.op, Op::Open { path, flags }

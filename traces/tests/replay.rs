@@ -478,6 +478,35 @@ fn a_file_unlinked_while_open_is_used_until_its_close() {
 }
 
 #[test]
+fn an_fstat_costs_its_call_and_a_stat_its_walk() {
+    let t = trace(&[
+        r#"{"t":0,"pid":1,"op":"open","path":"/w/x/y/f","flags":"O_RDWR|O_CREAT","ret":3}"#,
+        r#"{"t":10,"pid":1,"op":"fstat","fd":3,"path":"/w/x/y/f"}"#,
+        r#"{"t":20,"pid":1,"op":"stat","path":"/w/x/y/f"}"#,
+    ]);
+    let host = Profile::load("cosmos-plus").unwrap().host;
+    for target in [
+        ReplayTarget::Host(DesignKind::FragS),
+        ReplayTarget::Ispfs,
+        ReplayTarget::Firmware,
+    ] {
+        let r = run_on(&t, target, Pace::Afap);
+        let (fstat, stat) = (&r.latency["fstat"], &r.latency["stat"]);
+        assert_eq!(
+            (fstat.count, fstat.failed, stat.failed),
+            (1, 0, 0),
+            "{target:?}"
+        );
+        assert!(fstat.max_ns < stat.max_ns, "{target:?}: {fstat:?} {stat:?}");
+        if let ReplayTarget::Host(_) = target {
+            assert_eq!(fstat.max_ns, host.syscall_ns);
+            // The stat walks four components, warm from the open.
+            assert_eq!(stat.max_ns, host.syscall_ns + 4 * host.path_component_ns);
+        }
+    }
+}
+
+#[test]
 fn direct_and_synchronous_writes_reach_the_device_before_they_return() {
     let program = Profile::load("cosmos-plus").unwrap().timing.page_program_ns;
     // A 16 KiB file made and synced, then reopened with `flags` and written over in place.

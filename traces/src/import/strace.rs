@@ -19,7 +19,8 @@
 //! - an fd on a file unlinked while open (`5</tmp/x>(deleted)`) names the file as it was,
 //!   and an `O_TMPFILE` open, a file with no name, is a create of the name `-y` shows
 //!   (`/tmp/#1234`) and its unlink at once;
-//! - `access` and `readlink` walk a path as `stat` does, and are `stat`s; `chmod`, `chown`,
+//! - `fstat` (and `statx` or `newfstatat` of an empty path) is an `fstat`, which walks no
+//!   path; `access` and `readlink` walk a path as `stat` does, and are `stat`s; `chmod`, `chown`,
 //!   `utimensat` and the extended-attribute calls are `setattr`s;
 //! - `fallocate` (and `posix_fallocate`, which calls it) is carried in mode 0 and
 //!   `FALLOC_FL_KEEP_SIZE`, the two that set blocks aside, and `sync_file_range` (which
@@ -788,13 +789,13 @@ impl StraceConverter {
                 .map(|path| Op::Stat { path }),
             "newfstatat" | "fstatat64" | "statx" => {
                 if a.get(1).is_some_and(|p| p == "\"\"") {
-                    // fstat through AT_EMPTY_PATH: the fd's own file.
-                    return Self::fd_file(a).map(|(_, path)| Op::Stat { path });
+                    // fstat through AT_EMPTY_PATH: the fd's own file, no walk.
+                    return Self::fd_file(a).map(|(fd, path)| Op::Fstat { fd, path });
                 }
                 self.path_arg(pid, a.first(), a.get(1))
                     .map(|path| Op::Stat { path })
             }
-            "fstat" => Self::fd_file(a).map(|(_, path)| Op::Stat { path }),
+            "fstat" | "fstat64" => Self::fd_file(a).map(|(fd, path)| Op::Fstat { fd, path }),
             // A path walk and a look at the inode, as a stat's: what a replay can charge.
             "access" | "readlink" => self
                 .path_arg(pid, None, a.first())

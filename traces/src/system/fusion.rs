@@ -752,6 +752,12 @@ impl FusionSystem<'_> {
                 self.kept.remove(&ev.pid);
                 Ok(self.lookup_call(at, 0, 0))
             }
+            // The attributes live on the device: a round trip through the open handle, with
+            // no path to look up.
+            Op::Fstat { .. } => {
+                self.kept.remove(&ev.pid);
+                Ok(self.lookup_call(at, 0, STAT_BYTES))
+            }
             Op::Close { .. }
             | Op::Read { .. }
             | Op::Write { .. }

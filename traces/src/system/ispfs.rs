@@ -407,7 +407,12 @@ impl<'a> IspfsSystem<'a> {
             Op::Write { fd, path, off, len } => self.data(ev, *fd, path, *off, *len, true),
             Op::Pwrite { fd, path, off, len } => self.data(ev, *fd, path, Some(*off), *len, true),
             // Writes are already on the PCM.
-            Op::Fsync { .. } | Op::Fdatasync { .. } | Op::SyncFileRange { .. } | Op::Sync => {
+            // And an open file's attributes are in memory.
+            Op::Fsync { .. }
+            | Op::Fdatasync { .. }
+            | Op::SyncFileRange { .. }
+            | Op::Sync
+            | Op::Fstat { .. } => {
                 self.cpu(syscall);
                 Ok(Applied::Done)
             }
