@@ -499,9 +499,12 @@ fn an_fstat_costs_its_call_and_a_stat_its_walk() {
         );
         assert!(fstat.max_ns < stat.max_ns, "{target:?}: {fstat:?} {stat:?}");
         if let ReplayTarget::Host(_) = target {
-            assert_eq!(fstat.max_ns, host.syscall_ns);
+            // Latencies are kept in histograms good to 0.1 %.
+            let near = |got: u64, want: u64| got.abs_diff(want) * 1000 <= want;
+            assert!(near(fstat.max_ns, host.syscall_ns), "{fstat:?}");
             // The stat walks four components, warm from the open.
-            assert_eq!(stat.max_ns, host.syscall_ns + 4 * host.path_component_ns);
+            let walk = host.syscall_ns + 4 * host.path_component_ns;
+            assert!(near(stat.max_ns, walk), "{stat:?}");
         }
     }
 }
