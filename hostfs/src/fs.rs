@@ -938,6 +938,7 @@ impl HostFs {
 
     /// `rename`: moves a file or directory, replacing a file at the destination. Says what
     /// moved between which directories, and what it replaced.
+    ///
     /// Both paths are walked first, as `renameat2` walks each to its parent and looks up
     /// both names: the source to its inode, the destination as far as it goes.
     pub fn rename(&mut self, from: &str, to: &str, who: Cred) -> Result<Renamed, FsError> {
@@ -967,6 +968,7 @@ impl HostFs {
     /// `link`: gives the file or symbolic link `from` the further name `to`. As ext4, it
     /// writes the inode (its link count and ctime), the new name's directory block, and that
     /// directory's inode; an `fsync` of either must commit.
+    ///
     /// The source is walked to its inode and the new name as far as it goes first
     /// (`linkat`'s `filename_lookup`, then `filename_create`), each charged as a lookup.
     pub fn link(&mut self, from: &str, to: &str, who: Cred) -> Result<Linked, FsError> {
@@ -1336,6 +1338,7 @@ impl HostFs {
     }
 
     /// Closes a file. Like POSIX `close`, this does not write anything back.
+    ///
     /// The last close of a file unlinked (or renamed over) while open frees it: its blocks,
     /// its dirty pages dropped unwritten, and its inode, written as ext4's orphan cleanup
     /// writes it.

@@ -398,8 +398,8 @@ pub trait OffloadDesign {
         Ok(())
     }
 
-    /// `unlink`, `rmdir`, `rename` and `link` go through the design too: LightFS's index names each
-    /// directory's entries, and must not offer a file that is gone.
+    /// `unlink`, `rmdir`, `rename` and `link` go through the design too: LightFS's index
+    /// names each directory's entries, and must not offer a file that is gone.
     fn unlink(&mut self, fs: &mut HostFs, path: &str, who: Cred) -> Result<(), NdpError> {
         fs.unlink(path, who)?;
         Ok(())

@@ -406,8 +406,8 @@ impl<'a> IspfsSystem<'a> {
             Op::Pread { fd, path, off, len } => self.data(ev, *fd, path, Some(*off), *len, false),
             Op::Write { fd, path, off, len } => self.data(ev, *fd, path, *off, *len, true),
             Op::Pwrite { fd, path, off, len } => self.data(ev, *fd, path, Some(*off), *len, true),
-            // Writes are already on the PCM.
-            // And an open file's attributes are in memory.
+            // Writes are already on the PCM, and an open file's attributes in memory: the
+            // call is all these cost.
             Op::Fsync { .. }
             | Op::Fdatasync { .. }
             | Op::SyncFileRange { .. }
