@@ -53,6 +53,10 @@ pub struct Prescan {
     created: HashSet<String>,
     /// Directories the trace itself makes (setup must not make them first).
     made: HashSet<String>,
+    /// The directories above each name a call failed to find (`ENOENT`): each was a
+    /// directory if it existed, since a file there would have failed the call with
+    /// `ENOTDIR`. A path the trace otherwise only shows existing (a `stat`) is one.
+    dir_hints: HashSet<String>,
     pub events: u64,
     /// The tasks the trace's `ndp` and `isc` ops name (at most [`MAX_TASKS`]), resolved
     /// before the replay starts.
@@ -73,6 +77,18 @@ impl Prescan {
                 break;
             }
             self.dirs.insert(d.to_string());
+            p = parent(d);
+        }
+    }
+
+    /// Notes the directories above `path`, which a call failed to find, in `dir_hints`.
+    fn note_dir_hints(&mut self, path: &str) {
+        let mut p = parent(path);
+        while let Some(d) = p {
+            if d == "/" || self.dir_hints.contains(d) {
+                break;
+            }
+            self.dir_hints.insert(d.to_string());
             p = parent(d);
         }
     }
@@ -113,6 +129,9 @@ impl Prescan {
     // files must exist before the trace starts.
     fn visit(&mut self, pos: &mut HashMap<(u32, i64), u64>, ev: &Event) {
         if ev.ret.is_some_and(|r| r < 0) {
+            if let Some(path) = crate::replay::missing_name_path(ev) {
+                self.note_dir_hints(path);
+            }
             return;
         }
         let done = ev.ret.map(|r| r.max(0) as u64);
@@ -205,6 +224,18 @@ impl Prescan {
                 Ok(())
             },
         )?;
+        // A path that existed and had a name looked for below it is a directory (gcc stats
+        // each include directory, then fails to find most headers in it).
+        let hinted: Vec<String> = s
+            .files
+            .keys()
+            .filter(|f| s.dir_hints.contains(f.as_str()))
+            .cloned()
+            .collect();
+        for f in hinted {
+            s.files.remove(&f);
+            s.dirs.insert(f);
+        }
         // A path used both as a file and a directory is a directory.
         let dirs = s.dirs.clone();
         s.files.retain(|f, _| f != "/" && !dirs.contains(f));
@@ -272,5 +303,22 @@ mod tests {
         );
         let dirs: Vec<&str> = s.dirs.iter().map(String::as_str).collect();
         assert_eq!(dirs, ["/new", "/old", "/w"]);
+    }
+
+    #[test]
+    fn a_path_that_exists_and_misses_a_name_below_is_a_directory() {
+        // gcc: a stat of an include directory, then headers not found in it; a name
+        // missing below a path never seen to exist makes nothing.
+        let s = scan(&[
+            r#"{"t":1,"pid":1,"op":"stat","path":"/usr/local/include","ret":0}"#,
+            r#"{"t":2,"pid":1,"op":"open","path":"/usr/local/include/stdio.h","flags":"O_RDONLY","ret":-1,"errno":"ENOENT"}"#,
+            r#"{"t":3,"pid":1,"op":"stat","path":"/opt/none/x","ret":-2}"#,
+            r#"{"t":4,"pid":1,"op":"stat","path":"/etc/hosts","ret":0}"#,
+            r#"{"t":5,"pid":1,"op":"stat","path":"/etc/passwd","ret":-13}"#,
+        ]);
+        let files: Vec<&str> = s.files.keys().map(String::as_str).collect();
+        assert_eq!(files, ["/etc/hosts"]);
+        let dirs: Vec<&str> = s.dirs.iter().map(String::as_str).collect();
+        assert_eq!(dirs, ["/etc", "/usr", "/usr/local", "/usr/local/include"]);
     }
 }

@@ -129,7 +129,7 @@ pub struct ReplayReport {
 
 /// The path a call that failed in the trace with `ENOENT` walked, for the ops that walk one
 /// (a `rename`'s source).
-fn missing_name_path(ev: &Event) -> Option<&str> {
+pub(crate) fn missing_name_path(ev: &Event) -> Option<&str> {
     let enoent = ev.ret == Some(-2)
         || ev.extra.get("errno").and_then(serde_json::Value::as_str) == Some("ENOENT");
     if !enoent {

@@ -694,6 +694,7 @@ fn access_and_readlink_walk_a_path_as_stat_does_fstat_does_not_and_openat2_opens
     let text = "7 1000.000000 access(\"/etc/ld.so.preload\", R_OK) = -1 ENOENT (No such file or directory) <0.000010>
 7 1000.000100 faccessat2(AT_FDCWD</w>, \"a\", X_OK, AT_EACCESS) = 0 <0.000010>
 7 1000.000200 readlinkat(AT_FDCWD</w>, \"l\", 0x7ffd, 4096) = 1 <0.000010>
+7 1000.000220 readlink(\"/usr/lib/gcc\", 0x7ffe08c07040, 1023) = -1 EINVAL (Invalid argument) <0.000055>
 7 1000.000250 openat2(AT_FDCWD</w>, \"c\", {flags=O_WRONLY|O_CREAT|O_CLOEXEC, mode=0644, resolve=RESOLVE_NO_SYMLINKS}, 24) = 3</w/c> <0.000010>
 7 1000.000300 access(\"/proc/self/exe\", F_OK) = 0 <0.000010>
 7 1000.000400 fstat(3</w/c>, {st_mode=S_IFREG|0644, st_size=0, ...}) = 0 <0.000010>
@@ -707,7 +708,18 @@ fn access_and_readlink_walk_a_path_as_stat_does_fstat_does_not_and_openat2_opens
             _ => None,
         })
         .collect();
-    assert_eq!(paths, ["/etc/ld.so.preload", "/w/a", "/w/l"]);
+    assert_eq!(
+        paths,
+        ["/etc/ld.so.preload", "/w/a", "/w/l", "/usr/lib/gcc"]
+    );
+    // A readlink of what is not a link walked the whole path: a stat that succeeded.
+    let gcc = evs
+        .iter()
+        .find(|e| matches!(&e.op, Op::Stat { path } if path == "/usr/lib/gcc"));
+    assert_eq!(
+        gcc.map(|e| (e.ret, e.extra.get("errno"))),
+        Some((Some(0), None))
+    );
     // An fstat, however spelt, walks no path: an op of its own, on the fd's file.
     let fstats: Vec<(i64, &str)> = evs
         .iter()
