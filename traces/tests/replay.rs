@@ -510,6 +510,28 @@ fn an_fstat_costs_its_call_and_a_stat_its_walk() {
 }
 
 #[test]
+fn a_replay_starts_after_its_setup_not_behind_it() {
+    // 32 MiB of a file the trace only reads are written before it starts; its first
+    // lookup finds the file's metadata cached, ready at time zero, under every design.
+    let t = trace(&[
+        r#"{"t":0,"pid":1,"op":"stat","path":"/w/big"}"#,
+        r#"{"t":10,"pid":1,"op":"open","path":"/w/big","flags":"O_RDONLY","ret":3}"#,
+        r#"{"t":20,"pid":1,"op":"pread","fd":3,"path":"/w/big","off":33550336,"len":4096}"#,
+    ]);
+    for target in [ReplayTarget::Host(DesignKind::FragS), ReplayTarget::Ispfs] {
+        let r = run_on(&t, target, Pace::Afap);
+        let stat = &r.latency["stat"];
+        assert_eq!(stat.failed, 0, "{target:?}");
+        assert!(stat.max_ns < 1_000_000, "{target:?}: {stat:?}");
+        assert!(
+            r.duration_ns < 5_000_000,
+            "{target:?}: {} ns",
+            r.duration_ns
+        );
+    }
+}
+
+#[test]
 fn direct_and_synchronous_writes_reach_the_device_before_they_return() {
     let program = Profile::load("cosmos-plus").unwrap().timing.page_program_ns;
     // A 16 KiB file made and synced, then reopened with `flags` and written over in place.
