@@ -67,30 +67,31 @@ pub struct Prescan {
 /// (an op naming one past these is not replayed, and says so).
 pub const MAX_TASKS: usize = 64;
 
+/// Offers `path`'s directories, nearest first and the root excluded, to `add`, which says
+/// whether each was new: the walk up stops at the first that was not (those above it were
+/// added with it).
+fn new_ancestors(path: &str, mut add: impl FnMut(&str) -> bool) {
+    let mut p = parent(path);
+    while let Some(d) = p {
+        if d == "/" || !add(d) {
+            break;
+        }
+        p = parent(d);
+    }
+}
+
 impl Prescan {
     // Lookups come before inserts throughout: most events name a path already seen, and an
     // insert would allocate its key.
     fn note_dirs(&mut self, path: &str) {
-        let mut p = parent(path);
-        while let Some(d) = p {
-            if d == "/" || self.dirs.contains(d) {
-                break;
-            }
-            self.dirs.insert(d.to_string());
-            p = parent(d);
-        }
+        let dirs = &mut self.dirs;
+        new_ancestors(path, |d| !dirs.contains(d) && dirs.insert(d.to_string()));
     }
 
     /// Notes the directories above `path`, which a call failed to find, in `dir_hints`.
     fn note_dir_hints(&mut self, path: &str) {
-        let mut p = parent(path);
-        while let Some(d) = p {
-            if d == "/" || self.dir_hints.contains(d) {
-                break;
-            }
-            self.dir_hints.insert(d.to_string());
-            p = parent(d);
-        }
+        let hints = &mut self.dir_hints;
+        new_ancestors(path, |d| !hints.contains(d) && hints.insert(d.to_string()));
     }
 
     /// The trace reads `start..end` of `path` (an empty range: it only needs it to exist).
