@@ -4,7 +4,7 @@
 use csd::builtin::STAGES;
 use csd_device::storagefs::crash::{enumerate, CrashPlan, RecoveryCosts};
 use csd_device::storagefs::sched::{jain_index, CoreScheduler, Job, Policy};
-use csd_device::storagefs::{Credentials, FsError, OrderFault, StorageFs};
+use csd_device::storagefs::{recover, Credentials, DurableImage, FsError, OrderFault, StorageFs};
 use csd_device::VirtualTime;
 use csd_runtime::WasmStages;
 use csd_sdk::cisc::*;
@@ -194,6 +194,104 @@ fn truncate_and_rename_do_what_posix_says() {
         FsError::Limit { .. }
     ));
     assert_eq!(fs.medium(), &before);
+}
+
+/// A file unlinked while a descriptor holds it lives on, nameless, until its last close
+/// (POSIX; SQLite's and `tmpfile(3)`'s temporary files), and a crash frees it.
+#[test]
+fn a_file_unlinked_while_open_lives_until_its_last_close() {
+    let mut r = runner();
+    let mut fs = StorageFs::new();
+    let fd = fs.open(ALICE, "/tmp/etilqs_1", true, &mut r).unwrap();
+    let other = fs.open(ALICE, "/tmp/etilqs_1", false, &mut r).unwrap();
+    let mut b = CiscBuilder::new();
+    b.unlink("/tmp/etilqs_1");
+    fs.submit(ALICE, &b.build().unwrap(), &mut r).unwrap();
+    assert!(fs.contents("/tmp/etilqs_1").is_none(), "the name is gone");
+    let mut b = CiscBuilder::new();
+    let data = b.input(vec![5; 3000]);
+    b.pwrite(FileRef::Fd(fd), 0, data);
+    let back = b.pread(FileRef::Fd(other), 1000, 10);
+    b.ret(back);
+    let done = fs.submit(ALICE, &b.build().unwrap(), &mut r).unwrap();
+    assert_eq!(
+        done.returned,
+        vec![vec![5; 10]],
+        "both descriptors reach it"
+    );
+    assert_eq!(fs.medium().bytes(), 3000);
+    fs.medium().check_links().unwrap();
+
+    // A crash now: no descriptor survives it, so recovery frees the orphan.
+    let mut image = DurableImage {
+        medium: fs.medium().clone(),
+        ..DurableImage::default()
+    };
+    recover(&mut image, &mut r).unwrap();
+    assert!(image.medium.inodes.is_empty());
+    assert_eq!(image.medium.bytes(), 0);
+
+    // Without one, the first close keeps it and the last frees it.
+    assert_eq!(fs.close(ALICE, fd).unwrap(), None);
+    assert_eq!(fs.medium().inodes.len(), 1);
+    let mut b = CiscBuilder::new();
+    b.close(FileRef::Fd(other));
+    let done = fs.submit(ALICE, &b.build().unwrap(), &mut r).unwrap();
+    assert!(fs.medium().inodes.is_empty(), "{:?}", done.steps);
+    assert_eq!(fs.medium().bytes(), 0);
+    fs.medium().check_links().unwrap();
+}
+
+/// A hard link is a second name of one inode: the file goes with its last name, a taken
+/// name or another tenant's file is refused, and a rename between two names of one file
+/// does nothing.
+#[test]
+fn a_hard_link_names_one_file_twice() {
+    let mut r = runner();
+    let mut fs = StorageFs::new();
+    let op = open_write_sync_close("/git/tmp_obj", vec![3; 500], TxGrain::Macro).unwrap();
+    fs.submit(ALICE, &op, &mut r).unwrap();
+    let op = open_write_sync_close("/git/other", vec![4; 50], TxGrain::Macro).unwrap();
+    fs.submit(ALICE, &op, &mut r).unwrap();
+    let before = fs.medium().clone();
+    for (who, to, refusal) in [
+        (ALICE, "/git/other", "exists"),
+        (BOB, "/git/8695e0", "may not link"),
+    ] {
+        let mut b = CiscBuilder::new();
+        b.link("/git/tmp_obj", to);
+        let e = refused(&mut fs, who, &b.build().unwrap(), &mut r);
+        assert!(e.to_string().contains(refusal), "{e}");
+    }
+    assert_eq!(fs.medium(), &before, "a refused link changes nothing");
+
+    let mut b = CiscBuilder::new();
+    b.grain(TxGrain::Micro);
+    b.link("/git/tmp_obj", "/git/8695e0");
+    fs.submit(ALICE, &b.build().unwrap(), &mut r).unwrap();
+    let mut b = CiscBuilder::new();
+    b.rename("/git/tmp_obj", "/git/8695e0");
+    fs.submit(ALICE, &b.build().unwrap(), &mut r).unwrap();
+    assert_eq!(
+        fs.medium().names.len(),
+        3,
+        "a rename between two names does nothing"
+    );
+    fs.medium().check_links().unwrap();
+    let mut b = CiscBuilder::new();
+    b.unlink("/git/tmp_obj");
+    fs.submit(ALICE, &b.build().unwrap(), &mut r).unwrap();
+    assert_eq!(fs.contents("/git/8695e0").unwrap(), &[3; 500][..]);
+    let mut b = CiscBuilder::new();
+    b.rename("/git/other", "/git/8695e0");
+    fs.submit(ALICE, &b.build().unwrap(), &mut r).unwrap();
+    assert_eq!(
+        fs.medium().inodes.len(),
+        1,
+        "the linked file went with its last name"
+    );
+    assert_eq!(fs.medium().bytes(), 50);
+    fs.medium().check_links().unwrap();
 }
 
 #[test]

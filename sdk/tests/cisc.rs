@@ -26,6 +26,7 @@ fn every_command() -> CiscOp {
         .ret(user)
         .close(f)
         .rename("/logs/wal", "/logs/wal.1")
+        .link("/logs/wal.1", "/logs/wal.keep")
         .unlink("/logs/old");
     b.build().unwrap()
 }

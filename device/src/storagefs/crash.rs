@@ -5,7 +5,8 @@
 //! - MacroTx: the medium equals the state before the op or after it, never a mix.
 //! - MicroTx: the medium equals the state after the op whenever its operational log was
 //!   durable, and the state before it otherwise.
-//! - Always: every record an `append_crc_write` left in a log file verifies.
+//! - Always: every record an `append_crc_write` left in a log file verifies, and every
+//!   inode counts the names that reach it.
 
 use super::journal::{recover, DurableImage, FsStep, OrderFault, Recovery};
 use super::medium::{Credentials, Medium};
@@ -223,6 +224,9 @@ fn judge(
     if let Some(bad) = bad_record(got) {
         return Some(bad);
     }
+    if let Err(e) = got.check_links() {
+        return Some(format!("the recovered namespace: {e}"));
+    }
     let ok = match grain {
         TxGrain::Macro => got == before || got == after,
         TxGrain::Micro if logged => got == after,
@@ -316,17 +320,21 @@ fn random_op(
             cisc::open_write_sync_close(&path, data, grain)
         }
         5 => {
-            // A key rewritten through a temporary file renamed over it, and a data file cut.
+            // A key rewritten through a temporary file renamed over it, or (git's way) an
+            // object written to a temporary file that is linked to its name and unlinked;
+            // and a data file cut.
             let key = format!("/kv/{:03}", rng.next_u64() % 8);
             let tmp = format!("{key}.tmp");
             let mut b = CiscBuilder::new();
             b.grain(grain);
             let data = b.input(format!("new value {k}").into_bytes());
             let h = b.open(&tmp, true);
-            b.truncate(h, 0)
-                .pwrite(h, 0, data)
-                .close(h)
-                .rename(&tmp, &key);
+            b.truncate(h, 0).pwrite(h, 0, data).close(h);
+            if rng.next_u64().is_multiple_of(2) {
+                b.rename(&tmp, &key);
+            } else {
+                b.link(&tmp, &format!("/objects/{k}")).unlink(&tmp);
+            }
             b.truncate(data_fd(rng), 64 + rng.next_u64() % 256);
             b.build()
         }

@@ -45,6 +45,11 @@ pub enum Resolved {
         path: String,
         ino: Ino,
     },
+    /// `path` made a second name of `ino`.
+    Link {
+        path: String,
+        ino: Ino,
+    },
     Truncate {
         ino: Ino,
         len: u64,
@@ -104,11 +109,12 @@ pub struct OpenFile {
     pub position: u64,
 }
 
-/// An inode's owner, mode and size.
+/// An inode's owner, mode, names and size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Meta {
     pub owner: u32,
     pub mode: u16,
+    pub links: u32,
     pub size: u64,
 }
 
@@ -117,6 +123,7 @@ impl Meta {
         Meta {
             owner: i.owner,
             mode: i.mode,
+            links: i.links,
             size: i.data.len() as u64,
         }
     }
@@ -151,7 +158,7 @@ impl Store for Medium {
     }
 }
 
-/// An inode as an op has changed it so far: its metadata (`None`: unlinked), whether it was
+/// An inode as an op has changed it so far: its metadata (`None`: freed), whether it was
 /// created by the op (so the medium's bytes are not its), and the writes in order.
 #[derive(Clone, Debug)]
 struct Pending {
@@ -196,6 +203,39 @@ impl View<'_> {
             );
         }
         Ok(self.inodes.get_mut(&ino).expect("inserted above"))
+    }
+
+    /// The inode's metadata as the op left it, which must still exist.
+    fn meta_mut(&mut self, ino: Ino) -> Result<&mut Meta, FsError> {
+        self.pending(ino)?
+            .meta
+            .as_mut()
+            .ok_or_else(|| FsError::Corrupt(format!("inode {} was freed", ino.0)))
+    }
+
+    /// Takes `path` from `ino`, if it names it (as [`Medium`] does).
+    fn unname(&mut self, path: &str, ino: Ino) -> Result<(), FsError> {
+        if self.lookup(path) == Some(ino) {
+            self.names.insert(path.to_string(), None);
+            let m = self.meta_mut(ino)?;
+            m.links = m.links.saturating_sub(1);
+        }
+        Ok(())
+    }
+
+    /// Makes `path` a name of `ino` (as [`Medium`] does).
+    fn name(&mut self, path: &str, ino: Ino) -> Result<(), FsError> {
+        match self.lookup(path) {
+            Some(i) if i == ino => return Ok(()),
+            Some(old) => {
+                let m = self.meta_mut(old)?;
+                m.links = m.links.saturating_sub(1);
+            }
+            None => {}
+        }
+        self.meta_mut(ino)?.links += 1;
+        self.names.insert(path.to_string(), Some(ino));
+        Ok(())
     }
 }
 
@@ -255,6 +295,7 @@ impl Store for View<'_> {
                         meta: Some(Meta {
                             owner: *owner,
                             mode: *mode,
+                            links: 1,
                             size: 0,
                         }),
                         fresh: true,
@@ -263,9 +304,13 @@ impl Store for View<'_> {
                     },
                 );
             }
-            Redo::Unlink { path, ino } => {
-                self.names.insert(path.clone(), None);
-                self.pending(*ino)?.meta = None;
+            Redo::Unlink { path, ino } => self.unname(path, *ino)?,
+            Redo::Link { path, ino } => self.name(path, *ino)?,
+            Redo::Free { ino } => {
+                let p = self.pending(*ino)?;
+                if p.meta.is_some_and(|m| m.links == 0) {
+                    p.meta = None;
+                }
             }
             Redo::Truncate { ino, len } => {
                 let end = write_end(*ino, *len, 0)?;
@@ -284,10 +329,8 @@ impl Store for View<'_> {
                 }
             }
             Redo::Rename { from, to, ino } => {
-                if self.lookup(from) == Some(*ino) {
-                    self.names.insert(from.clone(), None);
-                }
-                self.names.insert(to.clone(), Some(*ino));
+                self.unname(from, *ino)?;
+                self.name(to, *ino)?;
             }
         }
         Ok(())
@@ -352,6 +395,14 @@ pub fn perform(
         }
         Resolved::Unlink { path, ino } => {
             let redo = Redo::Unlink {
+                path: path.clone(),
+                ino: *ino,
+            };
+            store.apply(&redo)?;
+            e.redo.push(redo);
+        }
+        Resolved::Link { path, ino } => {
+            let redo = Redo::Link {
                 path: path.clone(),
                 ino: *ino,
             };
@@ -478,7 +529,7 @@ pub fn execute(
 fn resolver_entries(c: &Command) -> u64 {
     match c {
         Command::Open { .. } | Command::Unlink { .. } => 2,
-        Command::Rename { .. } => 3,
+        Command::Rename { .. } | Command::Link { .. } => 3,
         Command::Process { .. } | Command::Return { .. } => 0,
         _ => 1,
     }
@@ -711,6 +762,8 @@ impl Resolver<'_, '_> {
                 let ino = self.owned(from, "rename")?;
                 let replaced = match self.view.lookup(to) {
                     Some(old) if old != ino => Some(self.owned(to, "replace")?),
+                    // Two names of one file: POSIX says the rename does nothing.
+                    Some(_) if from != to => return Ok(Resolved::Nop),
                     _ => None,
                 };
                 Resolved::Rename {
@@ -718,6 +771,22 @@ impl Resolver<'_, '_> {
                     to: to.clone(),
                     ino,
                     replaced,
+                }
+            }
+            // Linking asks what renaming does: that the tenant owns the file.
+            Command::Link { from, to } => {
+                check_path(from)?;
+                check_path(to)?;
+                let ino = self.owned(from, "link")?;
+                if self.view.lookup(to).is_some() {
+                    return Err(FsError::Exists {
+                        command: k,
+                        path: to.clone(),
+                    });
+                }
+                Resolved::Link {
+                    path: to.clone(),
+                    ino,
                 }
             }
             Command::Process {

@@ -262,5 +262,8 @@ pub fn recover(
         }
         rec.rolled_forward += 1;
     }
+    // No descriptor survives a crash: a file unlinked while open, or whose free the crash
+    // cut off, goes now.
+    image.medium.free_orphans();
     Ok(rec)
 }

@@ -35,11 +35,17 @@ pub const OTHER_WRITE: u16 = 0o002;
 /// The mode a created file gets: the owner reads and writes, others read.
 pub const DEFAULT_MODE: u16 = 0o644;
 
-/// One inode: its owner, mode and bytes.
+/// One inode: its owner, mode, the names that reach it, and its bytes.
+///
+/// An inode no name reaches (`links` 0) lives on while a descriptor holds it, as POSIX
+/// requires of a file unlinked while open; the last close frees it ([`Redo::Free`]), and
+/// recovery frees any such orphan a crash left ([`Medium::free_orphans`]), as ext4's orphan
+/// list does.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Inode {
     pub owner: u32,
     pub mode: u16,
+    pub links: u32,
     pub data: Vec<u8>,
 }
 
@@ -66,8 +72,12 @@ pub enum Redo {
         owner: u32,
         mode: u16,
     },
-    /// `path` (inode `ino`) removed.
+    /// `path` (inode `ino`) removed; the inode stays, with one name fewer.
     Unlink { path: String, ino: Ino },
+    /// One more name, `path`, for inode `ino` (a hard link).
+    Link { path: String, ino: Ino },
+    /// Inode `ino`, which no name reaches and no descriptor holds, freed with its bytes.
+    Free { ino: Ino },
     /// The inode's size set to `len` (cut, or grown with zeros).
     Truncate { ino: Ino, len: u64 },
     /// Inode `ino` moved from `from` to `to` (a file at `to` was unlinked by a record before).
@@ -79,8 +89,10 @@ impl Redo {
     pub fn bytes(&self) -> u64 {
         match self {
             Redo::Write { bytes, .. } => bytes.len() as u64,
-            Redo::Create { path, .. } | Redo::Unlink { path, .. } => path.len() as u64 + 16,
-            Redo::Truncate { .. } => 16,
+            Redo::Create { path, .. } | Redo::Unlink { path, .. } | Redo::Link { path, .. } => {
+                path.len() as u64 + 16
+            }
+            Redo::Truncate { .. } | Redo::Free { .. } => 16,
             Redo::Rename { from, to, .. } => (from.len() + to.len()) as u64 + 16,
         }
     }
@@ -115,7 +127,8 @@ impl Medium {
     }
 
     /// Applies one record. Idempotent: a write rewrites the same bytes, a create of an
-    /// existing inode or an unlink of a missing name changes nothing.
+    /// existing inode, a link of a name already there, an unlink of a missing name or a free
+    /// of a freed inode changes nothing.
     pub fn apply(&mut self, redo: &Redo) -> Result<(), FsError> {
         match redo {
             Redo::Write { ino, offset, bytes } => {
@@ -140,24 +153,29 @@ impl Medium {
                 owner,
                 mode,
             } => {
-                self.names.insert(path.clone(), *ino);
+                // Redone over an inode that is still there, only the name comes back.
                 self.inodes.entry(*ino).or_insert(Inode {
                     owner: *owner,
                     mode: *mode,
+                    links: 0,
                     data: Vec::new(),
                 });
+                self.name(path, *ino);
                 self.next_ino = self.next_ino.max(ino.0 + 1);
             }
-            Redo::Unlink { path, ino } => {
-                if self.names.get(path) == Some(ino) {
-                    self.names.remove(path);
+            Redo::Unlink { path, ino } => self.unname(path, *ino),
+            Redo::Link { path, ino } => {
+                if !self.name(path, *ino) {
+                    return Err(FsError::Corrupt(format!(
+                        "a link to missing inode {}",
+                        ino.0
+                    )));
                 }
-                // An inode no name reaches is freed (StorageFS keeps no open-unlinked files
-                // across a crash).
-                if !self.names.values().any(|i| i == ino) {
-                    if let Some(gone) = self.inodes.remove(ino) {
-                        self.bytes -= gone.data.len() as u64;
-                    }
+            }
+            Redo::Free { ino } => {
+                if self.inodes.get(ino).is_some_and(|i| i.links == 0) {
+                    let gone = self.inodes.remove(ino).expect("checked above");
+                    self.bytes -= gone.data.len() as u64;
                 }
             }
             Redo::Truncate { ino, len } => {
@@ -168,14 +186,74 @@ impl Medium {
                 self.bytes = self.bytes - inode.data.len() as u64 + end;
                 inode.data.resize(end as usize, 0);
             }
+            // Redone after it happened, `from` no longer names `ino`: only `to` is set.
             Redo::Rename { from, to, ino } => {
-                // Redone after it happened, `from` no longer names `ino`: only `to` is set.
-                if self.names.get(from) == Some(ino) {
-                    self.names.remove(from);
+                self.unname(from, *ino);
+                self.name(to, *ino);
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes `path` from `ino`, if it names it.
+    fn unname(&mut self, path: &str, ino: Ino) {
+        if self.names.get(path) == Some(&ino) {
+            self.names.remove(path);
+            if let Some(i) = self.inodes.get_mut(&ino) {
+                i.links = i.links.saturating_sub(1);
+            }
+        }
+    }
+
+    /// Makes `path` a name of `ino` (taking it from a file it named; the resolver unlinks
+    /// such a file first). False if `ino` is gone.
+    fn name(&mut self, path: &str, ino: Ino) -> bool {
+        let Some(inode) = self.inodes.get_mut(&ino) else {
+            return false;
+        };
+        if self.names.get(path) != Some(&ino) {
+            inode.links += 1;
+            if let Some(old) = self.names.insert(path.to_string(), ino) {
+                if let Some(i) = self.inodes.get_mut(&old) {
+                    i.links = i.links.saturating_sub(1);
                 }
-                if self.inodes.contains_key(ino) {
-                    self.names.insert(to.clone(), *ino);
-                }
+            }
+        }
+        true
+    }
+
+    /// Frees every inode no name reaches: after a crash no descriptor holds one. Returns how
+    /// many it freed.
+    pub fn free_orphans(&mut self) -> u64 {
+        let orphans: Vec<Ino> = self
+            .inodes
+            .iter()
+            .filter(|(_, i)| i.links == 0)
+            .map(|(ino, _)| *ino)
+            .collect();
+        for ino in &orphans {
+            let gone = self.inodes.remove(ino).expect("listed above");
+            self.bytes -= gone.data.len() as u64;
+        }
+        orphans.len() as u64
+    }
+
+    /// Every inode's `links` counts the names that reach it, and every name reaches an inode.
+    pub fn check_links(&self) -> Result<(), String> {
+        let mut counted: BTreeMap<Ino, u32> = BTreeMap::new();
+        for (path, ino) in &self.names {
+            if !self.inodes.contains_key(ino) {
+                return Err(format!("{path} names missing inode {}", ino.0));
+            }
+            *counted.entry(*ino).or_default() += 1;
+        }
+        for (ino, i) in &self.inodes {
+            let n = counted.get(ino).copied().unwrap_or(0);
+            if i.links != n {
+                return Err(format!(
+                    "inode {} counts {} names, {n} reach it",
+                    ino.0, i.links
+                ));
             }
         }
         Ok(())

@@ -149,12 +149,28 @@ impl StorageFs {
         Ok((fd, done))
     }
 
-    /// Closes a descriptor.
-    pub fn close(&mut self, who: Credentials, fd: u32) -> Result<(), FsError> {
-        self.fds
+    /// Closes a descriptor. The last one of a file unlinked while open frees it: that
+    /// inode is returned.
+    pub fn close(&mut self, who: Credentials, fd: u32) -> Result<Option<Ino>, FsError> {
+        let open = self
+            .fds
             .remove(&(who.uid, fd))
-            .map(drop)
-            .ok_or(FsError::BadDescriptor { command: 0, fd })
+            .ok_or(FsError::BadDescriptor { command: 0, fd })?;
+        Ok(self.reap(open.ino).map(|_| open.ino))
+    }
+
+    /// Frees `ino` if no name reaches it and no descriptor holds it (an unlink of a file no
+    /// one has open, or an orphan's last close), returning the step that did. The free is
+    /// written after the op's commit: a crash before it leaves an orphan, which recovery
+    /// frees.
+    fn reap(&mut self, ino: Ino) -> Option<FsStep> {
+        let orphan = self.medium.inodes.get(&ino).is_some_and(|i| i.links == 0);
+        if !orphan || self.fds.values().any(|o| o.ino == ino) {
+            return None;
+        }
+        let redo = Redo::Free { ino };
+        self.medium.apply(&redo).ok()?;
+        Some(FsStep::Apply(redo))
     }
 
     /// Runs one CISC op for `who`: validated, permission-checked command by command,
@@ -168,7 +184,7 @@ impl StorageFs {
         let ex = exec::execute(op, who, &self.medium, &self.fds, runner)?;
         self.next_tx += 1;
         let tx = self.next_tx;
-        let steps = journal::persist_steps(tx, op.grain, &ex, self.fault);
+        let mut steps = journal::persist_steps(tx, op.grain, &ex, self.fault);
         // The op executed over a view of this very medium, and its records were checked
         // there, so applying them cannot fail short of a bug in StorageFS itself.
         for s in &steps {
@@ -183,8 +199,23 @@ impl StorageFs {
                 o.position = *position;
             }
         }
+        let mut unnamed: Vec<Ino> = ex
+            .resolved
+            .iter()
+            .filter_map(|r| match r {
+                exec::Resolved::Unlink { ino, .. } => Some(*ino),
+                exec::Resolved::Rename {
+                    replaced: Some(old),
+                    ..
+                } => Some(*old),
+                _ => None,
+            })
+            .collect();
         for fd in &ex.closed {
-            self.fds.remove(&(who.uid, *fd));
+            unnamed.extend(self.fds.remove(&(who.uid, *fd)).map(|o| o.ino));
+        }
+        for ino in unnamed {
+            steps.extend(self.reap(ino));
         }
         let cost = OpCost {
             commands: op.commands.len() as u64,

@@ -67,6 +67,8 @@ int csd_cisc_close(csd_cisc *op, csd_file file);
 int csd_cisc_truncate(csd_cisc *op, csd_file file, uint64_t len);
 int csd_cisc_unlink(csd_cisc *op, const char *path);
 int csd_cisc_rename(csd_cisc *op, const char *from, const char *to);
+/* Gives the file at `from` the further name `to` (a hard link). */
+int csd_cisc_link(csd_cisc *op, const char *from, const char *to);
 /* Returns a slot to the host when the op completes. */
 int csd_cisc_return(csd_cisc *op, int slot);
 

@@ -310,14 +310,49 @@ pub unsafe extern "C" fn csd_cisc_rename(
     from: *const c_char,
     to: *const c_char,
 ) -> c_int {
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        two_paths(op, from, to, "csd_cisc_rename", |b, f, t| {
+            b.rename(f, t);
+        })
+    }
+}
+
+/// # Safety
+/// `from` and `to` are NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn csd_cisc_link(
+    op: *mut CsdCisc,
+    from: *const c_char,
+    to: *const c_char,
+) -> c_int {
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        two_paths(op, from, to, "csd_cisc_link", |b, f, t| {
+            b.link(f, t);
+        })
+    }
+}
+
+/// A command naming two paths, added by `add`.
+///
+/// # Safety
+/// `op` is null or a live builder; `from` and `to` are NUL-terminated strings.
+unsafe fn two_paths(
+    op: *mut CsdCisc,
+    from: *const c_char,
+    to: *const c_char,
+    call: &str,
+    add: impl FnOnce(&mut CiscBuilder, &str, &str),
+) -> c_int {
     with_op!(op, |c| {
         // SAFETY: the caller passes NUL-terminated strings.
         match unsafe { (text(from), text(to)) } {
             (Some(f), Some(t)) => {
-                c.builder.rename(f, t);
+                add(&mut c.builder, f, t);
                 0
             }
-            _ => c.fail("csd_cisc_rename: a path is null or not UTF-8"),
+            _ => c.fail(format!("{call}: a path is null or not UTF-8")),
         }
     })
 }

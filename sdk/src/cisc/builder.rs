@@ -116,6 +116,14 @@ impl CiscBuilder {
         })
     }
 
+    /// A second name, `to`, for the file at `from`.
+    pub fn link(&mut self, from: &str, to: &str) -> &mut Self {
+        self.push(Command::Link {
+            from: from.into(),
+            to: to.into(),
+        })
+    }
+
     /// Runs `stage` over `inputs` into a fresh slot.
     pub fn process(&mut self, stage: Stage, inputs: &[Slot]) -> Slot {
         let into = self.slot();

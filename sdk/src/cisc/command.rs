@@ -143,6 +143,8 @@ pub enum Command {
     Truncate { file: FileRef, len: u64 },
     /// Renames `from` to `to`, replacing a file already at `to`.
     Rename { from: String, to: String },
+    /// Gives the file at `from` a second name, `to`, which must not exist (a hard link).
+    Link { from: String, to: String },
     /// Runs a stage over one or two slots into a slot.
     Process {
         stage: Stage,
@@ -202,6 +204,7 @@ impl Command {
                 | Command::Unlink { .. }
                 | Command::Truncate { .. }
                 | Command::Rename { .. }
+                | Command::Link { .. }
         )
     }
 }

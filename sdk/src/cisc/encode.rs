@@ -36,6 +36,7 @@ mod opcode {
     pub const RETURN: u8 = 0x8B;
     pub const TRUNCATE: u8 = 0x8C;
     pub const RENAME: u8 = 0x8D;
+    pub const LINK: u8 = 0x8E;
 }
 
 const BUILT_IN: [Stage; 7] = [
@@ -243,6 +244,11 @@ fn entry(c: &Command) -> Entry {
             text: Some(format!("{from}\0{to}")),
             ..Entry::default()
         },
+        Command::Link { from, to } => Entry {
+            opcode: LINK,
+            text: Some(format!("{from}\0{to}")),
+            ..Entry::default()
+        },
         Command::Process {
             stage,
             inputs,
@@ -272,7 +278,7 @@ fn entry(c: &Command) -> Entry {
 fn text_len(c: &Command) -> usize {
     match c {
         Command::Open { path, .. } | Command::Unlink { path } => path.len(),
-        Command::Rename { from, to } => from.len() + 1 + to.len(),
+        Command::Rename { from, to } | Command::Link { from, to } => from.len() + 1 + to.len(),
         Command::Process {
             stage: Stage::User { task, export },
             ..
@@ -352,14 +358,16 @@ fn decode_command(i: usize, e: &[u8], strings: &[u8]) -> Result<Command, CiscErr
             file: file()?,
             len: offset,
         },
-        RENAME => {
+        RENAME | LINK => {
             let both = text()?;
             let (from, to) = both
                 .split_once('\0')
-                .ok_or_else(|| malformed("a rename names one path".into()))?;
-            Command::Rename {
-                from: from.into(),
-                to: to.into(),
+                .ok_or_else(|| malformed("a rename or link names one path".into()))?;
+            let (from, to) = (from.into(), to.into());
+            if e[0] == RENAME {
+                Command::Rename { from, to }
+            } else {
+                Command::Link { from, to }
             }
         }
         PROCESS => {
