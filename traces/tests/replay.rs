@@ -434,6 +434,7 @@ fn a_hard_link_keeps_the_file_when_its_first_name_goes() {
         ReplayTarget::Host(DesignKind::Fsr),
         ReplayTarget::Host(DesignKind::LightFs),
         ReplayTarget::Ispfs,
+        ReplayTarget::Firmware,
     ] {
         let r = run_on(&t, target, Pace::Afap);
         for op in ["link", "unlink", "open", "read"] {
@@ -443,13 +444,6 @@ fn a_hard_link_keeps_the_file_when_its_first_name_goes() {
         assert_eq!(r.latency["open"].count, 2, "{target:?}");
         assert_eq!(r.skipped.get("failed in the trace"), Some(&1), "{target:?}");
     }
-    // StorageFS gives a file one name: it says so, and the read by the new name fails.
-    let r = run_on(&t, ReplayTarget::Firmware, Pace::Afap);
-    assert_eq!(
-        r.skipped.get("link (StorageFS gives a file one name)"),
-        Some(&1)
-    );
-    assert_eq!(r.latency["open"].failed, 1, "{r:?}");
 }
 
 #[test]
@@ -468,6 +462,7 @@ fn a_file_unlinked_while_open_is_used_until_its_close() {
         ReplayTarget::Host(DesignKind::FragS),
         ReplayTarget::Host(DesignKind::LightFs),
         ReplayTarget::Ispfs,
+        ReplayTarget::Firmware,
     ] {
         let r = run_on(&t, target, Pace::Afap);
         for op in ["open", "unlink", "pwrite", "fsync", "pread", "close"] {

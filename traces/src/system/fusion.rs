@@ -295,7 +295,17 @@ impl<'a> FusionSystem<'a> {
         &self.fs
     }
 
-    /// The device byte ranges an op's in-place writes land on; unlinked files' pages freed.
+    /// Closes StorageFS descriptor `fd`; the pages of a file its close freed go too.
+    fn close_fd(&mut self, fd: u32) -> Result<(), OpError> {
+        if let Some(ino) = self.fs.close(WHO, fd).map_err(storage)? {
+            self.placement
+                .free(ino)
+                .map_err(|e| OpError::Storage(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// The device byte ranges an op's in-place writes land on; freed files' pages freed.
     fn placed_writes(&mut self, done: &Submitted) -> Result<Vec<(u64, u64)>, OpError> {
         let mut ranges = Vec::new();
         for s in &done.steps {
@@ -305,7 +315,7 @@ impl<'a> FusionSystem<'a> {
                         .ranges(*ino, *offset, bytes.len() as u64)
                         .map_err(|e| OpError::Storage(e.to_string()))?,
                 ),
-                FsStep::Apply(Redo::Unlink { ino, .. }) => self
+                FsStep::Apply(Redo::Free { ino }) => self
                     .placement
                     .free(*ino)
                     .map_err(|e| OpError::Storage(e.to_string()))?,
@@ -687,10 +697,10 @@ impl FusionSystem<'_> {
                     pos: 0,
                 };
                 if let Some(TraceFd::File { fd: old, .. }) = self.fds.insert((ev.pid, tfd), f) {
-                    let _ = self.fs.close(WHO, old);
+                    self.close_fd(old)?;
                 }
             }
-            None => self.fs.close(WHO, fd).map_err(storage)?,
+            None => self.close_fd(fd)?,
         }
         Ok(end)
     }
@@ -870,13 +880,16 @@ impl FusionSystem<'_> {
                 }
                 Ok(self.lookup_call(at, entries(path), 0))
             }
-            Op::Rename { path, to } => {
+            Op::Rename { path, to } | Op::Link { path, to } => {
                 self.kept.remove(&ev.pid);
                 for p in parents(to) {
                     self.dirs.insert(p.to_string());
                 }
                 let mut call = Call::default();
-                call.b.rename(path, to);
+                match ev.op {
+                    Op::Rename { .. } => call.b.rename(path, to),
+                    _ => call.b.link(path, to),
+                };
                 self.submit(ev.pid, call, at)
             }
             // StorageFS keeps a file's bytes, not its blocks: there is nothing to set aside, and
@@ -926,8 +939,7 @@ impl FusionSystem<'_> {
             | Op::Isc { .. }
             | Op::Bread { .. }
             | Op::Bwrite { .. }
-            | Op::Symlink { .. }
-            | Op::Link { .. } => {
+            | Op::Symlink { .. } => {
                 unreachable!("skipped in apply")
             }
         }
@@ -1014,18 +1026,10 @@ impl System for FusionSystem<'_> {
                 ev.op.name()
             )));
         }
-        match ev.op {
-            Op::Symlink { .. } => {
-                return Ok(Applied::Skipped(
-                    "symlink (StorageFS keeps no symbolic links)".to_string(),
-                ))
-            }
-            Op::Link { .. } => {
-                return Ok(Applied::Skipped(
-                    "link (StorageFS gives a file one name)".to_string(),
-                ))
-            }
-            _ => {}
+        if let Op::Symlink { .. } = ev.op {
+            return Ok(Applied::Skipped(
+                "symlink (StorageFS keeps no symbolic links)".to_string(),
+            ));
         }
         let end = match &ev.op {
             Op::Cisc { ops, .. } if self.fuses => self.apply_fused(ev, ops, start)?,
