@@ -1058,7 +1058,6 @@ impl System for FusionSystem<'_> {
     fn totals(&self) -> Totals {
         let medium = self.fs.medium();
         let mut sha = Sha256::new();
-        let mut bytes = 0u64;
         for (path, ino) in &medium.names {
             let data = medium
                 .inodes
@@ -1068,7 +1067,6 @@ impl System for FusionSystem<'_> {
             sha.update(path.as_bytes());
             sha.update((data.len() as u64).to_le_bytes());
             sha.update(data);
-            bytes += data.len() as u64;
         }
         let digest: String = sha.finalize().iter().map(|b| format!("{b:02x}")).collect();
         Totals {
@@ -1076,7 +1074,9 @@ impl System for FusionSystem<'_> {
             isc: None,
             fusion: Some(FusionTotals {
                 files: medium.names.len() as u64,
-                bytes,
+                // Each inode once, however many names it has (and files still open after
+                // their last name went).
+                bytes: medium.bytes(),
                 contents_sha256: digest,
                 ..self.totals.clone()
             }),
