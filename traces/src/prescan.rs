@@ -8,6 +8,7 @@ use crate::format::{Event, Op};
 use crate::reader::{Strictness, TraceError, TraceReader};
 use csd_hostfs::namespace::parent_dir as parent;
 use foldhash::{HashMap, HashMapExt, HashSet};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::BufRead;
 
@@ -57,6 +58,9 @@ pub struct Prescan {
     /// directory if it existed, since a file there would have failed the call with
     /// `ENOTDIR`. A path the trace otherwise only shows existing (a `stat`) is one.
     dir_hints: HashSet<String>,
+    /// Directories the trace renamed: new name → old. A path below a new name is the path
+    /// below the old one that existed (or was made) before, so setup makes that one.
+    renamed_dirs: BTreeMap<String, String>,
     pub events: u64,
     /// The tasks the trace's `ndp` and `isc` ops name (at most [`MAX_TASKS`]), resolved
     /// before the replay starts.
@@ -66,6 +70,13 @@ pub struct Prescan {
 /// The most distinct tasks a trace's ops may name: a replay resolves each before it starts
 /// (an op naming one past these is not replayed, and says so).
 pub const MAX_TASKS: usize = 64;
+
+/// The most directory renames prescan follows (memory stays bounded on any trace); paths
+/// below a directory renamed after these are taken as they are named.
+pub const MAX_DIR_RENAMES: usize = 4096;
+
+/// The most renames undone for one path (a directory renamed, and renamed again...).
+const MAX_RENAME_CHAIN: usize = 64;
 
 /// Offers `path`'s directories, nearest first and the root excluded, to `add`, which says
 /// whether each was new: the walk up stops at the first that was not (those above it were
@@ -81,21 +92,60 @@ fn new_ancestors(path: &str, mut add: impl FnMut(&str) -> bool) {
 }
 
 impl Prescan {
+    /// The name `path` had before the trace renamed a directory at or above it (each such
+    /// rename undone, nearest first), or `path` itself.
+    fn origin<'p>(&self, path: &'p str) -> Cow<'p, str> {
+        let mut p = Cow::Borrowed(path);
+        if self.renamed_dirs.is_empty() {
+            return p;
+        }
+        for _ in 0..MAX_RENAME_CHAIN {
+            let mut at = Some(p.as_ref());
+            let mut hit = None;
+            while let Some(a) = at.filter(|a| *a != "/") {
+                if let Some(old) = self.renamed_dirs.get(a) {
+                    hit = Some(format!("{old}{}", &p[a.len()..]));
+                    break;
+                }
+                at = parent(a);
+            }
+            match hit {
+                Some(h) => p = Cow::Owned(h),
+                None => break,
+            }
+        }
+        p
+    }
+
     // Lookups come before inserts throughout: most events name a path already seen, and an
     // insert would allocate its key.
     fn note_dirs(&mut self, path: &str) {
+        let path = self.origin(path).into_owned();
         let dirs = &mut self.dirs;
-        new_ancestors(path, |d| !dirs.contains(d) && dirs.insert(d.to_string()));
+        new_ancestors(&path, |d| !dirs.contains(d) && dirs.insert(d.to_string()));
+    }
+
+    /// `path` is a directory that existed (or that the trace made), and so are those above.
+    fn is_dir(&mut self, path: &str) {
+        let origin = self.origin(path);
+        if !self.dirs.contains(origin.as_ref()) {
+            let origin = origin.into_owned();
+            self.dirs.insert(origin);
+        }
+        self.note_dirs(path);
     }
 
     /// Notes the directories above `path`, which a call failed to find, in `dir_hints`.
     fn note_dir_hints(&mut self, path: &str) {
+        let path = self.origin(path).into_owned();
         let hints = &mut self.dir_hints;
-        new_ancestors(path, |d| !hints.contains(d) && hints.insert(d.to_string()));
+        new_ancestors(&path, |d| !hints.contains(d) && hints.insert(d.to_string()));
     }
 
     /// The trace reads `start..end` of `path` (an empty range: it only needs it to exist).
     fn needs(&mut self, path: &str, start: u64, end: u64) {
+        let origin = self.origin(path);
+        let path = origin.as_ref();
         if self.created.contains(path) {
             return;
         }
@@ -117,6 +167,8 @@ impl Prescan {
     }
 
     fn creates(&mut self, path: &str) {
+        let origin = self.origin(path);
+        let path = origin.as_ref();
         // The hash set first: a trace writes mostly files it made, and the ordered map's
         // string comparisons cost more.
         if !self.created.contains(path) && !self.files.contains_key(path) {
@@ -139,8 +191,7 @@ impl Prescan {
         match &ev.op {
             Op::Open { path, flags } => {
                 if flags.directory {
-                    self.dirs.insert(path.clone());
-                    self.note_dirs(path);
+                    self.is_dir(path);
                 } else if flags.create || flags.truncate {
                     self.creates(path);
                 } else {
@@ -181,20 +232,30 @@ impl Prescan {
             // The trace makes `to` by the rename: ops on it later find the renamed file, so
             // setup must not make one first (it would be a file the trace never had). So
             // for a link's new name.
-            Op::Rename { path, to } | Op::Link { path, to } => {
+            // A directory renamed: what is later named below `to` was below `path`.
+            Op::Rename { path, to } => {
+                let from = self.origin(path).into_owned();
+                let dir = self.dirs.contains(&from) || self.made.contains(&from);
+                if dir && self.renamed_dirs.len() < MAX_DIR_RENAMES {
+                    self.note_dirs(to);
+                    self.renamed_dirs.insert(to.clone(), from);
+                } else {
+                    self.needs(path, 0, 0);
+                    self.creates(to);
+                }
+            }
+            Op::Link { path, to } => {
                 self.needs(path, 0, 0);
                 self.creates(to);
             }
             Op::Mkdir { path } => {
-                if !self.dirs.contains(path) {
-                    self.made.insert(path.clone());
+                let origin = self.origin(path).into_owned();
+                if !self.dirs.contains(&origin) {
+                    self.made.insert(origin);
                 }
                 self.note_dirs(path);
             }
-            Op::Rmdir { path } | Op::Readdir { path } => {
-                self.dirs.insert(path.clone());
-                self.note_dirs(path);
-            }
+            Op::Rmdir { path } | Op::Readdir { path } => self.is_dir(path),
             Op::Ndp {
                 paths, task, sizes, ..
             } => {
@@ -304,6 +365,28 @@ mod tests {
         );
         let dirs: Vec<&str> = s.dirs.iter().map(String::as_str).collect();
         assert_eq!(dirs, ["/new", "/old", "/w"]);
+    }
+
+    #[test]
+    fn what_a_renamed_directory_holds_was_below_its_old_name() {
+        // `mv src moved` (twice), then files read under the last name: they existed under
+        // the first, and the new names are the trace's own. A directory the trace made and
+        // renamed keeps everything below it the trace's own.
+        let s = scan(&[
+            r#"{"t":1,"pid":1,"op":"readdir","path":"/w/src"}"#,
+            r#"{"t":2,"pid":1,"op":"rename","path":"/w/src","to":"/w/mid"}"#,
+            r#"{"t":3,"pid":1,"op":"rename","path":"/w/mid","to":"/x/moved"}"#,
+            r#"{"t":4,"pid":1,"op":"open","path":"/x/moved/lib.rs","flags":"O_RDONLY","ret":3}"#,
+            r#"{"t":5,"pid":1,"op":"read","fd":3,"path":"/x/moved/lib.rs","len":100,"ret":100}"#,
+            r#"{"t":6,"pid":1,"op":"readdir","path":"/x/moved/sub"}"#,
+            r#"{"t":7,"pid":1,"op":"mkdir","path":"/t"}"#,
+            r#"{"t":8,"pid":1,"op":"rename","path":"/t","to":"/u"}"#,
+            r#"{"t":9,"pid":1,"op":"stat","path":"/u/f"}"#,
+        ]);
+        let files: Vec<(&str, u64)> = s.files.iter().map(|(f, n)| (f.as_str(), n.size)).collect();
+        assert_eq!(files, [("/w/src/lib.rs", 100)]);
+        let dirs: Vec<&str> = s.dirs.iter().map(String::as_str).collect();
+        assert_eq!(dirs, ["/w", "/w/src", "/w/src/sub", "/x"]);
     }
 
     #[test]

@@ -447,6 +447,45 @@ fn a_hard_link_keeps_the_file_when_its_first_name_goes() {
 }
 
 #[test]
+fn a_renamed_directory_takes_its_files_and_subdirectories_along() {
+    // `mv x/src x/moved`, then the files read and listed under the new name; a rename into
+    // itself and over a directory with entries are refused, as rename(2) refuses them.
+    let t = trace(&[
+        r#"{"t":0,"pid":1,"op":"mkdir","path":"/w/d"}"#,
+        r#"{"t":1,"pid":1,"op":"mkdir","path":"/w/d/sub"}"#,
+        r#"{"t":2,"pid":1,"op":"open","path":"/w/d/sub/b","flags":"O_WRONLY|O_CREAT","ret":3}"#,
+        r#"{"t":3,"pid":1,"op":"write","fd":3,"path":"/w/d/sub/b","len":3000}"#,
+        r#"{"t":4,"pid":1,"op":"open","path":"/w/d/a","flags":"O_WRONLY|O_CREAT","ret":4}"#,
+        r#"{"t":5,"pid":1,"op":"close","fd":4,"path":"/w/d/a"}"#,
+        r#"{"t":6,"pid":1,"op":"mkdir","path":"/w/full"}"#,
+        r#"{"t":7,"pid":1,"op":"mkdir","path":"/w/full/x"}"#,
+        r#"{"t":10,"pid":1,"op":"rename","path":"/w/d","to":"/w/e"}"#,
+        r#"{"t":11,"pid":1,"op":"write","fd":3,"path":"/w/e/sub/b","len":1000}"#,
+        r#"{"t":12,"pid":1,"op":"close","fd":3,"path":"/w/e/sub/b"}"#,
+        r#"{"t":20,"pid":1,"op":"open","path":"/w/e/sub/b","flags":"O_RDONLY","ret":3}"#,
+        r#"{"t":21,"pid":1,"op":"read","fd":3,"path":"/w/e/sub/b","len":4000,"ret":4000}"#,
+        r#"{"t":22,"pid":1,"op":"close","fd":3,"path":"/w/e/sub/b"}"#,
+        r#"{"t":23,"pid":1,"op":"readdir","path":"/w/e/sub"}"#,
+        r#"{"t":24,"pid":1,"op":"stat","path":"/w/e/a"}"#,
+        r#"{"t":25,"pid":1,"op":"stat","path":"/w/d/a","ret":-2}"#,
+        r#"{"t":30,"pid":1,"op":"rename","path":"/w/e","to":"/w/e/sub/in"}"#,
+        r#"{"t":31,"pid":1,"op":"rename","path":"/w/e","to":"/w/full"}"#,
+    ]);
+    for target in [
+        ReplayTarget::Host(DesignKind::FragS),
+        ReplayTarget::Firmware,
+    ] {
+        let r = run_on(&t, target, Pace::Afap);
+        for op in ["open", "read", "write", "readdir", "stat"] {
+            assert_eq!(r.latency[op].failed, 0, "{target:?} {op}: {r:?}");
+        }
+        let rename = &r.latency["rename"];
+        assert_eq!((rename.count, rename.failed), (1, 2), "{target:?}: {r:?}");
+        assert_eq!(r.missing_walks, 1, "{target:?}");
+    }
+}
+
+#[test]
 fn a_file_unlinked_while_open_is_used_until_its_close() {
     // SQLite's temporary files: opened, unlinked at once, then written and read.
     let t = trace(&[

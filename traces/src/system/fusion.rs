@@ -28,7 +28,7 @@ use csd_device::storagefs::{
 };
 use csd_device::{DataMode, Device, IoPath, LinkDirection, Profile, VirtualTime};
 use csd_hostfs::fusion::ops::core_ns;
-use csd_sdk::cisc::{CiscBuilder, FileRef, Slot, Stage, MAX_INPUTS, MAX_SLOT_BYTES};
+use csd_sdk::cisc::{CiscBuilder, FileRef, Slot, Stage, MAX_COMMANDS, MAX_INPUTS, MAX_SLOT_BYTES};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeSet, HashMap};
 
@@ -880,6 +880,10 @@ impl FusionSystem<'_> {
                 }
                 Ok(self.lookup_call(at, entries(path), 0))
             }
+            Op::Rename { path, to } if self.dirs.contains(path) => {
+                self.kept.remove(&ev.pid);
+                self.rename_dir(ev.pid, path, to, at)
+            }
             Op::Rename { path, to } | Op::Link { path, to } => {
                 self.kept.remove(&ev.pid);
                 for p in parents(to) {
@@ -943,6 +947,70 @@ impl FusionSystem<'_> {
                 unreachable!("skipped in apply")
             }
         }
+    }
+
+    /// A directory renamed: StorageFS's namespace is flat (a path is a name), so every file
+    /// under it is renamed, [`MAX_COMMANDS`] to a round trip, and the trace's directories
+    /// under it move with it. As `rename(2)`, the new name may be an empty directory, not
+    /// a file, a directory with entries, or a place inside the directory itself.
+    fn rename_dir(
+        &mut self,
+        pid: u32,
+        from: &str,
+        to: &str,
+        at: VirtualTime,
+    ) -> Result<VirtualTime, OpError> {
+        let refuse = |why: &str| Err(OpError::Storage(format!("rename of {from} to {to}: {why}")));
+        let below = |dir: &str| format!("{}/", dir.trim_end_matches('/'));
+        let (old, new) = (below(from), below(to));
+        if new.starts_with(&old) {
+            return refuse("the new name is inside the directory");
+        }
+        if self.fs.medium().lookup(to).is_some() {
+            return refuse("the new name is a file");
+        }
+        let names = &self.fs.medium().names;
+        let holds = |prefix: &str| {
+            let file = names.range(prefix.to_string()..).next();
+            let dir = self.dirs.range(prefix.to_string()..).next();
+            file.is_some_and(|(n, _)| n.starts_with(prefix))
+                || dir.is_some_and(|d| d.starts_with(prefix))
+        };
+        if self.dirs.contains(to) && holds(&new) {
+            return refuse("the new name is a directory that is not empty");
+        }
+        let moved: Vec<(String, String)> = names
+            .range(old.clone()..)
+            .take_while(|(n, _)| n.starts_with(&old))
+            .map(|(n, _)| (n.clone(), format!("{new}{}", &n[old.len()..])))
+            .collect();
+        let dirs: Vec<String> = self
+            .dirs
+            .range(old.clone()..)
+            .take_while(|d| d.starts_with(&old))
+            .cloned()
+            .collect();
+        for d in dirs {
+            self.dirs.remove(&d);
+            self.dirs.insert(format!("{new}{}", &d[old.len()..]));
+        }
+        self.dirs.remove(from);
+        self.dirs.insert(to.to_string());
+        for p in parents(to) {
+            self.dirs.insert(p.to_string());
+        }
+        if moved.is_empty() {
+            return Ok(self.lookup_call(at, path_entries(from) + path_entries(to), 0));
+        }
+        let mut t = at;
+        for batch in moved.chunks(MAX_COMMANDS) {
+            let mut call = Call::default();
+            for (a, b) in batch {
+                call.b.rename(a, b);
+            }
+            t = self.submit(pid, call, t)?;
+        }
+        Ok(t)
     }
 
     /// A fused op: one round trip carrying every event's commands.
