@@ -120,7 +120,7 @@ impl Prescan {
     // Lookups come before inserts throughout: most events name a path already seen, and an
     // insert would allocate its key.
     fn note_dirs(&mut self, path: &str) {
-        let path = self.origin(path).into_owned();
+        let path = self.origin(path);
         let dirs = &mut self.dirs;
         new_ancestors(&path, |d| !dirs.contains(d) && dirs.insert(d.to_string()));
     }
@@ -137,7 +137,7 @@ impl Prescan {
 
     /// Notes the directories above `path`, which a call failed to find, in `dir_hints`.
     fn note_dir_hints(&mut self, path: &str) {
-        let path = self.origin(path).into_owned();
+        let path = self.origin(path);
         let hints = &mut self.dir_hints;
         new_ancestors(&path, |d| !hints.contains(d) && hints.insert(d.to_string()));
     }
@@ -229,10 +229,9 @@ impl Prescan {
             Op::Stat { path } | Op::Unlink { path } | Op::Setattr { path } => {
                 self.needs(path, 0, 0)
             }
-            // The trace makes `to` by the rename: ops on it later find the renamed file, so
-            // setup must not make one first (it would be a file the trace never had). So
-            // for a link's new name.
-            // A directory renamed: what is later named below `to` was below `path`.
+            // A directory renamed: what is later named below `to` was below `path`. A file
+            // renamed (or linked): the trace makes `to`, and ops on it later find that file,
+            // so setup must not make one first (it would be a file the trace never had).
             Op::Rename { path, to } => {
                 let from = self.origin(path).into_owned();
                 let dir = self.dirs.contains(&from) || self.made.contains(&from);
@@ -249,9 +248,9 @@ impl Prescan {
                 self.creates(to);
             }
             Op::Mkdir { path } => {
-                let origin = self.origin(path).into_owned();
-                if !self.dirs.contains(&origin) {
-                    self.made.insert(origin);
+                let origin = self.origin(path);
+                if !self.dirs.contains(origin.as_ref()) {
+                    self.made.insert(origin.into_owned());
                 }
                 self.note_dirs(path);
             }
