@@ -294,6 +294,48 @@ fn a_hard_link_names_one_file_twice() {
     fs.medium().check_links().unwrap();
 }
 
+/// A symbolic link is an inode holding its target, looked up and removed like a file, but
+/// never opened: StorageFS does not follow links.
+#[test]
+fn a_symbolic_link_holds_its_target_and_is_not_followed() {
+    let mut r = runner();
+    let mut fs = StorageFs::new();
+    let mut b = CiscBuilder::new();
+    b.symlink("../bin/python3.12", "/venv/bin/python");
+    fs.submit(ALICE, &b.build().unwrap(), &mut r).unwrap();
+    assert_eq!(
+        fs.contents("/venv/bin/python").unwrap(),
+        b"../bin/python3.12"
+    );
+    // A target past PATH_MAX does not fit an op's page either: refused whichever says so.
+    let long = "x".repeat(4096);
+    for (target, path, refusal) in [
+        ("elsewhere", "/venv/bin/python", "exists"),
+        ("", "/venv/empty", "target"),
+        (long.as_str(), "/venv/long", "page"),
+    ] {
+        let op = CiscOp {
+            commands: vec![Command::Symlink {
+                target: target.into(),
+                path: path.into(),
+            }],
+            ..CiscOp::default()
+        };
+        let e = refused(&mut fs, ALICE, &op, &mut r);
+        assert!(e.to_string().contains(refusal), "{e}");
+    }
+    let mut b = CiscBuilder::new();
+    let f = b.open("/venv/bin/python", false);
+    b.close(f);
+    let e = refused(&mut fs, ALICE, &b.build().unwrap(), &mut r);
+    assert!(matches!(e, FsError::Symlink { .. }), "{e}");
+    let mut b = CiscBuilder::new();
+    b.unlink("/venv/bin/python");
+    fs.submit(ALICE, &b.build().unwrap(), &mut r).unwrap();
+    assert!(fs.medium().inodes.is_empty());
+    fs.medium().check_links().unwrap();
+}
+
 #[test]
 fn ten_thousand_crash_points_recover_as_each_grain_promises() {
     let mut r = runner();

@@ -27,6 +27,7 @@ fn every_command() -> CiscOp {
         .close(f)
         .rename("/logs/wal", "/logs/wal.1")
         .link("/logs/wal.1", "/logs/wal.keep")
+        .symlink("wal.1", "/logs/current")
         .unlink("/logs/old");
     b.build().unwrap()
 }

@@ -391,6 +391,7 @@ fn a_symbolic_link_is_made_looked_up_and_removed_but_not_followed() {
         ReplayTarget::Host(DesignKind::FragS),
         ReplayTarget::Host(DesignKind::LightFs),
         ReplayTarget::Ispfs,
+        ReplayTarget::Firmware,
     ] {
         let r = run_on(&t, target, Pace::Afap);
         for op in ["symlink", "stat", "readdir", "unlink"] {
@@ -406,12 +407,6 @@ fn a_symbolic_link_is_made_looked_up_and_removed_but_not_followed() {
             r.first_errors
         );
     }
-    // StorageFS keeps no links: it says so.
-    let r = run_on(&t, ReplayTarget::Firmware, Pace::Afap);
-    assert_eq!(
-        r.skipped.get("symlink (StorageFS keeps no symbolic links)"),
-        Some(&2)
-    );
 }
 
 #[test]

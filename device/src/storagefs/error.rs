@@ -16,6 +16,8 @@ pub enum FsError {
     },
     #[error("command {command}: no such file: {path}")]
     NotFound { command: usize, path: String },
+    #[error("command {command}: {path} is a symbolic link, which StorageFS does not follow")]
+    Symlink { command: usize, path: String },
     #[error("command {command}: {path} exists")]
     Exists { command: usize, path: String },
     #[error("command {command}: descriptor {fd} is not open for this tenant")]

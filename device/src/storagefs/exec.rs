@@ -10,8 +10,8 @@
 
 use super::error::FsError;
 use super::medium::{
-    write_end, Bytes, Credentials, Ino, Inode, Medium, Redo, DEFAULT_MODE, MAX_FILES,
-    MAX_PATH_BYTES,
+    is_symlink, write_end, Bytes, Credentials, Ino, Inode, Medium, Redo, DEFAULT_MODE, MAX_FILES,
+    MAX_PATH_BYTES, MAX_TARGET_BYTES, SYMLINK_MODE,
 };
 use super::stage::StageRunner;
 use csd_sdk::cisc::{
@@ -49,6 +49,13 @@ pub enum Resolved {
     Link {
         path: String,
         ino: Ino,
+    },
+    /// A symbolic link `ino` at `path`, holding `target`.
+    Symlink {
+        path: String,
+        ino: Ino,
+        owner: u32,
+        target: String,
     },
     Truncate {
         ino: Ino,
@@ -409,6 +416,30 @@ pub fn perform(
             store.apply(&redo)?;
             e.redo.push(redo);
         }
+        // A new inode of the link's mode, and its target written as its data.
+        Resolved::Symlink {
+            path,
+            ino,
+            owner,
+            target,
+        } => {
+            for redo in [
+                Redo::Create {
+                    path: path.clone(),
+                    ino: *ino,
+                    owner: *owner,
+                    mode: SYMLINK_MODE,
+                },
+                Redo::Write {
+                    ino: *ino,
+                    offset: 0,
+                    bytes: Bytes::copy_from_slice(target.as_bytes()),
+                },
+            ] {
+                store.apply(&redo)?;
+                e.redo.push(redo);
+            }
+        }
         Resolved::Truncate { ino, len } => {
             let redo = Redo::Truncate {
                 ino: *ino,
@@ -528,7 +559,7 @@ pub fn execute(
 /// directory lookup for commands that name a path.
 fn resolver_entries(c: &Command) -> u64 {
     match c {
-        Command::Open { .. } | Command::Unlink { .. } => 2,
+        Command::Open { .. } | Command::Unlink { .. } | Command::Symlink { .. } => 2,
         Command::Rename { .. } | Command::Link { .. } => 3,
         Command::Process { .. } | Command::Return { .. } => 0,
         _ => 1,
@@ -634,6 +665,17 @@ impl Resolver<'_, '_> {
         Ok(ino)
     }
 
+    /// Whether one more inode fits.
+    fn room_for_a_file(&self) -> Result<(), FsError> {
+        if self.view.base.inodes.len() + self.view.inodes.len() >= MAX_FILES {
+            return Err(FsError::Limit {
+                command: self.command,
+                what: format!("{MAX_FILES} files"),
+            });
+        }
+        Ok(())
+    }
+
     fn end_of(&self, offset: u64, len: u64) -> Result<u64, FsError> {
         offset
             .checked_add(len)
@@ -654,6 +696,12 @@ impl Resolver<'_, '_> {
             Command::Open { path, create, into } => {
                 check_path(path)?;
                 let ino = match self.view.lookup(path) {
+                    Some(ino) if self.view.meta(ino).is_some_and(|m| is_symlink(m.mode)) => {
+                        return Err(FsError::Symlink {
+                            command: k,
+                            path: path.clone(),
+                        })
+                    }
                     Some(ino) => {
                         self.check(ino, false)?;
                         self.handles[*into as usize] = Some(OpenFile { ino, position: 0 });
@@ -667,12 +715,7 @@ impl Resolver<'_, '_> {
                         })
                     }
                 };
-                if self.view.base.inodes.len() + self.view.inodes.len() >= MAX_FILES {
-                    return Err(FsError::Limit {
-                        command: k,
-                        what: format!("{MAX_FILES} files"),
-                    });
-                }
+                self.room_for_a_file()?;
                 self.view.next_ino += 1;
                 self.handles[*into as usize] = Some(OpenFile { ino, position: 0 });
                 Resolved::Create {
@@ -787,6 +830,32 @@ impl Resolver<'_, '_> {
                 Resolved::Link {
                     path: to.clone(),
                     ino,
+                }
+            }
+            Command::Symlink { target, path } => {
+                check_path(path)?;
+                if target.is_empty() || target.len() > MAX_TARGET_BYTES || target.contains('\0') {
+                    return Err(FsError::Limit {
+                        command: k,
+                        what: format!(
+                            "a symbolic link's target is 1 to {MAX_TARGET_BYTES} bytes without a NUL"
+                        ),
+                    });
+                }
+                if self.view.lookup(path).is_some() {
+                    return Err(FsError::Exists {
+                        command: k,
+                        path: path.clone(),
+                    });
+                }
+                self.room_for_a_file()?;
+                let ino = Ino(self.view.next_ino);
+                self.view.next_ino += 1;
+                Resolved::Symlink {
+                    path: path.clone(),
+                    ino,
+                    owner: self.who.uid,
+                    target: target.clone(),
                 }
             }
             Command::Process {

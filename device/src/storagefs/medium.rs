@@ -34,6 +34,16 @@ pub const OTHER_READ: u16 = 0o004;
 pub const OTHER_WRITE: u16 = 0o002;
 /// The mode a created file gets: the owner reads and writes, others read.
 pub const DEFAULT_MODE: u16 = 0o644;
+/// A symbolic link's mode: its type bits (`S_IFLNK`) and everyone's permissions, as Linux
+/// gives a link. Its data is its target.
+pub const SYMLINK_MODE: u16 = 0o120_777;
+/// The longest symbolic link target (`PATH_MAX` less its NUL).
+pub const MAX_TARGET_BYTES: usize = 4095;
+
+/// Whether `mode` is a symbolic link's.
+pub fn is_symlink(mode: u16) -> bool {
+    mode & 0o170_000 == 0o120_000
+}
 
 /// One inode: its owner, mode, the names that reach it, and its bytes.
 ///

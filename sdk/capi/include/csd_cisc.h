@@ -69,6 +69,8 @@ int csd_cisc_unlink(csd_cisc *op, const char *path);
 int csd_cisc_rename(csd_cisc *op, const char *from, const char *to);
 /* Gives the file at `from` the further name `to` (a hard link). */
 int csd_cisc_link(csd_cisc *op, const char *from, const char *to);
+/* Makes `path` a symbolic link holding `target` (not followed by StorageFS). */
+int csd_cisc_symlink(csd_cisc *op, const char *target, const char *path);
 /* Returns a slot to the host when the op completes. */
 int csd_cisc_return(csd_cisc *op, int slot);
 

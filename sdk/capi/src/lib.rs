@@ -334,6 +334,22 @@ pub unsafe extern "C" fn csd_cisc_link(
     }
 }
 
+/// # Safety
+/// `target` and `path` are NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn csd_cisc_symlink(
+    op: *mut CsdCisc,
+    target: *const c_char,
+    path: *const c_char,
+) -> c_int {
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        two_paths(op, target, path, "csd_cisc_symlink", |b, t, p| {
+            b.symlink(t, p);
+        })
+    }
+}
+
 /// A command naming two paths, added by `add`.
 ///
 /// # Safety

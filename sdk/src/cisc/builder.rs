@@ -124,6 +124,14 @@ impl CiscBuilder {
         })
     }
 
+    /// A symbolic link at `path` holding `target`.
+    pub fn symlink(&mut self, target: &str, path: &str) -> &mut Self {
+        self.push(Command::Symlink {
+            target: target.into(),
+            path: path.into(),
+        })
+    }
+
     /// Runs `stage` over `inputs` into a fresh slot.
     pub fn process(&mut self, stage: Stage, inputs: &[Slot]) -> Slot {
         let into = self.slot();

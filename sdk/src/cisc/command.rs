@@ -145,6 +145,9 @@ pub enum Command {
     Rename { from: String, to: String },
     /// Gives the file at `from` a second name, `to`, which must not exist (a hard link).
     Link { from: String, to: String },
+    /// Makes `path`, which must not exist, a symbolic link holding `target` as given
+    /// (relative or absolute; StorageFS does not follow links).
+    Symlink { target: String, path: String },
     /// Runs a stage over one or two slots into a slot.
     Process {
         stage: Stage,
@@ -205,6 +208,7 @@ impl Command {
                 | Command::Truncate { .. }
                 | Command::Rename { .. }
                 | Command::Link { .. }
+                | Command::Symlink { .. }
         )
     }
 }

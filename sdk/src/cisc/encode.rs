@@ -37,6 +37,7 @@ mod opcode {
     pub const TRUNCATE: u8 = 0x8C;
     pub const RENAME: u8 = 0x8D;
     pub const LINK: u8 = 0x8E;
+    pub const SYMLINK: u8 = 0x8F;
 }
 
 const BUILT_IN: [Stage; 7] = [
@@ -249,6 +250,11 @@ fn entry(c: &Command) -> Entry {
             text: Some(format!("{from}\0{to}")),
             ..Entry::default()
         },
+        Command::Symlink { target, path } => Entry {
+            opcode: SYMLINK,
+            text: Some(format!("{target}\0{path}")),
+            ..Entry::default()
+        },
         Command::Process {
             stage,
             inputs,
@@ -278,7 +284,12 @@ fn entry(c: &Command) -> Entry {
 fn text_len(c: &Command) -> usize {
     match c {
         Command::Open { path, .. } | Command::Unlink { path } => path.len(),
-        Command::Rename { from, to } | Command::Link { from, to } => from.len() + 1 + to.len(),
+        Command::Rename { from, to }
+        | Command::Link { from, to }
+        | Command::Symlink {
+            target: from,
+            path: to,
+        } => from.len() + 1 + to.len(),
         Command::Process {
             stage: Stage::User { task, export },
             ..
@@ -358,16 +369,19 @@ fn decode_command(i: usize, e: &[u8], strings: &[u8]) -> Result<Command, CiscErr
             file: file()?,
             len: offset,
         },
-        RENAME | LINK => {
+        RENAME | LINK | SYMLINK => {
             let both = text()?;
             let (from, to) = both
                 .split_once('\0')
-                .ok_or_else(|| malformed("a rename or link names one path".into()))?;
+                .ok_or_else(|| malformed("a rename, link or symlink names one path".into()))?;
             let (from, to) = (from.into(), to.into());
-            if e[0] == RENAME {
-                Command::Rename { from, to }
-            } else {
-                Command::Link { from, to }
+            match e[0] {
+                RENAME => Command::Rename { from, to },
+                LINK => Command::Link { from, to },
+                _ => Command::Symlink {
+                    target: from,
+                    path: to,
+                },
             }
         }
         PROCESS => {

@@ -880,6 +880,16 @@ impl FusionSystem<'_> {
                 }
                 Ok(self.lookup_call(at, entries(path), 0))
             }
+            Op::Symlink { path, target } => {
+                self.kept.remove(&ev.pid);
+                for p in parents(path) {
+                    self.dirs.insert(p.to_string());
+                }
+                let mut call = Call::default();
+                call.b.symlink(target, path);
+                call.grows(&self.fs, path, target.len() as u64, true);
+                self.submit(ev.pid, call, at)
+            }
             Op::Rename { path, to } if self.dirs.contains(path) => {
                 self.kept.remove(&ev.pid);
                 self.rename_dir(ev.pid, path, to, at)
@@ -939,11 +949,7 @@ impl FusionSystem<'_> {
                 call.grows(&self.fs, path, *len, true);
                 self.submit(ev.pid, call, at)
             }
-            Op::Ndp { .. }
-            | Op::Isc { .. }
-            | Op::Bread { .. }
-            | Op::Bwrite { .. }
-            | Op::Symlink { .. } => {
+            Op::Ndp { .. } | Op::Isc { .. } | Op::Bread { .. } | Op::Bwrite { .. } => {
                 unreachable!("skipped in apply")
             }
         }
@@ -1093,11 +1099,6 @@ impl System for FusionSystem<'_> {
                 "{} (StorageFS replays file operations)",
                 ev.op.name()
             )));
-        }
-        if let Op::Symlink { .. } = ev.op {
-            return Ok(Applied::Skipped(
-                "symlink (StorageFS keeps no symbolic links)".to_string(),
-            ));
         }
         let end = match &ev.op {
             Op::Cisc { ops, .. } if self.fuses => self.apply_fused(ev, ops, start)?,
