@@ -382,8 +382,7 @@ pub fn perform(
                 offset: *offset,
                 bytes: slot(slots, *from)?,
             };
-            store.apply(&redo).map_err(|x| x.at(command))?;
-            e.redo.push(redo);
+            keep(store, &mut e, redo, command)?;
         }
         Resolved::Create {
             path,
@@ -397,24 +396,21 @@ pub fn perform(
                 owner: *owner,
                 mode: *mode,
             };
-            store.apply(&redo)?;
-            e.redo.push(redo);
+            keep(store, &mut e, redo, command)?;
         }
         Resolved::Unlink { path, ino } => {
             let redo = Redo::Unlink {
                 path: path.clone(),
                 ino: *ino,
             };
-            store.apply(&redo)?;
-            e.redo.push(redo);
+            keep(store, &mut e, redo, command)?;
         }
         Resolved::Link { path, ino } => {
             let redo = Redo::Link {
                 path: path.clone(),
                 ino: *ino,
             };
-            store.apply(&redo)?;
-            e.redo.push(redo);
+            keep(store, &mut e, redo, command)?;
         }
         // A new inode of the link's mode, and its target written as its data.
         Resolved::Symlink {
@@ -436,8 +432,7 @@ pub fn perform(
                     bytes: Bytes::copy_from_slice(target.as_bytes()),
                 },
             ] {
-                store.apply(&redo)?;
-                e.redo.push(redo);
+                keep(store, &mut e, redo, command)?;
             }
         }
         Resolved::Truncate { ino, len } => {
@@ -445,8 +440,7 @@ pub fn perform(
                 ino: *ino,
                 len: *len,
             };
-            store.apply(&redo).map_err(|x| x.at(command))?;
-            e.redo.push(redo);
+            keep(store, &mut e, redo, command)?;
         }
         Resolved::Rename {
             from,
@@ -459,16 +453,14 @@ pub fn perform(
                     path: to.clone(),
                     ino: *old,
                 };
-                store.apply(&redo)?;
-                e.redo.push(redo);
+                keep(store, &mut e, redo, command)?;
             }
             let redo = Redo::Rename {
                 from: from.clone(),
                 to: to.clone(),
                 ino: *ino,
             };
-            store.apply(&redo)?;
-            e.redo.push(redo);
+            keep(store, &mut e, redo, command)?;
         }
         Resolved::Stage {
             stage,
@@ -496,6 +488,19 @@ pub fn perform(
         slots[s.0 as usize] = Some(v.clone());
     }
     Ok(e)
+}
+
+/// Applies `redo` to `store` and keeps it among the command's records (a file grown past
+/// its limit is reported at `command`).
+fn keep(
+    store: &mut dyn Store,
+    e: &mut CmdEffect,
+    redo: Redo,
+    command: usize,
+) -> Result<(), FsError> {
+    store.apply(&redo).map_err(|x| x.at(command))?;
+    e.redo.push(redo);
+    Ok(())
 }
 
 /// Validates, resolves and performs `op` for `who` over `medium`, without changing it.
