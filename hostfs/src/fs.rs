@@ -17,6 +17,7 @@ use crate::alloc::{Extent, ExtentAllocator};
 use crate::journal::{Journal, JournalStats};
 use crate::namespace::{
     Ino, InodeKind, Linked, MetaLayout, Namespace, NewKind, NsError, Removed, Renamed, Resolution,
+    MAX_TARGET_BYTES,
 };
 use crate::pagecache::{PageCache, WritebackPolicy};
 use crate::perms::{Access, Cred, Perms};
@@ -39,10 +40,8 @@ pub enum FsError {
     PermissionDenied { path: String, access: &'static str },
     #[error("'{0}' is a directory")]
     IsADirectory(String),
-    #[error("'{0}' is a symbolic link, and paths are not followed through links here")]
+    #[error("'{0}' is a symbolic link to a name that does not exist, and creating a file through a link is not modelled")]
     Symlink(String),
-    #[error("a symbolic link's target of {0} bytes: it must be 1 to 4095 bytes (PATH_MAX)")]
-    SymlinkTarget(u64),
     #[error("the device ({0} blocks) is too small for a file system")]
     TooSmall(u64),
     #[error("bad file descriptor {0}")]
@@ -549,28 +548,20 @@ impl HostFs {
         self.create(path, NewKind::Dir, perms, who)
     }
 
-    /// `symlink`: a link at `path` to a target of `target_len` bytes, written as a create
-    /// is. ext4 keeps a target of up to 59 bytes in the inode; a longer one takes a block,
-    /// written here with the inode (ext4 writes it through the page cache).
+    /// `symlink`: a link at `path` to `target` (kept as given, 1 to 4095 bytes), written as
+    /// a create is. ext4 keeps a target of up to 59 bytes in the inode; a longer one takes a
+    /// block, written here with the inode (ext4 writes it through the page cache).
     pub fn symlink(
         &mut self,
         path: &str,
-        target_len: u64,
+        target: &str,
         perms: Perms,
         who: Cred,
     ) -> Result<Ino, FsError> {
-        if !(1..4096).contains(&target_len) {
-            return Err(FsError::SymlinkTarget(target_len));
+        if target.is_empty() || target.len() > MAX_TARGET_BYTES || target.contains('\0') {
+            return Err(NsError::BadTarget(target.len()).into());
         }
-        self.create(path, NewKind::Symlink { target_len }, perms, who)
-    }
-
-    /// Why `ino`, which `path` names, is not a file to read or write.
-    fn not_a_file(&self, ino: Ino, path: &str) -> FsError {
-        match self.ns.inode(ino).map(|i| &i.kind) {
-            Some(InodeKind::Symlink { .. }) => FsError::Symlink(path.to_string()),
-            _ => FsError::IsADirectory(path.to_string()),
-        }
+        self.create(path, NewKind::Symlink { target }, perms, who)
     }
 
     /// [`HostFs::mkdir`] of `path` in `parent`, the directory the caller resolved `path`'s
@@ -698,8 +689,21 @@ impl HostFs {
 
     /// Resolves `path`, reading every metadata block the host does not have cached through
     /// the device, one after another, and charging the host's per-component CPU time.
+    /// Symbolic links are followed, the last component's too (`stat`).
     pub fn lookup(&mut self, path: &str, who: Cred) -> Result<(Resolution, LookupCost), FsError> {
         let r = self.ns.resolve(path, who)?;
+        self.charge_lookup(r)
+    }
+
+    /// [`HostFs::lookup`] that resolves a link at the end of `path` to the link itself
+    /// (`lstat`, `readlink`; and the walk `unlink`, `rename` and `link` make to their
+    /// source).
+    pub fn lookup_nofollow(
+        &mut self,
+        path: &str,
+        who: Cred,
+    ) -> Result<(Resolution, LookupCost), FsError> {
+        let r = self.ns.resolve_nofollow(path, who)?;
         self.charge_lookup(r)
     }
 
@@ -716,8 +720,8 @@ impl HostFs {
     /// block it read that the cache did not hold.
     fn charge_lookup(&mut self, r: Resolution) -> Result<(Resolution, LookupCost), FsError> {
         let start = self.clock;
-        let mut t =
-            start.after(self.costs.path_component_ns * (r.ino_list.len() as u64 - 1).max(1));
+        let names = r.ino_list.len() as u64 - 1 + r.detour;
+        let mut t = start.after(self.costs.path_component_ns * names.max(1));
         let mut cost = LookupCost::default();
         for m in &r.reads {
             if let Some(&ready) = self.cached.get(&m.block()) {
@@ -810,7 +814,7 @@ impl HostFs {
             ..
         } = &inode.kind
         else {
-            return Err(self.not_a_file(r.ino, path));
+            return Err(FsError::IsADirectory(path.to_string()));
         };
         if !inode.perms.allows(who, Access::Read) {
             return Err(FsError::PermissionDenied {
@@ -881,7 +885,7 @@ impl HostFs {
         let bs = self.ns.layout().block_bytes;
         let (_, old) = self
             .file_layout(ino)
-            .ok_or_else(|| self.not_a_file(ino, path))?;
+            .ok_or_else(|| FsError::IsADirectory(path.to_string()))?;
         let old = old.to_vec();
         let need = (data.len() as u64).div_ceil(bs);
         let moved = old.iter().map(|r| r.pages).sum::<u64>() != need;
@@ -910,7 +914,7 @@ impl HostFs {
     /// `unlink` or `rmdir`, after the walk to the name and its inode (`filename_parentat`,
     /// then the victim's lookup), charged as a lookup.
     fn remove(&mut self, path: &str, dir: bool, who: Cred) -> Result<Removed, FsError> {
-        self.lookup(path, who)?;
+        self.lookup_nofollow(path, who)?;
         let r = self.ns.remove(path, dir, who)?;
         if r.inode_freed {
             self.free_runs(&r.blocks)?;
@@ -947,7 +951,7 @@ impl HostFs {
     /// Both paths are walked first, as `renameat2` walks each to its parent and looks up
     /// both names: the source to its inode, the destination as far as it goes.
     pub fn rename(&mut self, from: &str, to: &str, who: Cred) -> Result<Renamed, FsError> {
-        self.lookup(from, who)?;
+        self.lookup_nofollow(from, who)?;
         self.lookup_partial(to, who)?;
         let r = self.ns.rename(from, to, who, &mut self.alloc)?;
         if let Some(gone) = r.replaced.as_ref().filter(|g| g.inode_freed) {
@@ -977,7 +981,7 @@ impl HostFs {
     /// The source is walked to its inode and the new name as far as it goes first
     /// (`linkat`'s `filename_lookup`, then `filename_create`), each charged as a lookup.
     pub fn link(&mut self, from: &str, to: &str, who: Cred) -> Result<Linked, FsError> {
-        self.lookup(from, who)?;
+        self.lookup_nofollow(from, who)?;
         self.lookup_partial(to, who)?;
         let l = self.ns.link(from, to, who, &mut self.alloc)?;
         let layout = *self.ns.layout();
@@ -1052,7 +1056,7 @@ impl HostFs {
             });
         }
         let Some((size, extents)) = self.file_layout(r.ino) else {
-            return Err(self.not_a_file(r.ino, path));
+            return Err(FsError::IsADirectory(path.to_string()));
         };
         let extents = extents.to_vec();
         let bs = self.ns.layout().block_bytes;
@@ -1157,13 +1161,30 @@ impl HostFs {
         Ok(f)
     }
 
-    /// Opens (or creates) a file for reading or writing.
+    fn is_symlink(&self, ino: Ino) -> bool {
+        matches!(
+            self.ns.inode(ino).map(|i| &i.kind),
+            Some(InodeKind::Symlink { .. })
+        )
+    }
+
+    /// Opens (or creates) a file for reading or writing, following symbolic links.
     pub fn open(&mut self, path: &str, how: OpenOptions, who: Cred) -> Result<Fd, FsError> {
         let ino = match how.create {
             None => self.lookup(path, who)?.0.ino,
             // One walk finds the file or the directory to create it in, and costs what it
             // read either way.
             Some(perms) => match self.ns.resolve_or_parent(path, who)? {
+                // A link: walked again, following it on to what it names (the walk that
+                // found the link is not charged: this one reads all it read). Linux would
+                // create a missing target; that is refused.
+                Ok(r) if self.is_symlink(r.ino) => match self.lookup(path, who) {
+                    Ok((r, _)) => r.ino,
+                    Err(FsError::Namespace(NsError::NotFound(_))) => {
+                        return Err(FsError::Symlink(path.to_string()));
+                    }
+                    Err(e) => return Err(e),
+                },
                 Ok(r) => self.charge_lookup(r)?.0.ino,
                 Err(dir) => {
                     let dir = self.charge_lookup(dir)?.0.ino;
@@ -1176,8 +1197,8 @@ impl HostFs {
             },
         };
         let inode = self.ns.inode(ino).expect("resolved");
-        if matches!(inode.kind, InodeKind::Symlink { .. }) || (inode.is_dir() && how.write) {
-            return Err(self.not_a_file(ino, path));
+        if inode.is_dir() && how.write {
+            return Err(FsError::IsADirectory(path.to_string()));
         }
         let access = if how.write {
             Access::Write

@@ -294,11 +294,12 @@ pub enum InodeKind {
         /// per block of `blocks` (a directory never shrinks, as on ext4).
         used: Vec<u64>,
     },
-    /// A symbolic link: its target's length, and the block holding the target when it is
-    /// longer than [`FAST_SYMLINK_BYTES`] (none: the inode holds it). Paths are not followed
-    /// through links: a walk that meets one in the middle of a path fails, as at a file.
+    /// A symbolic link: its target as given (relative or absolute, at most
+    /// [`MAX_TARGET_BYTES`]), and the block holding it when it is longer than
+    /// [`FAST_SYMLINK_BYTES`] (none: the inode holds it). A walk follows it where POSIX
+    /// path resolution does: in the middle of a path always, at its end when asked.
     Symlink {
-        target_len: u64,
+        target: Box<str>,
         blocks: Vec<Extent>,
     },
 }
@@ -333,12 +334,17 @@ pub enum MetaRead {
     Inode { ino: Ino, block: u64 },
     /// Block `index` of directory `dir`'s entries.
     Dir { dir: Ino, index: u64, block: u64 },
+    /// The block holding symbolic link `ino`'s target (one longer than
+    /// [`FAST_SYMLINK_BYTES`]), read to follow it.
+    Link { ino: Ino, block: u64 },
 }
 
 impl MetaRead {
     pub fn block(&self) -> u64 {
         match *self {
-            MetaRead::Inode { block, .. } | MetaRead::Dir { block, .. } => block,
+            MetaRead::Inode { block, .. }
+            | MetaRead::Dir { block, .. }
+            | MetaRead::Link { block, .. } => block,
         }
     }
 }
@@ -348,6 +354,32 @@ struct Trail {
     ino_list: Vec<Ino>,
     positions: Vec<Slot>,
     reads: Vec<MetaRead>,
+    detour: u64,
+}
+
+impl Trail {
+    /// Starting at the root. Sized for a typical depth: growing these one push at a time was
+    /// a visible share of a replay's lookups.
+    fn new() -> Trail {
+        let mut ino_list = Vec::with_capacity(8);
+        ino_list.push(Ino::ROOT);
+        Trail {
+            ino_list,
+            positions: Vec::with_capacity(8),
+            reads: Vec::with_capacity(16),
+            detour: 0,
+        }
+    }
+
+    fn into_resolution(self, ino: Ino) -> Resolution {
+        Resolution {
+            ino,
+            ino_list: self.ino_list,
+            positions: self.positions,
+            reads: self.reads,
+            detour: self.detour,
+        }
+    }
 }
 
 /// The outcome of a path lookup.
@@ -361,6 +393,10 @@ pub struct Resolution {
     pub positions: Vec<Slot>,
     /// The metadata blocks the lookup reads, in order.
     pub reads: Vec<MetaRead>,
+    /// Components looked up that `ino_list` does not hold: symbolic links followed, the
+    /// levels an absolute target or a `..` in one walked back over, each `..`. The walk
+    /// looked up `ino_list.len() - 1 + detour` names.
+    pub detour: u64,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -389,6 +425,10 @@ pub enum NsError {
     LinkToDirectory(String),
     #[error("'{0}' already has {MAX_LINKS} names, ext4's most")]
     TooManyLinks(String),
+    #[error("too many levels of symbolic links resolving '{0}' (more than {MAX_FOLLOWS})")]
+    Loop(String),
+    #[error("a symbolic link's target of {0} bytes: it must be 1 to {MAX_TARGET_BYTES} bytes without a NUL")]
+    BadTarget(usize),
     #[error(transparent)]
     NoSpace(#[from] AllocError),
 }
@@ -436,18 +476,25 @@ pub struct Renamed {
 
 /// What `create` makes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NewKind {
+pub enum NewKind<'a> {
     File,
     Dir,
-    /// A symbolic link whose target is this many bytes long.
+    /// A symbolic link to this target (1 to [`MAX_TARGET_BYTES`] bytes, no NUL).
     Symlink {
-        target_len: u64,
+        target: &'a str,
     },
 }
 
 /// The longest target ext4 keeps in the inode itself (`i_block`, 15 × 4 bytes, with its
 /// NUL): a longer one takes a block of its own.
 pub const FAST_SYMLINK_BYTES: u64 = 59;
+
+/// The longest symbolic link target: `PATH_MAX` (4096) with its NUL.
+pub const MAX_TARGET_BYTES: usize = 4095;
+
+/// The most symbolic links one path walk follows (Linux's `MAXSYMLINKS`): past it the walk
+/// fails with `ELOOP`, so a cycle of links costs a bounded walk.
+pub const MAX_FOLLOWS: u32 = 40;
 
 #[derive(Clone, Debug)]
 pub struct Namespace {
@@ -594,6 +641,39 @@ fn split_last(path: &str) -> Result<(&str, &str), NsError> {
 enum Walked {
     Found(Ino),
     MissingLast(Ino),
+}
+
+/// Which symbolic links a walk follows: those in the middle of the path always (POSIX path
+/// resolution), the last component too only when asked (`stat` follows it, `lstat` not).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Follow {
+    Middle,
+    Last,
+}
+
+/// The components a walk has still to look up: the path's own, and above them the rests of
+/// the link targets being followed, the innermost on top (at most [`MAX_FOLLOWS`] deep).
+struct Pending<'a> {
+    path: Components<'a>,
+    links: Vec<Components<'a>>,
+}
+
+impl<'a> Pending<'a> {
+    /// The next component, and whether it is the path's own (checked whole before the walk)
+    /// rather than a link target's (which may hold `.`, `..` and empty parts).
+    fn next(&mut self) -> Option<(&'a str, bool)> {
+        while let Some(top) = self.links.last_mut() {
+            if let Some(part) = top.next() {
+                return Some((part, false));
+            }
+            self.links.pop();
+        }
+        self.path.next().map(|part| (part, true))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.path.rest.is_none() && self.links.iter().all(|c| c.rest.is_none())
+    }
 }
 
 impl Namespace {
@@ -832,54 +912,46 @@ impl Namespace {
     /// Resolves `path` for `who`, level by level: at each directory, its inode block (to find
     /// its blocks and check search permission), then its directory block (a one-block
     /// directory) or its hash-index root and the leaf block holding the next name (a larger
-    /// one, as ext4's dir_index); finally the target's inode block.
+    /// one, as ext4's dir_index); finally the target's inode block. Symbolic links are
+    /// followed, the last component's too (`stat`, `open`).
     pub fn resolve(&self, path: &str, who: Cred) -> Result<Resolution, NsError> {
-        // Sized for a typical depth: growing these one push at a time was a visible share of
-        // a replay's lookups.
-        let mut ino_list = Vec::with_capacity(8);
-        ino_list.push(Ino::ROOT);
-        let mut trail = Trail {
-            ino_list,
-            positions: Vec::with_capacity(8),
-            reads: Vec::with_capacity(16),
-        };
-        let ino = self.walk(path, who, Some(&mut trail))?;
-        Ok(Resolution {
-            ino,
-            ino_list: trail.ino_list,
-            positions: trail.positions,
-            reads: trail.reads,
-        })
+        self.resolve_as(path, who, Follow::Last)
     }
 
-    /// [`Namespace::resolve`], or, when only the last component is missing, the walk to its
-    /// parent directory (the resolution's `ino`) and the search there for the name: what
-    /// `open(O_CREAT)` and `mkdir` need to find the name or create it in one walk.
+    /// [`Namespace::resolve`] without following a link that is the last component
+    /// (`lstat`, `readlink`, `unlink`, `rename`): it resolves to the link itself.
+    pub fn resolve_nofollow(&self, path: &str, who: Cred) -> Result<Resolution, NsError> {
+        self.resolve_as(path, who, Follow::Middle)
+    }
+
+    fn resolve_as(&self, path: &str, who: Cred, follow: Follow) -> Result<Resolution, NsError> {
+        let mut trail = Trail::new();
+        match self.walk_to(path, components(path)?, who, Some(&mut trail), follow)? {
+            Walked::Found(ino) => Ok(trail.into_resolution(ino)),
+            Walked::MissingLast(_) => Err(NsError::NotFound(path.to_string())),
+        }
+    }
+
+    /// [`Namespace::resolve_nofollow`], or, when only the last component is missing, the
+    /// walk to its parent directory (the resolution's `ino`) and the search there for the
+    /// name: what `mkdir`, `symlink` and `open(O_CREAT)` need to find the name or create it
+    /// in one walk. A link that is the last component is found, not followed.
     pub fn resolve_or_parent(
         &self,
         path: &str,
         who: Cred,
     ) -> Result<Result<Resolution, Resolution>, NsError> {
-        let mut trail = Trail {
-            ino_list: Vec::with_capacity(8),
-            positions: Vec::with_capacity(8),
-            reads: Vec::with_capacity(16),
-        };
-        trail.ino_list.push(Ino::ROOT);
+        let mut trail = Trail::new();
         Ok(
-            match self.walk_to(path, components(path)?, who, Some(&mut trail))? {
-                Walked::Found(ino) => Ok(Resolution {
-                    ino,
-                    ino_list: trail.ino_list,
-                    positions: trail.positions,
-                    reads: trail.reads,
-                }),
-                Walked::MissingLast(parent) => Err(Resolution {
-                    ino: parent,
-                    ino_list: trail.ino_list,
-                    positions: trail.positions,
-                    reads: trail.reads,
-                }),
+            match self.walk_to(
+                path,
+                components(path)?,
+                who,
+                Some(&mut trail),
+                Follow::Middle,
+            )? {
+                Walked::Found(ino) => Ok(trail.into_resolution(ino)),
+                Walked::MissingLast(parent) => Err(trail.into_resolution(parent)),
             },
         )
     }
@@ -889,23 +961,13 @@ impl Namespace {
     /// reads there (`ino` is that directory). What a call that failed with `ENOENT` walked.
     /// Any other error (a file in the middle of the path, no search permission) is returned.
     pub fn resolve_partial(&self, path: &str, who: Cred) -> Result<Resolution, NsError> {
-        let mut trail = Trail {
-            ino_list: Vec::with_capacity(8),
-            positions: Vec::with_capacity(8),
-            reads: Vec::with_capacity(16),
-        };
-        trail.ino_list.push(Ino::ROOT);
-        let ino = match self.walk_to(path, components(path)?, who, Some(&mut trail)) {
+        let mut trail = Trail::new();
+        let ino = match self.walk_to(path, components(path)?, who, Some(&mut trail), Follow::Last) {
             Ok(Walked::Found(ino)) | Ok(Walked::MissingLast(ino)) => ino,
             Err(NsError::NotFound(_)) => *trail.ino_list.last().expect("the root at least"),
             Err(e) => return Err(e),
         };
-        Ok(Resolution {
-            ino,
-            ino_list: trail.ino_list,
-            positions: trail.positions,
-            reads: trail.reads,
-        })
+        Ok(trail.into_resolution(ino))
     }
 
     /// The inode `path` names, with the same checks as [`Namespace::resolve`] but without
@@ -918,7 +980,9 @@ impl Namespace {
         self.walk_parts(path, components(path)?, who, trail)
     }
 
-    /// [`Namespace::walk`] of `path`, split into `parts` already checked.
+    /// [`Namespace::walk`] of `path`, split into `parts` already checked. A link at the end
+    /// is followed: every caller walks a directory (to create or remove a name in it) or a
+    /// file to use, never a link itself.
     fn walk_parts(
         &self,
         path: &str,
@@ -926,25 +990,31 @@ impl Namespace {
         who: Cred,
         trail: Option<&mut Trail>,
     ) -> Result<Ino, NsError> {
-        match self.walk_to(path, parts, who, trail)? {
+        match self.walk_to(path, parts, who, trail, Follow::Last)? {
             Walked::Found(ino) => Ok(ino),
             Walked::MissingLast(_) => Err(NsError::NotFound(path.to_string())),
         }
     }
 
-    /// Walks `path` from the root, checking each directory's kind and search permission and,
-    /// with a `trail`, listing the blocks a lookup reads.
-    // Long: the checks, the reads listed and the missing-last case of each level, in one pass
-    // (this is every lookup's hot path).
-    fn walk_to(
-        &self,
+    /// Walks `path` from the root, checking each directory's kind and search permission,
+    /// following symbolic links (at most [`MAX_FOLLOWS`] a walk) and, with a `trail`,
+    /// listing the blocks a lookup reads.
+    // Long: the checks, the reads listed, the links followed and the missing-last case of each
+    // level, in one pass (this is every lookup's hot path).
+    fn walk_to<'a>(
+        &'a self,
         path: &str,
-        parts: Components<'_>,
+        parts: Components<'a>,
         who: Cred,
         mut trail: Option<&mut Trail>,
+        follow: Follow,
     ) -> Result<Walked, NsError> {
-        let mut parts = parts.peekable();
+        let mut pending = Pending {
+            path: parts,
+            links: Vec::new(),
+        };
         let mut ino = Ino::ROOT;
+        let mut follows = 0u32;
         // How much of `path` has been walked (components are '/'-separated, never empty).
         let mut walked = 0usize;
         let walked_path = |n: usize| {
@@ -954,7 +1024,11 @@ impl Namespace {
                 path[..n].to_string()
             }
         };
-        while let Some(part) = parts.next() {
+        while let Some((part, own)) = pending.next() {
+            // A link's target may hold what a checked path may not.
+            if !own && (part.is_empty() || part == ".") {
+                continue;
+            }
             let dir = &self.inodes[&ino];
             if let Some(t) = trail.as_deref_mut() {
                 t.reads.push(MetaRead::Inode {
@@ -976,7 +1050,27 @@ impl Namespace {
                     access: Access::Execute.name(),
                 });
             }
-            walked += 1 + part.len();
+            if own {
+                walked += 1 + part.len();
+            }
+            if !own && part == ".." {
+                // ".." is the directory's first entry, in its first block.
+                if let Some(t) = trail.as_deref_mut() {
+                    t.reads.push(MetaRead::Dir {
+                        dir: ino,
+                        index: 0,
+                        block: Self::nth_block(blocks, 0),
+                    });
+                    t.detour += 1;
+                    if t.ino_list.len() > 1 {
+                        t.ino_list.pop();
+                        t.positions.pop();
+                        t.detour += 1;
+                    }
+                }
+                ino = dir.parent;
+                continue;
+            }
             let found = entries.find(part);
             if let Some(t) = trail.as_deref_mut() {
                 let needed = used.len() as u64;
@@ -1002,16 +1096,54 @@ impl Namespace {
                 }
             }
             let Some((at, entry)) = found.and_then(|at| Some((at, entries.get(at)?))) else {
-                if parts.peek().is_none() {
+                if pending.is_empty() {
                     return Ok(Walked::MissingLast(ino));
                 }
                 return Err(NsError::NotFound(walked_path(walked)));
             };
-            ino = entry.ino;
+            let (parent, next) = (ino, entry.ino);
+            ino = next;
             if let Some(t) = trail.as_deref_mut() {
                 t.ino_list.push(ino);
                 t.positions.push(at);
             }
+            let InodeKind::Symlink { target, blocks } = &self.inodes[&ino].kind else {
+                continue;
+            };
+            if follow == Follow::Middle && pending.is_empty() {
+                break;
+            }
+            follows += 1;
+            if follows > MAX_FOLLOWS {
+                return Err(NsError::Loop(path.to_string()));
+            }
+            // Reading the link: its inode, and the block holding a long target.
+            let absolute = target.starts_with('/');
+            if let Some(t) = trail.as_deref_mut() {
+                t.reads.push(MetaRead::Inode {
+                    ino,
+                    block: self.layout.inode_block(ino),
+                });
+                if let Some(b) = blocks.first() {
+                    t.reads.push(MetaRead::Link {
+                        ino,
+                        block: b.first.0,
+                    });
+                }
+                t.ino_list.pop();
+                t.positions.pop();
+                t.detour += 1;
+                if absolute {
+                    t.detour += t.ino_list.len() as u64 - 1;
+                    t.ino_list.truncate(1);
+                    t.positions.clear();
+                }
+            }
+            ino = if absolute { Ino::ROOT } else { parent };
+            let rest = target.trim_start_matches('/');
+            pending.links.push(Components {
+                rest: (!rest.is_empty()).then_some(rest),
+            });
         }
         if let Some(t) = trail {
             t.reads.push(MetaRead::Inode {
@@ -1026,7 +1158,7 @@ impl Namespace {
     pub fn create(
         &mut self,
         path: &str,
-        kind: NewKind,
+        kind: NewKind<'_>,
         perms: Perms,
         who: Cred,
         alloc: &mut ExtentAllocator,
@@ -1057,7 +1189,7 @@ impl Namespace {
         &mut self,
         parent: Ino,
         path: &str,
-        kind: NewKind,
+        kind: NewKind<'_>,
         perms: Perms,
         who: Cred,
         alloc: &mut ExtentAllocator,
@@ -1108,15 +1240,15 @@ impl Namespace {
                 extents: Vec::new(),
                 reserved: Vec::new(),
             },
-            NewKind::Symlink { target_len } if target_len <= FAST_SYMLINK_BYTES => {
+            NewKind::Symlink { target } if target.len() as u64 <= FAST_SYMLINK_BYTES => {
                 InodeKind::Symlink {
-                    target_len,
+                    target: target.into(),
                     blocks: Vec::new(),
                 }
             }
-            NewKind::Symlink { target_len } => match alloc.allocate(1, goal) {
+            NewKind::Symlink { target } => match alloc.allocate(1, goal) {
                 Ok(b) => InodeKind::Symlink {
-                    target_len,
+                    target: target.into(),
                     blocks: b,
                 },
                 Err(e) => {

@@ -816,45 +816,122 @@ fn a_symbolic_link_is_an_inode_with_its_target_inside_or_in_a_block_of_its_own()
     fs.import("/d/f", b"data", MINE, ME).unwrap();
     let free = fs.free_blocks();
     // A short target lives in the inode; a long one takes a block.
-    fs.symlink("/d/short", 1, MINE, ME).unwrap();
+    fs.symlink("/d/short", "f", MINE, ME).unwrap();
     assert_eq!(fs.free_blocks(), free);
-    fs.symlink("/d/long", 200, MINE, ME).unwrap();
+    let long = format!("/d/{}", "x".repeat(200));
+    fs.symlink("/d/long", &long, MINE, ME).unwrap();
     assert_eq!(fs.free_blocks(), free - 1);
     assert!(matches!(
-        fs.symlink("/d/short", 1, MINE, ME),
+        fs.symlink("/d/short", "f", MINE, ME),
         Err(FsError::Namespace(NsError::Exists(_)))
     ));
-    assert!(matches!(
-        fs.symlink("/d/empty", 0, MINE, ME),
-        Err(FsError::SymlinkTarget(0))
-    ));
-    assert!(matches!(
-        fs.symlink("/d/huge", 4096, MINE, ME),
-        Err(FsError::SymlinkTarget(4096))
-    ));
-    // Looked up (lstat, readlink) and listed like any entry; never opened as a file, and
-    // not followed in the middle of a path.
-    assert!(fs.lookup("/d/long", ME).is_ok());
+    for bad in [String::new(), "y".repeat(4096), "a\0b".to_string()] {
+        assert!(matches!(
+            fs.symlink("/d/bad", &bad, MINE, ME),
+            Err(FsError::Namespace(NsError::BadTarget(n))) if n == bad.len()
+        ));
+    }
+    // Listed like any entry; lstat finds the link itself, even a dangling one, where stat
+    // follows it and finds nothing.
     let (entries, _) = fs.readdir("/d", ME).unwrap();
     assert_eq!(entries, 2 + 3, "'.', '..', the file and the two links");
+    assert!(fs.lookup_nofollow("/d/long", ME).is_ok());
     assert!(matches!(
-        fs.open("/d/short", OpenOptions::READ, ME),
-        Err(FsError::Symlink(_))
+        fs.lookup("/d/long", ME),
+        Err(FsError::Namespace(NsError::NotFound(_)))
     ));
+    // Opened, truncated and read through, it is the file it names.
+    let fd = fs.open("/d/short", OpenOptions::READ, ME).unwrap();
+    assert_eq!(fs.fd_ino(fd).unwrap(), fs.lookup("/d/f", ME).unwrap().0.ino);
+    assert_eq!(fs.read(fd, 0, 4).unwrap(), b"data");
+    fs.close(fd).unwrap();
+    assert_eq!(fs.read_file("/d/short", ME).unwrap(), b"data");
+    // A creating open through a dangling link is refused, naming it.
+    let create = OpenOptions {
+        write: true,
+        create: Some(MINE),
+    };
     assert!(matches!(
-        fs.truncate("/d/short", 0, ME),
-        Err(FsError::Symlink(_))
+        fs.open("/d/long", create, ME),
+        Err(FsError::Symlink(p)) if p == "/d/long"
     ));
-    assert!(matches!(
-        fs.lookup("/d/long/x", ME),
-        Err(FsError::Namespace(NsError::NotADirectory(_)))
-    ));
-    // A rename over the long link, and an unlink of the short one, free what they held.
+    // A rename over the long link, and an unlink of the short one (the link, not the file
+    // it names), free what they held.
     fs.rename("/d/f", "/d/long", ME).unwrap();
     assert_eq!(fs.read_file("/d/long", ME).unwrap(), b"data");
     assert_eq!(fs.free_blocks(), free);
+    fs.symlink("/d/f", "long", MINE, ME).unwrap();
+    fs.unlink("/d/f", ME).unwrap();
+    assert_eq!(fs.read_file("/d/long", ME).unwrap(), b"data");
     fs.unlink("/d/short", ME).unwrap();
     assert_eq!(fs.readdir("/d", ME).unwrap().0, 2 + 1);
+    fs.check_invariants().unwrap();
+}
+
+#[test]
+fn a_path_through_a_link_to_a_directory_is_walked_through_its_target_and_costs_its_reads() {
+    use csd_hostfs::fs::OpenOptions;
+    use csd_hostfs::namespace::NsError;
+    let mut fs = fs("cosmos-plus");
+    fs.mkdir("/src", MINE, ME).unwrap();
+    fs.mkdir("/src/lib", MINE, ME).unwrap();
+    fs.import("/src/lib/a.rs", b"fn a() {}", MINE, ME).unwrap();
+    fs.symlink("/soft", "src", MINE, ME).unwrap();
+    fs.symlink("/abs", "/src/lib", MINE, ME).unwrap();
+    fs.symlink("/src/up", "../src/./lib/", MINE, ME).unwrap();
+    let file = fs.lookup("/src/lib/a.rs", ME).unwrap().0.ino;
+    for via in [
+        "/soft/lib/a.rs",
+        "/abs/a.rs",
+        "/src/up/a.rs",
+        "/soft/up/a.rs",
+    ] {
+        let (r, _) = fs.lookup(via, ME).unwrap();
+        assert_eq!(r.ino, file, "{via}");
+        // The ino list is the file's real path, and the names looked up on the way to the
+        // link and in its target are counted beside it.
+        assert_eq!(r.ino_list.len(), 4, "{via}");
+        assert!(r.detour >= 1, "{via}");
+    }
+    // Writes through a link land in the file it names.
+    let fd = fs
+        .open(
+            "/soft/lib/b.rs",
+            OpenOptions {
+                write: true,
+                create: Some(MINE),
+            },
+            ME,
+        )
+        .unwrap();
+    fs.write(fd, 0, b"b").unwrap();
+    fs.fsync(fd).unwrap();
+    fs.close(fd).unwrap();
+    assert_eq!(fs.read_file("/src/lib/b.rs", ME).unwrap(), b"b");
+    // A walk through a link is dearer than the direct one: the link's inode is read (its
+    // inode-table block is the root's here, so no more flash reads), and its names are
+    // looked up.
+    fs.drop_caches();
+    let direct = fs.lookup("/src/lib/a.rs", ME).unwrap().1;
+    fs.drop_caches();
+    let linked = fs.lookup("/soft/lib/a.rs", ME).unwrap().1;
+    let blocks = |c: &csd_hostfs::fs::LookupCost| c.metadata_reads + c.cache_hits;
+    assert!(blocks(&linked) > blocks(&direct));
+    assert!(linked.metadata_reads >= direct.metadata_reads);
+    assert!(linked.ns > direct.ns);
+    // A cycle fails after 40 links, whatever the path's length.
+    fs.symlink("/loop1", "loop2/x", MINE, ME).unwrap();
+    fs.symlink("/loop2", "/loop1", MINE, ME).unwrap();
+    assert!(matches!(
+        fs.lookup("/loop1/a", ME),
+        Err(FsError::Namespace(NsError::Loop(p))) if p == "/loop1/a"
+    ));
+    // A link in the middle of a path to a file is not a directory.
+    fs.symlink("/tofile", "src/lib/a.rs", MINE, ME).unwrap();
+    assert!(matches!(
+        fs.lookup("/tofile/x", ME),
+        Err(FsError::Namespace(NsError::NotADirectory(_)))
+    ));
     fs.check_invariants().unwrap();
 }
 

@@ -50,9 +50,44 @@ fn resolution_reads_each_level_and_returns_the_ino_list() {
         .map(|m| match m {
             MetaRead::Inode { ino, .. } => format!("i{}", ino.0),
             MetaRead::Dir { dir, index, .. } => format!("d{}.{index}", dir.0),
+            MetaRead::Link { ino, .. } => format!("l{}", ino.0),
         })
         .collect();
     assert_eq!(kinds, ["i2", "d2.0", "i3", "d3.0", "i4", "d4.0", "i5"]);
+    // Through a link to /a/b with a long target (a block of its own): the link's entry is
+    // found, its inode and target block read, then the walk restarts at the root.
+    let target = format!("/a/b{}", "/".repeat(60));
+    let link = ns
+        .create(
+            "/l",
+            NewKind::Symlink { target: &target },
+            MINE,
+            ME,
+            &mut alloc,
+        )
+        .unwrap();
+    let r = ns.resolve("/l/f.dat", ME).unwrap();
+    assert_eq!(r.ino, f);
+    assert_eq!(r.ino_list, vec![Ino::ROOT, a, b, f]);
+    assert_eq!(r.detour, 1);
+    let kinds: Vec<String> = r
+        .reads
+        .iter()
+        .map(|m| match m {
+            MetaRead::Inode { ino, .. } => format!("i{}", ino.0),
+            MetaRead::Dir { dir, index, .. } => format!("d{}.{index}", dir.0),
+            MetaRead::Link { ino, .. } => format!("l{}", ino.0),
+        })
+        .collect();
+    let l = format!("i{}", link.0);
+    let lb = format!("l{}", link.0);
+    assert_eq!(
+        kinds,
+        ["i2", "d2.0", &l, &lb, "i2", "d2.0", "i3", "d3.0", "i4", "d4.0", "i5"]
+    );
+    // Not followed at the end when asked not to: the link itself.
+    assert_eq!(ns.resolve_nofollow("/l", ME).unwrap().ino, link);
+    assert_eq!(ns.resolve("/l", ME).unwrap().ino, b);
     // 16 inodes of 256 bytes share a 4 KiB inode-table block.
     assert_eq!(LAYOUT.inode_block(Ino(2)), LAYOUT.inode_block(Ino(15)));
     assert_ne!(LAYOUT.inode_block(Ino(15)), LAYOUT.inode_block(Ino(16)));

@@ -345,7 +345,14 @@ pub enum Op {
         path: String,
         target: String,
     },
+    /// Attributes read through a path (`stat`, `access`): a symbolic link that is the last
+    /// component is followed.
     Stat {
+        path: String,
+    },
+    /// Attributes read through a path without following a symbolic link at its end
+    /// (`lstat`, `readlink`, `AT_SYMLINK_NOFOLLOW`): a link there is what is read.
+    Lstat {
         path: String,
     },
     /// A directory listed to its end (`getdents64` from the start until it returns 0, as
@@ -504,6 +511,7 @@ pub const OPS: &[&str] = &[
     "symlink",
     "link",
     "fstat",
+    "lstat",
 ];
 
 /// The fd ops, binding their `fd` and `path`: one list for [`Op::fd_path`] and
@@ -581,6 +589,7 @@ impl Op {
             Op::Symlink { .. } => 24,
             Op::Link { .. } => 25,
             Op::Fstat { .. } => 26,
+            Op::Lstat { .. } => 27,
         }
     }
 
@@ -961,6 +970,7 @@ fn parse_fast(line: &str) -> Option<Event> {
         "rmdir" => Op::Rmdir { path: path()? },
         "unlink" => Op::Unlink { path: path()? },
         "stat" => Op::Stat { path: path()? },
+        "lstat" => Op::Lstat { path: path()? },
         "readdir" => Op::Readdir { path: path()? },
         "setattr" => Op::Setattr { path: path()? },
         "rename" => Op::Rename {
@@ -1172,6 +1182,9 @@ fn event_from_json(v: Value, top: bool) -> Result<Parsed, String> {
         "stat" => Op::Stat {
             path: f.path("path")?,
         },
+        "lstat" => Op::Lstat {
+            path: f.path("path")?,
+        },
         "readdir" => Op::Readdir {
             path: f.path("path")?,
         },
@@ -1380,6 +1393,7 @@ impl Event {
             | Op::Rmdir { path }
             | Op::Unlink { path }
             | Op::Stat { path }
+            | Op::Lstat { path }
             | Op::Readdir { path }
             | Op::Setattr { path } => {
                 push_str(&mut s, "path", path);

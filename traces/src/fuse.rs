@@ -148,6 +148,7 @@ fn names(op: &Op, path: &str) -> bool {
         | Op::Rmdir { path: p }
         | Op::Unlink { path: p }
         | Op::Stat { path: p }
+        | Op::Lstat { path: p }
         | Op::Setattr { path: p }
         | Op::Symlink { path: p, .. }
         | Op::Truncate { path: p, .. } => p == path,

@@ -15,6 +15,7 @@ pub mod format;
 pub mod fuse;
 pub mod import;
 pub mod isc;
+pub mod links;
 pub mod offload;
 pub mod prescan;
 pub mod reader;

@@ -275,6 +275,7 @@ fn breaks_batch(op: &Op) -> bool {
         | Op::Read { .. }
         | Op::Pread { .. }
         | Op::Stat { .. }
+        | Op::Lstat { .. }
         | Op::Fstat { .. }
         | Op::Readdir { .. } => false,
         Op::Bread { .. } => false,

@@ -61,6 +61,10 @@ pub struct Prescan {
     /// Directories the trace renamed: new name → old. A path below a new name is the path
     /// below the old one that existed (or was made) before, so setup makes that one.
     renamed_dirs: BTreeMap<String, String>,
+    /// Symbolic links the trace made (at most [`MAX_LINKS`]): path → target. A path through
+    /// one names what the link points to, so setup makes that, never a directory where the
+    /// trace will make the link.
+    links: HashMap<String, String>,
     pub events: u64,
     /// The tasks the trace's `ndp` and `isc` ops name (at most [`MAX_TASKS`]), resolved
     /// before the replay starts.
@@ -78,6 +82,10 @@ pub const MAX_DIR_RENAMES: usize = 4096;
 /// The most renames undone for one path (a directory renamed, and renamed again...).
 const MAX_RENAME_CHAIN: usize = 64;
 
+/// The most symbolic links prescan follows through (memory stays bounded on any trace);
+/// paths through a link made after these are taken as they are named.
+pub const MAX_LINKS: usize = 4096;
+
 /// Offers `path`'s directories, nearest first and the root excluded, to `add`, which says
 /// whether each was new: the walk up stops at the first that was not (those above it were
 /// added with it).
@@ -92,10 +100,22 @@ fn new_ancestors(path: &str, mut add: impl FnMut(&str) -> bool) {
 }
 
 impl Prescan {
-    /// The name `path` had before the trace renamed a directory at or above it (each such
-    /// rename undone, nearest first), or `path` itself.
+    /// `path` with the links the trace made that it goes through followed, as a walk
+    /// follows them: those above its last component, and that one too if `last`. A cycle
+    /// (the walk would fail, `ELOOP`) leaves it as named.
+    fn through_links<'p>(&self, path: &'p str, last: bool) -> Cow<'p, str> {
+        if self.links.is_empty() {
+            return Cow::Borrowed(path);
+        }
+        crate::links::follow(path, last, |p| self.links.get(p).cloned())
+            .map_or(Cow::Borrowed(path), |f| f.path)
+    }
+
+    /// What setup knows `path` as: the links the trace made that it goes through followed,
+    /// then the name it had before the trace renamed a directory at or above it (each such
+    /// rename undone, nearest first).
     fn origin<'p>(&self, path: &'p str) -> Cow<'p, str> {
-        let mut p = Cow::Borrowed(path);
+        let mut p = self.through_links(path, false);
         if self.renamed_dirs.is_empty() {
             return p;
         }
@@ -190,12 +210,15 @@ impl Prescan {
         let done = ev.ret.map(|r| r.max(0) as u64);
         match &ev.op {
             Op::Open { path, flags } => {
+                // An open follows a link at the end (a creating one too, to the file it
+                // makes or finds).
+                let path = self.through_links(path, true);
                 if flags.directory {
-                    self.is_dir(path);
+                    self.is_dir(&path);
                 } else if flags.create || flags.truncate {
-                    self.creates(path);
+                    self.creates(&path);
                 } else {
-                    self.needs(path, 0, 0);
+                    self.needs(&path, 0, 0);
                 }
                 if let Some(fd) = ev.ret {
                     pos.insert((ev.pid, fd), 0);
@@ -222,13 +245,21 @@ impl Prescan {
                 *p = off.unwrap_or(*p).saturating_add(done.unwrap_or(*len));
                 self.creates(path);
             }
-            Op::Pwrite { path, .. }
-            | Op::Truncate { path, .. }
-            | Op::Fallocate { path, .. }
-            | Op::Symlink { path, .. } => self.creates(path),
-            Op::Stat { path } | Op::Unlink { path } | Op::Setattr { path } => {
-                self.needs(path, 0, 0)
+            Op::Pwrite { path, .. } | Op::Truncate { path, .. } | Op::Fallocate { path, .. } => {
+                self.creates(path)
             }
+            Op::Symlink { path, target } => {
+                self.creates(path);
+                if self.links.len() < MAX_LINKS && !self.links.contains_key(path) {
+                    self.links.insert(path.clone(), target.clone());
+                }
+            }
+            // A stat (and chmod) follows a link at the end: what it names existed.
+            Op::Stat { path } | Op::Setattr { path } => {
+                let path = self.through_links(path, true);
+                self.needs(&path, 0, 0)
+            }
+            Op::Lstat { path } | Op::Unlink { path } => self.needs(path, 0, 0),
             // A directory renamed: what is later named below `to` was below `path`. A file
             // renamed (or linked): the trace makes `to`, and ops on it later find that file,
             // so setup must not make one first (it would be a file the trace never had).
@@ -254,7 +285,11 @@ impl Prescan {
                 }
                 self.note_dirs(path);
             }
-            Op::Rmdir { path } | Op::Readdir { path } => self.is_dir(path),
+            Op::Rmdir { path } => self.is_dir(path),
+            Op::Readdir { path } => {
+                let path = self.through_links(path, true);
+                self.is_dir(&path)
+            }
             Op::Ndp {
                 paths, task, sizes, ..
             } => {

@@ -196,6 +196,7 @@ fn check_paths(op: &Op, unresolved: bool) -> Result<(), String> {
         | Op::Rmdir { path }
         | Op::Unlink { path }
         | Op::Stat { path }
+        | Op::Lstat { path }
         | Op::Readdir { path }
         | Op::Setattr { path }
         | Op::Truncate { path, .. } => path,

@@ -138,6 +138,7 @@ pub(crate) fn missing_name_path(ev: &Event) -> Option<&str> {
     match &ev.op {
         Op::Open { path, .. }
         | Op::Stat { path }
+        | Op::Lstat { path }
         | Op::Readdir { path }
         | Op::Setattr { path }
         | Op::Truncate { path, .. }

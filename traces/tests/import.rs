@@ -690,11 +690,15 @@ fn a_directory_listing_is_one_readdir() {
 }
 
 #[test]
-fn access_and_readlink_walk_a_path_as_stat_does_fstat_does_not_and_openat2_opens() {
+fn access_walks_as_stat_readlink_and_nofollow_as_lstat_fstat_not_at_all_and_openat2_opens() {
     let text = "7 1000.000000 access(\"/etc/ld.so.preload\", R_OK) = -1 ENOENT (No such file or directory) <0.000010>
 7 1000.000100 faccessat2(AT_FDCWD</w>, \"a\", X_OK, AT_EACCESS) = 0 <0.000010>
 7 1000.000200 readlinkat(AT_FDCWD</w>, \"l\", 0x7ffd, 4096) = 1 <0.000010>
 7 1000.000220 readlink(\"/usr/lib/gcc\", 0x7ffe08c07040, 1023) = -1 EINVAL (Invalid argument) <0.000055>
+7 1000.000230 newfstatat(AT_FDCWD</w>, \"m\", {st_mode=S_IFLNK|0777, st_size=1, ...}, AT_SYMLINK_NOFOLLOW) = 0 <0.000010>
+7 1000.000235 newfstatat(AT_FDCWD</w>, \"n\", {st_mode=S_IFREG|0644, st_size=1, ...}, 0) = 0 <0.000010>
+7 1000.000240 statx(AT_FDCWD</w>, \"o\", AT_STATX_SYNC_AS_STAT|AT_SYMLINK_NOFOLLOW, STATX_ALL, {stx_mask=STATX_ALL, ...}) = 0 <0.000010>
+7 1000.000245 lstat(\"/w/p\", {st_mode=S_IFLNK|0777, st_size=1, ...}) = 0 <0.000010>
 7 1000.000250 openat2(AT_FDCWD</w>, \"c\", {flags=O_WRONLY|O_CREAT|O_CLOEXEC, mode=0644, resolve=RESOLVE_NO_SYMLINKS}, 24) = 3</w/c> <0.000010>
 7 1000.000300 access(\"/proc/self/exe\", F_OK) = 0 <0.000010>
 7 1000.000400 fstat(3</w/c>, {st_mode=S_IFREG|0644, st_size=0, ...}) = 0 <0.000010>
@@ -708,14 +712,20 @@ fn access_and_readlink_walk_a_path_as_stat_does_fstat_does_not_and_openat2_opens
             _ => None,
         })
         .collect();
-    assert_eq!(
-        paths,
-        ["/etc/ld.so.preload", "/w/a", "/w/l", "/usr/lib/gcc"]
-    );
-    // A readlink of what is not a link walked the whole path: a stat that succeeded.
+    assert_eq!(paths, ["/etc/ld.so.preload", "/w/a", "/w/n"]);
+    // Those that do not follow a link at the end.
+    let lstats: Vec<&str> = evs
+        .iter()
+        .filter_map(|e| match &e.op {
+            Op::Lstat { path } => Some(path.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(lstats, ["/w/l", "/usr/lib/gcc", "/w/m", "/w/o", "/w/p"]);
+    // A readlink of what is not a link walked the whole path: an lstat that succeeded.
     let gcc = evs
         .iter()
-        .find(|e| matches!(&e.op, Op::Stat { path } if path == "/usr/lib/gcc"));
+        .find(|e| matches!(&e.op, Op::Lstat { path } if path == "/usr/lib/gcc"));
     assert_eq!(
         gcc.map(|e| (e.ret, e.extra.get("errno"))),
         Some((Some(0), None))

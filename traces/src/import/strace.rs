@@ -20,9 +20,10 @@
 //!   and an `O_TMPFILE` open, a file with no name, is a create of the name `-y` shows
 //!   (`/tmp/#1234`) and its unlink at once;
 //! - `fstat` (and `statx` or `newfstatat` of an empty path) is an `fstat`, which walks no
-//!   path; `access` and `readlink` walk a path as `stat` does, and are `stat`s (a
-//!   `readlink` refused with `EINVAL`, of a path that is not a link, a successful one); `chmod`, `chown`,
-//!   `utimensat` and the extended-attribute calls are `setattr`s;
+//!   path; `access` walks a path as `stat` does, and is a `stat`; `lstat`, `readlink` and
+//!   a stat with `AT_SYMLINK_NOFOLLOW` do not follow a link at the end, and are `lstat`s
+//!   (a `readlink` refused with `EINVAL`, of a path that is not a link, a successful one);
+//!   `chmod`, `chown`, `utimensat` and the extended-attribute calls are `setattr`s;
 //! - `fallocate` (and `posix_fallocate`, which calls it) is carried in mode 0 and
 //!   `FALLOC_FL_KEEP_SIZE`, the two that set blocks aside, and `sync_file_range` (which
 //!   PostgreSQL's checkpointer and RocksDB's `bytes_per_sync` use) with its flags;
@@ -406,7 +407,7 @@ impl StraceConverter {
         let mut outcome = parse_outcome(&outcome_text)
             .ok_or_else(|| err(line, format!("cannot read the result '{outcome_text}'")))?;
         // A `readlink` of a path that is not a link walked all of it before refusing: for a
-        // replay it is a `stat` that succeeded (gcc's realpath asks it of every directory).
+        // replay it is an `lstat` that succeeded (gcc's realpath asks it of every directory).
         if name.starts_with("readlink") && outcome.errno.as_deref() == Some("EINVAL") {
             outcome.ret = Some(0);
             outcome.errno = None;
@@ -791,25 +792,40 @@ impl StraceConverter {
                 }
                 None
             }
-            "stat" | "lstat" => self
+            "stat" => self
                 .path_arg(pid, None, a.first())
                 .map(|path| Op::Stat { path }),
+            "lstat" => self
+                .path_arg(pid, None, a.first())
+                .map(|path| Op::Lstat { path }),
             "newfstatat" | "fstatat64" | "statx" => {
                 if a.get(1).is_some_and(|p| p == "\"\"") {
                     // fstat through AT_EMPTY_PATH: the fd's own file, no walk.
                     return Self::fd_file(a).map(|(fd, path)| Op::Fstat { fd, path });
                 }
+                let flags = a.get(if name == "statx" { 2 } else { 3 });
+                let nofollow = flags.is_some_and(|f| f.contains("AT_SYMLINK_NOFOLLOW"));
                 self.path_arg(pid, a.first(), a.get(1))
-                    .map(|path| Op::Stat { path })
+                    .map(|path| match nofollow {
+                        true => Op::Lstat { path },
+                        false => Op::Stat { path },
+                    })
             }
             "fstat" | "fstat64" => Self::fd_file(a).map(|(fd, path)| Op::Fstat { fd, path }),
-            // A path walk and a look at the inode, as a stat's: what a replay can charge.
-            "access" | "readlink" => self
+            // A path walk and a look at the inode: `access` follows a link at the end, as
+            // `stat` does; `readlink` reads the link itself, as `lstat` does.
+            "access" => self
                 .path_arg(pid, None, a.first())
                 .map(|path| Op::Stat { path }),
-            "faccessat" | "faccessat2" | "readlinkat" => self
+            "readlink" => self
+                .path_arg(pid, None, a.first())
+                .map(|path| Op::Lstat { path }),
+            "faccessat" | "faccessat2" => self
                 .path_arg(pid, a.first(), a.get(1))
                 .map(|path| Op::Stat { path }),
+            "readlinkat" => self
+                .path_arg(pid, a.first(), a.get(1))
+                .map(|path| Op::Lstat { path }),
             // Changes to an inode's attributes, by path or by fd.
             "chmod" | "fchmod" | "fchmodat" | "fchmodat2" | "chown" | "fchown" | "lchown"
             | "fchownat" | "utime" | "utimes" | "utimensat" | "futimesat" | "setxattr"

@@ -23,6 +23,7 @@ use super::interface::{Applied, FusionTotals, OpClock, OpError, SetupError, Syst
 use super::placement::Placement;
 use crate::format::{Event, Op, OpenFlags};
 use crate::prescan::Prescan;
+use csd_device::storagefs::medium::is_symlink;
 use csd_device::storagefs::{
     Credentials, FsStep, Redo, StageRunner, StorageFs, Submitted, MAX_FILE_BYTES,
 };
@@ -141,6 +142,8 @@ pub struct FusionSystem<'a> {
     cores: Vec<VirtualTime>,
     clock: OpClock,
     totals: FusionTotals,
+    /// Whether the trace has made a symbolic link: until then no path needs following.
+    links: bool,
 }
 
 fn storage(e: csd_device::storagefs::FsError) -> OpError {
@@ -239,6 +242,7 @@ impl<'a> FusionSystem<'a> {
             cores: vec![VirtualTime::ZERO; profile.device_cpu.cores.max(1) as usize],
             clock: OpClock::default(),
             totals: FusionTotals::default(),
+            links: false,
         };
         sys.make_initial_files(scan)?;
         sys.device.reset_measurements();
@@ -664,6 +668,54 @@ impl<'a> FusionSystem<'a> {
 }
 
 impl FusionSystem<'_> {
+    /// `ev` with the symbolic links StorageFS holds followed on each path it names, as POSIX
+    /// resolution follows them (a link at the end only for the calls that follow one), and
+    /// the names looked up beyond the resolved paths'.
+    fn follow_links(&self, ev: &Event) -> Result<(Event, u64), OpError> {
+        let medium = self.fs.medium();
+        let target_of = |p: &str| {
+            let inode = medium.inodes.get(&medium.lookup(p)?)?;
+            is_symlink(inode.mode)
+                .then(|| String::from_utf8(inode.data.clone()).ok())
+                .flatten()
+        };
+        let mut detour = 0;
+        let mut follow = |path: &mut String, last: bool| -> Result<(), OpError> {
+            let f = crate::links::follow(path, last, target_of).map_err(OpError::Storage)?;
+            detour += f.detour;
+            if let std::borrow::Cow::Owned(p) = f.path {
+                *path = p;
+            }
+            Ok(())
+        };
+        let mut ev = ev.clone();
+        match &mut ev.op {
+            Op::Open { path, .. }
+            | Op::Stat { path }
+            | Op::Setattr { path }
+            | Op::Readdir { path }
+            | Op::Truncate { path, .. } => follow(path, true)?,
+            Op::Lstat { path }
+            | Op::Unlink { path }
+            | Op::Rmdir { path }
+            | Op::Mkdir { path }
+            | Op::Symlink { path, .. } => follow(path, false)?,
+            Op::Rename { path, to } | Op::Link { path, to } => {
+                follow(path, false)?;
+                follow(to, false)?;
+            }
+            Op::Cisc { ops, .. } => {
+                for e in ops.iter_mut() {
+                    let (resolved, d) = self.follow_links(e)?;
+                    *e = resolved;
+                    detour += d;
+                }
+            }
+            _ => {}
+        }
+        Ok((ev, detour))
+    }
+
     /// A RISC-style open: one round trip; a directory is only looked up.
     fn open(
         &mut self,
@@ -800,7 +852,7 @@ impl FusionSystem<'_> {
             }
             // StorageFS keeps no attributes beyond what it journals per op: a change to them is
             // a round trip that finds the inode, as a stat is.
-            Op::Stat { path } | Op::Setattr { path } => {
+            Op::Stat { path } | Op::Lstat { path } | Op::Setattr { path } => {
                 self.kept.remove(&ev.pid);
                 if self.fs.medium().lookup(path).is_none()
                     && !self.dirs.contains(path)
@@ -812,7 +864,7 @@ impl FusionSystem<'_> {
                     )));
                 }
                 let out = match ev.op {
-                    Op::Stat { .. } => STAT_BYTES,
+                    Op::Stat { .. } | Op::Lstat { .. } => STAT_BYTES,
                     _ => 0,
                 };
                 Ok(self.lookup_call(at, entries(path), out))
@@ -888,7 +940,9 @@ impl FusionSystem<'_> {
                 let mut call = Call::default();
                 call.b.symlink(target, path);
                 call.grows(&self.fs, path, target.len() as u64, true);
-                self.submit(ev.pid, call, at)
+                let end = self.submit(ev.pid, call, at)?;
+                self.links = true;
+                Ok(end)
             }
             Op::Rename { path, to } if self.dirs.contains(path) => {
                 self.kept.remove(&ev.pid);
@@ -1100,6 +1154,21 @@ impl System for FusionSystem<'_> {
                 ev.op.name()
             )));
         }
+        // StorageFS follows the links on a path as it looks the path up: each name up to a
+        // link is an entry examined on the device core, before the rest of the call.
+        let followed;
+        let (ev, start) = match self.links {
+            false => (ev, start),
+            true => {
+                let (resolved, detour) = self.follow_links(ev)?;
+                followed = resolved;
+                let start = match detour {
+                    0 => start,
+                    n => self.on_core(start, n * self.costs.metadata_entry_ns),
+                };
+                (&followed, start)
+            }
+        };
         let end = match &ev.op {
             Op::Cisc { ops, .. } if self.fuses => self.apply_fused(ev, ops, start)?,
             _ => self.apply_single(ev, start)?,

@@ -279,10 +279,10 @@ impl<'a> HostSystem<'a> {
                 if let Some(p) = parent(path) {
                     mkdir_p(&mut self.fs, p)?;
                 }
-                let len = target.len() as u64;
-                fs_done(self.fs.symlink(path, len, LINK_PERMS, WHO).map(|_| ()))
+                fs_done(self.fs.symlink(path, target, LINK_PERMS, WHO).map(|_| ()))
             }
             Op::Stat { path } => fs_done(self.fs.lookup(path, WHO).map(|_| ())),
+            Op::Lstat { path } => fs_done(self.fs.lookup_nofollow(path, WHO).map(|_| ())),
             // The inode is in memory with its open file: the call is all it costs.
             Op::Fstat { .. } => Ok(Applied::Done),
             Op::Readdir { path } => fs_done(self.fs.readdir(path, WHO).map(|_| ())),

@@ -442,6 +442,10 @@ impl<'a> IspfsSystem<'a> {
                 }
                 done(self.fs.fs_mut().lookup(path, WHO).map(|_| ()))
             }
+            Op::Lstat { path } => {
+                self.cpu(syscall);
+                done(self.fs.fs_mut().lookup_nofollow(path, WHO).map(|_| ()))
+            }
             Op::Link { path, to } => {
                 self.cpu(syscall);
                 if let Some(p) = parent(to) {
@@ -454,11 +458,10 @@ impl<'a> IspfsSystem<'a> {
                 if let Some(p) = parent(path) {
                     super::host::mkdir_p(self.fs.fs_mut(), p)?;
                 }
-                let len = target.len() as u64;
                 let link = self
                     .fs
                     .fs_mut()
-                    .symlink(path, len, super::host::LINK_PERMS, WHO);
+                    .symlink(path, target, super::host::LINK_PERMS, WHO);
                 done(link.map(|_| ()))
             }
             Op::Readdir { path } => {
