@@ -703,6 +703,7 @@ fn access_walks_as_stat_readlink_and_nofollow_as_lstat_fstat_not_at_all_and_open
 7 1000.000300 access(\"/proc/self/exe\", F_OK) = 0 <0.000010>
 7 1000.000400 fstat(3</w/c>, {st_mode=S_IFREG|0644, st_size=0, ...}) = 0 <0.000010>
 7 1000.000500 statx(3</w/c>, \"\", AT_STATX_SYNC_AS_STAT|AT_EMPTY_PATH, STATX_ALL, {stx_mask=STATX_ALL, ...}) = 0 <0.000010>
+7 1000.000600 newfstatat(AT_FDCWD</w/v>, \"\", {st_mode=S_IFDIR|0755, st_size=4096, ...}, AT_EMPTY_PATH) = 0 <0.000010>
 ";
     let evs = events(ImportFormat::Strace, text).unwrap();
     let paths: Vec<&str> = evs
@@ -712,7 +713,8 @@ fn access_walks_as_stat_readlink_and_nofollow_as_lstat_fstat_not_at_all_and_open
             _ => None,
         })
         .collect();
-    assert_eq!(paths, ["/etc/ld.so.preload", "/w/a", "/w/n"]);
+    // The working directory through AT_FDCWD and an empty path: no fd names it.
+    assert_eq!(paths, ["/etc/ld.so.preload", "/w/a", "/w/n", "/w/v"]);
     // Those that do not follow a link at the end.
     let lstats: Vec<&str> = evs
         .iter()

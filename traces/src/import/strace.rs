@@ -800,8 +800,12 @@ impl StraceConverter {
                 .map(|path| Op::Lstat { path }),
             "newfstatat" | "fstatat64" | "statx" => {
                 if a.get(1).is_some_and(|p| p == "\"\"") {
-                    // fstat through AT_EMPTY_PATH: the fd's own file, no walk.
-                    return Self::fd_file(a).map(|(fd, path)| Op::Fstat { fd, path });
+                    // fstat through AT_EMPTY_PATH: the fd's own file, no walk. Of AT_FDCWD
+                    // it is the working directory, which no trace fd names: a stat of it.
+                    return Self::fd_file(a).map(|(fd, path)| match fd {
+                        0.. => Op::Fstat { fd, path },
+                        _ => Op::Stat { path },
+                    });
                 }
                 let flags = a.get(if name == "statx" { 2 } else { 3 });
                 let nofollow = flags.is_some_and(|f| f.contains("AT_SYMLINK_NOFOLLOW"));
