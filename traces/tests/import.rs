@@ -749,3 +749,27 @@ fn access_walks_as_stat_readlink_and_nofollow_as_lstat_fstat_not_at_all_and_open
     );
     assert_eq!(evs[0].ret, Some(-1), "a failed access stays failed");
 }
+
+#[test]
+fn relative_paths_follow_chdir_fchdir_and_a_new_process_inherits_the_directory() {
+    // `mkdir -p w/src/lib` opens each level, fchdirs into it and makes the next by a
+    // relative path; a shell's cd is a chdir; a child starts where its parent was.
+    let text = "7 1000.000000 openat(AT_FDCWD</r>, \"w\", O_RDONLY|O_DIRECTORY) = 3</r/w> <0.000010>
+7 1000.000100 fchdir(3</r/w>) = 0 <0.000010>
+7 1000.000200 mkdir(\"src\", 0777) = 0 <0.000010>
+7 1000.000300 chdir(\"src/../src/.\") = 0 <0.000010>
+7 1000.000400 mkdir(\"lib\", 0777) = 0 <0.000010>
+7 1000.000450 chdir(\"/nowhere\") = -1 ENOENT (No such file or directory) <0.000010>
+7 1000.000500 clone(child_stack=NULL, flags=CLONE_CHILD_CLEARTID|SIGCHLD, child_tidptr=0x7f) = 8 <0.000010>
+8 1000.000600 mkdir(\"x\", 0777) = 0 <0.000010>
+";
+    let evs = events(ImportFormat::Strace, text).unwrap();
+    let made: Vec<&str> = evs
+        .iter()
+        .filter_map(|e| match &e.op {
+            Op::Mkdir { path } => Some(path.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(made, ["/r/w/src", "/r/w/src/lib", "/r/w/src/x"]);
+}

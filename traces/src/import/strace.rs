@@ -14,6 +14,8 @@
 //!   destination, each of the bytes the call moved;
 //! - an `lseek` has no event, but gives the fd's next read or write its offset;
 //! - a directory's listing is one `readdir`, at its first `getdents64`;
+//! - a relative path resolves against the working directory, which `AT_FDCWD</dir>` shows
+//!   and `chdir` and `fchdir` change, and which a new process inherits;
 //! - `symlink` and `symlinkat` make a `symlink`, its target kept as given; `link` and
 //!   `linkat` a `link` (git names each object it writes this way);
 //! - an fd on a file unlinked while open (`5</tmp/x>(deleted)`) names the file as it was,
@@ -626,6 +628,26 @@ impl StraceConverter {
                     // `rewinddir` seeks to 0: the next getdents64 lists again.
                     self.listing.remove(&(pid, fd));
                 }
+                None
+            }
+            // The working directory, which the relative paths of calls without a dirfd
+            // resolve against (`mkdir -p a/b` opens `a`, fchdirs into it, then makes `b`):
+            // changed by chdir and fchdir, and inherited by a new process or thread.
+            "chdir" if out.ret == Some(0) => {
+                let to = unquote(a.first()?)?;
+                let cwd = absolute(self.cwd.get(&pid).map(String::as_str), &to);
+                self.cwd.insert(pid, cwd);
+                None
+            }
+            "fchdir" if out.ret == Some(0) => {
+                let (_, dir) = fd_arg(a.first()?)?;
+                self.cwd.insert(pid, dir?);
+                None
+            }
+            "clone" | "clone3" | "fork" | "vfork" => {
+                let child = out.ret.filter(|&r| r > 0)?;
+                let cwd = self.cwd.get(&pid)?.clone();
+                self.cwd.entry(u32::try_from(child).ok()?).or_insert(cwd);
                 None
             }
             // A new fd number: whatever an lseek said of the old file there is gone.
