@@ -829,18 +829,22 @@ impl HostFs {
     }
 
     /// Reads a whole file as the flash holds it, bypassing the page cache (what a reader on
-    /// the device side sees; data mode keeps the bytes).
+    /// the device side sees; data mode keeps the bytes). Bytes written but not yet given
+    /// blocks (delayed allocation holds them in the page cache) read as zeros: the flash
+    /// holds nothing of them.
     pub fn read_file(&mut self, path: &str, who: Cred) -> Result<Vec<u8>, FsError> {
         let (size_bytes, extents, _) = self.file_extents(path, who)?;
         let bs = self.ns.layout().block_bytes;
         let mut out = vec![0u8; size_bytes as usize];
-        let ranges = byte_ranges(&extents, bs, out.len() as u64);
+        let on_flash = extents.iter().map(|r| r.pages * bs).sum::<u64>();
+        let ranges = byte_ranges(&extents, bs, size_bytes.min(on_flash));
+        let held = ranges.iter().map(|r| r.1).sum::<u64>() as usize;
         let keep = self.device.ftl().keeps_payloads();
         let c = self.device.read_ranges(
             IoPath::Host,
             self.clock,
             &ranges,
-            keep.then_some(&mut out[..]),
+            keep.then_some(&mut out[..held]),
         )?;
         self.clock = c.done;
         Ok(out)

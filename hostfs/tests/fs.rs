@@ -905,6 +905,8 @@ fn a_path_through_a_link_to_a_directory_is_walked_through_its_target_and_costs_i
         )
         .unwrap();
     fs.write(fd, 0, b"b").unwrap();
+    // Until written back, the flash holds nothing of it.
+    assert_eq!(fs.read_file("/src/lib/b.rs", ME).unwrap(), b"\0");
     fs.fsync(fd).unwrap();
     fs.close(fd).unwrap();
     assert_eq!(fs.read_file("/src/lib/b.rs", ME).unwrap(), b"b");
