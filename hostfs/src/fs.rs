@@ -1165,13 +1165,6 @@ impl HostFs {
         Ok(f)
     }
 
-    fn is_symlink(&self, ino: Ino) -> bool {
-        matches!(
-            self.ns.inode(ino).map(|i| &i.kind),
-            Some(InodeKind::Symlink { .. })
-        )
-    }
-
     /// Opens (or creates) a file for reading or writing, following symbolic links.
     pub fn open(&mut self, path: &str, how: OpenOptions, who: Cred) -> Result<Fd, FsError> {
         let ino = match how.create {
@@ -1182,13 +1175,15 @@ impl HostFs {
                 // A link: walked again, following it on to what it names (the walk that
                 // found the link is not charged: this one reads all it read). Linux would
                 // create a missing target; that is refused.
-                Ok(r) if self.is_symlink(r.ino) => match self.lookup(path, who) {
-                    Ok((r, _)) => r.ino,
-                    Err(FsError::Namespace(NsError::NotFound(_))) => {
-                        return Err(FsError::Symlink(path.to_string()));
+                Ok(r) if self.ns.inode(r.ino).is_some_and(|i| i.is_symlink()) => {
+                    match self.lookup(path, who) {
+                        Ok((r, _)) => r.ino,
+                        Err(FsError::Namespace(NsError::NotFound(_))) => {
+                            return Err(FsError::Symlink(path.to_string()));
+                        }
+                        Err(e) => return Err(e),
                     }
-                    Err(e) => return Err(e),
-                },
+                }
                 Ok(r) => self.charge_lookup(r)?.0.ino,
                 Err(dir) => {
                     let dir = self.charge_lookup(dir)?.0.ino;

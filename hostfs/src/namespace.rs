@@ -325,6 +325,10 @@ impl Inode {
     pub fn is_dir(&self) -> bool {
         matches!(self.kind, InodeKind::Dir { .. })
     }
+
+    pub fn is_symlink(&self) -> bool {
+        matches!(self.kind, InodeKind::Symlink { .. })
+    }
 }
 
 /// A metadata block a lookup reads.

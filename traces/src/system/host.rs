@@ -103,7 +103,12 @@ pub(super) fn mkdir_p(fs: &mut HostFs, dir: &str) -> Result<Ino, FsError> {
     for c in dir.split('/').filter(|c| !c.is_empty()) {
         at.push('/');
         at.push_str(c);
-        ino = match fs.namespace().child(ino, c) {
+        let ns = fs.namespace();
+        ino = match ns.child(ino, c) {
+            // A symbolic link on the way: what it names, as a walk of the path so far finds.
+            Some(child) if ns.inode(child).is_some_and(|i| i.is_symlink()) => {
+                ns.find(&at, WHO).map_err(FsError::from)?
+            }
             Some(child) => child,
             None => fs.mkdir_in(ino, &at, DIR_PERMS, WHO)?,
         };
