@@ -457,7 +457,7 @@ fn a_hard_link_keeps_the_file_when_its_first_name_goes() {
             assert_eq!(r.latency[op].failed, 0, "{target:?} {op}: {r:?}");
         }
         assert_eq!(r.latency["link"].count, 1, "{target:?}");
-        assert_eq!(r.latency["open"].count, 3, "{target:?}");
+        assert_eq!(r.latency["open"].count, 2, "{target:?}");
         assert_eq!(r.skipped.get("failed in the trace"), Some(&1), "{target:?}");
     }
 }
