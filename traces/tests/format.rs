@@ -120,6 +120,7 @@ fn every_op_round_trips() {
             Some(0),
         ),
         ev(10, 8, Op::Stat { path: p("/e/x") }, Some(-1)),
+        ev(10, 8, Op::Lstat { path: p("/e/l") }, Some(0)),
         ev(10, 8, Op::Readdir { path: p("/e") }, Some(48)),
         ev(
             10,
