@@ -9,7 +9,7 @@
 //!   inode counts the names that reach it.
 
 use super::journal::{recover, DurableImage, FsStep, OrderFault, Recovery};
-use super::medium::{Credentials, Medium};
+use super::medium::{Credentials, FileData, Medium};
 use super::stage::StageRunner;
 use super::StorageFs;
 use crate::rng::SimRng;
@@ -261,7 +261,7 @@ fn judge(
     })
 }
 
-fn file<'m>(m: &'m Medium, path: &str) -> Option<&'m Vec<u8>> {
+fn file<'m>(m: &'m Medium, path: &str) -> Option<&'m FileData> {
     m.lookup(path)
         .and_then(|i| m.inodes.get(&i))
         .map(|i| &i.data)
@@ -271,7 +271,7 @@ fn file<'m>(m: &'m Medium, path: &str) -> Option<&'m Vec<u8>> {
 /// payload, and the CRC-32 of length and payload).
 fn bad_record(m: &Medium) -> Option<String> {
     for path in LOGS {
-        let Some(data) = file(m, path) else {
+        let Some(data) = file(m, path).map(FileData::to_vec) else {
             continue;
         };
         let mut at = 0usize;

@@ -131,7 +131,7 @@ impl Meta {
             owner: i.owner,
             mode: i.mode,
             links: i.links,
-            size: i.data.len() as u64,
+            size: i.data.len(),
         }
     }
 
@@ -156,9 +156,7 @@ impl Store for Medium {
         let Some(i) = self.inodes.get(&ino) else {
             return Vec::new();
         };
-        let size = i.data.len() as u64;
-        let (a, b) = (offset.min(size), offset.saturating_add(len).min(size));
-        i.data[a as usize..b as usize].to_vec()
+        i.data.read(offset, len)
     }
     fn apply(&mut self, redo: &Redo) -> Result<(), FsError> {
         Medium::apply(self, redo)

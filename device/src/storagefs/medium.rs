@@ -2,12 +2,14 @@
 //! [`Redo`] record is one change to it; applying one twice is the same as applying it once,
 //! so recovery may redo any record it is unsure of.
 
+pub use super::data::FileData;
 use super::error::FsError;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// The largest file StorageFS keeps: offsets past it are refused, never allocated.
-pub const MAX_FILE_BYTES: u64 = 64 << 20;
+/// The largest file StorageFS keeps, hostfs's (ext4's with 4 KiB blocks): offsets past it
+/// are refused. A file's memory is what was written to it ([`FileData`]), not its size.
+pub const MAX_FILE_BYTES: u64 = 16 << 40;
 /// Files one StorageFS holds.
 pub const MAX_FILES: usize = 1 << 16;
 /// The longest path.
@@ -56,7 +58,7 @@ pub struct Inode {
     pub owner: u32,
     pub mode: u16,
     pub links: u32,
-    pub data: Vec<u8>,
+    pub data: FileData,
 }
 
 /// Whether `who` may read (or, with `write`, write) a file of `owner` with `mode`.
@@ -122,7 +124,8 @@ pub struct Medium {
     pub names: BTreeMap<String, Ino>,
     pub inodes: BTreeMap<Ino, Inode>,
     pub next_ino: u64,
-    /// Bytes all files hold (kept as records apply, so a bound on it costs nothing).
+    /// Bytes all files hold, by their sizes (kept as records apply, so a bound on it costs
+    /// nothing).
     bytes: u64,
 }
 
@@ -146,16 +149,8 @@ impl Medium {
                 let inode = self.inodes.get_mut(ino).ok_or_else(|| {
                     FsError::Corrupt(format!("a write to missing inode {}", ino.0))
                 })?;
-                self.bytes += end.saturating_sub(inode.data.len() as u64);
-                if *offset as usize == inode.data.len() {
-                    // An append: no zero fill to overwrite.
-                    inode.data.extend_from_slice(bytes);
-                } else {
-                    if inode.data.len() < end as usize {
-                        inode.data.resize(end as usize, 0);
-                    }
-                    inode.data[*offset as usize..end as usize].copy_from_slice(bytes);
-                }
+                self.bytes += end.saturating_sub(inode.data.len());
+                inode.data.write(*offset, bytes);
             }
             Redo::Create {
                 path,
@@ -168,7 +163,7 @@ impl Medium {
                     owner: *owner,
                     mode: *mode,
                     links: 0,
-                    data: Vec::new(),
+                    data: FileData::default(),
                 });
                 self.name(path, *ino);
                 self.next_ino = self.next_ino.max(ino.0 + 1);
@@ -185,7 +180,7 @@ impl Medium {
             Redo::Free { ino } => {
                 if self.inodes.get(ino).is_some_and(|i| i.links == 0) {
                     let gone = self.inodes.remove(ino).expect("checked above");
-                    self.bytes -= gone.data.len() as u64;
+                    self.bytes -= gone.data.len();
                 }
             }
             Redo::Truncate { ino, len } => {
@@ -193,8 +188,8 @@ impl Medium {
                 let inode = self.inodes.get_mut(ino).ok_or_else(|| {
                     FsError::Corrupt(format!("a truncate of missing inode {}", ino.0))
                 })?;
-                self.bytes = self.bytes - inode.data.len() as u64 + end;
-                inode.data.resize(end as usize, 0);
+                self.bytes = self.bytes - inode.data.len() + end;
+                inode.data.truncate(end);
             }
             // Redone after it happened, `from` no longer names `ino`: only `to` is set.
             Redo::Rename { from, to, ino } => {
@@ -243,7 +238,7 @@ impl Medium {
             .collect();
         for ino in &orphans {
             let gone = self.inodes.remove(ino).expect("listed above");
-            self.bytes -= gone.data.len() as u64;
+            self.bytes -= gone.data.len();
         }
         orphans.len() as u64
     }

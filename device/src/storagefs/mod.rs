@@ -9,10 +9,11 @@
 //!
 //! The namespace and data live on the medium ([`Medium`]) — StorageFS does not borrow hostfs:
 //! the device crate sits below hostfs, and the firmware's structures are flat (one directory
-//! map, whole-file inodes) where hostfs's are ext4's. What it costs is counted per op
+//! map, inodes holding their bytes, [`data::FileData`]) where hostfs's are ext4's. What it costs is counted per op
 //! ([`OpCost`]) and charged to the device's cores by whoever drives it (`csd fusion`).
 
 pub mod crash;
+pub mod data;
 mod error;
 pub mod exec;
 pub mod journal;
@@ -80,10 +81,16 @@ impl StorageFs {
         &self.medium
     }
 
-    /// A file's bytes.
-    pub fn contents(&self, path: &str) -> Option<&[u8]> {
+    /// A file's bytes, copied out (tests and small files: a sparse file is made whole).
+    pub fn contents(&self, path: &str) -> Option<Vec<u8>> {
         let ino = self.medium.lookup(path)?;
-        self.medium.inodes.get(&ino).map(|i| i.data.as_slice())
+        self.medium.inodes.get(&ino).map(|i| i.data.to_vec())
+    }
+
+    /// A file's size.
+    pub fn size(&self, path: &str) -> Option<u64> {
+        let ino = self.medium.lookup(path)?;
+        self.medium.inodes.get(&ino).map(|i| i.data.len())
     }
 
     /// Breaks an ordering rule on purpose (crash-checker tests).

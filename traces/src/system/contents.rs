@@ -28,12 +28,20 @@ fn mix(mut z: u64) -> u64 {
 
 /// `len` bytes of the pattern keyed by `key`.
 pub fn pattern(key: u64, len: usize) -> Vec<u8> {
+    pattern_at(key, 0, len)
+}
+
+/// `len` bytes of the pattern keyed by `key`, from byte `start` of it: each 8-byte word
+/// is drawn from its own index, so any range is made without the bytes before it.
+pub fn pattern_at(key: u64, start: u64, len: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(len);
-    let mut i = 0u64;
+    let mut i = start / 8;
+    let mut skip = (start % 8) as usize;
     while out.len() < len {
         let word = mix(key.wrapping_add(i.wrapping_mul(0x9e37_79b9_7f4a_7c15)));
-        let take = (len - out.len()).min(8);
-        out.extend_from_slice(&word.to_le_bytes()[..take]);
+        let take = (len - out.len()).min(8 - skip);
+        out.extend_from_slice(&word.to_le_bytes()[skip..skip + take]);
+        skip = 0;
         i += 1;
     }
     out
@@ -54,9 +62,10 @@ impl Contents {
         }
     }
 
-    /// The bytes a file the trace did not create holds when it starts.
-    pub fn initial(&self, path: &str, len: usize) -> Vec<u8> {
-        pattern(mix(self.seed ^ fnv1a(path.as_bytes())), len)
+    /// Bytes `start..start + len` of what a file the trace did not create holds when it
+    /// starts.
+    pub fn initial(&self, path: &str, start: u64, len: usize) -> Vec<u8> {
+        pattern_at(mix(self.seed ^ fnv1a(path.as_bytes())), start, len)
     }
 
     /// The pattern of the next write to `path` (`len` bytes): the write's own counter moves on.
@@ -96,5 +105,11 @@ mod tests {
             "another seed differs"
         );
         assert_eq!(pattern(7, 13), pattern(7, 20)[..13]);
+        for (start, len) in [(0, 20), (3, 9), (8, 8), (13, 40)] {
+            assert_eq!(
+                pattern_at(7, start, len),
+                pattern(7, 60)[start as usize..][..len]
+            );
+        }
     }
 }

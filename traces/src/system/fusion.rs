@@ -97,7 +97,7 @@ impl Call {
         let size = self
             .sizes
             .entry(path.to_string())
-            .or_insert_with(|| fs.contents(path).map_or(0, |d| d.len() as u64));
+            .or_insert_with(|| fs.size(path).unwrap_or(0));
         self.growth += end.saturating_sub(*size);
         *size = if cut { end } else { (*size).max(end) };
     }
@@ -106,7 +106,7 @@ impl Call {
         self.sizes
             .get(path)
             .copied()
-            .unwrap_or_else(|| fs.contents(path).map_or(0, |d| d.len() as u64))
+            .unwrap_or_else(|| fs.size(path).unwrap_or(0))
     }
 }
 
@@ -261,6 +261,8 @@ impl<'a> FusionSystem<'a> {
                 self.profile.name
             )));
         }
+        // As hostfs's setup: the file is its size, and only the ranges the trace reads are
+        // written (the rest reads as zeros, and costs no memory).
         for (path, f) in &scan.files {
             if f.size > MAX_FILE_BYTES {
                 return Err(SetupError::Files(format!(
@@ -275,11 +277,23 @@ impl<'a> FusionSystem<'a> {
                 .fs
                 .open(WHO, path, true, self.runner)
                 .map_err(|e| setup(&e))?;
-            let data = self.contents.initial(path, f.size as usize);
-            for (i, chunk) in data.chunks(MAX_SLOT_BYTES).enumerate() {
+            if f.size > 0 {
                 let mut b = CiscBuilder::new();
-                let s = b.input(chunk.to_vec());
-                b.pwrite(FileRef::Fd(fd), (i * MAX_SLOT_BYTES) as u64, s);
+                b.truncate(FileRef::Fd(fd), f.size);
+                let op = b.finish().map_err(|e| setup(&e))?;
+                self.fs
+                    .submit(WHO, &op, self.runner)
+                    .map_err(|e| setup(&e))?;
+            }
+            let pieces = f.read.iter().flat_map(|(&start, &end)| {
+                (start..end)
+                    .step_by(MAX_SLOT_BYTES)
+                    .map(move |at| (at, (end - at).min(MAX_SLOT_BYTES as u64)))
+            });
+            for (at, len) in pieces {
+                let mut b = CiscBuilder::new();
+                let s = b.input(self.contents.initial(path, at, len as usize));
+                b.pwrite(FileRef::Fd(fd), at, s);
                 let op = b.finish().map_err(|e| setup(&e))?;
                 let done = self
                     .fs
@@ -676,7 +690,7 @@ impl FusionSystem<'_> {
         let target_of = |p: &str| {
             let inode = medium.inodes.get(&medium.lookup(p)?)?;
             is_symlink(inode.mode)
-                .then(|| String::from_utf8(inode.data.clone()).ok())
+                .then(|| String::from_utf8(inode.data.to_vec()).ok())
                 .flatten()
         };
         let mut detour = 0;
@@ -1197,14 +1211,13 @@ impl System for FusionSystem<'_> {
         let medium = self.fs.medium();
         let mut sha = Sha256::new();
         for (path, ino) in &medium.names {
-            let data = medium
-                .inodes
-                .get(ino)
-                .map_or(&[][..], |i| i.data.as_slice());
+            let data = medium.inodes.get(ino).map(|i| &i.data);
             sha.update((path.len() as u64).to_le_bytes());
             sha.update(path.as_bytes());
-            sha.update((data.len() as u64).to_le_bytes());
-            sha.update(data);
+            sha.update(data.map_or(0, |d| d.len()).to_le_bytes());
+            if let Some(d) = data {
+                d.for_each_piece(|p| sha.update(p));
+            }
         }
         let digest: String = sha.finalize().iter().map(|b| format!("{b:02x}")).collect();
         Totals {

@@ -1,0 +1,190 @@
+//! A StorageFS file's bytes, kept in fixed chunks.
+//!
+//! A chunk never written holds zeros and takes no memory, so what a file costs the
+//! simulator is what was written to it, not its size: a replay that reads the last page of
+//! a 140 MB library makes that page, not 140 MB. Equality and the digest are of the bytes,
+//! however they are chunked.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Bytes a chunk holds.
+pub const CHUNK: u64 = 64 << 10;
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct FileData {
+    len: u64,
+    /// Chunk index → its bytes (always `CHUNK` long; the last may reach past `len`, where
+    /// it holds zeros).
+    chunks: BTreeMap<u64, Box<[u8]>>,
+}
+
+impl FileData {
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Memory the bytes take: the chunks written.
+    pub fn held(&self) -> u64 {
+        self.chunks.len() as u64 * CHUNK
+    }
+
+    /// Writes `bytes` at `offset`; the file grows to cover them. The caller checked that
+    /// `offset + bytes.len()` fits the file-size bound.
+    pub fn write(&mut self, offset: u64, bytes: &[u8]) {
+        let mut at = offset;
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let (index, within) = (at / CHUNK, (at % CHUNK) as usize);
+            let n = rest.len().min(CHUNK as usize - within);
+            let chunk = self
+                .chunks
+                .entry(index)
+                .or_insert_with(|| vec![0; CHUNK as usize].into_boxed_slice());
+            chunk[within..within + n].copy_from_slice(&rest[..n]);
+            rest = &rest[n..];
+            at += n as u64;
+        }
+        self.len = self.len.max(offset + bytes.len() as u64);
+    }
+
+    /// Sets the size to `len`: cut (the bytes past it gone, so a later growth reads zeros
+    /// there) or grown with zeros.
+    pub fn truncate(&mut self, len: u64) {
+        if len < self.len {
+            let first_gone = len.div_ceil(CHUNK);
+            self.chunks.split_off(&first_gone);
+            let within = (len % CHUNK) as usize;
+            if within > 0 {
+                if let Some(last) = self.chunks.get_mut(&(len / CHUNK)) {
+                    last[within..].fill(0);
+                }
+            }
+        }
+        self.len = len;
+    }
+
+    /// Up to `len` bytes at `offset` (fewer at the end of the file).
+    pub fn read(&self, offset: u64, len: u64) -> Vec<u8> {
+        let (a, b) = (
+            offset.min(self.len),
+            offset.saturating_add(len).min(self.len),
+        );
+        let mut out = vec![0; (b - a) as usize];
+        for (&index, chunk) in self.chunks.range(a / CHUNK..b.div_ceil(CHUNK)) {
+            let start = index * CHUNK;
+            let (from, to) = (a.max(start), b.min(start + CHUNK));
+            out[(from - a) as usize..(to - a) as usize]
+                .copy_from_slice(&chunk[(from - start) as usize..(to - start) as usize]);
+        }
+        out
+    }
+
+    /// The whole file (for small files: tests, symbolic link targets, logs).
+    pub fn to_vec(&self) -> Vec<u8> {
+        self.read(0, self.len)
+    }
+
+    /// Hands the whole file to `f` in order, a chunk at a time, holes as zeros: what a
+    /// digest of the bytes reads, without making the file whole in memory.
+    pub fn for_each_piece(&self, mut f: impl FnMut(&[u8])) {
+        static ZEROS: [u8; CHUNK as usize] = [0; CHUNK as usize];
+        for index in 0..self.len.div_ceil(CHUNK) {
+            let n = (self.len - index * CHUNK).min(CHUNK) as usize;
+            match self.chunks.get(&index) {
+                Some(c) => f(&c[..n]),
+                None => f(&ZEROS[..n]),
+            }
+        }
+    }
+
+    /// The chunks that hold a byte other than zero, in order: what equality and the digest
+    /// compare, so two files of the same bytes agree however they were written.
+    pub fn nonzero_chunks(&self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
+        self.chunks
+            .iter()
+            .filter(|(_, c)| c.iter().any(|&b| b != 0))
+            .map(|(&i, c)| (i, &c[..]))
+    }
+}
+
+impl PartialEq for FileData {
+    fn eq(&self, other: &FileData) -> bool {
+        self.len == other.len && self.nonzero_chunks().eq(other.nonzero_chunks())
+    }
+}
+
+impl Eq for FileData {}
+
+impl From<&[u8]> for FileData {
+    fn from(bytes: &[u8]) -> FileData {
+        let mut d = FileData::default();
+        d.write(0, bytes);
+        d
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Against a plain vector: writes anywhere (across chunk boundaries), cuts and
+        /// growths, then every read and equality.
+        #[test]
+        fn chunked_bytes_read_as_a_plain_vector_would(
+            steps in proptest::collection::vec(
+                (any::<bool>(), 0u64..4 * CHUNK, proptest::collection::vec(any::<u8>(), 0..3000)),
+                1..40,
+            ),
+            reads in proptest::collection::vec((0u64..5 * CHUNK, 0u64..3 * CHUNK), 1..10),
+        ) {
+            let (mut d, mut v) = (FileData::default(), Vec::<u8>::new());
+            for (cut, at, bytes) in &steps {
+                if *cut {
+                    d.truncate(*at);
+                    v.resize(*at as usize, 0);
+                } else {
+                    d.write(*at, bytes);
+                    let end = *at as usize + bytes.len();
+                    if v.len() < end {
+                        v.resize(end, 0);
+                    }
+                    v[*at as usize..end].copy_from_slice(bytes);
+                }
+                prop_assert_eq!(d.len(), v.len() as u64);
+            }
+            for (at, len) in reads {
+                let a = (at as usize).min(v.len());
+                let b = (at.saturating_add(len) as usize).min(v.len());
+                prop_assert_eq!(d.read(at, len), v[a..b].to_vec());
+            }
+            prop_assert_eq!(d.to_vec(), v.clone());
+            let mut pieces = Vec::new();
+            d.for_each_piece(|p| pieces.extend_from_slice(p));
+            prop_assert_eq!(&pieces, &v);
+            prop_assert!(d == FileData::from(&v[..]));
+        }
+    }
+
+    #[test]
+    fn a_sparse_file_holds_only_what_was_written() {
+        let mut d = FileData::default();
+        d.write(140_000_000, b"tail");
+        assert_eq!(d.len(), 140_000_004);
+        assert_eq!(d.held(), CHUNK);
+        assert_eq!(d.read(139_999_998, 10), b"\0\0tail");
+        // Zeros written equal zeros never written.
+        let mut z = FileData::default();
+        z.write(0, &[0; 10]);
+        z.write(140_000_000, b"tail");
+        assert_eq!(z, d);
+        d.truncate(3);
+        assert_eq!(d.held(), 0);
+    }
+}
