@@ -631,3 +631,26 @@ fn direct_and_synchronous_writes_reach_the_device_before_they_return() {
     assert!(read >= program, "{read}");
     assert!(r.device.io.flash_page_reads >= 1, "{:?}", r.device.io);
 }
+
+#[test]
+fn a_large_file_read_at_its_end_replays_on_storagefs_as_on_hostfs() {
+    // A dynamic loader reads a library's first page and its section headers at the end:
+    // StorageFS holds the file at its size (past the 64 MiB it once kept whole in memory)
+    // with only those bytes written.
+    let t = trace(&[
+        r#"{"t":0,"pid":1,"op":"open","path":"/lib/libbig.so","flags":"O_RDONLY","ret":3}"#,
+        r#"{"t":1,"pid":1,"op":"read","fd":3,"path":"/lib/libbig.so","len":832,"ret":832}"#,
+        r#"{"t":2,"pid":1,"op":"pread","fd":3,"path":"/lib/libbig.so","off":140509184,"len":616,"ret":616}"#,
+        r#"{"t":3,"pid":1,"op":"close","fd":3,"path":"/lib/libbig.so"}"#,
+    ]);
+    for target in [ReplayTarget::Host(DesignKind::FragS), ReplayTarget::Firmware] {
+        let r = run_on(&t, target, Pace::Afap);
+        for op in ["open", "read", "pread", "close"] {
+            assert_eq!(r.latency[op].failed, 0, "{target:?} {op}: {r:?}");
+            assert_eq!(r.latency[op].count, 1, "{target:?} {op}");
+        }
+        if matches!(target, ReplayTarget::Firmware) {
+            assert_eq!(r.fusion.as_ref().map(|f| f.bytes), Some(140_509_800));
+        }
+    }
+}

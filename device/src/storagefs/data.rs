@@ -89,19 +89,6 @@ impl FileData {
         self.read(0, self.len)
     }
 
-    /// Hands the whole file to `f` in order, a chunk at a time, holes as zeros: what a
-    /// digest of the bytes reads, without making the file whole in memory.
-    pub fn for_each_piece(&self, mut f: impl FnMut(&[u8])) {
-        static ZEROS: [u8; CHUNK as usize] = [0; CHUNK as usize];
-        for index in 0..self.len.div_ceil(CHUNK) {
-            let n = (self.len - index * CHUNK).min(CHUNK) as usize;
-            match self.chunks.get(&index) {
-                Some(c) => f(&c[..n]),
-                None => f(&ZEROS[..n]),
-            }
-        }
-    }
-
     /// The chunks that hold a byte other than zero, in order: what equality and the digest
     /// compare, so two files of the same bytes agree however they were written.
     pub fn nonzero_chunks(&self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
@@ -165,9 +152,6 @@ mod tests {
                 prop_assert_eq!(d.read(at, len), v[a..b].to_vec());
             }
             prop_assert_eq!(d.to_vec(), v.clone());
-            let mut pieces = Vec::new();
-            d.for_each_piece(|p| pieces.extend_from_slice(p));
-            prop_assert_eq!(&pieces, &v);
             prop_assert!(d == FileData::from(&v[..]));
         }
     }

@@ -1215,8 +1215,11 @@ impl System for FusionSystem<'_> {
             sha.update((path.len() as u64).to_le_bytes());
             sha.update(path.as_bytes());
             sha.update(data.map_or(0, |d| d.len()).to_le_bytes());
-            if let Some(d) = data {
-                d.for_each_piece(|p| sha.update(p));
+            // The chunks holding a byte other than zero, each with its place: the bytes,
+            // however written, at a cost in what the file holds rather than its size.
+            for (index, chunk) in data.iter().flat_map(|d| d.nonzero_chunks()) {
+                sha.update(index.to_le_bytes());
+                sha.update(chunk);
             }
         }
         let digest: String = sha.finalize().iter().map(|b| format!("{b:02x}")).collect();

@@ -156,8 +156,9 @@ pub struct FusionTotals {
     /// Host CPU time spent modifying data the program read, ns.
     pub host_compute_ns: u64,
     /// What the replay left: names, the bytes their inodes hold (a linked file once), and
-    /// a SHA-256 over every path, size and byte (fused and unfused replays of one program
-    /// must leave the same).
+    /// a SHA-256 over every path, size and the 64 KiB chunks holding a byte other than
+    /// zero, each with its index (fused and unfused replays of one program must leave the
+    /// same).
     pub files: u64,
     pub bytes: u64,
     pub contents_sha256: String,
