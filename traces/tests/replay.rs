@@ -643,7 +643,10 @@ fn a_large_file_read_at_its_end_replays_on_storagefs_as_on_hostfs() {
         r#"{"t":2,"pid":1,"op":"pread","fd":3,"path":"/lib/libbig.so","off":140509184,"len":616,"ret":616}"#,
         r#"{"t":3,"pid":1,"op":"close","fd":3,"path":"/lib/libbig.so"}"#,
     ]);
-    for target in [ReplayTarget::Host(DesignKind::FragS), ReplayTarget::Firmware] {
+    for target in [
+        ReplayTarget::Host(DesignKind::FragS),
+        ReplayTarget::Firmware,
+    ] {
         let r = run_on(&t, target, Pace::Afap);
         for op in ["open", "read", "pread", "close"] {
             assert_eq!(r.latency[op].failed, 0, "{target:?} {op}: {r:?}");
