@@ -17,7 +17,6 @@ use crate::alloc::{Extent, ExtentAllocator};
 use crate::journal::{Journal, JournalStats};
 use crate::namespace::{
     Ino, InodeKind, Linked, MetaLayout, Namespace, NewKind, NsError, Removed, Renamed, Resolution,
-    MAX_TARGET_BYTES,
 };
 use crate::pagecache::{PageCache, WritebackPolicy};
 use crate::perms::{Access, Cred, Perms};
@@ -558,9 +557,6 @@ impl HostFs {
         perms: Perms,
         who: Cred,
     ) -> Result<Ino, FsError> {
-        if target.is_empty() || target.len() > MAX_TARGET_BYTES || target.contains('\0') {
-            return Err(NsError::BadTarget(target.len()).into());
-        }
         self.create(path, NewKind::Symlink { target }, perms, who)
     }
 

@@ -1209,6 +1209,11 @@ impl Namespace {
         if name.len() > 255 {
             return Err(NsError::NameTooLong(name.to_string()));
         }
+        if let NewKind::Symlink { target } = kind {
+            if target.is_empty() || target.len() > MAX_TARGET_BYTES || target.contains('\0') {
+                return Err(NsError::BadTarget(target.len()));
+            }
+        }
         let parent_inode = self
             .inodes
             .get(&parent)

@@ -29,6 +29,19 @@ fn fresh() -> (Namespace, ExtentAllocator) {
     (ns, alloc)
 }
 
+/// A resolution's reads, spelt short: `i2` inode 2's block, `d2.0` directory 2's block 0,
+/// `l7` link 7's target block.
+fn read_kinds(r: &Resolution) -> Vec<String> {
+    r.reads
+        .iter()
+        .map(|m| match m {
+            MetaRead::Inode { ino, .. } => format!("i{}", ino.0),
+            MetaRead::Dir { dir, index, .. } => format!("d{}.{index}", dir.0),
+            MetaRead::Link { ino, .. } => format!("l{}", ino.0),
+        })
+        .collect()
+}
+
 #[test]
 fn resolution_reads_each_level_and_returns_the_ino_list() {
     let (mut ns, mut alloc) = fresh();
@@ -44,15 +57,7 @@ fn resolution_reads_each_level_and_returns_the_ino_list() {
     assert_eq!(r.ino_list, vec![Ino::ROOT, a, b, f]);
     // Per level: the directory's inode block, then its (single) directory block; then the
     // target's inode block.
-    let kinds: Vec<String> = r
-        .reads
-        .iter()
-        .map(|m| match m {
-            MetaRead::Inode { ino, .. } => format!("i{}", ino.0),
-            MetaRead::Dir { dir, index, .. } => format!("d{}.{index}", dir.0),
-            MetaRead::Link { ino, .. } => format!("l{}", ino.0),
-        })
-        .collect();
+    let kinds = read_kinds(&r);
     assert_eq!(kinds, ["i2", "d2.0", "i3", "d3.0", "i4", "d4.0", "i5"]);
     // Through a link to /a/b with a long target (a block of its own): the link's entry is
     // found, its inode and target block read, then the walk restarts at the root.
@@ -70,15 +75,7 @@ fn resolution_reads_each_level_and_returns_the_ino_list() {
     assert_eq!(r.ino, f);
     assert_eq!(r.ino_list, vec![Ino::ROOT, a, b, f]);
     assert_eq!(r.detour, 1);
-    let kinds: Vec<String> = r
-        .reads
-        .iter()
-        .map(|m| match m {
-            MetaRead::Inode { ino, .. } => format!("i{}", ino.0),
-            MetaRead::Dir { dir, index, .. } => format!("d{}.{index}", dir.0),
-            MetaRead::Link { ino, .. } => format!("l{}", ino.0),
-        })
-        .collect();
+    let kinds = read_kinds(&r);
     let l = format!("i{}", link.0);
     let lb = format!("l{}", link.0);
     assert_eq!(

@@ -613,6 +613,25 @@ impl Op {
         }
     }
 
+    /// The path this op walks, for the ops that walk one (a `rename`'s or `link`'s source).
+    pub fn walked_path(&self) -> Option<&str> {
+        match self {
+            Op::Open { path, .. }
+            | Op::Stat { path }
+            | Op::Lstat { path }
+            | Op::Readdir { path }
+            | Op::Setattr { path }
+            | Op::Truncate { path, .. }
+            | Op::Unlink { path }
+            | Op::Rmdir { path }
+            | Op::Mkdir { path }
+            | Op::Rename { path, .. }
+            | Op::Link { path, .. }
+            | Op::Symlink { path, .. } => Some(path),
+            _ => None,
+        }
+    }
+
     /// The fd this op works on, if it is an fd op.
     pub fn fd(&self) -> Option<i64> {
         self.fd_path().map(|(fd, _)| fd)

@@ -17,7 +17,8 @@ pub struct Followed<'p> {
 }
 
 /// `path` with its `.` and `..` parts and empty parts resolved away, as an absolute path
-/// (`..` at the root stays there). A link's target joined to its directory may hold them.
+/// (`..` at the root stays there): a link's target joined to its directory, or a relative
+/// path a traced program gave joined to its working directory, may hold them.
 pub fn normalize(path: &str) -> String {
     let mut parts: Vec<&str> = Vec::new();
     for part in path.split('/') {

@@ -111,6 +111,11 @@ impl Prescan {
             .map_or(Cow::Borrowed(path), |f| f.path)
     }
 
+    /// Whether a walk of `path` meets more links than it may follow.
+    fn loops(&self, path: &str) -> bool {
+        crate::links::follow(path, true, |p| self.links.get(p).cloned()).is_err()
+    }
+
     /// What setup knows `path` as: the links the trace made that it goes through followed,
     /// then the name it had before the trace renamed a directory at or above it (each such
     /// rename undone, nearest first).
@@ -205,6 +210,11 @@ impl Prescan {
             if let Some(path) = crate::replay::missing_name_path(ev) {
                 self.note_dir_hints(path);
             }
+            return;
+        }
+        // A path through a cycle of the trace's links fails its walk (`ELOOP`): it names
+        // nothing to make.
+        if !self.links.is_empty() && ev.op.walked_path().is_some_and(|p| self.loops(p)) {
             return;
         }
         let done = ev.ret.map(|r| r.max(0) as u64);

@@ -135,21 +135,7 @@ pub(crate) fn missing_name_path(ev: &Event) -> Option<&str> {
     if !enoent {
         return None;
     }
-    match &ev.op {
-        Op::Open { path, .. }
-        | Op::Stat { path }
-        | Op::Lstat { path }
-        | Op::Readdir { path }
-        | Op::Setattr { path }
-        | Op::Truncate { path, .. }
-        | Op::Unlink { path }
-        | Op::Rmdir { path }
-        | Op::Mkdir { path }
-        | Op::Rename { path, .. }
-        | Op::Link { path, .. }
-        | Op::Symlink { path, .. } => Some(path),
-        _ => None,
-    }
+    ev.op.walked_path()
 }
 
 /// The trace's side of a replay: each pid's clock, latencies, skips and errors. The system

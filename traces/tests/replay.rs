@@ -657,3 +657,30 @@ fn a_large_file_read_at_its_end_replays_on_storagefs_as_on_hostfs() {
         }
     }
 }
+
+#[test]
+fn a_cycle_of_links_fails_the_call_that_walks_it_and_the_replay_goes_on() {
+    // Hand-written (a recording has the kernel's ELOOP, and skips the call): the walk
+    // stops after 40 links under every design, names the problem, and the next op runs.
+    let t = trace(&[
+        r#"{"t":0,"pid":1,"op":"symlink","path":"/w/c1","target":"c2/x"}"#,
+        r#"{"t":1,"pid":1,"op":"symlink","path":"/w/c2","target":"/w/c1"}"#,
+        r#"{"t":2,"pid":1,"op":"stat","path":"/w/c1/y"}"#,
+        r#"{"t":3,"pid":1,"op":"lstat","path":"/w/c1"}"#,
+    ]);
+    for target in [
+        ReplayTarget::Host(DesignKind::FragS),
+        ReplayTarget::Ispfs,
+        ReplayTarget::Firmware,
+    ] {
+        let r = run_on(&t, target, Pace::Afap);
+        assert_eq!(r.latency["stat"].failed, 1, "{target:?}: {r:?}");
+        assert!(
+            r.first_errors["stat"].contains("too many levels of symbolic links"),
+            "{target:?}: {:?}",
+            r.first_errors
+        );
+        assert_eq!(r.latency["lstat"].failed, 0, "{target:?}");
+        assert_eq!(r.latency["lstat"].count, 1, "{target:?}");
+    }
+}

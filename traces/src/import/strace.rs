@@ -250,17 +250,7 @@ fn absolute(dir: Option<&str>, path: &str) -> String {
     } else {
         format!("{}/{path}", dir.unwrap_or("/"))
     };
-    let mut parts: Vec<&str> = Vec::new();
-    for c in joined.split('/') {
-        match c {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            c => parts.push(c),
-        }
-    }
-    format!("/{}", parts.join("/"))
+    crate::links::normalize(&joined)
 }
 
 /// Splits `args) = result` (strace pads short calls: `brk(NULL)        = 0x…`) into the
