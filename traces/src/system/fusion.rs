@@ -1171,7 +1171,8 @@ impl System for FusionSystem<'_> {
         // StorageFS follows the links on a path as it looks the path up: each name up to a
         // link is an entry examined on the device core, before the rest of the call.
         let followed;
-        let (ev, start) = match self.links {
+        let names_paths = ev.op.walked_path().is_some() || matches!(ev.op, Op::Cisc { .. });
+        let (ev, start) = match self.links && names_paths {
             false => (ev, start),
             true => {
                 let (resolved, detour) = self.follow_links(ev)?;
