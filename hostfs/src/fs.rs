@@ -16,7 +16,8 @@
 use crate::alloc::{Extent, ExtentAllocator};
 use crate::journal::{Journal, JournalStats};
 use crate::namespace::{
-    Ino, InodeKind, Linked, MetaLayout, Namespace, NewKind, NsError, Removed, Renamed, Resolution,
+    CreateAt, Ino, InodeKind, Linked, MetaLayout, Namespace, NewKind, NewName, NsError, Removed,
+    Renamed, Resolution,
 };
 use crate::pagecache::{PageCache, WritebackPolicy};
 use crate::perms::{Access, Cred, Perms};
@@ -39,8 +40,6 @@ pub enum FsError {
     PermissionDenied { path: String, access: &'static str },
     #[error("'{0}' is a directory")]
     IsADirectory(String),
-    #[error("'{0}' is a symbolic link to a name that does not exist, and creating a file through a link is not modelled")]
-    Symlink(String),
     #[error("the device ({0} blocks) is too small for a file system")]
     TooSmall(u64),
     #[error("bad file descriptor {0}")]
@@ -1166,26 +1165,27 @@ impl HostFs {
         let ino = match how.create {
             None => self.lookup(path, who)?.0.ino,
             // One walk finds the file or the directory to create it in, and costs what it
-            // read either way.
-            Some(perms) => match self.ns.resolve_or_parent(path, who)? {
-                // A link: walked again, following it on to what it names (the walk that
-                // found the link is not charged: this one reads all it read). Linux would
-                // create a missing target; that is refused.
-                Ok(r) if self.ns.inode(r.ino).is_some_and(|i| i.is_symlink()) => {
-                    match self.lookup(path, who) {
-                        Ok((r, _)) => r.ino,
-                        Err(FsError::Namespace(NsError::NotFound(_))) => {
-                            return Err(FsError::Symlink(path.to_string()));
-                        }
-                        Err(e) => return Err(e),
-                    }
-                }
-                Ok(r) => self.charge_lookup(r)?.0.ino,
-                Err(dir) => {
+            // read either way. Through a dangling link it is the link's target that is
+            // created, as Linux does.
+            Some(perms) => match self.ns.resolve_for_create(path, who)? {
+                CreateAt::Found(r) => self.charge_lookup(r)?.0.ino,
+                CreateAt::Missing { dir, target } => {
                     let dir = self.charge_lookup(dir)?.0.ino;
-                    let ino =
-                        self.ns
-                            .create_in(dir, path, NewKind::File, perms, who, &mut self.alloc)?;
+                    let (kind, alloc) = (NewKind::File, &mut self.alloc);
+                    let ino = match target {
+                        None => self.ns.create_in(dir, path, kind, perms, who, alloc)?,
+                        // The link's target directory, which the path does not spell, is
+                        // named by the link in errors.
+                        Some(name) => {
+                            let at = NewName {
+                                dir,
+                                name: &name,
+                                path,
+                                dir_path: path,
+                            };
+                            self.ns.create_named(at, kind, perms, who, alloc)?
+                        }
+                    };
                     self.write_created(ino)?;
                     ino
                 }

@@ -642,9 +642,38 @@ fn split_last(path: &str) -> Result<(&str, &str), NsError> {
 
 /// Where a walk ended: at the inode the path names, or in the directory that lacks only its
 /// last component.
-enum Walked {
+enum Walked<'a> {
     Found(Ino),
-    MissingLast(Ino),
+    /// Only the last name is missing: the directory that lacks it, and the name; `own`
+    /// unless it is a link target's last name (the walk followed a dangling link at the end).
+    MissingLast {
+        dir: Ino,
+        name: &'a str,
+        own: bool,
+    },
+}
+
+/// A name to create, in a directory already resolved. `path` and `dir_path` only name the
+/// two in errors: the name may be a link target's, apart from the path that led to it.
+#[derive(Clone, Copy, Debug)]
+pub struct NewName<'p> {
+    pub dir: Ino,
+    pub name: &'p str,
+    pub path: &'p str,
+    pub dir_path: &'p str,
+}
+
+/// What `open(O_CREAT)` finds at the end of a path, links followed.
+#[derive(Debug)]
+pub enum CreateAt {
+    /// The file (or directory) the path names.
+    Found(Resolution),
+    /// Nothing: the walk to the directory to create the path's last name in, or, through a
+    /// dangling link, the name its target ends in (`target`), as Linux creates it.
+    Missing {
+        dir: Resolution,
+        target: Option<String>,
+    },
 }
 
 /// Which symbolic links a walk follows: those in the middle of the path always (POSIX path
@@ -932,7 +961,7 @@ impl Namespace {
         let mut trail = Trail::new();
         match self.walk_to(path, components(path)?, who, Some(&mut trail), follow)? {
             Walked::Found(ino) => Ok(trail.into_resolution(ino)),
-            Walked::MissingLast(_) => Err(NsError::NotFound(path.to_string())),
+            Walked::MissingLast { .. } => Err(NsError::NotFound(path.to_string())),
         }
     }
 
@@ -955,7 +984,22 @@ impl Namespace {
                 Follow::Middle,
             )? {
                 Walked::Found(ino) => Ok(trail.into_resolution(ino)),
-                Walked::MissingLast(parent) => Err(trail.into_resolution(parent)),
+                Walked::MissingLast { dir, .. } => Err(trail.into_resolution(dir)),
+            },
+        )
+    }
+
+    /// [`Namespace::resolve`] for `open(O_CREAT)`: a link at the end is followed, and when
+    /// what the path names is missing, where to create it (in one walk).
+    pub fn resolve_for_create(&self, path: &str, who: Cred) -> Result<CreateAt, NsError> {
+        let mut trail = Trail::new();
+        Ok(
+            match self.walk_to(path, components(path)?, who, Some(&mut trail), Follow::Last)? {
+                Walked::Found(ino) => CreateAt::Found(trail.into_resolution(ino)),
+                Walked::MissingLast { dir, name, own } => CreateAt::Missing {
+                    target: (!own).then(|| name.to_string()),
+                    dir: trail.into_resolution(dir),
+                },
             },
         )
     }
@@ -967,7 +1011,7 @@ impl Namespace {
     pub fn resolve_partial(&self, path: &str, who: Cred) -> Result<Resolution, NsError> {
         let mut trail = Trail::new();
         let ino = match self.walk_to(path, components(path)?, who, Some(&mut trail), Follow::Last) {
-            Ok(Walked::Found(ino)) | Ok(Walked::MissingLast(ino)) => ino,
+            Ok(Walked::Found(ino)) | Ok(Walked::MissingLast { dir: ino, .. }) => ino,
             Err(NsError::NotFound(_)) => *trail.ino_list.last().expect("the root at least"),
             Err(e) => return Err(e),
         };
@@ -996,7 +1040,7 @@ impl Namespace {
     ) -> Result<Ino, NsError> {
         match self.walk_to(path, parts, who, trail, Follow::Last)? {
             Walked::Found(ino) => Ok(ino),
-            Walked::MissingLast(_) => Err(NsError::NotFound(path.to_string())),
+            Walked::MissingLast { .. } => Err(NsError::NotFound(path.to_string())),
         }
     }
 
@@ -1012,7 +1056,7 @@ impl Namespace {
         who: Cred,
         mut trail: Option<&mut Trail>,
         follow: Follow,
-    ) -> Result<Walked, NsError> {
+    ) -> Result<Walked<'a>, NsError> {
         let mut pending = Pending {
             path: parts,
             links: Vec::new(),
@@ -1101,7 +1145,11 @@ impl Namespace {
             }
             let Some((at, entry)) = found.and_then(|at| Some((at, entries.get(at)?))) else {
                 if pending.is_empty() {
-                    return Ok(Walked::MissingLast(ino));
+                    return Ok(Walked::MissingLast {
+                        dir: ino,
+                        name: part,
+                        own,
+                    });
                 }
                 return Err(NsError::NotFound(walked_path(walked)));
             };
@@ -1187,8 +1235,6 @@ impl Namespace {
 
     /// [`Namespace::create`] in `parent`, which the caller resolved from `path`'s parent (so
     /// the path is not walked again).
-    // Long: POSIX create's checks (permission, existence, name) then the inode and entry
-    // writes, in the order ext4 makes them.
     pub fn create_in(
         &mut self,
         parent: Ino,
@@ -1202,7 +1248,34 @@ impl Namespace {
         // checks each name as it goes down (checking the whole path at every level would
         // cost a deep path its depth squared).
         let i = last_slash(path).ok_or_else(|| NsError::BadPath(path.to_string()))?;
-        let (parent_path, name) = (if i == 0 { "/" } else { &path[..i] }, &path[i + 1..]);
+        let (dir_path, name) = (if i == 0 { "/" } else { &path[..i] }, &path[i + 1..]);
+        let at = NewName {
+            dir: parent,
+            name,
+            path,
+            dir_path,
+        };
+        self.create_named(at, kind, perms, who, alloc)
+    }
+
+    /// [`Namespace::create_in`] of a name given apart from the path that led to it: the
+    /// target of a dangling link that `open(O_CREAT)` creates.
+    // Long: POSIX create's checks (permission, existence, name) then the inode and entry
+    // writes, in the order ext4 makes them.
+    pub fn create_named(
+        &mut self,
+        at: NewName<'_>,
+        kind: NewKind<'_>,
+        perms: Perms,
+        who: Cred,
+        alloc: &mut ExtentAllocator,
+    ) -> Result<Ino, NsError> {
+        let NewName {
+            dir: parent,
+            name,
+            path,
+            dir_path: parent_path,
+        } = at;
         if name.is_empty() || name == "." || name == ".." || name.contains('\0') {
             return Err(NsError::BadPath(path.to_string()));
         }

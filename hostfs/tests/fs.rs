@@ -846,15 +846,24 @@ fn a_symbolic_link_is_an_inode_with_its_target_inside_or_in_a_block_of_its_own()
     assert_eq!(fs.read(fd, 0, 4).unwrap(), b"data");
     fs.close(fd).unwrap();
     assert_eq!(fs.read_file("/d/short", ME).unwrap(), b"data");
-    // A creating open through a dangling link is refused, naming it.
+    // A creating open through a dangling link creates what it names, as Linux does; through
+    // a link to a directory that is not there, it fails naming the link's path.
     let create = OpenOptions {
         write: true,
         create: Some(MINE),
     };
+    let fd = fs.open("/d/long", create, ME).unwrap();
+    fs.write(fd, 0, b"made").unwrap();
+    fs.fsync(fd).unwrap();
+    fs.close(fd).unwrap();
+    assert_eq!(fs.read_file(&long, ME).unwrap(), b"made");
+    fs.symlink("/d/nowhere", "/d/none/f", MINE, ME).unwrap();
     assert!(matches!(
-        fs.open("/d/long", create, ME),
-        Err(FsError::Symlink(p)) if p == "/d/long"
+        fs.open("/d/nowhere", create, ME),
+        Err(FsError::Namespace(NsError::NotFound(p))) if p == "/d/nowhere"
     ));
+    fs.unlink("/d/nowhere", ME).unwrap();
+    fs.unlink(&long, ME).unwrap();
     // A rename over the long link, and an unlink of the short one (the link, not the file
     // it names), free what they held.
     fs.rename("/d/f", "/d/long", ME).unwrap();
