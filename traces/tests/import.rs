@@ -269,12 +269,15 @@ fn stats(text: &str) -> csd_traces::import::ImportStats {
 
 #[test]
 fn a_copy_between_files_is_a_read_of_one_and_a_write_of_the_other() {
-    // What coreutils 9's `cp` and `cat` do, sendfile to a socket and a splice into a pipe
-    // (strace -f -ttt -T -y), and a copy that failed (cp then falls back to read and write).
+    // What coreutils 9's `cp` and `cat` do, sendfile to a socket and between files (Python's
+    // `shutil.copyfile`; strace 6 prints the offset the call left as `[0] => [8]`, older
+    // ones `[0 => 8]`), a splice into a pipe (strace -f -ttt -T -y), and a copy that failed
+    // (cp then falls back to read and write).
     let text = "\
 7 1000.000000 copy_file_range(3</w/a>, NULL, 4</w/b>, NULL, 9223372035781033984, 0) = 300000 <0.000298>
 7 1000.001000 copy_file_range(3</w/a>, [4096], 4</w/b>, [8192], 65536, 0) = 65536 <0.000100>
 7 1000.002000 sendfile(5<TCP:[10.0.0.1:80->10.0.0.2:5000]>, 3</w/a>, [0 => 1000], 1000) = 1000 <0.000050>
+7 1000.002500 sendfile(4</w/b>, 3</w/a>, [0] => [8], 8388608) = 8 <0.000010>
 7 1000.003000 splice(3</w/a>, NULL, 6<pipe:[123]>, NULL, 512, 0) = 512 <0.000010>
 7 1000.004000 copy_file_range(3</w/a>, NULL, 8</x/c>, NULL, 100, 0) = -1 EXDEV (Invalid cross-device link) <0.000010>
 7 1000.005000 copy_file_range(3</w/a>, 0x7ffd0000, 4</w/b>, NULL, 100, 0) = 100 <0.000010>
@@ -316,6 +319,18 @@ fn a_copy_between_files_is_a_read_of_one_and_a_write_of_the_other() {
                 off: 0,
                 len: 1000
             },
+            &Op::Pread {
+                fd: 3,
+                path: a(),
+                off: 0,
+                len: 8
+            },
+            &Op::Write {
+                fd: 4,
+                path: b(),
+                off: None,
+                len: 8
+            },
             &Op::Read {
                 fd: 3,
                 path: a(),
@@ -340,11 +355,11 @@ fn a_copy_between_files_is_a_read_of_one_and_a_write_of_the_other() {
     // Both halves of a copy carry the call's time, result and errno.
     assert_eq!((evs[0].t, evs[1].t), (0, 0));
     assert_eq!((evs[0].ret, evs[1].ret), (Some(300000), Some(300000)));
-    assert!(evs[6..]
+    assert!(evs[8..]
         .iter()
         .all(|e| e.ret == Some(-1) && e.extra.get("errno").is_some_and(|v| v == "EXDEV")));
     let s = stats(text);
-    assert_eq!(s.events, 8);
+    assert_eq!(s.events, 10);
     assert_eq!(
         s.skipped.get("copy_file_range: offset is not a number"),
         Some(&1),

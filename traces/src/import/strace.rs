@@ -216,12 +216,16 @@ fn tmpfile(name: &str, a: &[String]) -> bool {
     flags.is_some_and(|f| f.contains("O_TMPFILE"))
 }
 
-/// An offset strace read through a pointer: `[4096]`, or `[4096 => 8192]` where it also shows
-/// the value the call left (sendfile). The value before the call.
+/// An offset strace read through a pointer: `[4096]`, or `[4096] => [8192]` where it also
+/// shows the value the call left (sendfile; `[4096 => 8192]` accepted too). The value before
+/// the call.
 fn pointed_offset(s: &str) -> Option<u64> {
-    let inner = s.strip_prefix('[')?.strip_suffix(']')?;
-    let before = inner.split(" => ").next()?.trim();
-    before
+    let before = s.split(" => ").next()?;
+    let inner = before.strip_prefix('[')?;
+    inner
+        .strip_suffix(']')
+        .unwrap_or(inner)
+        .trim()
         .parse::<i64>()
         .ok()
         .and_then(|v| u64::try_from(v).ok())
