@@ -321,7 +321,6 @@ impl Device {
 
     /// Command handling before the flash is touched.
     fn front_end(&mut self, path: IoPath, at: VirtualTime) -> VirtualTime {
-        self.clocks.submit(at);
         match path {
             IoPath::Host => {
                 self.counters.host_commands += 1;
@@ -738,7 +737,6 @@ impl Device {
     /// results to the host): books the link's direction `dir` and returns when the DMA
     /// completes.
     pub fn host_transfer(&mut self, dir: LinkDirection, at: VirtualTime, bytes: u64) -> Completion {
-        self.clocks.submit(at);
         let done = self.clocks.dma(dir, at, bytes);
         Completion {
             submitted: at,

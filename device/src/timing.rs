@@ -102,32 +102,29 @@ pub fn transfer_ns(bytes: u64, bytes_per_sec: u64) -> u64 {
 
 /// Reserved intervals of a shared resource, so a later request can use an earlier idle gap.
 ///
-/// Bookings that end before `now` (the latest time a request was *submitted*, which callers
-/// advance monotonically) can no longer matter and are dropped; `floor` remembers the latest
-/// dropped end and nothing is booked before it, so a stale booking time is delayed, never
-/// overlapped. Pruning must use the submission clock, not booking times: a read books its DMA
-/// at its future flash completion, and pruning there would push every request submitted in
-/// between past that future instant.
-/// Most bookings a [`Timeline`] remembers. Beyond it the two earliest merge, giving up the gap
-/// between them: lookups stay O(bound) even when a caller submits a burst at one instant, at
-/// the price of not back-filling gaps that far in the past of the booking horizon.
-pub const TIMELINE_BOOKINGS_MAX: usize = 64;
-
+/// Requests reach a resource out of time order: a read books its DMA at its future flash
+/// completion, a design's background work (a `sync`'s writes, an index written after a
+/// close) books the device ahead of the host's clock, and the host's next request, earlier,
+/// must still find the gaps between those bookings, as a link or channel idle then would
+/// serve it. So bookings are not dropped by time, only by number: the latest
+/// [`TIMELINE_BOOKINGS_MAX`] are kept. (Until 30 November bookings that ended before the
+/// latest submission were dropped and nothing could be booked before them: a request the
+/// host submitted after a background chain reached further waited for the chain's past.)
 #[derive(Clone, Debug, Default)]
 pub struct Timeline {
     busy: std::collections::VecDeque<(u64, u64)>,
-    floor: u64,
 }
 
+/// Most bookings a [`Timeline`] remembers. Beyond it the two earliest merge, giving up the gap
+/// between them: lookups stay O(log bound) even when a caller submits a burst at one instant,
+/// at the price of not back-filling gaps that far in the past of the booking horizon.
+pub const TIMELINE_BOOKINGS_MAX: usize = 64;
+
 impl Timeline {
-    /// Books `duration_ns` at the earliest time ≥ `at` the resource is free for that long,
-    /// after dropping bookings that ended by `now`. Returns the start of the booking.
-    pub fn reserve(&mut self, now: VirtualTime, at: VirtualTime, duration_ns: u64) -> VirtualTime {
-        while self.busy.front().is_some_and(|&(_, end)| end <= now.0) {
-            let (_, end) = self.busy.pop_front().expect("checked non-empty");
-            self.floor = self.floor.max(end);
-        }
-        let mut start = at.0.max(self.floor);
+    /// Books `duration_ns` at the earliest time ≥ `at` the resource is free for that long.
+    /// Returns the start of the booking.
+    pub fn reserve(&mut self, at: VirtualTime, duration_ns: u64) -> VirtualTime {
+        let mut start = at.0;
         if duration_ns == 0 {
             return VirtualTime(start);
         }
@@ -141,16 +138,14 @@ impl Timeline {
                 .busy
                 .push_back((start, start.saturating_add(duration_ns))),
             Some(_) => {
-                let mut slot = self.busy.len();
-                for (i, &(s, e)) in self.busy.iter().enumerate() {
-                    if e <= start {
-                        continue;
-                    }
+                // The first booking still busy at `start`, then the first gap long enough.
+                let mut slot = self.busy.partition_point(|&(_, e)| e <= start);
+                while let Some(&(s, e)) = self.busy.get(slot) {
                     if s >= start.saturating_add(duration_ns) {
-                        slot = i;
                         break;
                     }
-                    start = e;
+                    start = start.max(e);
+                    slot += 1;
                 }
                 let end = start.saturating_add(duration_ns);
                 // Coalesce with touching neighbours so back-to-back bookings stay one interval.
@@ -181,19 +176,13 @@ impl Timeline {
 
     /// When the last booking ends.
     pub fn horizon(&self) -> VirtualTime {
-        VirtualTime(
-            self.busy
-                .back()
-                .map_or(self.floor, |&(_, e)| e.max(self.floor)),
-        )
+        VirtualTime(self.busy.back().map_or(0, |&(_, e)| e))
     }
 }
 
 /// Busy-until clocks of every die; timelines of every channel and of the host link.
 #[derive(Clone, Debug)]
 pub struct BusyClocks {
-    /// The latest submission time seen: timeline bookings ending before it are history.
-    now: VirtualTime,
     die_free: Vec<VirtualTime>,
     channels: Vec<Timeline>,
     /// The host link's two directions; a simplex link uses only `to_device`.
@@ -217,7 +206,6 @@ impl BusyClocks {
         host: &HostInterface,
     ) -> Self {
         BusyClocks {
-            now: VirtualTime::ZERO,
             die_free: vec![VirtualTime::ZERO; dies as usize],
             channels: vec![Timeline::default(); channels as usize],
             to_device: Timeline::default(),
@@ -232,11 +220,6 @@ impl BusyClocks {
         }
     }
 
-    /// Records that a request was submitted at `at`; time only moves forward.
-    pub fn submit(&mut self, at: VirtualTime) {
-        self.now = self.now.max(at);
-    }
-
     /// Page read: the die senses the page into its data register, then the channel moves it
     /// out. With ONFI's cache read the page passes to the cache register as its transfer
     /// starts, so the die senses the next page while this one crosses the channel: a die
@@ -244,8 +227,7 @@ impl BusyClocks {
     pub fn read_page(&mut self, die: DieId, channel: ChannelId, at: VirtualTime) -> VirtualTime {
         let d = die.0 as usize;
         let sensed = at.max(self.die_free[d]).after(self.page_read_ns);
-        let moving =
-            self.channels[channel.0 as usize].reserve(self.now, sensed, self.page_transfer_ns);
+        let moving = self.channels[channel.0 as usize].reserve(sensed, self.page_transfer_ns);
         self.die_free[d] = moving;
         moving.after(self.page_transfer_ns)
     }
@@ -255,7 +237,7 @@ impl BusyClocks {
     pub fn program_page(&mut self, die: DieId, channel: ChannelId, at: VirtualTime) -> VirtualTime {
         let d = die.0 as usize;
         let loaded = self.channels[channel.0 as usize]
-            .reserve(self.now, at.max(self.die_free[d]), self.page_transfer_ns)
+            .reserve(at.max(self.die_free[d]), self.page_transfer_ns)
             .after(self.page_transfer_ns);
         let done = loaded.after(self.page_program_ns);
         self.die_free[d] = done;
@@ -289,7 +271,7 @@ impl BusyClocks {
             _ => &mut self.to_device,
         };
         // The per-command latency is pipelined: it does not occupy the link's bandwidth.
-        link.reserve(self.now, at, stream_ns)
+        link.reserve(at, stream_ns)
             .after(stream_ns + self.pcie_command_ns)
     }
 
@@ -314,7 +296,6 @@ impl BusyClocks {
 
     /// Forgets all reservations (used after preconditioning, so measurements start idle).
     pub fn reset(&mut self) {
-        self.now = VirtualTime::ZERO;
         self.die_free.fill(VirtualTime::ZERO);
         self.channels.fill(Timeline::default());
         self.to_device = Timeline::default();
@@ -430,16 +411,17 @@ mod tests {
         // A third transfer that does not fit before 80 µs goes after the booked one.
         let mut t = Timeline::default();
         let z = VirtualTime::ZERO;
-        assert_eq!(t.reserve(z, VirtualTime(80), 10).ns(), 80);
-        assert_eq!(t.reserve(z, z, 50).ns(), 0);
-        assert_eq!(t.reserve(z, z, 40).ns(), 90, "30 ns gap too small");
-        assert_eq!(t.reserve(z, VirtualTime(50), 30).ns(), 50, "exact fit");
+        assert_eq!(t.reserve(VirtualTime(80), 10).ns(), 80);
+        assert_eq!(t.reserve(z, 50).ns(), 0);
+        assert_eq!(t.reserve(z, 40).ns(), 90, "30 ns gap too small");
+        assert_eq!(t.reserve(VirtualTime(50), 30).ns(), 50, "exact fit");
         assert_eq!(t.horizon().ns(), 130);
-        // A booking far ahead does not move the floor for requests submitted before it.
-        assert_eq!(t.reserve(z, VirtualTime(1_000), 5).ns(), 1_000);
-        assert_eq!(t.reserve(VirtualTime(140), VirtualTime(140), 5).ns(), 140);
-        // Bookings that ended before `now` are dropped; nothing is booked before them.
-        assert_eq!(t.reserve(VirtualTime(500), z, 5).ns(), 145);
+        // A booking far ahead leaves the gaps before it to requests that arrive later but
+        // start earlier, as background work booked ahead of the host's clock does.
+        assert_eq!(t.reserve(VirtualTime(1_000), 5).ns(), 1_000);
+        assert_eq!(t.reserve(VirtualTime(140), 5).ns(), 140);
+        assert_eq!(t.reserve(z, 5).ns(), 130);
+        assert_eq!(t.reserve(VirtualTime(500), 5).ns(), 500);
     }
 
     #[test]
@@ -448,7 +430,7 @@ mod tests {
         let z = VirtualTime::ZERO;
         // Bookings with gaps, all submitted at time zero, in reverse order of start.
         for i in (0..1_000u64).rev() {
-            t.reserve(z, VirtualTime(i * 100), 10);
+            t.reserve(VirtualTime(i * 100), 10);
         }
         assert!(t.busy.len() <= TIMELINE_BOOKINGS_MAX);
         // Never overlapping, even after merges.
@@ -460,7 +442,7 @@ mod tests {
         // Back-to-back bookings coalesce into one interval.
         let mut u = Timeline::default();
         for _ in 0..10_000 {
-            u.reserve(z, z, 7);
+            u.reserve(z, 7);
         }
         assert_eq!(u.busy.len(), 1);
         assert_eq!(u.horizon().ns(), 70_000);

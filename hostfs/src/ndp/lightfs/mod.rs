@@ -416,11 +416,14 @@ impl State {
     }
 
     /// Writes every pending `.ndpmeta` (and, where one moves, its parents'). The host's
-    /// clock does not wait: like `sync`, the writes are pushed to the device, whose dies
-    /// book them, so a later read of the same blocks waits behind them.
+    /// clock does not wait: like `sync`, the writes are pushed to the device together, whose
+    /// dies book them, so a later read of the same blocks waits behind them. (Until 30
+    /// November each directory's index was pushed when the one before it had been written,
+    /// so an open that had to read the last of 30 waited for all 30 programs.)
     fn flush(&mut self, fs: &mut HostFs) -> Result<(), NdpError> {
         let at = fs.clock();
         while let Some((dir, path)) = self.pending.pop_first() {
+            fs.set_clock(at);
             if let Err(e) = self.index_dir(fs, dir, &path) {
                 // Still to write: the next sync tries again.
                 self.pending.insert(dir, path);
