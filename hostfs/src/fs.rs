@@ -677,8 +677,12 @@ impl HostFs {
                 .write_ranges(IoPath::Host, self.clock, &ranges, keep.then_some(data))?;
         self.clock = c.done;
         self.ns.set_file_layout(ino, data.len() as u64, runs)?;
-        self.write_meta([self.ns.layout().inode_block(ino)])?;
-        // Durable on return: with a journal, that is a commit.
+        self.write_meta([self.ns.layout().inode_block(ino)])
+    }
+
+    /// Commits the journal's running transaction and waits for it, as `sync` does once the
+    /// data it wrote is on the device.
+    pub fn commit_journal(&mut self) -> Result<(), FsError> {
         self.commit(true)
     }
 
@@ -868,6 +872,21 @@ impl HostFs {
     /// the size in blocks is unchanged, else reallocated. Returns the file's ino and whether
     /// its extents changed.
     pub fn put_file(
+        &mut self,
+        path: &str,
+        data: &[u8],
+        perms: Perms,
+        who: Cred,
+    ) -> Result<(Ino, bool), FsError> {
+        let put = self.put_file_unsynced(path, data, perms, who)?;
+        // Durable on return: with a journal, that is a commit.
+        self.commit(true)?;
+        Ok(put)
+    }
+
+    /// [`HostFs::put_file`] whose inode change waits in the journal for the next commit
+    /// ([`HostFs::commit_journal`]): one of many files a `sync` writes before its one commit.
+    pub fn put_file_unsynced(
         &mut self,
         path: &str,
         data: &[u8],
@@ -1499,9 +1518,16 @@ impl HostFs {
     }
 
     fn sync_ino(&mut self, ino: Ino, data_only: bool) -> Result<(), FsError> {
+        self.write_back_file(ino)?;
+        self.commit_for(ino, data_only)
+    }
+
+    /// Writes back every dirty page of the file and waits, committing nothing: what `sync`
+    /// does for each file before its one journal commit ([`HostFs::commit_journal`]).
+    pub fn write_back_file(&mut self, ino: Ino) -> Result<(), FsError> {
         let pages = self.cache.pick_file(ino);
         self.clock = self.write_back(&pages)?;
-        self.commit_for(ino, data_only)
+        Ok(())
     }
 
     /// ext4_sync_file: if the running transaction holds a change to the file this sync must

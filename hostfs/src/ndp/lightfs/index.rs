@@ -128,6 +128,15 @@ pub fn build_index(
     })
 }
 
+/// How an index write reaches the flash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// Written and `fsync`ed on its own: startup's indexes, a new directory's first.
+    Fsync,
+    /// One of a `sync`'s writes: the journal commits once, after all of them.
+    Batched,
+}
+
 /// Writes (or rewrites) the `.ndpmeta` of `dir` from the namespace (see [`build_index`]).
 /// Returns the index and whether its extents moved.
 pub fn write_index(
@@ -135,10 +144,14 @@ pub fn write_index(
     dir: Ino,
     path: &str,
     who: Cred,
+    durability: Durability,
     sub: impl Fn(Ino) -> Option<(Vec<Extent>, u64)>,
 ) -> Result<(DirIndex, bool), NdpError> {
     let b = build_index(fs, dir, path, sub)?;
-    let (meta_ino, moved) = fs.put_file(&b.meta_path, &b.encoded, b.perms, who)?;
+    let (meta_ino, moved) = match durability {
+        Durability::Fsync => fs.put_file(&b.meta_path, &b.encoded, b.perms, who)?,
+        Durability::Batched => fs.put_file_unsynced(&b.meta_path, &b.encoded, b.perms, who)?,
+    };
     let extents = fs.file_layout(meta_ino).expect("just written").1.to_vec();
     Ok((
         DirIndex {
@@ -180,7 +193,7 @@ pub fn build_tree(fs: &mut HostFs, root: &str, who: Cred) -> Result<Vec<DirIndex
         } else {
             path
         };
-        let (index, _) = write_index(fs, dir, &path, who, |ino| {
+        let (index, _) = write_index(fs, dir, &path, who, Durability::Fsync, |ino| {
             built
                 .iter()
                 .find(|b| b.dir == ino)

@@ -14,7 +14,7 @@ pub mod csd;
 pub mod index;
 
 use self::csd::{DevEntry, FileData, LightFsCsd, Target};
-use self::index::{build_tree, write_index, DirIndex};
+use self::index::{build_tree, write_index, DirIndex, Durability};
 use super::cpu::CorePool;
 use super::{
     BytesStamp, DesignKind, FileOutcome, Footprint, NdpCompute, NdpError, NdpOutcome, NdpRequest,
@@ -327,7 +327,7 @@ impl State {
     /// can find it.
     fn refresh(&mut self, fs: &mut HostFs, dir: Ino, path: &str) -> Result<(), NdpError> {
         if !self.indexes.contains_key(&dir) {
-            return self.index_dir(fs, dir, path);
+            return self.index_dir(fs, dir, path, Durability::Batched);
         }
         self.stale.insert(dir);
         self.pending.insert(dir, path.to_string());
@@ -422,17 +422,23 @@ impl State {
     /// so an open that had to read the last of 30 waited for all 30 programs.)
     fn flush(&mut self, fs: &mut HostFs) -> Result<(), NdpError> {
         let at = fs.clock();
+        let mut written = at;
         while let Some((dir, path)) = self.pending.pop_first() {
             fs.set_clock(at);
-            if let Err(e) = self.index_dir(fs, dir, &path) {
+            if let Err(e) = self.index_dir(fs, dir, &path, Durability::Batched) {
                 // Still to write: the next sync tries again.
                 self.pending.insert(dir, path);
                 fs.set_clock(at);
                 return Err(e);
             }
+            written = written.max(fs.clock());
         }
+        // One journal commit for every index the sync wrote, once their data is on the
+        // device (ordered mode). Until 30 November each index was committed on its own.
+        fs.set_clock(written);
+        let committed = fs.commit_journal();
         fs.set_clock(at);
-        Ok(())
+        Ok(committed?)
     }
 
     /// Both caches take `dir`'s entries from `meta`: the host's view of the directory, and
@@ -452,14 +458,19 @@ impl State {
     /// Rewrites `dir`'s `.ndpmeta` and refreshes both caches; while an index moves or changes
     /// size, its parent's entry changes too, up to the root (LightFS §III-E stops when an
     /// index is rewritten in place; ours also records the length, so a size change climbs).
-    fn rewrite_up(&mut self, fs: &mut HostFs, mut dir: Ino) -> Result<(), NdpError> {
+    fn rewrite_up(
+        &mut self,
+        fs: &mut HostFs,
+        mut dir: Ino,
+        durability: Durability,
+    ) -> Result<(), NdpError> {
         loop {
             let Some(path) = self.indexes.get(&dir).map(|i| i.path.clone()) else {
                 return Ok(());
             };
             let old_bytes = self.indexes.get(&dir).map(|i| i.bytes);
             let indexes = &self.indexes;
-            let (index, moved) = write_index(fs, dir, &path, self.who, |ino| {
+            let (index, moved) = write_index(fs, dir, &path, self.who, durability, |ino| {
                 indexes.get(&ino).map(|b| (b.extents.clone(), b.bytes))
             })?;
             // The parent's entry holds this index's extents *and* length.
@@ -487,7 +498,10 @@ impl State {
     }
 
     /// The periodic updater (Fig. 7 ⑤⑥): `sync` each closed file of the unsync list, tell
-    /// the device its new layout and the blocks to wait for.
+    /// the device its new layout and the blocks to wait for. `sync` pushes every file's
+    /// pages together, then the indexes, then commits the journal once (§III-B: unlike
+    /// `fsync` it does not block). Until 30 November each file was pushed once the one
+    /// before it was written, and each committed on its own, as `fsync` does.
     fn periodic_update(&mut self, fs: &mut HostFs) -> Result<(), NdpError> {
         let closed: Vec<Ino> = self
             .unsync
@@ -495,9 +509,14 @@ impl State {
             .filter(|(_, u)| u.closed)
             .map(|(&i, _)| i)
             .collect();
+        let at = fs.clock();
+        let mut pushed = at;
         for ino in closed {
+            fs.set_clock(at);
             self.update_file(fs, ino)?;
+            pushed = pushed.max(fs.clock());
         }
+        fs.set_clock(pushed);
         self.monitor(fs)?;
         self.flush(fs)
     }
@@ -515,7 +534,7 @@ impl State {
             .map(|(l, e)| (l, e.to_vec()))
             .unwrap_or_default();
         if u.new || !self.csd.is_locked(u64::from(ino.0)) {
-            fs.sync_file(ino)?;
+            fs.write_back_file(ino)?;
             // The monitor must still see these blocks for other locked files.
             self.unsync.remove(&ino);
             self.refresh(fs, u.dir, &u.dir_path)?;
@@ -527,14 +546,20 @@ impl State {
             extents,
             pending.into_iter().collect(),
         );
-        fs.sync_file(ino).map_err(NdpError::from)
+        fs.write_back_file(ino).map_err(NdpError::from)
     }
 
     /// Rewrites `dir`'s index, first indexing it (and any unindexed ancestors) if the
     /// directory was created after initialisation.
-    fn index_dir(&mut self, fs: &mut HostFs, dir: Ino, path: &str) -> Result<(), NdpError> {
+    fn index_dir(
+        &mut self,
+        fs: &mut HostFs,
+        dir: Ino,
+        path: &str,
+        durability: Durability,
+    ) -> Result<(), NdpError> {
         if self.indexes.contains_key(&dir) || self.relative(path).is_none() {
-            return self.rewrite_up(fs, dir);
+            return self.rewrite_up(fs, dir, durability);
         }
         // The unindexed directories from `dir` up to the first indexed ancestor.
         let mut chain = Vec::new();
@@ -554,13 +579,13 @@ impl State {
         // Deepest first: a parent's entry points at its child's index.
         for (d, p) in chain {
             let indexes = &self.indexes;
-            let (index, _) = write_index(fs, d, &p, self.who, |ino| {
+            let (index, _) = write_index(fs, d, &p, self.who, durability, |ino| {
                 indexes.get(&ino).map(|b| (b.extents.clone(), b.bytes))
             })?;
             self.csd.note_written(u64::from(d.0), index.encoded.clone());
             self.indexes.insert(d, index);
         }
-        self.rewrite_up(fs, d)
+        self.rewrite_up(fs, d, durability)
     }
 }
 
