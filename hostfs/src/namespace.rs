@@ -967,8 +967,9 @@ impl Namespace {
 
     /// [`Namespace::resolve_nofollow`], or, when only the last component is missing, the
     /// walk to its parent directory (the resolution's `ino`) and the search there for the
-    /// name: what `mkdir`, `symlink` and `open(O_CREAT)` need to find the name or create it
-    /// in one walk. A link that is the last component is found, not followed.
+    /// name: what `mkdir` and `symlink` need to find the name or create it in one walk. A
+    /// link that is the last component is found, not followed (`open(O_CREAT)` follows it:
+    /// [`Namespace::resolve_for_create`]).
     pub fn resolve_or_parent(
         &self,
         path: &str,
