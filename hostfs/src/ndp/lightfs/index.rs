@@ -131,9 +131,10 @@ pub fn build_index(
 /// How an index write reaches the flash.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Durability {
-    /// Written and `fsync`ed on its own: startup's indexes, a new directory's first.
+    /// Written and `fsync`ed on its own: startup's indexes (§III-B's initialisation).
     Fsync,
-    /// One of a `sync`'s writes: the journal commits once, after all of them.
+    /// Every later write (the updater's, a new directory's first index): its inode waits
+    /// for the next journal commit, which a `sync` makes once after all of them.
     Batched,
 }
 

@@ -327,7 +327,7 @@ impl State {
     /// can find it.
     fn refresh(&mut self, fs: &mut HostFs, dir: Ino, path: &str) -> Result<(), NdpError> {
         if !self.indexes.contains_key(&dir) {
-            return self.index_dir(fs, dir, path, Durability::Batched);
+            return self.index_dir(fs, dir, path);
         }
         self.stale.insert(dir);
         self.pending.insert(dir, path.to_string());
@@ -425,7 +425,7 @@ impl State {
         let mut written = at;
         while let Some((dir, path)) = self.pending.pop_first() {
             fs.set_clock(at);
-            if let Err(e) = self.index_dir(fs, dir, &path, Durability::Batched) {
+            if let Err(e) = self.index_dir(fs, dir, &path) {
                 // Still to write: the next sync tries again.
                 self.pending.insert(dir, path);
                 fs.set_clock(at);
@@ -458,21 +458,17 @@ impl State {
     /// Rewrites `dir`'s `.ndpmeta` and refreshes both caches; while an index moves or changes
     /// size, its parent's entry changes too, up to the root (LightFS §III-E stops when an
     /// index is rewritten in place; ours also records the length, so a size change climbs).
-    fn rewrite_up(
-        &mut self,
-        fs: &mut HostFs,
-        mut dir: Ino,
-        durability: Durability,
-    ) -> Result<(), NdpError> {
+    fn rewrite_up(&mut self, fs: &mut HostFs, mut dir: Ino) -> Result<(), NdpError> {
         loop {
             let Some(path) = self.indexes.get(&dir).map(|i| i.path.clone()) else {
                 return Ok(());
             };
             let old_bytes = self.indexes.get(&dir).map(|i| i.bytes);
             let indexes = &self.indexes;
-            let (index, moved) = write_index(fs, dir, &path, self.who, durability, |ino| {
-                indexes.get(&ino).map(|b| (b.extents.clone(), b.bytes))
-            })?;
+            let (index, moved) =
+                write_index(fs, dir, &path, self.who, Durability::Batched, |ino| {
+                    indexes.get(&ino).map(|b| (b.extents.clone(), b.bytes))
+                })?;
             // The parent's entry holds this index's extents *and* length.
             let moved = moved || old_bytes != Some(index.bytes);
             self.csd
@@ -551,15 +547,9 @@ impl State {
 
     /// Rewrites `dir`'s index, first indexing it (and any unindexed ancestors) if the
     /// directory was created after initialisation.
-    fn index_dir(
-        &mut self,
-        fs: &mut HostFs,
-        dir: Ino,
-        path: &str,
-        durability: Durability,
-    ) -> Result<(), NdpError> {
+    fn index_dir(&mut self, fs: &mut HostFs, dir: Ino, path: &str) -> Result<(), NdpError> {
         if self.indexes.contains_key(&dir) || self.relative(path).is_none() {
-            return self.rewrite_up(fs, dir, durability);
+            return self.rewrite_up(fs, dir);
         }
         // The unindexed directories from `dir` up to the first indexed ancestor.
         let mut chain = Vec::new();
@@ -579,13 +569,13 @@ impl State {
         // Deepest first: a parent's entry points at its child's index.
         for (d, p) in chain {
             let indexes = &self.indexes;
-            let (index, _) = write_index(fs, d, &p, self.who, durability, |ino| {
+            let (index, _) = write_index(fs, d, &p, self.who, Durability::Batched, |ino| {
                 indexes.get(&ino).map(|b| (b.extents.clone(), b.bytes))
             })?;
             self.csd.note_written(u64::from(d.0), index.encoded.clone());
             self.indexes.insert(d, index);
         }
-        self.rewrite_up(fs, d, durability)
+        self.rewrite_up(fs, d)
     }
 }
 
