@@ -778,6 +778,7 @@ fn program(acts: &[(u32, Act)]) -> Vec<u8> {
         events.push(Event {
             t,
             pid,
+            fds_of: None,
             op,
             ret: Some(ret),
             dur: Some(500),

@@ -217,11 +217,15 @@ fn record(out: &Path, keep: Option<&Path>, command: &[String]) -> anyhow::Result
     header
         .extra
         .insert("command".into(), command.join(" ").into());
-    let converted = write_converted(ImportFormat::Strace, &raw, Some(out), header);
+    let stats = match write_converted(ImportFormat::Strace, &raw, Some(out), header) {
+        Ok(stats) => stats,
+        // The command may have run for hours: its strace log is kept for `csd trace import`
+        // once the importer reads it, rather than lost with the failed conversion.
+        Err(e) => return Err(e.context(format!("the raw strace log is kept at {}", raw.display()))),
+    };
     if keep.is_none() {
         let _ = std::fs::remove_file(&raw);
     }
-    let stats = converted?;
     eprintln!(
         "csd: recorded {} file-system events from `{}` into {}",
         stats.events,

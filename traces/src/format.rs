@@ -644,6 +644,10 @@ pub struct Event {
     /// When it started, in ns since the trace's start.
     pub t: u64,
     pub pid: u32,
+    /// The pid whose file-descriptor table this pid uses, where it is another's: a thread
+    /// made with `CLONE_FILES` (every pthread, every Go thread) opens and closes the fds its
+    /// siblings use. See [`Event::fd_table`].
+    pub fds_of: Option<u32>,
     pub op: Op,
     /// The result as the traced system returned it (bytes, an fd, or `-errno`).
     pub ret: Option<i64>,
@@ -651,6 +655,14 @@ pub struct Event {
     pub dur: Option<u64>,
     /// Fields this csdlab does not know, kept as they were.
     pub extra: BTreeMap<String, Value>,
+}
+
+impl Event {
+    /// Whose fds this event's `fd` numbers: the table it shares, or its pid's own. Every map
+    /// from a trace fd to an open file is keyed by this, not by the pid.
+    pub fn fd_table(&self) -> u32 {
+        self.fds_of.unwrap_or(self.pid)
+    }
 }
 
 /// A parsed line before fd resolution: the event, with `path` possibly empty for fd ops.
@@ -741,6 +753,7 @@ fn as_u64(k: &str, v: &Value) -> Result<u64, String> {
 struct Fast<'a> {
     t: Option<u64>,
     pid: Option<u32>,
+    fds_of: Option<u32>,
     op: Option<&'a str>,
     ret: Option<i64>,
     dur: Option<u64>,
@@ -757,6 +770,7 @@ struct Fast<'a> {
 enum Key {
     T,
     Pid,
+    FdsOf,
     Op,
     Ret,
     Dur,
@@ -812,6 +826,7 @@ impl<'a> Scan<'a> {
             [b't', b'"', ..] => (Key::T, 1),
             [b'p', b'i', b'd', b'"', ..] => (Key::Pid, 3),
             [b'o', b'p', b'"', ..] => (Key::Op, 2),
+            [b'f', b'd', b's', b'_', b'o', b'f', b'"', ..] => (Key::FdsOf, 6),
             [b'r', b'e', b't', b'"', ..] => (Key::Ret, 3),
             [b'd', b'u', b'r', b'"', ..] => (Key::Dur, 3),
             [b'f', b'd', b'"', ..] => (Key::Fd, 2),
@@ -898,6 +913,7 @@ impl<'a> Fast<'a> {
             match key {
                 Key::T => set(&mut f.t, c.num())?,
                 Key::Pid => set(&mut f.pid, c.num())?,
+                Key::FdsOf => set(&mut f.fds_of, c.num())?,
                 Key::Op => set(&mut f.op, c.string())?,
                 Key::Ret => set_opt(&mut f.ret, c.nullable(Scan::num))?,
                 Key::Dur => set(&mut f.dur, c.num())?,
@@ -1051,6 +1067,7 @@ fn parse_fast(line: &str) -> Option<Event> {
     used.then_some(Event {
         t: f.t?,
         pid: f.pid?,
+        fds_of: f.fds_of,
         op,
         ret: f.ret,
         dur: f.dur,
@@ -1132,6 +1149,13 @@ fn event_from_json(v: Value, top: bool) -> Result<Parsed, String> {
     let t = f.u64("t")?;
     let pid = f.u64("pid")?;
     let pid = u32::try_from(pid).map_err(|_| format!("pid {pid} does not fit in 32 bits"))?;
+    let fds_of = match f.opt_u64("fds_of")? {
+        None => None,
+        Some(n) => Some(
+            u32::try_from(n)
+                .map_err(|_| format!("field \"fds_of\" ({n}) does not fit in 32 bits"))?,
+        ),
+    };
     let ret = match f.take("ret") {
         None | Some(Value::Null) => None,
         Some(v) => Some(
@@ -1358,6 +1382,7 @@ fn event_from_json(v: Value, top: bool) -> Result<Parsed, String> {
     Ok(Parsed::Event(Event {
         t,
         pid,
+        fds_of,
         op,
         ret,
         dur,
@@ -1371,7 +1396,7 @@ fn push_str(out: &mut String, key: &str, v: &str) {
 
 impl Event {
     /// The event as one line of the format (no newline). Key order is fixed: `t`, `pid`,
-    /// `op`, the op's fields, `ret`, `dur`, then unknown fields.
+    /// `op`, `fds_of`, the op's fields, `ret`, `dur`, then unknown fields.
     // Long: one arm per op, each writing its fields in the format's order.
     pub fn to_line(&self) -> String {
         let mut s = String::with_capacity(96);
@@ -1382,6 +1407,9 @@ impl Event {
             self.pid,
             self.op.name()
         );
+        if let Some(of) = self.fds_of {
+            let _ = write!(s, ",\"fds_of\":{of}");
+        }
         match &self.op {
             Op::Open { path, flags } => {
                 push_str(&mut s, "path", path);

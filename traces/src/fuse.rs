@@ -391,6 +391,7 @@ impl Fuser {
         let cisc = Event {
             t: first.t,
             pid: first.pid,
+            fds_of: first.fds_of,
             ret: Some(0),
             dur,
             extra: BTreeMap::new(),
@@ -420,6 +421,7 @@ fn placeholder() -> Event {
     Event {
         t: 0,
         pid: 0,
+        fds_of: None,
         op: Op::Stat {
             path: String::new(),
         },
@@ -465,6 +467,7 @@ mod tests {
         Event {
             t,
             pid,
+            fds_of: None,
             op,
             ret: Some(ret),
             dur: Some(1),

@@ -164,6 +164,8 @@ pub struct FoldReport {
 
 /// A scan in progress: a matching file opened read-only by one pid.
 struct Scan {
+    /// The pid that opened it: its batch is that pid's.
+    pid: u32,
     rule: usize,
     path: String,
     /// Queue positions of its events.
@@ -286,8 +288,9 @@ impl Fold<'_> {
     /// Takes one event; returns the events now decided, in order.
     pub fn push(&mut self, ev: Event) -> Vec<Event> {
         self.report.events_in += 1;
-        let pid = ev.pid;
-        let on_scan = |fd: &i64| self.scans.contains_key(&(pid, *fd));
+        // Scans are keyed by the fd's table: a thread may read what its sibling opened.
+        let table = ev.fd_table();
+        let on_scan = |fd: &i64| self.scans.contains_key(&(table, *fd));
         match &ev.op {
             // A failed call did nothing: it stays, and neither starts nor spoils anything.
             _ if ev.ret.is_some_and(|r| r < 0) => {
@@ -301,7 +304,7 @@ impl Fold<'_> {
             Op::Read { fd, .. } | Op::Pread { fd, .. } if on_scan(fd) => self.read(ev),
             Op::Stat { .. } => self.stat(ev),
             Op::Close { fd, .. } if on_scan(fd) => {
-                let key = (pid, *fd);
+                let key = (table, *fd);
                 let at = self.queue.push(Slot::Scan(ev));
                 self.scans.get_mut(&key).expect("checked").slots.push(at);
                 self.settle_scan(key, true);
@@ -320,6 +323,7 @@ impl Fold<'_> {
             unreachable!("called for opens")
         };
         let (pid, fd) = (ev.pid, ev.ret.unwrap_or(-1));
+        let key = (ev.fd_table(), fd);
         let room = self.scans.len() < MAX_OPEN_SCANS;
         let rule = (fd >= 0 && room)
             .then(|| self.folder.rule_for(pid, path))
@@ -329,10 +333,11 @@ impl Fold<'_> {
             return;
         };
         // A reused fd without a close in between: the old scan is not whole.
-        self.settle_scan((pid, fd), false);
+        self.settle_scan(key, false);
         let path = path.clone();
         let at = self.queue.push(Slot::Scan(ev));
         let scan = Scan {
+            pid,
             rule,
             path,
             slots: vec![at],
@@ -340,7 +345,7 @@ impl Fold<'_> {
             at_end: false,
             spoiled: false,
         };
-        self.scans.insert((pid, fd), scan);
+        self.scans.insert(key, scan);
     }
 
     /// A read on a scanned fd: in order from where the last one ended, or the scan is
@@ -351,7 +356,7 @@ impl Fold<'_> {
             Op::Read { fd, len, off, .. } => (*fd, *len, *off),
             _ => unreachable!("called for reads"),
         };
-        let key = (ev.pid, fd);
+        let key = (ev.fd_table(), fd);
         let n = ev.ret.map_or(len, |r| r.max(0) as u64);
         let at = self.queue.push(Slot::Scan(ev));
         let scan = self.scans.get_mut(&key).expect("called for scanned fds");
@@ -374,7 +379,7 @@ impl Fold<'_> {
         let key = self
             .scans
             .iter()
-            .filter(|((p, _), s)| *p == ev.pid && s.path == *path)
+            .filter(|((_, _), s)| s.pid == ev.pid && s.path == *path)
             .map(|(k, _)| *k)
             .min();
         match key {
@@ -392,7 +397,7 @@ impl Fold<'_> {
     /// its pid's batches.
     fn other(&mut self, ev: Event) {
         let fd = ev.op.fd();
-        if let Some(s) = fd.and_then(|fd| self.scans.get_mut(&(ev.pid, fd))) {
+        if let Some(s) = fd.and_then(|fd| self.scans.get_mut(&(ev.fd_table(), fd))) {
             s.spoiled = true;
         }
         if breaks_batch(&ev.op) {
@@ -417,7 +422,7 @@ impl Fold<'_> {
             }
             return;
         }
-        let (pid, rule) = (key.0, scan.rule);
+        let (pid, rule) = (scan.pid, scan.rule);
         let limit = self.folder.rules[rule].0.batch.unwrap_or(DEFAULT_BATCH);
         let id = match self.open.get(&(pid, rule)) {
             Some(&id) if self.batches[&id].paths.len() < limit => id,
@@ -493,6 +498,7 @@ impl Fold<'_> {
         let ev = Event {
             t: b.t,
             pid: b.pid,
+            fds_of: None,
             op: Op::Ndp {
                 task: r.task.clone(),
                 paths: b.paths,

@@ -231,11 +231,11 @@ impl Prescan {
                     self.needs(&path, 0, 0);
                 }
                 if let Some(fd) = ev.ret {
-                    pos.insert((ev.pid, fd), 0);
+                    pos.insert((ev.fd_table(), fd), 0);
                 }
             }
             Op::Read { fd, path, off, len } => {
-                let p = pos.entry((ev.pid, *fd)).or_insert(0);
+                let p = pos.entry((ev.fd_table(), *fd)).or_insert(0);
                 let at = off.unwrap_or(*p);
                 let n = done.unwrap_or(*len);
                 // A read that returned nothing hit the end: it says nothing of the size.
@@ -251,7 +251,7 @@ impl Prescan {
                 }
             }
             Op::Write { fd, path, off, len } => {
-                let p = pos.entry((ev.pid, *fd)).or_insert(0);
+                let p = pos.entry((ev.fd_table(), *fd)).or_insert(0);
                 *p = off.unwrap_or(*p).saturating_add(done.unwrap_or(*len));
                 self.creates(path);
             }

@@ -214,7 +214,7 @@ fn check_paths(op: &Op, unresolved: bool) -> Result<(), String> {
     check_path(one)
 }
 
-/// Open fds per pid → path: what fills in the path of an event that names only its fd.
+/// Open fds per fd table ([`Event::fd_table`]) → path: what fills in the path of an event that names only its fd.
 #[derive(Default)]
 struct FdTable(HashMap<(u32, i64), String>);
 
@@ -226,12 +226,12 @@ impl FdTable {
         }
         if let Op::Open { path, .. } = &ev.op {
             if let Some(fd) = ev.ret.filter(|&r| r >= 0) {
-                self.0.insert((ev.pid, fd), path.clone());
+                self.0.insert((ev.fd_table(), fd), path.clone());
             }
             return Ok(());
         }
         let closes = matches!(ev.op, Op::Close { .. });
-        let pid = ev.pid;
+        let pid = ev.fd_table();
         let Some((fd, path)) = ev.op.fd_path_mut() else {
             return Ok(());
         };

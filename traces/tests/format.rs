@@ -10,6 +10,7 @@ fn ev(t: u64, pid: u32, op: Op, ret: Option<i64>) -> Event {
     Event {
         t,
         pid,
+        fds_of: None,
         op,
         ret,
         dur: Some(900),
@@ -263,6 +264,19 @@ fn every_op_round_trips() {
         Event {
             extra,
             ..ev(17, 10, Op::Bwrite { off: 0, len: 512 }, None)
+        },
+        // A thread's event names the table it shares.
+        Event {
+            fds_of: Some(7),
+            ..ev(
+                18,
+                11,
+                Op::Close {
+                    fd: 3,
+                    path: "/a".into(),
+                },
+                Some(0),
+            )
         },
     ];
     let mut w = TraceWriter::new(Vec::new(), &Header::new("test")).unwrap();

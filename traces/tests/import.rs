@@ -788,3 +788,66 @@ fn relative_paths_follow_chdir_fchdir_and_a_new_process_inherits_the_directory()
         .collect();
     assert_eq!(made, ["/r/w/src", "/r/w/src/lib", "/r/w/src/x"]);
 }
+
+#[test]
+fn results_past_i64_max_and_unnamed_calls_are_not_errors() {
+    // `rt_sigreturn` hands back whatever register it restored; strace prints it unsigned
+    // (seen in a recorded `go build` and `javac`); a call it cannot name is `???`. The lines
+    // around them still convert.
+    let text = "\
+9 1000.000100 rt_sigreturn({mask=[]}) = 11184332474286254648 <0.000011>
+9 1000.000150 <... rt_sigreturn resumed>) = 18446744073701163008 <0.000128>
+9 1000.000160 ???( <unfinished ...>
+9 1000.000170 <... ??? resumed>) = ?
+9 1000.000200 mkdir(\"/w/d\", 0777) = 0 <0.000010>
+9 1000.000300 mmap(NULL, 4096, PROT_READ, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0xffffffffff600000 <0.000005>
+";
+    let evs = events(ImportFormat::Strace, text).unwrap();
+    assert_eq!(
+        evs.iter().map(|e| &e.op).collect::<Vec<_>>(),
+        [&Op::Mkdir {
+            path: "/w/d".into()
+        }]
+    );
+}
+
+#[test]
+fn threads_share_their_creator_s_fd_table_and_a_fork_or_exec_does_not() {
+    // 7 makes thread 8 (CLONE_FILES, as pthreads and Go do), which makes 9 with clone3; 7
+    // forks 10, which then runs a new program.
+    let text = "\
+7 1000.000000 clone(child_stack=0x7f, flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM|CLONE_SETTLS, tls=0x7f) = 8 <0.000050>
+8 1000.000100 clone3({flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD, exit_signal=0, stack=0x7e, stack_size=0x1000}, 88) = 9 <0.000040>
+7 1000.000200 lseek(3</w/a>, 100, SEEK_SET) = 100 <0.000010>
+9 1000.000300 read(3</w/a>, \"\"..., 50) = 50 <0.000010>
+7 1000.000400 clone(child_stack=NULL, flags=CLONE_CHILD_CLEARTID|CLONE_CHILD_SETTID|SIGCHLD, child_tidptr=0x7f) = 10 <0.000100>
+10 1000.000500 write(3</w/a>, \"\"..., 5) = 5 <0.000010>
+10 1000.000600 execve(\"/bin/true\", [\"true\"], 0x7ffd /* 5 vars */) = 0 <0.000300>
+10 1000.000700 close(3</w/a>) = 0 <0.000010>
+8 1000.000800 close(3</w/a>) = 0 <0.000010>
+";
+    let evs = events(ImportFormat::Strace, text).unwrap();
+    let got: Vec<(u32, Option<u32>, &str)> =
+        evs.iter().map(|e| (e.pid, e.fds_of, e.op.name())).collect();
+    assert_eq!(
+        got,
+        [
+            (9, Some(7), "read"),
+            (10, None, "write"),
+            (10, None, "close"),
+            (8, Some(7), "close"),
+        ]
+    );
+    // The thread's read starts where its sibling's lseek left the shared fd.
+    assert!(
+        matches!(evs[0].op, Op::Read { off: Some(100), .. }),
+        "{:?}",
+        evs[0].op
+    );
+    // The forked child's table is its own.
+    assert!(
+        matches!(evs[1].op, Op::Write { off: None, .. }),
+        "{:?}",
+        evs[1].op
+    );
+}

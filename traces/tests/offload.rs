@@ -9,6 +9,7 @@ fn ev(t: u64, pid: u32, op: Op, ret: Option<i64>) -> Event {
     Event {
         t,
         pid,
+        fds_of: None,
         op,
         ret,
         dur: None,

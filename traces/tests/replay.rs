@@ -690,3 +690,56 @@ fn a_cycle_of_links_fails_the_call_that_walks_it_and_the_replay_goes_on() {
         assert_eq!(r.latency["lstat"].count, 1, "{target:?}");
     }
 }
+
+#[test]
+fn threads_sharing_an_fd_table_use_one_another_s_fds() {
+    // pid 2 is a thread of pid 1 (`"fds_of":1`): it reads an fd its sibling opened, its
+    // sibling closes that fd and opens another file for writing at the same number, and the
+    // thread writes there. Linux has one fd table for both; a table per thread would still
+    // hold the closed, read-only file at fd 5.
+    let t = trace(&[
+        r#"{"t":0,"pid":1,"op":"open","path":"/w/a","flags":"O_RDONLY","ret":5}"#,
+        r#"{"t":10,"pid":2,"fds_of":1,"op":"read","fd":5,"path":"/w/a","len":10,"ret":10}"#,
+        r#"{"t":20,"pid":1,"op":"close","fd":5,"path":"/w/a","ret":0}"#,
+        r#"{"t":30,"pid":1,"op":"open","path":"/w/b","flags":"O_WRONLY|O_CREAT","ret":5}"#,
+        r#"{"t":40,"pid":2,"fds_of":1,"op":"write","fd":5,"path":"/w/b","len":4096,"ret":4096}"#,
+        r#"{"t":50,"pid":2,"fds_of":1,"op":"close","fd":5,"path":"/w/b","ret":0}"#,
+    ]);
+    for target in [
+        ReplayTarget::Host(DesignKind::FragS),
+        ReplayTarget::Host(DesignKind::LightFs),
+        ReplayTarget::Ispfs,
+        ReplayTarget::Firmware,
+        ReplayTarget::Fusion,
+    ] {
+        let r = run_on(&t, target, Pace::Afap);
+        assert!(
+            r.latency.values().all(|l| l.failed == 0),
+            "{target:?}: {r:?}"
+        );
+        assert_eq!(r.latency["write"].count, 1, "{target:?}");
+    }
+    // The file's position is the open file's: two threads' plain writes follow each other
+    // (32 KiB written back), as one thread's do.
+    let writes = |second: &str| {
+        let second = format!(
+            r#"{{"t":20,{second},"op":"write","fd":3,"path":"/w/c","len":16384,"ret":16384}}"#
+        );
+        trace(&[
+            r#"{"t":0,"pid":1,"op":"open","path":"/w/c","flags":"O_RDWR|O_CREAT","ret":3}"#,
+            r#"{"t":10,"pid":1,"op":"write","fd":3,"path":"/w/c","len":16384,"ret":16384}"#,
+            &second,
+            r#"{"t":30,"pid":1,"op":"fsync","fd":3,"path":"/w/c"}"#,
+        ])
+    };
+    let written = |t: &str| {
+        let r = run_on(t, ReplayTarget::Host(DesignKind::FragS), Pace::Afap);
+        assert!(r.latency.values().all(|l| l.failed == 0), "{r:?}");
+        r.device.io.host_bytes_written
+    };
+    let one_thread = written(&writes(r#""pid":1"#));
+    assert_eq!(written(&writes(r#""pid":2,"fds_of":1"#)), one_thread);
+    // A process of its own (no shared table) has its own fd 3, whose write starts at 0 and
+    // overwrites: less is written back.
+    assert!(written(&writes(r#""pid":2"#)) < one_thread);
+}

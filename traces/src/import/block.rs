@@ -84,6 +84,7 @@ impl BlockConverter {
         Event {
             t,
             pid,
+            fds_of: None,
             op: if write {
                 Op::Bwrite { off, len }
             } else {

@@ -47,12 +47,17 @@ pub struct StraceConverter {
     cwd: HashMap<u32, String>,
     /// Calls not converted, by reason.
     skipped: std::collections::BTreeMap<String, u64>,
-    /// Where an `lseek` left an fd, by (pid, fd): the offset the fd's next read or write
+    /// Where an `lseek` left an fd, by (fd table, fd): the offset the fd's next read or write
     /// starts at, which the trace records on that event (strace shows no positions).
     seeked: HashMap<(u32, i64), u64>,
-    /// Directory fds a listing is going through, by (pid, fd): its first `getdents64` is the
+    /// Directory fds a listing is going through, by (fd table, fd): its first `getdents64` is the
     /// trace's `readdir`, the calls that continue it are not.
     listing: HashSet<(u32, i64)>,
+    /// The fd table each thread uses, where it is not its own: a `clone` with `CLONE_FILES`
+    /// (a thread) shares its parent's, an `execve` gets one of its own. `seeked` and
+    /// `listing` are keyed by the table, as an fd's position and listing are the open
+    /// file's, which every sharer moves.
+    tables: HashMap<u32, u32>,
 }
 
 /// What one strace line becomes: most calls one event, a copy between two files
@@ -306,10 +311,14 @@ fn parse_outcome(s: &str) -> Option<Outcome> {
         Some((n, p)) => (n, decorated_path(p).map(str::to_string)),
         None => (first, None),
     };
+    // A result is the kernel's return register. strace prints some unsigned (an address, the
+    // register `rt_sigreturn` restores), so a value past `i64::MAX` is read as that register.
     let ret = if let Some(hex) = num.strip_prefix("0x") {
-        i64::from_str_radix(hex, 16).ok()
+        u64::from_str_radix(hex, 16).ok().map(|r| r as i64)
     } else {
-        num.parse().ok()
+        num.parse()
+            .ok()
+            .or_else(|| num.parse::<u64>().ok().map(|r| r as i64))
     }?;
     let errno = words
         .next()
@@ -387,6 +396,11 @@ impl StraceConverter {
                 .find('(')
                 .ok_or_else(|| err(line, "expected 'syscall(args) = result'"))?;
             let name = &call[..open];
+            // strace names a call it cannot identify `???` (a thread caught mid-exec, a
+            // number its tables lack): nothing in it is the file system's.
+            if name == "???" {
+                return Ok([None, None]);
+            }
             if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
                 return Err(err(line, format!("'{name}' is not a syscall name")));
             }
@@ -434,6 +448,7 @@ impl StraceConverter {
                 op => [op, None],
             },
         };
+        let fds_of = self.tables.get(&pid).copied();
         let event = |op: Op| {
             let mut extra = BTreeMap::new();
             if let Some(e) = outcome.errno.clone() {
@@ -442,6 +457,7 @@ impl StraceConverter {
             Event {
                 t,
                 pid,
+                fds_of,
                 op,
                 ret: outcome.ret,
                 dur: outcome.dur,
@@ -497,10 +513,15 @@ impl StraceConverter {
         *self.skipped.entry(why).or_default() += 1;
     }
 
+    /// Whose fd table `pid` uses: its creator's if it shares it, else its own.
+    fn table(&self, pid: u32) -> u32 {
+        self.tables.get(&pid).copied().unwrap_or(pid)
+    }
+
     /// A new file at fd number `fd` (or none): what was known of the old one is gone.
     fn forget_fd(&mut self, pid: u32, fd: i64) {
-        self.seeked.remove(&(pid, fd));
-        self.listing.remove(&(pid, fd));
+        self.seeked.remove(&(self.table(pid), fd));
+        self.listing.remove(&(self.table(pid), fd));
     }
 
     /// Where a read or write through `fd` without an offset of its own starts, if an `lseek`
@@ -508,9 +529,9 @@ impl StraceConverter {
     /// from there), left for the next one if this one failed.
     fn position(&mut self, pid: u32, fd: i64, ok: bool) -> Option<u64> {
         if ok {
-            self.seeked.remove(&(pid, fd))
+            self.seeked.remove(&(self.table(pid), fd))
         } else {
-            self.seeked.get(&(pid, fd)).copied()
+            self.seeked.get(&(self.table(pid), fd)).copied()
         }
     }
 
@@ -618,9 +639,9 @@ impl StraceConverter {
                     _ => ok_len().and(a.get(2).and_then(|p| pointed_offset(p))),
                 };
                 if let Some(at) = at {
-                    self.seeked.insert((pid, fd), at);
+                    self.seeked.insert((self.table(pid), fd), at);
                     // `rewinddir` seeks to 0: the next getdents64 lists again.
-                    self.listing.remove(&(pid, fd));
+                    self.listing.remove(&(self.table(pid), fd));
                 }
                 None
             }
@@ -639,9 +660,21 @@ impl StraceConverter {
                 None
             }
             "clone" | "clone3" | "fork" | "vfork" => {
-                let child = out.ret.filter(|&r| r > 0)?;
+                let child = u32::try_from(out.ret.filter(|&r| r > 0)?).ok()?;
+                // A reused thread id starts afresh; a thread shares its creator's table
+                // (`flags=` is `clone`'s argument and a field of `clone3`'s struct).
+                self.tables.remove(&child);
+                if a.iter().any(|arg| arg.contains("CLONE_FILES")) {
+                    let table = self.table(pid);
+                    self.tables.insert(child, table);
+                }
                 let cwd = self.cwd.get(&pid)?.clone();
-                self.cwd.entry(u32::try_from(child).ok()?).or_insert(cwd);
+                self.cwd.entry(child).or_insert(cwd);
+                None
+            }
+            // `execve` unshares the fd table (`unshare_files`): the program starts with a copy.
+            "execve" | "execveat" if out.ret == Some(0) => {
+                self.tables.remove(&pid);
                 None
             }
             // A new fd number: whatever an lseek said of the old file there is gone.
@@ -656,11 +689,11 @@ impl StraceConverter {
             // A listing from the start: the first call of each pass over the directory.
             "getdents" | "getdents64" => {
                 let (fd, path) = Self::fd_file(a)?;
-                if self.listing.contains(&(pid, fd)) {
+                if self.listing.contains(&(self.table(pid), fd)) {
                     return None;
                 }
                 if ok_len().is_some() {
-                    self.listing.insert((pid, fd));
+                    self.listing.insert((self.table(pid), fd));
                 }
                 Some(Op::Readdir { path })
             }

@@ -133,6 +133,7 @@ pub struct FusionSystem<'a> {
     runner: &'a mut dyn StageRunner,
     fuses: bool,
     costs: CallCosts,
+    /// The trace's open files, by (fd table, trace fd).
     fds: HashMap<(u32, i64), TraceFd>,
     dirs: BTreeSet<String>,
     placement: Placement,
@@ -467,7 +468,8 @@ impl<'a> FusionSystem<'a> {
         Ok(end)
     }
 
-    /// The file a data op of `pid` names, from the op's own handles or the pid's fds.
+    /// The file a data op names, from the op's own handles or the fds of `pid`'s table
+    /// ([`Event::fd_table`]).
     fn file(&self, call: &Call, pid: u32, fd: i64) -> Result<(FileRef, bool, u64), OpError> {
         if let Some(h) = call.handles.get(&fd) {
             return Ok(*h);
@@ -511,14 +513,14 @@ impl<'a> FusionSystem<'a> {
                 call.handles.insert(fd, (file, flags.append, 0));
             }
             Op::Close { fd, .. } => {
-                let (file, ..) = self.file(call, ev.pid, *fd)?;
+                let (file, ..) = self.file(call, ev.fd_table(), *fd)?;
                 call.b.close(file);
                 if call.handles.remove(fd).is_none() {
-                    self.fds.remove(&(ev.pid, *fd));
+                    self.fds.remove(&(ev.fd_table(), *fd));
                 }
             }
             Op::Fsync { fd, .. } | Op::Fdatasync { fd, .. } => {
-                let (file, ..) = self.file(call, ev.pid, *fd)?;
+                let (file, ..) = self.file(call, ev.fd_table(), *fd)?;
                 call.b.fsync(file);
             }
             Op::Read { fd, path, off, len } => self.read(call, ev, *fd, path, *off, *len)?,
@@ -550,7 +552,7 @@ impl<'a> FusionSystem<'a> {
         len: u64,
     ) -> Result<Span, OpError> {
         let n = call_bytes(ev, len)?;
-        let (file, append, pos) = self.file(call, ev.pid, fd)?;
+        let (file, append, pos) = self.file(call, ev.fd_table(), fd)?;
         let at = off.unwrap_or(pos);
         let end = at
             .checked_add(n)
@@ -562,7 +564,7 @@ impl<'a> FusionSystem<'a> {
                 ))
             })?;
         if matches!(ev.op, Op::Read { .. } | Op::Write { .. }) {
-            self.set_pos(call, ev.pid, fd, end);
+            self.set_pos(call, ev.fd_table(), fd, end);
         }
         Ok(Span {
             file,
@@ -742,7 +744,7 @@ impl FusionSystem<'_> {
         if flags.directory || self.dirs.contains(path) || path == "/" {
             let end = self.lookup_call(at, entries, 0);
             if let Some(fd) = ev.ret {
-                self.fds.insert((ev.pid, fd), TraceFd::Dir);
+                self.fds.insert((ev.fd_table(), fd), TraceFd::Dir);
             }
             return Ok(end);
         }
@@ -762,7 +764,9 @@ impl FusionSystem<'_> {
                     append: flags.append,
                     pos: 0,
                 };
-                if let Some(TraceFd::File { fd: old, .. }) = self.fds.insert((ev.pid, tfd), f) {
+                if let Some(TraceFd::File { fd: old, .. }) =
+                    self.fds.insert((ev.fd_table(), tfd), f)
+                {
                     self.close_fd(old)?;
                 }
             }
@@ -777,7 +781,7 @@ impl FusionSystem<'_> {
         let Some((fd, path)) = ev.op.fd_path() else {
             return Ok(at);
         };
-        if self.fds.contains_key(&(ev.pid, fd)) {
+        if self.fds.contains_key(&(ev.fd_table(), fd)) {
             return Ok(at);
         }
         let write = matches!(
@@ -814,14 +818,17 @@ impl FusionSystem<'_> {
                 self.open(ev, path, flags, at)
             }
             Op::Close { fd, .. }
-                if matches!(self.fds.get(&(ev.pid, *fd)), Some(TraceFd::Dir) | None) =>
+                if matches!(
+                    self.fds.get(&(ev.fd_table(), *fd)),
+                    Some(TraceFd::Dir) | None
+                ) =>
             {
                 self.kept.remove(&ev.pid);
-                self.fds.remove(&(ev.pid, *fd));
+                self.fds.remove(&(ev.fd_table(), *fd));
                 Ok(self.lookup_call(at, 0, 0))
             }
             Op::Fsync { fd, .. } | Op::Fdatasync { fd, .. }
-                if matches!(self.fds.get(&(ev.pid, *fd)), Some(TraceFd::Dir)) =>
+                if matches!(self.fds.get(&(ev.fd_table(), *fd)), Some(TraceFd::Dir)) =>
             {
                 // StorageFS journals its namespace with every op: a directory has nothing
                 // left to flush.
@@ -994,7 +1001,7 @@ impl FusionSystem<'_> {
                     })?;
                 let at = self.implicit_open(ev, at)?;
                 let mut call = Call::default();
-                let (file, ..) = self.file(&call, ev.pid, *fd)?;
+                let (file, ..) = self.file(&call, ev.fd_table(), *fd)?;
                 if *keep_size || end <= call.size(&self.fs, path) {
                     return Ok(self.lookup_call(at, 0, 0));
                 }

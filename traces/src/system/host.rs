@@ -81,7 +81,7 @@ pub struct HostSystem<'a> {
     computes: BTreeMap<(String, String), Box<dyn NdpCompute>>,
     isc_runner: Option<&'a mut dyn IscRunner>,
     isc: IscTotals,
-    /// The trace's open files, by (pid, trace fd): the kernel's fd tables.
+    /// The trace's open files, by (fd table, trace fd): the kernel's fd tables.
     fds: HashMap<(u32, i64), OpenFd>,
     ndp: NdpTotals,
     ndp_stage_sum: Stages,
@@ -157,19 +157,19 @@ impl<'a> HostSystem<'a> {
     /// the open (an fd inherited from a parent, e.g. a shell redirection).
     fn fd_for(
         &mut self,
-        pid: u32,
+        table: u32,
         fd: i64,
         path: &str,
         write: bool,
     ) -> Result<&mut OpenFd, OpError> {
-        if !self.fds.contains_key(&(pid, fd)) {
+        if !self.fds.contains_key(&(table, fd)) {
             let how = OpenOptions {
                 write,
                 create: write.then_some(FILE_PERMS),
             };
             let f = self.open_path(path, how)?;
             self.fds.insert(
-                (pid, fd),
+                (table, fd),
                 OpenFd {
                     fd: f,
                     pos: 0,
@@ -177,7 +177,7 @@ impl<'a> HostSystem<'a> {
                 },
             );
         }
-        Ok(self.fds.get_mut(&(pid, fd)).expect("inserted"))
+        Ok(self.fds.get_mut(&(table, fd)).expect("inserted"))
     }
 
     // Long: one arm per trace op, each a call into the host file system or the design.
@@ -225,7 +225,7 @@ impl<'a> HostSystem<'a> {
                         pos: 0,
                         flags: *flags,
                     };
-                    if let Some(old) = self.fds.insert((ev.pid, fd), opened) {
+                    if let Some(old) = self.fds.insert((ev.fd_table(), fd), opened) {
                         let _ = self.design.close(&mut self.fs, old.fd);
                     }
                 } else {
@@ -234,7 +234,7 @@ impl<'a> HostSystem<'a> {
                 Ok(Applied::Done)
             }
             Op::Close { fd, .. } => {
-                if let Some(o) = self.fds.remove(&(ev.pid, *fd)) {
+                if let Some(o) = self.fds.remove(&(ev.fd_table(), *fd)) {
                     self.design.close(&mut self.fs, o.fd)?;
                 }
                 Ok(Applied::Done)
@@ -244,11 +244,11 @@ impl<'a> HostSystem<'a> {
             Op::Write { fd, path, off, len } => self.data(ev, *fd, path, *off, *len, true),
             Op::Pwrite { fd, path, off, len } => self.data(ev, *fd, path, Some(*off), *len, true),
             Op::Fsync { fd, path } => {
-                let f = self.fd_for(ev.pid, *fd, path, false)?.fd;
+                let f = self.fd_for(ev.fd_table(), *fd, path, false)?.fd;
                 fs_done(self.fs.fsync(f))
             }
             Op::Fdatasync { fd, path } => {
-                let f = self.fd_for(ev.pid, *fd, path, false)?.fd;
+                let f = self.fd_for(ev.fd_table(), *fd, path, false)?.fd;
                 fs_done(self.fs.fdatasync(f))
             }
             Op::Sync => fs_done(self.fs.sync()),
@@ -300,7 +300,7 @@ impl<'a> HostSystem<'a> {
                 len,
                 keep_size,
             } => {
-                let f = self.fd_for(ev.pid, *fd, path, true)?.fd;
+                let f = self.fd_for(ev.fd_table(), *fd, path, true)?.fd;
                 fs_done(self.fs.fallocate(f, *off, *len, *keep_size))
             }
             Op::SyncFileRange {
@@ -310,7 +310,7 @@ impl<'a> HostSystem<'a> {
                 len,
                 flags,
             } => {
-                let f = self.fd_for(ev.pid, *fd, path, false)?.fd;
+                let f = self.fd_for(ev.fd_table(), *fd, path, false)?.fd;
                 fs_done(
                     self.fs
                         .sync_file_range(f, *off, *len, flags.write, flags.wait_after),
@@ -386,12 +386,17 @@ impl<'a> HostSystem<'a> {
         let n = rw_count(ev, len)?;
         let positional = matches!(ev.op, Op::Pread { .. } | Op::Pwrite { .. });
         let capacity = self.fs.device().capacity_bytes();
-        let o = self.fd_for(ev.pid, fd, path, write)?;
+        let o = self.fd_for(ev.fd_table(), fd, path, write)?;
         let (f, flags) = (o.fd, o.flags);
         // Only an append needs the file system (its size), and so the fd table again.
         let (at, o) = if write && flags.append {
             let size = self.fs.fd_size(f)?;
-            (size, self.fds.get_mut(&(ev.pid, fd)).expect("opened above"))
+            (
+                size,
+                self.fds
+                    .get_mut(&(ev.fd_table(), fd))
+                    .expect("opened above"),
+            )
         } else {
             (off.unwrap_or(o.pos), o)
         };

@@ -150,6 +150,7 @@ pub struct IspfsSystem<'a> {
     /// Runs stage instructions (without one they are refused, as by a board without it).
     stages: Option<&'a mut dyn StageRunner>,
     profile: Profile,
+    /// The trace's open files, by (fd table, trace fd).
     fds: HashMap<(u32, i64), TraceFd>,
     /// When the engine's current run of instructions began fetching, and when it finishes
     /// the instructions it was given so far.
@@ -281,10 +282,16 @@ impl<'a> IspfsSystem<'a> {
 
     /// A trace fd the trace never showed opened (inherited): opened here first, for
     /// writing (and created) when the op writes.
-    fn implicit_open(&mut self, pid: u32, fd: i64, path: &str, write: bool) -> Result<(), OpError> {
-        if !self.fds.contains_key(&(pid, fd)) {
+    fn implicit_open(
+        &mut self,
+        table: u32,
+        fd: i64,
+        path: &str,
+        write: bool,
+    ) -> Result<(), OpError> {
+        if !self.fds.contains_key(&(table, fd)) {
             let f = self.open(path, write, write)?;
-            self.fds.insert((pid, fd), f);
+            self.fds.insert((table, fd), f);
         }
         Ok(())
     }
@@ -300,9 +307,9 @@ impl<'a> IspfsSystem<'a> {
         write: bool,
     ) -> Result<Applied, OpError> {
         let n = rw_count(ev, len)?;
-        self.implicit_open(ev.pid, fd, path, write)?;
+        self.implicit_open(ev.fd_table(), fd, path, write)?;
         let positional = matches!(ev.op, Op::Pread { .. } | Op::Pwrite { .. });
-        let (f, at) = match self.fds.get_mut(&(ev.pid, fd)) {
+        let (f, at) = match self.fds.get_mut(&(ev.fd_table(), fd)) {
             Some(TraceFd::Command { path }) => {
                 let path = path.clone();
                 if write {
@@ -383,7 +390,9 @@ impl<'a> IspfsSystem<'a> {
                 }
                 match ev.ret {
                     Some(fd) => {
-                        if let Some(TraceFd::File { fd, .. }) = self.fds.insert((ev.pid, fd), f) {
+                        if let Some(TraceFd::File { fd, .. }) =
+                            self.fds.insert((ev.fd_table(), fd), f)
+                        {
                             let _ = self.fs.fs_mut().close(fd);
                         }
                     }
@@ -397,7 +406,7 @@ impl<'a> IspfsSystem<'a> {
             }
             Op::Close { fd, .. } => {
                 self.cpu(syscall);
-                if let Some(TraceFd::File { fd, .. }) = self.fds.remove(&(ev.pid, *fd)) {
+                if let Some(TraceFd::File { fd, .. }) = self.fds.remove(&(ev.fd_table(), *fd)) {
                     self.fs.fs_mut().close(fd)?;
                 }
                 Ok(Applied::Done)
@@ -484,8 +493,8 @@ impl<'a> IspfsSystem<'a> {
                 keep_size,
             } => {
                 self.cpu(syscall);
-                self.implicit_open(ev.pid, *fd, path, true)?;
-                let f = match self.fds.get(&(ev.pid, *fd)) {
+                self.implicit_open(ev.fd_table(), *fd, path, true)?;
+                let f = match self.fds.get(&(ev.fd_table(), *fd)) {
                     Some(TraceFd::File { fd, .. }) => *fd,
                     _ => {
                         return Err(OpError::Unsupported(format!(
