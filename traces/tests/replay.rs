@@ -508,6 +508,40 @@ fn a_renamed_directory_takes_its_files_and_subdirectories_along() {
 }
 
 #[test]
+fn a_directory_of_long_names_renames_under_storagefs_in_ops_that_fit_their_page() {
+    // 20 files whose paths run to 200 bytes: 20 renames take 8 KiB of names, more than one
+    // CISC op's 4 KiB page (a cargo build renames such a directory), so they go in several.
+    let dir = format!("/w/{}", "d".repeat(180));
+    let mut lines = vec![format!(r#"{{"t":0,"pid":1,"op":"mkdir","path":"{dir}"}}"#)];
+    for i in 0..20 {
+        lines.push(format!(
+            r#"{{"t":{},"pid":1,"op":"open","path":"{dir}/file-{i:02}","flags":"O_WRONLY|O_CREAT","ret":3}}"#,
+            1 + 2 * i
+        ));
+        lines.push(format!(
+            r#"{{"t":{},"pid":1,"op":"close","fd":3,"path":"{dir}/file-{i:02}"}}"#,
+            2 + 2 * i
+        ));
+    }
+    lines.push(format!(
+        r#"{{"t":100,"pid":1,"op":"rename","path":"{dir}","to":"{dir}-done"}}"#
+    ));
+    lines.push(format!(
+        r#"{{"t":101,"pid":1,"op":"stat","path":"{dir}-done/file-19"}}"#
+    ));
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let t = trace(&lines);
+    for target in [ReplayTarget::Firmware, ReplayTarget::Fusion] {
+        let r = run_on(&t, target, Pace::Afap);
+        assert!(
+            r.latency.values().all(|l| l.failed == 0),
+            "{target:?}: {r:?}"
+        );
+        assert_eq!(r.latency["rename"].count, 1, "{target:?}");
+    }
+}
+
+#[test]
 fn a_file_unlinked_while_open_is_used_until_its_close() {
     // SQLite's temporary files: opened, unlinked at once, then written and read.
     let t = trace(&[

@@ -148,6 +148,11 @@ impl CiscBuilder {
         self.push(Command::Return { from })
     }
 
+    /// The op's encoded size so far: what must fit its page ([`super::OP_PAGE_BYTES`]).
+    pub fn encoded_len(&self) -> usize {
+        self.op.encoded_len()
+    }
+
     /// The op, validated (a copy: the builder can go on).
     pub fn build(&self) -> Result<CiscOp, CiscError> {
         self.op.validate()?;

@@ -29,7 +29,9 @@ use csd_device::storagefs::{
 };
 use csd_device::{DataMode, Device, IoPath, LinkDirection, Profile, VirtualTime};
 use csd_hostfs::fusion::ops::core_ns;
-use csd_sdk::cisc::{CiscBuilder, FileRef, Slot, Stage, MAX_COMMANDS, MAX_INPUTS, MAX_SLOT_BYTES};
+use csd_sdk::cisc::{
+    CiscBuilder, FileRef, Slot, Stage, MAX_COMMANDS, MAX_INPUTS, MAX_SLOT_BYTES, OP_PAGE_BYTES,
+};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeSet, HashMap};
 
@@ -1031,7 +1033,8 @@ impl FusionSystem<'_> {
     }
 
     /// A directory renamed: StorageFS's namespace is flat (a path is a name), so every file
-    /// under it is renamed, [`MAX_COMMANDS`] to a round trip, and the trace's directories
+    /// under it is renamed, as many to a round trip as one op's page holds (at most
+    /// [`MAX_COMMANDS`], their names within [`OP_PAGE_BYTES`]), and the trace's directories
     /// under it move with it. As `rename(2)`, the new name may be an empty directory, not
     /// a file, a directory with entries, or a place inside the directory itself.
     fn rename_dir(
@@ -1083,15 +1086,25 @@ impl FusionSystem<'_> {
         if moved.is_empty() {
             return Ok(self.lookup_call(at, path_entries(from) + path_entries(to), 0));
         }
+        // Long names fill the page before 32 commands do (a cargo build's incremental
+        // directory: 200-byte paths, 9 KiB for 32 renames).
+        let empty = CiscBuilder::new().encoded_len();
         let mut t = at;
-        for batch in moved.chunks(MAX_COMMANDS) {
-            let mut call = Call::default();
-            for (a, b) in batch {
-                call.b.rename(a, b);
+        let mut call = Call::default();
+        let mut commands = 0;
+        for (a, b) in &moved {
+            let mut one = CiscBuilder::new();
+            one.rename(a, b);
+            let adds = one.encoded_len() - empty;
+            let full = commands == MAX_COMMANDS || call.b.encoded_len() + adds > OP_PAGE_BYTES;
+            if commands > 0 && full {
+                t = self.submit(pid, std::mem::take(&mut call), t)?;
+                commands = 0;
             }
-            t = self.submit(pid, call, t)?;
+            call.b.rename(a, b);
+            commands += 1;
         }
-        Ok(t)
+        self.submit(pid, call, t)
     }
 
     /// A fused op: one round trip carrying every event's commands.
