@@ -851,3 +851,26 @@ fn threads_share_their_creator_s_fd_table_and_a_fork_or_exec_does_not() {
         evs[1].op
     );
 }
+
+#[test]
+fn a_thread_s_chdir_moves_its_siblings_and_not_a_forked_child() {
+    // 7's cwd is /w; thread 8 (CLONE_FS) changes it to /w/sub, which 7 then resolves against;
+    // the child 9, forked before, keeps /w.
+    let text = "\
+7 1000.000000 chdir(\"/w\") = 0 <0.000010>
+7 1000.000100 clone(child_stack=NULL, flags=CLONE_CHILD_CLEARTID|CLONE_CHILD_SETTID|SIGCHLD, child_tidptr=0x7f) = 9 <0.000100>
+7 1000.000200 clone(child_stack=0x7f, flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD, tls=0x7f) = 8 <0.000050>
+8 1000.000300 chdir(\"sub\") = 0 <0.000010>
+7 1000.000400 mkdir(\"made-by-7\", 0777) = 0 <0.000010>
+9 1000.000500 mkdir(\"made-by-9\", 0777) = 0 <0.000010>
+";
+    let evs = events(ImportFormat::Strace, text).unwrap();
+    let made: Vec<&str> = evs
+        .iter()
+        .filter_map(|e| match &e.op {
+            Op::Mkdir { path } => Some(path.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(made, ["/w/sub/made-by-7", "/w/made-by-9"]);
+}

@@ -43,8 +43,13 @@ pub struct StraceConverter {
     origin: Option<u64>,
     /// Unfinished calls by pid: (syscall, start time in ns, argument text so far).
     pending: HashMap<u32, (String, u64, String)>,
-    /// The last working directory seen per pid (from `AT_FDCWD</dir>`).
+    /// The last working directory seen per fs context ([`StraceConverter::fs_of`]), from
+    /// `AT_FDCWD</dir>`, `chdir` and `fchdir`.
     cwd: HashMap<u32, String>,
+    /// The thread whose working directory each thread shares, where it is not its own: a
+    /// `clone` with `CLONE_FS` (every thread) shares its creator's, so one thread's `chdir`
+    /// moves its siblings too.
+    fs_shares: HashMap<u32, u32>,
     /// Calls not converted, by reason.
     skipped: std::collections::BTreeMap<String, u64>,
     /// Where an `lseek` left an fd, by (fd table, fd): the offset the fd's next read or write
@@ -70,6 +75,15 @@ fn err(line: u64, problem: impl Into<String>) -> ImportError {
         line,
         problem: problem.into(),
     }
+}
+
+/// Whether a `clone`'s flags (its `flags=` argument, or the field of `clone3`'s struct)
+/// hold `flag`.
+fn clone_flag(args: &[String], flag: &str) -> bool {
+    args.iter().any(|a| {
+        a.split(|c: char| matches!(c, '|' | '=' | ',' | '{' | '}' | ' '))
+            .any(|w| w == flag)
+    })
 }
 
 /// `1795376906.680789` → ns.
@@ -480,10 +494,11 @@ impl StraceConverter {
     fn dir_of(&mut self, pid: u32, dirfd: Option<&String>) -> Option<String> {
         let (fd, path) = dirfd.and_then(|a| fd_arg(a))?;
         if fd == -100 {
+            let fs = self.fs_of(pid);
             if let Some(p) = &path {
-                self.cwd.insert(pid, p.clone());
+                self.cwd.insert(fs, p.clone());
             }
-            return path.or_else(|| self.cwd.get(&pid).cloned());
+            return path.or_else(|| self.cwd.get(&fs).cloned());
         }
         path
     }
@@ -497,7 +512,7 @@ impl StraceConverter {
         let p = unquote(arg?)?;
         let dir = match dirfd {
             Some(_) => self.dir_of(pid, dirfd),
-            None => self.cwd.get(&pid).cloned(),
+            None => self.cwd.get(&self.fs_of(pid)).cloned(),
         };
         let abs = absolute(dir.as_deref(), &p);
         replayable(&abs).then_some(abs)
@@ -511,6 +526,11 @@ impl StraceConverter {
     /// Counts a call under `why`, as one the trace does not carry.
     fn skip(&mut self, why: String) {
         *self.skipped.entry(why).or_default() += 1;
+    }
+
+    /// Whose working directory `pid` uses: its creator's if it shares it, else its own.
+    fn fs_of(&self, pid: u32) -> u32 {
+        self.fs_shares.get(&pid).copied().unwrap_or(pid)
     }
 
     /// Whose fd table `pid` uses: its creator's if it shares it, else its own.
@@ -650,31 +670,44 @@ impl StraceConverter {
             // changed by chdir and fchdir, and inherited by a new process or thread.
             "chdir" if out.ret == Some(0) => {
                 let to = unquote(a.first()?)?;
-                let cwd = absolute(self.cwd.get(&pid).map(String::as_str), &to);
-                self.cwd.insert(pid, cwd);
+                let fs = self.fs_of(pid);
+                let cwd = absolute(self.cwd.get(&fs).map(String::as_str), &to);
+                self.cwd.insert(fs, cwd);
                 None
             }
             "fchdir" if out.ret == Some(0) => {
                 let (_, dir) = fd_arg(a.first()?)?;
-                self.cwd.insert(pid, dir?);
+                self.cwd.insert(self.fs_of(pid), dir?);
                 None
             }
             "clone" | "clone3" | "fork" | "vfork" => {
                 let child = u32::try_from(out.ret.filter(|&r| r > 0)?).ok()?;
-                // A reused thread id starts afresh; a thread shares its creator's table
-                // (`flags=` is `clone`'s argument and a field of `clone3`'s struct).
+                // A reused thread id starts afresh; a thread shares its creator's fd table
+                // and working directory, a new process has copies.
                 self.tables.remove(&child);
-                if a.iter().any(|arg| arg.contains("CLONE_FILES")) {
+                self.fs_shares.remove(&child);
+                if clone_flag(a, "CLONE_FILES") {
                     let table = self.table(pid);
                     self.tables.insert(child, table);
                 }
-                let cwd = self.cwd.get(&pid)?.clone();
-                self.cwd.entry(child).or_insert(cwd);
+                let fs = self.fs_of(pid);
+                if clone_flag(a, "CLONE_FS") {
+                    self.fs_shares.insert(child, fs);
+                } else {
+                    let cwd = self.cwd.get(&fs)?.clone();
+                    self.cwd.entry(child).or_insert(cwd);
+                }
                 None
             }
             // `execve` unshares the fd table (`unshare_files`): the program starts with a copy.
+            // Its other threads are gone, so its working directory is its own from here.
             "execve" | "execveat" if out.ret == Some(0) => {
                 self.tables.remove(&pid);
+                if let Some(fs) = self.fs_shares.remove(&pid) {
+                    if let Some(cwd) = self.cwd.get(&fs).cloned() {
+                        self.cwd.insert(pid, cwd);
+                    }
+                }
                 None
             }
             // A new fd number: whatever an lseek said of the old file there is gone.
