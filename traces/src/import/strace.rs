@@ -80,10 +80,8 @@ fn err(line: u64, problem: impl Into<String>) -> ImportError {
 /// Whether a `clone`'s flags (its `flags=` argument, or the field of `clone3`'s struct)
 /// hold `flag`.
 fn clone_flag(args: &[String], flag: &str) -> bool {
-    args.iter().any(|a| {
-        a.split(|c: char| matches!(c, '|' | '=' | ',' | '{' | '}' | ' '))
-            .any(|w| w == flag)
-    })
+    args.iter()
+        .any(|a| a.split(['|', '=', ',', '{', '}', ' ']).any(|w| w == flag))
 }
 
 /// `1795376906.680789` → ns.
