@@ -778,6 +778,25 @@ fn csd_trace_records_imports_and_checks() {
     let o = csd(&["trace", "check", conv.to_str().unwrap()]);
     assert!(stdout(&o).contains("2 events"), "{}", stdout(&o));
 
+    // A thread (`fds_of`) shares its process's fd table, and the summary says so.
+    let threads = dir.join("threads.trace");
+    std::fs::write(
+        &threads,
+        concat!(
+            "{\"format\":\"csd-trace\",\"version\":1}\n",
+            "{\"t\":1,\"pid\":1,\"op\":\"open\",\"path\":\"/a\",\"flags\":\"O_RDONLY\",\"ret\":3}\n",
+            "{\"t\":2,\"pid\":2,\"fds_of\":1,\"op\":\"close\",\"fd\":3,\"path\":\"/a\"}\n",
+            "{\"t\":3,\"pid\":4,\"op\":\"stat\",\"path\":\"/a\"}\n",
+        ),
+    )
+    .unwrap();
+    let o = csd(&["trace", "check", threads.to_str().unwrap()]);
+    assert!(
+        stdout(&o).contains("3 events from 3 pid(s) (2 fd table(s))"),
+        "{}",
+        stdout(&o)
+    );
+
     // Errors name the file and line.
     std::fs::write(&msr, "1,h,0,Read,0,4096,10\n2,h,0,Trim,0,1,1\n").unwrap();
     let o = csd(&[

@@ -245,6 +245,8 @@ struct Summary {
     events: u64,
     by_op: BTreeMap<&'static str, u64>,
     pids: usize,
+    /// Distinct fd tables: fewer than `pids` where threads share one (`fds_of`).
+    fd_tables: usize,
     span_ns: u64,
     bytes_read: u64,
     bytes_written: u64,
@@ -296,12 +298,14 @@ fn check(
         events: 0,
         by_op: BTreeMap::new(),
         pids: 0,
+        fd_tables: 0,
         span_ns: 0,
         bytes_read: 0,
         bytes_written: 0,
         skipped_unknown_ops: BTreeMap::new(),
     };
     let mut pids = std::collections::BTreeSet::new();
+    let mut tables = std::collections::BTreeSet::new();
     // Each task an `ndp` or `isc` op names must resolve, as a replay would resolve it.
     let stored = super::runs::stored_tasks(store);
     let mut tasks = TaskCheck {
@@ -319,6 +323,7 @@ fn check(
         s.events += 1;
         *s.by_op.entry(ev.op.name()).or_default() += 1;
         pids.insert(ev.pid);
+        tables.insert(ev.fd_table());
         s.span_ns = s.span_ns.max(ev.t + ev.dur.unwrap_or(0));
         let inner = match &ev.op {
             Op::Cisc { ops, .. } => ops.as_slice(),
@@ -345,6 +350,7 @@ fn check(
         Err(Refused::Task(line, e)) => bail!("{} line {line}: {e}", path.display()),
     };
     s.pids = pids.len();
+    s.fd_tables = tables.len();
     if json {
         println!("{}", serde_json::to_string_pretty(&s)?);
     } else {
@@ -367,8 +373,13 @@ impl From<TraceError> for Refused {
 }
 
 fn print_summary(path: &Path, s: &Summary) {
+    // Threads that share an fd table are named: their fds are one another's.
+    let tables = match s.fd_tables < s.pids {
+        true => format!(" ({} fd table(s))", s.fd_tables),
+        false => String::new(),
+    };
     println!(
-        "{}: {} events from {} pid(s) over {}, source {}",
+        "{}: {} events from {} pid(s){tables} over {}, source {}",
         path.display(),
         s.events,
         s.pids,
