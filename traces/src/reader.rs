@@ -214,7 +214,8 @@ fn check_paths(op: &Op, unresolved: bool) -> Result<(), String> {
     check_path(one)
 }
 
-/// Open fds per fd table ([`Event::fd_table`]) → path: what fills in the path of an event that names only its fd.
+/// Open fds per fd table ([`Event::fd_table`]) → path: what fills in the path of an event
+/// that names only its fd.
 #[derive(Default)]
 struct FdTable(HashMap<(u32, i64), String>);
 
@@ -231,11 +232,11 @@ impl FdTable {
             return Ok(());
         }
         let closes = matches!(ev.op, Op::Close { .. });
-        let pid = ev.fd_table();
+        let table = ev.fd_table();
         let Some((fd, path)) = ev.op.fd_path_mut() else {
             return Ok(());
         };
-        let key = (pid, fd);
+        let key = (table, fd);
         // The fd table's path is cloned only into an event that names none, and a close
         // takes it.
         if path.is_empty() && closes {
@@ -250,7 +251,7 @@ impl FdTable {
                 Some(p) => *path = p.clone(),
                 None => {
                     return Err(format!(
-                        "fd {fd} of pid {pid} is not open (no open returned it and the event names no path)"
+                        "fd {fd} of pid {table} is not open (no open returned it and the event names no path)"
                     ))
                 }
             }
