@@ -726,6 +726,51 @@ fn csd_ndp_errors_are_clear() {
 }
 
 #[test]
+fn a_recording_whose_conversion_fails_keeps_its_strace_log() {
+    // A stand-in strace that writes a log the importer refuses at its second line: the
+    // command has run, so its log is kept and named, and no trace is written.
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("record-keeps");
+    let bin = dir.join("bin");
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(&tmp).unwrap();
+    let fake = bin.join("strace");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = -o ] && out=\"$2\"; shift; done\n\
+         printf '7 1000.000100 mkdir(\"/w/d\", 0777) = 0 <0.000010>\\n7 not-a-time x\\n' > \"$out\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = dir.join("t.trace");
+    let o = Command::new(env!("CARGO_BIN_EXE_csd"))
+        .args(["trace", "record", "-o", out.to_str().unwrap(), "--", "true"])
+        .env_remove("RUST_LOG")
+        .env("XDG_DATA_HOME", test_data_home())
+        .env("PATH", path)
+        .env("TMPDIR", &tmp)
+        .output()
+        .expect("csd runs");
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("strace line 2"), "{err}");
+    let kept: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(err.contains(&kept[0].display().to_string()), "{err}");
+    assert!(std::fs::read_to_string(&kept[0]).unwrap().contains("mkdir"));
+    assert!(!out.exists(), "no trace from a failed conversion");
+}
+
+#[test]
 fn csd_trace_records_imports_and_checks() {
     let dir = scratch("trace");
     let out = dir.join("t.trace");
