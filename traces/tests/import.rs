@@ -855,7 +855,7 @@ fn threads_share_their_creator_s_fd_table_and_a_fork_or_exec_does_not() {
 #[test]
 fn a_thread_s_chdir_moves_its_siblings_and_not_a_forked_child() {
     // 7's cwd is /w; thread 8 (CLONE_FS) changes it to /w/sub, which 7 then resolves against;
-    // the child 9, forked before, keeps /w.
+    // the child 9, forked before, keeps /w; after `unshare(CLONE_FS)` 8 moves alone.
     let text = "\
 7 1000.000000 chdir(\"/w\") = 0 <0.000010>
 7 1000.000100 clone(child_stack=NULL, flags=CLONE_CHILD_CLEARTID|CLONE_CHILD_SETTID|SIGCHLD, child_tidptr=0x7f) = 9 <0.000100>
@@ -863,6 +863,9 @@ fn a_thread_s_chdir_moves_its_siblings_and_not_a_forked_child() {
 8 1000.000300 chdir(\"sub\") = 0 <0.000010>
 7 1000.000400 mkdir(\"made-by-7\", 0777) = 0 <0.000010>
 9 1000.000500 mkdir(\"made-by-9\", 0777) = 0 <0.000010>
+8 1000.000600 unshare(CLONE_FS) = 0 <0.000005>
+8 1000.000700 chdir(\"/elsewhere\") = 0 <0.000010>
+7 1000.000800 mkdir(\"after-unshare\", 0777) = 0 <0.000010>
 ";
     let evs = events(ImportFormat::Strace, text).unwrap();
     let made: Vec<&str> = evs
@@ -872,5 +875,9 @@ fn a_thread_s_chdir_moves_its_siblings_and_not_a_forked_child() {
             _ => None,
         })
         .collect();
-    assert_eq!(made, ["/w/sub/made-by-7", "/w/made-by-9"]);
+    // Once 8 has a working directory of its own, its chdir moves only itself.
+    assert_eq!(
+        made,
+        ["/w/sub/made-by-7", "/w/made-by-9", "/w/sub/after-unshare"]
+    );
 }

@@ -531,6 +531,19 @@ impl StraceConverter {
         self.fs_shares.get(&pid).copied().unwrap_or(pid)
     }
 
+    /// `pid` stops sharing its fd table (`files`) or its working directory (`fs`): what it
+    /// shared becomes its own copy.
+    fn unshare(&mut self, pid: u32, files: bool, fs: bool) {
+        if files {
+            self.tables.remove(&pid);
+        }
+        if let Some(shared) = fs.then(|| self.fs_shares.remove(&pid)).flatten() {
+            if let Some(cwd) = self.cwd.get(&shared).cloned() {
+                self.cwd.insert(pid, cwd);
+            }
+        }
+    }
+
     /// Whose fd table `pid` uses: its creator's if it shares it, else its own.
     fn table(&self, pid: u32) -> u32 {
         self.tables.get(&pid).copied().unwrap_or(pid)
@@ -700,12 +713,12 @@ impl StraceConverter {
             // `execve` unshares the fd table (`unshare_files`): the program starts with a copy.
             // Its other threads are gone, so its working directory is its own from here.
             "execve" | "execveat" if out.ret == Some(0) => {
-                self.tables.remove(&pid);
-                if let Some(fs) = self.fs_shares.remove(&pid) {
-                    if let Some(cwd) = self.cwd.get(&fs).cloned() {
-                        self.cwd.insert(pid, cwd);
-                    }
-                }
+                self.unshare(pid, true, true);
+                None
+            }
+            // A thread that asks for its own fd table or working directory gets a copy.
+            "unshare" if out.ret == Some(0) => {
+                self.unshare(pid, clone_flag(a, "CLONE_FILES"), clone_flag(a, "CLONE_FS"));
                 None
             }
             // A new fd number: whatever an lseek said of the old file there is gone.
