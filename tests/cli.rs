@@ -749,14 +749,11 @@ fn a_recording_whose_conversion_fails_keeps_its_strace_log() {
         std::env::var("PATH").unwrap_or_default()
     );
     let out = dir.join("t.trace");
-    let o = Command::new(env!("CARGO_BIN_EXE_csd"))
-        .args(["trace", "record", "-o", out.to_str().unwrap(), "--", "true"])
-        .env_remove("RUST_LOG")
-        .env("XDG_DATA_HOME", test_data_home())
-        .env("PATH", path)
-        .env("TMPDIR", &tmp)
-        .output()
-        .expect("csd runs");
+    let o = csd_cached_with(
+        &["trace", "record", "-o", out.to_str().unwrap(), "--", "true"],
+        &dir.join("cache"),
+        &[("PATH", &path), ("TMPDIR", tmp.to_str().unwrap())],
+    );
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(err.contains("strace line 2"), "{err}");

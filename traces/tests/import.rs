@@ -13,6 +13,14 @@ fn events(source: ImportFormat, text: &str) -> Result<Vec<Event>, ConvertError> 
     Ok(out)
 }
 
+/// The paths of the events of op `name`, in order.
+fn paths_of<'a>(evs: &'a [Event], name: &str) -> Vec<&'a str> {
+    evs.iter()
+        .filter(|e| e.op.name() == name)
+        .filter_map(|e| e.op.walked_path())
+        .collect()
+}
+
 #[test]
 fn a_real_strace_capture_converts_and_reads_back() {
     // `strace -f -ttt -T -y -s0 -o shell.strace sh -c 'mkdir d; echo hi > d/a;
@@ -721,23 +729,11 @@ fn access_walks_as_stat_readlink_and_nofollow_as_lstat_fstat_not_at_all_and_open
 7 1000.000600 newfstatat(AT_FDCWD</w/v>, \"\", {st_mode=S_IFDIR|0755, st_size=4096, ...}, AT_EMPTY_PATH) = 0 <0.000010>
 ";
     let evs = events(ImportFormat::Strace, text).unwrap();
-    let paths: Vec<&str> = evs
-        .iter()
-        .filter_map(|e| match &e.op {
-            Op::Stat { path } => Some(path.as_str()),
-            _ => None,
-        })
-        .collect();
+    let paths = paths_of(&evs, "stat");
     // The working directory through AT_FDCWD and an empty path: no fd names it.
     assert_eq!(paths, ["/etc/ld.so.preload", "/w/a", "/w/n", "/w/v"]);
     // Those that do not follow a link at the end.
-    let lstats: Vec<&str> = evs
-        .iter()
-        .filter_map(|e| match &e.op {
-            Op::Lstat { path } => Some(path.as_str()),
-            _ => None,
-        })
-        .collect();
+    let lstats = paths_of(&evs, "lstat");
     assert_eq!(lstats, ["/w/l", "/usr/lib/gcc", "/w/m", "/w/o", "/w/p"]);
     // A readlink of what is not a link walked the whole path: an lstat that succeeded.
     let gcc = evs
@@ -779,13 +775,7 @@ fn relative_paths_follow_chdir_fchdir_and_a_new_process_inherits_the_directory()
 8 1000.000600 mkdir(\"x\", 0777) = 0 <0.000010>
 ";
     let evs = events(ImportFormat::Strace, text).unwrap();
-    let made: Vec<&str> = evs
-        .iter()
-        .filter_map(|e| match &e.op {
-            Op::Mkdir { path } => Some(path.as_str()),
-            _ => None,
-        })
-        .collect();
+    let made = paths_of(&evs, "mkdir");
     assert_eq!(made, ["/r/w/src", "/r/w/src/lib", "/r/w/src/x"]);
 }
 
@@ -868,13 +858,7 @@ fn a_thread_s_chdir_moves_its_siblings_and_not_a_forked_child() {
 7 1000.000800 mkdir(\"after-unshare\", 0777) = 0 <0.000010>
 ";
     let evs = events(ImportFormat::Strace, text).unwrap();
-    let made: Vec<&str> = evs
-        .iter()
-        .filter_map(|e| match &e.op {
-            Op::Mkdir { path } => Some(path.as_str()),
-            _ => None,
-        })
-        .collect();
+    let made = paths_of(&evs, "mkdir");
     // Once 8 has a working directory of its own, its chdir moves only itself.
     assert_eq!(
         made,
