@@ -66,6 +66,10 @@ pub struct IoCounters {
     pub flash_page_programs: u64,
     /// Partial-page writes that had to read the old page first.
     pub read_modify_writes: u64,
+    /// Partial-page writes a byte-addressable medium stored in place: only the program
+    /// units they touch, nothing read (`timing.program_unit_bytes`).
+    #[serde(default, skip_serializing_if = "crate::timing::is_zero")]
+    pub partial_stores: u64,
 }
 
 /// Everything counted on a device, for reports.
@@ -413,9 +417,41 @@ impl Device {
         Ok(self.book_program(outcome, ready))
     }
 
+    /// A partial page stored in place on a byte-addressable medium: `bytes` (whole program
+    /// units) programmed. The FTL still remaps the page, its mapping unit, as for every
+    /// write: that is its bookkeeping; the medium's time is the store's. A page under a
+    /// TxISC snapshot or task still takes its out-of-place delta, a whole page.
+    fn flash_store_bytes(
+        &mut self,
+        lpn: Lpn,
+        data: Option<&[u8]>,
+        ready: VirtualTime,
+        bytes: u64,
+    ) -> Result<VirtualTime, DeviceError> {
+        if self.txn.flagged(lpn).is_some() {
+            return self.flash_write_page(lpn, data, ready);
+        }
+        let outcome = self.ftl.write(lpn, data)?;
+        Ok(self.book(outcome, ready, Some(bytes)))
+    }
+
     fn book_program(&mut self, outcome: WriteOutcome, ready: VirtualTime) -> VirtualTime {
+        self.book(outcome, ready, None)
+    }
+
+    /// Books a write's program on its die and channel (a whole page, or `stored` bytes in
+    /// place), then the GC it triggered.
+    fn book(
+        &mut self,
+        outcome: WriteOutcome,
+        ready: VirtualTime,
+        stored: Option<u64>,
+    ) -> VirtualTime {
         let channel = self.channel_of[outcome.die.0 as usize];
-        let done = self.clocks.program_page(outcome.die, channel, ready);
+        let done = match stored {
+            Some(bytes) => self.clocks.store_bytes(outcome.die, channel, ready, bytes),
+            None => self.clocks.program_page(outcome.die, channel, ready),
+        };
         if let Some(gc) = outcome.gc {
             // Foreground GC occupies the die after this program; later I/O to it waits.
             self.clocks.collect_garbage(&gc, done);
@@ -664,7 +700,19 @@ impl Device {
                     (base + p * ps + a - offset) as usize..(base + p * ps + b - offset) as usize;
                 let partial = a > 0 || b < ps;
                 let mut start = ready;
-                if partial && self.resolve(lpn)?.is_some() {
+                // PCM keeps the page's other bytes where they are: nothing is read.
+                let stored = if partial {
+                    self.profile.timing.stored_bytes(a, b)
+                } else {
+                    None
+                };
+                if stored.is_some() {
+                    self.counters.partial_stores += 1;
+                    if payloads {
+                        let ppn = self.resolve(lpn)?;
+                        self.peek_ppn(ppn, &mut page)?;
+                    }
+                } else if partial && self.resolve(lpn)?.is_some() {
                     self.counters.read_modify_writes += 1;
                     let old = payloads.then_some(page.as_mut_slice());
                     start = self.flash_read_page(lpn, old, ready)?;
@@ -682,7 +730,11 @@ impl Device {
                 } else {
                     data.map(|d| &d[src])
                 };
-                done = done.max(self.flash_write_page(lpn, content, start)?);
+                let programmed = match stored {
+                    Some(bytes) => self.flash_store_bytes(lpn, content, start, bytes)?,
+                    None => self.flash_write_page(lpn, content, start)?,
+                };
+                done = done.max(programmed);
             }
             base += len;
         }

@@ -220,6 +220,24 @@ impl Profile {
                 return Err((format!("timing.{field}"), "must be greater than 0".into()));
             }
         }
+        let unit = t.program_unit_bytes;
+        if unit > 0
+            && (unit > u64::from(g.page_size_bytes) || u64::from(g.page_size_bytes) % unit != 0)
+        {
+            return Err((
+                "timing.program_unit_bytes".into(),
+                format!(
+                    "{unit} must divide the page ({} bytes); 0 for NAND, which programs whole pages",
+                    g.page_size_bytes
+                ),
+            ));
+        }
+        if unit > 0 && t.block_erase_ns > 0 {
+            return Err((
+                "timing.program_unit_bytes".into(),
+                "a medium that erases blocks cannot program bytes in place; leave it 0".into(),
+            ));
+        }
         if self.write_cache.as_ref().is_some_and(|c| c.bytes == 0) {
             return Err((
                 "write_cache.bytes".into(),

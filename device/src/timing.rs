@@ -38,6 +38,21 @@ pub struct FlashTiming {
     /// where it is the "hardware" that bounds deep queues. 0: not an emulation platform.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub backend_bytes_per_sec: u64,
+    /// Byte-addressable media only (PCM): the smallest unit the medium programs in place.
+    /// A write that covers part of a page then programs the units it touches, at the page's
+    /// program rate, and reads nothing: the page's other bytes stay where they are. 0 (NAND):
+    /// a partial page is read, merged and programmed whole.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub program_unit_bytes: u64,
+}
+
+impl FlashTiming {
+    /// The bytes a partial-page write programs on a byte-addressable medium: the program
+    /// units that `a..b` (offsets within one page) touches; `None` on NAND.
+    pub fn stored_bytes(&self, a: u64, b: u64) -> Option<u64> {
+        let unit = self.program_unit_bytes;
+        (unit > 0).then(|| b.div_ceil(unit) * unit - a / unit * unit)
+    }
 }
 
 /// For `skip_serializing_if`: a cost of 0 is a cost the profile does not model.
@@ -193,6 +208,8 @@ pub struct BusyClocks {
     page_program_ns: u64,
     block_erase_ns: u64,
     page_transfer_ns: u64,
+    channel_bytes_per_sec: u64,
+    page_size_bytes: u64,
     pcie_command_ns: u64,
     pcie_bytes_per_sec: u64,
 }
@@ -215,6 +232,8 @@ impl BusyClocks {
             page_program_ns: timing.page_program_ns,
             block_erase_ns: timing.block_erase_ns,
             page_transfer_ns: transfer_ns(u64::from(page_size_bytes), timing.channel_bytes_per_sec),
+            channel_bytes_per_sec: timing.channel_bytes_per_sec,
+            page_size_bytes: u64::from(page_size_bytes),
             pcie_command_ns: host.pcie_command_ns,
             pcie_bytes_per_sec: host.pcie_bytes_per_sec,
         }
@@ -240,6 +259,28 @@ impl BusyClocks {
             .reserve(at.max(self.die_free[d]), self.page_transfer_ns)
             .after(self.page_transfer_ns);
         let done = loaded.after(self.page_program_ns);
+        self.die_free[d] = done;
+        done
+    }
+
+    /// An in-place store of `bytes` (whole program units, less than a page) on a
+    /// byte-addressable medium: the channel moves only those bytes, and the die programs
+    /// them at the page's rate.
+    pub fn store_bytes(
+        &mut self,
+        die: DieId,
+        channel: ChannelId,
+        at: VirtualTime,
+        bytes: u64,
+    ) -> VirtualTime {
+        let d = die.0 as usize;
+        let move_ns = transfer_ns(bytes, self.channel_bytes_per_sec);
+        let loaded = self.channels[channel.0 as usize]
+            .reserve(at.max(self.die_free[d]), move_ns)
+            .after(move_ns);
+        let program_ns = (u128::from(self.page_program_ns) * u128::from(bytes))
+            .div_ceil(u128::from(self.page_size_bytes.max(1)));
+        let done = loaded.after(u64::try_from(program_ns).unwrap_or(u64::MAX));
         self.die_free[d] = done;
         done
     }
@@ -314,6 +355,7 @@ mod tests {
             block_erase_ns: 4_000_000,
             channel_bytes_per_sec: 1_000_000_000,
             backend_bytes_per_sec: 0,
+            program_unit_bytes: 0,
         };
         let h = HostInterface {
             link: "test".into(),

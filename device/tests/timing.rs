@@ -232,3 +232,60 @@ fn a_write_buffer_acknowledges_early_and_throttles_when_full() {
     p.write_cache.as_mut().unwrap().bytes = 0;
     assert!(p.validate().unwrap_err().0.contains("write_cache.bytes"));
 }
+
+#[test]
+fn a_partial_page_on_pcm_programs_only_the_units_it_touches() {
+    let p = Profile::load("pcm-zynq").unwrap();
+    let unit = p.timing.program_unit_bytes;
+    let ps = u64::from(p.geometry.page_size_bytes);
+    assert!(unit > 0 && unit < ps);
+    let mut dev = Device::new(&p, DataMode::Payloads).unwrap();
+    let base: Vec<u8> = (0..ps).map(|i| (i % 251) as u8 + 1).collect();
+    dev.write_at(IoPath::Internal, VirtualTime::ZERO, 0, ps, Some(&base))
+        .unwrap();
+    let t = dev.idle_at();
+    dev.reset_measurements();
+    // 100 bytes starting 10 bytes before a unit boundary touch three units.
+    let off = 3 * unit - 10;
+    let patch = vec![0xEE; 100];
+    let c = dev
+        .write_at(IoPath::Internal, t, off, 100, Some(&patch))
+        .unwrap();
+    let io = dev.counters().io;
+    assert_eq!(
+        (
+            io.partial_stores,
+            io.read_modify_writes,
+            io.flash_page_reads
+        ),
+        (1, 0, 0)
+    );
+    let program = p.timing.page_program_ns * 3 * unit / ps;
+    let move_ns = transfer_ns(3 * unit, p.timing.channel_bytes_per_sec);
+    assert_eq!(c.flash_ns, program + move_ns, "{c:?}");
+    assert!(c.flash_ns * 10 < p.timing.page_program_ns, "{c:?}");
+    // The page's other bytes stayed where they were.
+    let mut expect = base.clone();
+    expect[off as usize..off as usize + 100].copy_from_slice(&patch);
+    let mut back = vec![0u8; ps as usize];
+    dev.read_at(IoPath::Internal, c.done, 0, ps, Some(&mut back))
+        .unwrap();
+    assert_eq!(back, expect);
+    // A whole page is still one program of the page.
+    let c = dev
+        .write_at(IoPath::Internal, c.done, 0, ps, Some(&base))
+        .unwrap();
+    assert!(c.flash_ns >= p.timing.page_program_ns, "{c:?}");
+}
+
+#[test]
+fn a_program_unit_that_does_not_divide_the_page_is_refused() {
+    let mut p = Profile::load("pcm-zynq").unwrap();
+    p.timing.program_unit_bytes = 96;
+    let (field, why) = p.validate().unwrap_err();
+    assert_eq!(field, "timing.program_unit_bytes");
+    assert!(why.contains("must divide"), "{why}");
+    let mut p = Profile::load("cosmos-plus").unwrap();
+    p.timing.program_unit_bytes = 512;
+    assert_eq!(p.validate().unwrap_err().0, "timing.program_unit_bytes");
+}
