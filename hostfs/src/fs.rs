@@ -16,8 +16,8 @@
 use crate::alloc::{Extent, ExtentAllocator};
 use crate::journal::{Journal, JournalStats};
 use crate::namespace::{
-    CreateAt, Ino, InodeKind, Linked, MetaLayout, Namespace, NewKind, NewName, NsError, Removed,
-    Renamed, Resolution,
+    CreateAt, Ino, InodeKind, Linked, MetaLayout, MetaWrite, Namespace, NewKind, NewName, NsError,
+    Removed, Renamed, Resolution,
 };
 use crate::pagecache::{PageCache, WritebackPolicy};
 use crate::perms::{Access, Cred, Perms};
@@ -227,9 +227,9 @@ impl HostFs {
         };
         let root_blocks = fs.own_blocks(Ino::ROOT);
         fs.write_meta(
-            [SUPERBLOCK, layout.inode_block(Ino::ROOT)]
+            [layout.whole(SUPERBLOCK), layout.inode_write(Ino::ROOT)]
                 .into_iter()
-                .chain(root_blocks),
+                .chain(root_blocks.into_iter().map(|b| layout.whole(b))),
         )?;
         Ok(fs)
     }
@@ -379,15 +379,15 @@ impl HostFs {
         }
     }
 
-    /// Metadata blocks changed: with a journal they join its running transaction (and
+    /// Metadata changed: with a journal their blocks join its running transaction (and
     /// commit at once if it is full); without one they are written through the device
     /// before this returns. Either way the cache holds them, as a write would leave them.
-    fn write_meta(&mut self, blocks: impl IntoIterator<Item = u64>) -> Result<(), FsError> {
+    fn write_meta(&mut self, writes: impl IntoIterator<Item = MetaWrite>) -> Result<(), FsError> {
         if self.journal.is_none() {
-            return self.write_in_place(blocks);
+            return self.store_meta(writes);
         }
         let now = self.clock;
-        for b in blocks {
+        for b in writes.into_iter().map(|w| w.block) {
             let full = self.journal.as_mut().is_some_and(|j| {
                 j.add(b, now);
                 j.full()
@@ -399,6 +399,42 @@ impl HostFs {
                 self.commit(true)?;
             }
         }
+        Ok(())
+    }
+
+    /// Metadata written in place, without a journal. A block device takes whole blocks
+    /// ([`HostFs::write_in_place`]); a byte-addressable medium (ISPFS's PCM, whose file
+    /// system stores metadata with the CPU's stores, ISPFS §3.1) takes each block's changed
+    /// bytes, from the first to the last, as one request per block, all submitted at the
+    /// clock; the clock moves to when the last one completed.
+    fn store_meta(&mut self, writes: impl IntoIterator<Item = MetaWrite>) -> Result<(), FsError> {
+        if self.device.profile().timing.program_unit_bytes == 0 {
+            return self.write_in_place(writes.into_iter().map(|w| w.block));
+        }
+        let bs = self.ns.layout().block_bytes;
+        let mut writes: Vec<MetaWrite> = writes.into_iter().collect();
+        writes.sort_unstable();
+        let at = self.clock;
+        let mut done = at;
+        for same in writes.chunk_by(|a, b| a.block == b.block) {
+            let block = same[0].block;
+            let first = same.iter().map(|w| w.offset).min().unwrap_or(0).min(bs);
+            let end = same
+                .iter()
+                .map(|w| w.offset.saturating_add(w.len))
+                .max()
+                .unwrap_or(0);
+            let end = end.clamp(first, bs);
+            // A block of the file system's own layout: inside the device.
+            let range = [(block * bs + first, end - first)];
+            done = done.max(
+                self.device
+                    .write_ranges(IoPath::Host, at, &range, None)?
+                    .done,
+            );
+            self.cached.insert(block, at);
+        }
+        self.clock = done;
         Ok(())
     }
 
@@ -428,7 +464,7 @@ impl HostFs {
         let block = self.ns.layout().inode_block(ino);
         j.inode_changed(ino, block, for_data);
         if !j.is_running(block) {
-            self.write_meta([block])?;
+            self.write_meta([self.ns.layout().inode_write(ino)])?;
         }
         Ok(())
     }
@@ -534,10 +570,10 @@ impl HostFs {
     fn write_created(&mut self, ino: Ino) -> Result<(), FsError> {
         let parent = self.ns.inode(ino).expect("just created").parent;
         let layout = *self.ns.layout();
-        let mut blocks = vec![layout.inode_block(ino), layout.inode_block(parent)];
-        blocks.extend(self.ns.entry_block(parent, ino));
-        blocks.extend(self.own_blocks(ino));
-        self.write_meta(blocks)?;
+        let mut writes = vec![layout.inode_write(ino), layout.inode_write(parent)];
+        writes.extend(self.ns.entry_write(parent, ino));
+        writes.extend(self.own_blocks(ino).into_iter().map(|b| layout.whole(b)));
+        self.write_meta(writes)?;
         self.inode_changed(ino, true)?;
         self.inode_changed(parent, true)
     }
@@ -651,13 +687,13 @@ impl HostFs {
                 .write_ranges(IoPath::Host, self.clock, &ranges, payload)?;
             written = written.max(c.done);
             self.ns.set_file_layout(ino, size, runs)?;
-            meta.push(layout.inode_block(ino));
+            meta.push(layout.inode_write(ino));
             parents.insert(self.ns.inode(ino).expect("just created").parent);
             inos.push(ino);
         }
         for parent in parents {
-            meta.push(layout.inode_block(parent));
-            meta.extend(self.own_blocks(parent));
+            meta.push(layout.inode_write(parent));
+            meta.extend(self.own_blocks(parent).into_iter().map(|b| layout.whole(b)));
         }
         // Ordered journaling: the metadata commits once the data is on the device.
         self.clock = written;
@@ -677,7 +713,7 @@ impl HostFs {
                 .write_ranges(IoPath::Host, self.clock, &ranges, keep.then_some(data))?;
         self.clock = c.done;
         self.ns.set_file_layout(ino, data.len() as u64, runs)?;
-        self.write_meta([self.ns.layout().inode_block(ino)])
+        self.write_meta([self.ns.layout().inode_write(ino)])
     }
 
     /// Commits the journal's running transaction and waits for it, as `sync` does once the
@@ -789,7 +825,7 @@ impl HostFs {
                 access: "owner's",
             });
         }
-        self.write_meta([self.ns.layout().inode_block(r.ino)])?;
+        self.write_meta([self.ns.layout().inode_write(r.ino)])?;
         self.inode_changed(r.ino, false)
     }
 
@@ -940,12 +976,12 @@ impl HostFs {
             self.debug_check_cache(r.ino);
         }
         let layout = *self.ns.layout();
-        let blocks = [
-            layout.inode_block(r.ino),
-            layout.inode_block(r.parent),
-            r.dir_block,
+        let writes = [
+            layout.inode_write(r.ino),
+            layout.inode_write(r.parent),
+            layout.entry_header(r.dir_block),
         ];
-        self.write_meta(blocks)?;
+        self.write_meta(writes)?;
         // The directory's entries changed: an `fsync` of it must commit.
         self.inode_changed(r.parent, true)?;
         Ok(r)
@@ -980,13 +1016,14 @@ impl HostFs {
             return Ok(r); // two names of one file: nothing changed
         }
         let layout = *self.ns.layout();
-        let mut blocks = vec![
-            layout.inode_block(r.ino),
-            layout.inode_block(r.old_parent),
-            layout.inode_block(r.new_parent),
+        let mut writes = vec![
+            layout.inode_write(r.ino),
+            layout.inode_write(r.old_parent),
+            layout.inode_write(r.new_parent),
         ];
-        blocks.extend(&r.dir_blocks);
-        self.write_meta(blocks)?;
+        writes.extend(r.dir_blocks.iter().map(|&b| layout.entry_header(b)));
+        writes.extend(self.ns.entry_write(r.new_parent, r.ino));
+        self.write_meta(writes)?;
         self.inode_changed(r.old_parent, true)?;
         self.inode_changed(r.new_parent, true)?;
         Ok(r)
@@ -1003,10 +1040,11 @@ impl HostFs {
         self.lookup_partial(to, who)?;
         let l = self.ns.link(from, to, who, &mut self.alloc)?;
         let layout = *self.ns.layout();
+        let entry = self.ns.entry_write(l.parent, l.ino);
         self.write_meta([
-            layout.inode_block(l.ino),
-            layout.inode_block(l.parent),
-            l.dir_block,
+            layout.inode_write(l.ino),
+            layout.inode_write(l.parent),
+            entry.unwrap_or(layout.entry_header(l.dir_block)),
         ])?;
         self.inode_changed(l.ino, false)?;
         self.inode_changed(l.parent, true)?;
@@ -1055,7 +1093,7 @@ impl HostFs {
             self.ns.set_file_layout(ino, end, extents)?;
         }
         if allocated || grew {
-            self.write_meta([self.ns.layout().inode_block(ino)])?;
+            self.write_meta([self.ns.layout().inode_write(ino)])?;
         }
         // Its ctime and mtime change whatever it allocated (`file_modified`).
         self.inode_changed(ino, allocated || grew)
@@ -1092,7 +1130,7 @@ impl HostFs {
         }
         self.cache.forget_from(r.ino, keep_blocks);
         self.ns.set_file_layout(r.ino, len, kept)?;
-        self.write_meta([self.ns.layout().inode_block(r.ino)])?;
+        self.write_meta([self.ns.layout().inode_write(r.ino)])?;
         self.inode_changed(r.ino, true)?;
         self.debug_check_cache(r.ino);
         Ok(())
@@ -1391,7 +1429,7 @@ impl HostFs {
         if let Some(blocks) = self.ns.release(ino) {
             self.free_runs(&blocks)?;
             self.cache.forget(ino);
-            self.write_meta([self.ns.layout().inode_block(ino)])?;
+            self.write_meta([self.ns.layout().inode_write(ino)])?;
             self.debug_check_cache(ino);
         }
         Ok(ino)
@@ -1406,9 +1444,15 @@ impl HostFs {
     /// ext4's delayed allocation does when writeback starts. Returns whether the layout
     /// changed (the inode block must be written too).
     fn allocate_delayed(&mut self, ino: Ino) -> Result<bool, FsError> {
-        let Some(&last) = self.cache.dirty_blocks(ino).last() else {
-            return Ok(false);
-        };
+        match self.cache.dirty_blocks(ino).last() {
+            Some(&last) => self.allocate_through(ino, last),
+            None => Ok(false),
+        }
+    }
+
+    /// Gives the file blocks up to block index `last`, if it lacks them; says whether it
+    /// took any.
+    fn allocate_through(&mut self, ino: Ino, last: u64) -> Result<bool, FsError> {
         let Some((size, extents)) = self.file_layout(ino) else {
             return Ok(false);
         };
@@ -1449,10 +1493,10 @@ impl HostFs {
         let mut inodes = BTreeSet::new();
         for &(ino, _) in pages {
             if self.allocate_delayed(ino)? {
-                let block = self.ns.layout().inode_block(ino);
-                inodes.insert(block);
+                let inode = self.ns.layout().inode_write(ino);
+                inodes.insert(inode);
                 if let Some(j) = &mut self.journal {
-                    j.inode_changed(ino, block, true);
+                    j.inode_changed(ino, inode.block, true);
                 }
             }
         }
@@ -1484,9 +1528,8 @@ impl HostFs {
     /// with the new layout so the device knows what to wait for).
     pub fn prepare_writeback(&mut self, ino: Ino) -> Result<Vec<u64>, FsError> {
         if self.allocate_delayed(ino)? {
-            let block = self.ns.layout().inode_block(ino);
             let clock = self.clock;
-            self.write_meta([block])?;
+            self.write_meta([self.ns.layout().inode_write(ino)])?;
             self.inode_changed(ino, true)?;
             self.clock = clock;
         }
@@ -1541,6 +1584,44 @@ impl HostFs {
             self.commit(true)?;
         }
         Ok(())
+    }
+
+    /// A write that is on the device when it returns, with no page cache: what a file
+    /// system on byte-addressable memory does (ISPFS §3.1 reaches PCM with the CPU's stores).
+    /// Blocks the range lacks are allocated at once (there is nothing to delay allocation
+    /// for), the bytes go to the device as one request of their ranges (a byte-addressable
+    /// medium stores only those bytes), then the inode: all of it when the file took blocks,
+    /// else its size and times.
+    pub fn store(&mut self, fd: Fd, offset: u64, data: &[u8]) -> Result<(), FsError> {
+        let ino = self.writable(fd)?.ino;
+        let len = data.len() as u64;
+        let end = file_end(offset, len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        // Pages an earlier buffered write left dirty go first, or they would overwrite this.
+        self.flush_range(fd, offset, len)?;
+        let bs = self.ns.layout().block_bytes;
+        let allocated = self.allocate_through(ino, (end - 1) / bs)?;
+        let (_, size, extents) = self.live_layout(fd)?;
+        let ranges = file_ranges(&extents, bs, offset, len);
+        let keep = self.device.ftl().keeps_payloads();
+        let c =
+            self.device
+                .write_ranges(IoPath::Host, self.clock, &ranges, keep.then_some(data))?;
+        self.clock = c.done;
+        let grew = end > size;
+        if grew {
+            self.ns.set_file_layout(ino, end, extents)?;
+        }
+        let layout = self.ns.layout();
+        let inode = if allocated {
+            layout.inode_write(ino)
+        } else {
+            layout.inode_times(ino)
+        };
+        self.write_meta([inode])?;
+        self.inode_changed(ino, grew)
     }
 
     /// Writes back the file's dirty pages in `offset..offset + len`, in file order, and
@@ -1709,7 +1790,7 @@ impl HostFs {
         extents: Vec<Extent>,
     ) -> Result<(), FsError> {
         self.ns.set_file_layout(ino, size_bytes, extents)?;
-        self.write_meta([self.ns.layout().inode_block(ino)])?;
+        self.write_meta([self.ns.layout().inode_write(ino)])?;
         self.inode_changed(ino, true)
     }
 

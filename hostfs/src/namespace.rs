@@ -41,6 +41,56 @@ impl MetaLayout {
     pub fn inode_table_blocks(&self) -> u64 {
         (u64::from(self.inode_count) * self.inode_bytes).div_ceil(self.block_bytes)
     }
+
+    /// The bytes of `ino`'s inode in its inode-table block.
+    pub fn inode_write(&self, ino: Ino) -> MetaWrite {
+        MetaWrite {
+            block: self.inode_block(ino),
+            offset: u64::from(ino.0) * self.inode_bytes % self.block_bytes,
+            len: self.inode_bytes,
+        }
+    }
+
+    /// The bytes of `ino`'s inode that a write which took no blocks changes: ext2's `i_size`
+    /// through `i_blocks` (bytes 4 to 32: the size, the times, the link and block counts).
+    pub fn inode_times(&self, ino: Ino) -> MetaWrite {
+        let whole = self.inode_write(ino);
+        MetaWrite {
+            offset: whole.offset + 4,
+            len: 28.min(whole.len.saturating_sub(4)),
+            ..whole
+        }
+    }
+
+    /// All of metadata block `block` (a new directory's first block, which ext2 and ext4
+    /// zero whole before writing "." and "..").
+    pub fn whole(&self, block: u64) -> MetaWrite {
+        MetaWrite {
+            block,
+            offset: 0,
+            len: self.block_bytes,
+        }
+    }
+
+    /// A directory entry's header in `block` (8 bytes: inode, record length, name length,
+    /// type), which removing an entry rewrites (ext4 folds the record into its neighbour's).
+    /// Where the entry was is not kept: the header is taken at the block's start.
+    pub fn entry_header(&self, block: u64) -> MetaWrite {
+        MetaWrite {
+            block,
+            offset: 0,
+            len: 8,
+        }
+    }
+}
+
+/// The bytes of one metadata block a change wrote. A block device is written whole blocks
+/// (`block` alone counts); a byte-addressable medium (ISPFS's PCM) stores only these bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct MetaWrite {
+    pub block: u64,
+    pub offset: u64,
+    pub len: u64,
 }
 
 /// Bytes a directory entry takes in a directory block (ext4: 8-byte header plus the name,
@@ -891,6 +941,32 @@ impl Namespace {
             Some(InodeKind::Dir { used, .. }) => used.len() as u64,
             _ => 0,
         }
+    }
+
+    /// The bytes of `ino`'s entry in directory `dir`: its block, and its place after the
+    /// block's earlier entries ("." and ".." first in the first block).
+    pub fn entry_write(&self, dir: Ino, ino: Ino) -> Option<MetaWrite> {
+        let InodeKind::Dir {
+            entries, blocks, ..
+        } = &self.inodes.get(&dir)?.kind
+        else {
+            return None;
+        };
+        let e = entries.iter().rfind(|e| e.ino == ino)?;
+        let b = usize::try_from(e.block).ok()?;
+        let before: u64 = entries
+            .blocks
+            .get(b)?
+            .iter()
+            .take_while(|x| x.ino != ino)
+            .map(DirEntry::bytes)
+            .sum();
+        let dots = if e.block == 0 { DOT_ENTRIES_BYTES } else { 0 };
+        Some(MetaWrite {
+            block: Self::nth_block(blocks, e.block),
+            offset: dots + before,
+            len: e.bytes(),
+        })
     }
 
     /// The device block holding `ino`'s entry in directory `dir`.

@@ -1126,3 +1126,68 @@ fn a_file_unlinked_while_open_lives_until_its_last_close() {
     assert_eq!(fs.free_blocks(), free);
     fs.check_invariants().unwrap();
 }
+
+/// What the device stored and read for the file system since `before`.
+fn io_since(fs: &HostFs, before: csd_device::IoCounters) -> (u64, u64, u64) {
+    let io = fs.device().counters().io;
+    (
+        io.partial_stores - before.partial_stores,
+        io.read_modify_writes - before.read_modify_writes,
+        io.flash_page_reads - before.flash_page_reads,
+    )
+}
+
+#[test]
+fn on_pcm_a_namespace_change_stores_only_the_inode_and_entry_bytes_it_changes() {
+    use csd_hostfs::fs::OpenOptions;
+    let p = Profile::load("pcm-zynq").unwrap();
+    let mut nand = fs("cosmos-plus");
+    let mut fs = fs("pcm-zynq");
+    fs.mkdir("/d", MINE, ME).unwrap();
+    let before = fs.device().counters().io;
+    let t0 = fs.clock();
+    let new = OpenOptions {
+        write: true,
+        create: Some(MINE),
+    };
+    fs.open("/d/f", new, ME).unwrap();
+    let took = fs.clock().since(t0);
+    // The file's inode, its directory's inode and the new entry: stores, none read back.
+    let (stores, rmw, reads) = io_since(&fs, before);
+    assert!(stores >= 2, "{stores}");
+    assert_eq!((rmw, reads), (0, 0));
+    // Each store is a few 64-byte units, not a page's program.
+    assert!(took < p.timing.page_program_ns / 4, "{took} ns");
+    // A block device is still written whole blocks.
+    nand.mkdir("/d", MINE, ME).unwrap();
+    let before = nand.device().counters().io;
+    nand.open("/d/f", new, ME).unwrap();
+    assert_eq!(io_since(&nand, before).0, 0);
+}
+
+#[test]
+fn a_store_is_on_the_device_when_it_returns_and_keeps_the_page_s_other_bytes() {
+    use csd_hostfs::fs::OpenOptions;
+    let mut fs = fs("pcm-zynq");
+    let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8 + 1).collect();
+    fs.import("/f", &data, MINE, ME).unwrap();
+    let fd = fs.open("/f", OpenOptions::WRITE, ME).unwrap();
+    // A buffered write first: the store must not be overwritten by its dirty page later.
+    fs.write(fd, 4096, b"buffered").unwrap();
+    let before = fs.device().counters().io;
+    fs.store(fd, 4100, b"STORED").unwrap();
+    // Past the end: the file takes a block, and grows.
+    fs.store(fd, 12_000, b"tail").unwrap();
+    let (stores, rmw, reads) = io_since(&fs, before);
+    assert!(stores >= 2, "{stores}");
+    assert_eq!((rmw, reads), (0, 0));
+    assert_eq!(fs.fd_size(fd).unwrap(), 12_004);
+    fs.close(fd).unwrap();
+    let mut expect = data.clone();
+    expect[4096..4100].copy_from_slice(b"buff");
+    expect[4100..4106].copy_from_slice(b"STORED");
+    expect.resize(12_000, 0);
+    expect.extend_from_slice(b"tail");
+    fs.drop_caches();
+    assert_eq!(fs.read_file("/f", ME).unwrap(), expect);
+}

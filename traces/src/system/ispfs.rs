@@ -4,8 +4,10 @@
 //!
 //! ISPFS has no page cache (ISPFS §3.1). A `read` is a system call and one copy from the
 //! PCM at the slowest of the CPU's copy, the FMC link and the PCM controllers; a `write` is
-//! a system call and the PCM's program time (the file system's bytes go to the device at
-//! once). Namespace operations are hostfs's, on the same device.
+//! a system call and the PCM's program time for the bytes it stores, then its inode's
+//! ([`csd_hostfs::fs::HostFs::store`]). Namespace operations are hostfs's without a journal,
+//! on the same device: each stores the inode and entry bytes it changes (ISPFS is EXT2's
+//! layout reached with the CPU's loads and stores, §3.1).
 //!
 //! A write to a command file carries its instruction in the event's `search` field (see
 //! `traces/FORMAT.md`): traces hold no data, so a write without one sends 152 zero bytes,
@@ -357,14 +359,12 @@ impl<'a> IspfsSystem<'a> {
             if self.zeros.len() < step as usize {
                 self.zeros.resize(step as usize, 0);
             }
+            // Stored through: the PCM has the bytes when the call returns.
             self.fs
                 .fs_mut()
-                .write(f, pos, &self.zeros[..step as usize])?;
+                .store(f, pos, &self.zeros[..step as usize])?;
             pos += step;
         }
-        // Written through: the PCM has the bytes when the call returns.
-        let ino = self.fs.fs().fd_ino(f)?;
-        self.fs.fs_mut().sync_file(ino)?;
         Ok(Applied::Done)
     }
 
