@@ -834,12 +834,68 @@ fn threads_share_their_creator_s_fd_table_and_a_fork_or_exec_does_not() {
         "{:?}",
         evs[0].op
     );
-    // The forked child's table is its own.
+    // The forked child's table is its own, but its fd names the parent's open file: it
+    // writes where the thread's read left it.
     assert!(
-        matches!(evs[1].op, Op::Write { off: None, .. }),
+        matches!(evs[1].op, Op::Write { off: Some(150), .. }),
         "{:?}",
         evs[1].op
     );
+}
+
+#[test]
+fn fds_a_dup_or_a_fork_shares_carry_the_shared_offset_and_appends_say_so() {
+    // A shell runs `{ echo start; seq 100; echo end; } > log`, then `echo x >> app`: it opens
+    // log, dup2s it onto fd 1, writes, forks seq (which writes through its copy of fd 1 and
+    // exits), writes again; then the same with an O_APPEND open of app.
+    let text = "\
+100 1.000000 openat(AT_FDCWD</w>, \"log\", O_WRONLY|O_CREAT|O_TRUNC, 0666) = 3</w/log> <0.000010>
+100 1.000100 dup2(3</w/log>, 1</dev/pts/0>) = 1</w/log> <0.000005>
+100 1.000200 close(3</w/log>) = 0 <0.000005>
+100 1.000300 write(1</w/log>, \"start\\n\", 6) = 6 <0.000010>
+100 1.000400 clone(child_stack=NULL, flags=CLONE_CHILD_CLEARTID|CLONE_CHILD_SETTID|SIGCHLD, child_tidptr=0x7f) = 101 <0.000100>
+101 1.000500 execve(\"/usr/bin/seq\", [\"seq\", \"100\"], 0x7ffd /* 5 vars */) = 0 <0.000300>
+101 1.000600 write(1</w/log>, \"1\\n2\\n\"..., 292) = 292 <0.000010>
+101 1.000700 +++ exited with 0 +++
+100 1.000800 write(1</w/log>, \"end\\n\", 4) = 4 <0.000010>
+100 1.000900 openat(AT_FDCWD</w>, \"app\", O_WRONLY|O_CREAT|O_APPEND, 0666) = 3</w/app> <0.000010>
+100 1.001000 dup2(3</w/app>, 1</w/log>) = 1</w/app> <0.000005>
+100 1.001100 close(3</w/app>) = 0 <0.000005>
+100 1.001200 write(1</w/app>, \"x\\n\", 2) = 2 <0.000010>
+100 1.001300 openat(AT_FDCWD</w>, \"own\", O_WRONLY|O_CREAT, 0666) = 3</w/own> <0.000010>
+100 1.001400 write(3</w/own>, \"y\", 1) = 1 <0.000010>
+";
+    let evs = events(ImportFormat::Strace, text).unwrap();
+    let writes: Vec<(u32, &str, Option<u64>, bool)> = evs
+        .iter()
+        .filter_map(|e| match &e.op {
+            Op::Write { path, off, .. } => Some((e.pid, path.as_str(), *off, e.appends())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        writes,
+        [
+            (100, "/w/log", Some(0), false),
+            (101, "/w/log", Some(6), false),
+            (100, "/w/log", Some(298), false),
+            (100, "/w/app", None, true),
+            // An fd that alone names its file needs nothing: the replay follows it.
+            (100, "/w/own", None, false),
+        ]
+    );
+    // The field round-trips through the trace format.
+    let mut w = TraceWriter::new(Vec::new(), &Header::new("strace")).unwrap();
+    for e in &evs {
+        w.write(e).unwrap();
+    }
+    let bytes = w.finish().unwrap();
+    let back: Vec<Event> = TraceReader::new(&bytes[..], Strictness::Strict)
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(back, evs);
+    assert_eq!(back.iter().filter(|e| e.appends()).count(), 1);
 }
 
 #[test]

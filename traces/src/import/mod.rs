@@ -3,6 +3,7 @@
 //! panic (the importers are property-tested with random bytes).
 
 pub mod block;
+mod descriptions;
 pub mod strace;
 
 use crate::format::Event;

@@ -34,6 +34,7 @@
 //!   `mmap`, whose stores make no system call, a rename that exchanges two names, I/O
 //!   submitted through io_uring or AIO) are counted under their reason.
 
+use super::descriptions::Descriptions;
 use super::ImportError;
 use crate::format::{Event, Op, OpenFlags, SyncRangeFlags};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -52,14 +53,18 @@ pub struct StraceConverter {
     fs_shares: HashMap<u32, u32>,
     /// Calls not converted, by reason.
     skipped: std::collections::BTreeMap<String, u64>,
-    /// Where an `lseek` left an fd, by (fd table, fd): the offset the fd's next read or write
-    /// starts at, which the trace records on that event (strace shows no positions).
-    seeked: HashMap<(u32, i64), u64>,
+    /// Every fd table's open file descriptions: where a read or write through one that a
+    /// `dup` or a `fork` shared starts, or one an `lseek` moved, which the trace records on
+    /// that event (strace shows no positions).
+    files: Descriptions,
+    /// The line's write went to the end of its file through a shared `O_APPEND`
+    /// description: its event says so (`append`).
+    appends: bool,
     /// Directory fds a listing is going through, by (fd table, fd): its first `getdents64` is the
     /// trace's `readdir`, the calls that continue it are not.
     listing: HashSet<(u32, i64)>,
     /// The fd table each thread uses, where it is not its own: a `clone` with `CLONE_FILES`
-    /// (a thread) shares its parent's, an `execve` gets one of its own. `seeked` and
+    /// (a thread) shares its parent's, an `execve` gets one of its own. `files` and
     /// `listing` are keyed by the table, as an fd's position and listing are the open
     /// file's, which every sharer moves.
     tables: HashMap<u32, u32>,
@@ -384,6 +389,10 @@ impl StraceConverter {
         })?;
         let origin = *self.origin.get_or_insert(ts);
         let call = call.trim_start();
+        if call.starts_with("+++ exited") || call.starts_with("+++ killed") {
+            self.exit(pid);
+            return Ok([None, None]);
+        }
         if call.starts_with("+++") || call.starts_with("---") || call.is_empty() {
             return Ok([None, None]);
         }
@@ -436,6 +445,7 @@ impl StraceConverter {
         }
         let t = t.saturating_sub(origin);
         let args = split_args(&args);
+        self.appends = false;
         let ops = match name.as_str() {
             "copy_file_range" | "sendfile" | "sendfile64" | "splice" => {
                 self.copy(pid, &name, &args, &outcome)
@@ -465,6 +475,9 @@ impl StraceConverter {
             let mut extra = BTreeMap::new();
             if let Some(e) = outcome.errno.clone() {
                 extra.insert("errno".to_string(), serde_json::Value::String(e));
+            }
+            if self.appends && matches!(op, Op::Write { .. }) {
+                extra.insert("append".to_string(), serde_json::Value::Bool(true));
             }
             Event {
                 t,
@@ -534,8 +547,8 @@ impl StraceConverter {
     /// `pid` stops sharing its fd table (`files`) or its working directory (`fs`): what it
     /// shared becomes its own copy.
     fn unshare(&mut self, pid: u32, files: bool, fs: bool) {
-        if files {
-            self.tables.remove(&pid);
+        if let Some(shared) = files.then(|| self.tables.remove(&pid)).flatten() {
+            self.files.fork(shared, pid);
         }
         if let Some(shared) = fs.then(|| self.fs_shares.remove(&pid)).flatten() {
             if let Some(cwd) = self.cwd.get(&shared).cloned() {
@@ -551,19 +564,26 @@ impl StraceConverter {
 
     /// A new file at fd number `fd` (or none): what was known of the old one is gone.
     fn forget_fd(&mut self, pid: u32, fd: i64) {
-        self.seeked.remove(&(self.table(pid), fd));
+        self.files.close(self.table(pid), fd);
         self.listing.remove(&(self.table(pid), fd));
     }
 
-    /// Where a read or write through `fd` without an offset of its own starts, if an `lseek`
-    /// said so: taken by the call that succeeds (it moves the fd on; the replay follows it
-    /// from there), left for the next one if this one failed.
-    fn position(&mut self, pid: u32, fd: i64, ok: bool) -> Option<u64> {
-        if ok {
-            self.seeked.remove(&(self.table(pid), fd))
-        } else {
-            self.seeked.get(&(self.table(pid), fd)).copied()
+    /// `pid` exited: the fd table it alone used goes with it.
+    fn exit(&mut self, pid: u32) {
+        self.pending.remove(&pid);
+        if self.tables.remove(&pid).is_none() && !self.tables.values().any(|&t| t == pid) {
+            self.files.drop_table(pid);
+            self.listing.retain(|&(table, _)| table != pid);
         }
+    }
+
+    /// Where a read or write through `fd` without an offset of its own starts, where the
+    /// replay could not know it ([`Descriptions::start`]); `moved`: what it moved, if it
+    /// succeeded.
+    fn position(&mut self, pid: u32, fd: i64, write: bool, moved: Option<u64>) -> Option<u64> {
+        let start = self.files.start(self.table(pid), fd, write, moved);
+        self.appends |= start.append;
+        start.off
     }
 
     /// `copy_file_range(in, off_in, out, off_out, len, flags)`, `splice` (the same layout; one
@@ -591,13 +611,13 @@ impl StraceConverter {
                 (Some(off), false) => Op::Pread { fd, path, off, len },
                 (Some(off), true) => Op::Pwrite { fd, path, off, len },
                 (None, false) => Op::Read {
-                    off: self.position(pid, fd, moved.is_some()),
+                    off: self.position(pid, fd, false, moved),
                     fd,
                     path,
                     len,
                 },
                 (None, true) => Op::Write {
-                    off: self.position(pid, fd, moved.is_some()),
+                    off: self.position(pid, fd, true, moved),
                     fd,
                     path,
                     len,
@@ -645,6 +665,8 @@ impl StraceConverter {
                 };
                 if let Some(fd) = out.ret.filter(|&r| r >= 0) {
                     self.forget_fd(pid, fd);
+                    self.files
+                        .open(self.table(pid), fd, flags.contains("O_APPEND"));
                 }
                 let path = match out.path.clone().filter(|p| p.starts_with('/')) {
                     Some(p) => replayable(&p).then_some(p)?,
@@ -670,7 +692,7 @@ impl StraceConverter {
                     _ => ok_len().and(a.get(2).and_then(|p| pointed_offset(p))),
                 };
                 if let Some(at) = at {
-                    self.seeked.insert((self.table(pid), fd), at);
+                    self.files.seek(self.table(pid), fd, at);
                     // `rewinddir` seeks to 0: the next getdents64 lists again.
                     self.listing.remove(&(self.table(pid), fd));
                 }
@@ -700,6 +722,8 @@ impl StraceConverter {
                 if clone_flag(a, "CLONE_FILES") {
                     let table = self.table(pid);
                     self.tables.insert(child, table);
+                } else {
+                    self.files.fork(self.table(pid), child);
                 }
                 let fs = self.fs_of(pid);
                 if clone_flag(a, "CLONE_FS") {
@@ -721,12 +745,14 @@ impl StraceConverter {
                 self.unshare(pid, clone_flag(a, "CLONE_FILES"), clone_flag(a, "CLONE_FS"));
                 None
             }
-            // A new fd number: whatever an lseek said of the old file there is gone.
+            // A new fd number for the old one's description: what was there is closed.
             "dup" | "dup2" | "dup3" | "fcntl" | "fcntl64" => {
                 let dups =
                     !name.starts_with("fcntl") || a.get(1).is_some_and(|c| c.contains("F_DUPFD"));
-                if let Some(fd) = out.ret.filter(|&r| r >= 0 && dups) {
-                    self.forget_fd(pid, fd);
+                let old = a.first().and_then(|f| fd_arg(f)).map(|(fd, _)| fd);
+                if let (Some(new), Some(old)) = (out.ret.filter(|&r| r >= 0 && dups), old) {
+                    self.listing.remove(&(self.table(pid), new));
+                    self.files.dup(self.table(pid), old, new);
                 }
                 None
             }
@@ -811,7 +837,9 @@ impl StraceConverter {
                 } else {
                     self.num(name, a, 2, "length")?
                 };
-                let off = self.position(pid, fd, ok_len().is_some());
+                let write = !name.starts_with("read");
+                let moved = ok_len();
+                let off = self.position(pid, fd, write, moved);
                 Some(if name.starts_with("read") {
                     Op::Read { fd, path, off, len }
                 } else {
