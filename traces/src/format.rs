@@ -663,6 +663,13 @@ impl Event {
     pub fn fd_table(&self) -> u32 {
         self.fds_of.unwrap_or(self.pid)
     }
+
+    /// A write through an fd another shares that was opened `O_APPEND` (its `append` field):
+    /// it lands at the end of the file, whatever fd of whichever process the replay opened
+    /// for it.
+    pub fn appends(&self) -> bool {
+        self.extra.get("append") == Some(&Value::Bool(true))
+    }
 }
 
 /// A parsed line before fd resolution: the event, with `path` possibly empty for fd ops.

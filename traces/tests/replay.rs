@@ -244,6 +244,44 @@ fn writes_through_an_o_append_fd_land_at_the_end_of_the_file() {
 }
 
 #[test]
+fn a_write_marked_append_through_an_fd_never_opened_lands_at_the_end() {
+    // Pid 1 writes 16 KiB to /w/log; pid 2 writes 16 KiB through an fd it inherited (a
+    // shell's `>>`), which the replay opens afresh. Marked `append`, the file is 32 KiB;
+    // unmarked, the write lands at offset 0 of the fresh fd and the file stays 16 KiB.
+    let with = |append: bool| {
+        let second = format!(
+            r#"{{"t":20,"pid":2,"op":"write","fd":1,"path":"/w/log","len":16384,"ret":16384{}}}"#,
+            if append { r#","append":true"# } else { "" }
+        );
+        trace(&[
+            r#"{"t":0,"pid":1,"op":"open","path":"/w/log","flags":"O_WRONLY|O_CREAT|O_APPEND","ret":3}"#,
+            r#"{"t":10,"pid":1,"op":"write","fd":3,"len":16384,"ret":16384}"#,
+            &second,
+            r#"{"t":30,"pid":1,"op":"fsync","fd":3}"#,
+            r#"{"t":40,"pid":1,"op":"pread","fd":3,"off":16384,"len":16384,"ret":16384}"#,
+        ])
+    };
+    for target in [ReplayTarget::Host(DesignKind::FragS), ReplayTarget::Ispfs] {
+        let plain = run_on(&with(false), target, Pace::Afap);
+        let append = run_on(&with(true), target, Pace::Afap);
+        for r in [&plain, &append] {
+            assert!(r.latency.values().all(|l| l.failed == 0), "{r:?}");
+        }
+        let read = |r: &ReplayReport| r.latency["pread"].max_ns;
+        assert!(
+            read(&append) > read(&plain) + 1000,
+            "{target:?}: the second half is there to read only when appended: {} vs {} ns",
+            read(&append),
+            read(&plain)
+        );
+        if target == ReplayTarget::Host(DesignKind::FragS) {
+            let written = |r: &ReplayReport| r.device.io.host_bytes_written;
+            assert_eq!(written(&append), written(&plain) + 16384);
+        }
+    }
+}
+
+#[test]
 fn readdir_and_setattr_replay_under_every_file_system() {
     let mut lines: Vec<String> = (0..300)
         .map(|i| format!(r#"{{"t":{i},"pid":1,"op":"stat","path":"/big/{i:0>40}"}}"#))

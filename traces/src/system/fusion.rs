@@ -555,6 +555,7 @@ impl<'a> FusionSystem<'a> {
     ) -> Result<Span, OpError> {
         let n = call_bytes(ev, len)?;
         let (file, append, pos) = self.file(call, ev.fd_table(), fd)?;
+        let append = append || ev.appends();
         let at = off.unwrap_or(pos);
         let end = at
             .checked_add(n)

@@ -389,7 +389,7 @@ impl<'a> HostSystem<'a> {
         let o = self.fd_for(ev.fd_table(), fd, path, write)?;
         let (f, flags) = (o.fd, o.flags);
         // Only an append needs the file system (its size), and so the fd table again.
-        let (at, o) = if write && flags.append {
+        let (at, o) = if write && (flags.append || ev.appends()) {
             let size = self.fs.fd_size(f)?;
             (
                 size,

@@ -322,7 +322,7 @@ impl<'a> IspfsSystem<'a> {
                 return Ok(Applied::Done);
             }
             Some(TraceFd::File { fd, pos, append }) => {
-                let at = if write && *append {
+                let at = if write && (*append || ev.appends()) {
                     self.fs.fs().fd_size(*fd)?
                 } else {
                     off.unwrap_or(*pos)
