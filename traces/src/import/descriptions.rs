@@ -160,7 +160,7 @@ impl Descriptions {
             return id;
         }
         let id = self.new_description(None, false);
-        self.tables.entry(table).or_default().insert(fd, id);
+        self.set(table, fd, id);
         id
     }
 
@@ -257,6 +257,9 @@ mod tests {
         d.seek(7, 1, 40);
         assert_eq!(d.start(7, 2, false, Some(2)).off, Some(40));
         assert_eq!(d.start(7, 1, false, Some(2)).off, Some(42));
+        // The copy closed, the inherited fd still names the description.
+        d.close(7, 2);
+        assert_eq!(d.start(7, 1, false, Some(2)).off, Some(44));
         d.drop_table(7);
         assert_eq!(d.sizes(), (0, 0));
     }
