@@ -245,8 +245,10 @@ fn a_partial_page_on_pcm_programs_only_the_units_it_touches() {
         .unwrap();
     let t = dev.idle_at();
     dev.reset_measurements();
-    // 100 bytes starting 10 bytes before a unit boundary touch three units.
-    let off = 3 * unit - 10;
+    // 100 bytes starting 2 bytes into a unit touch the units around both ends.
+    let off = 8 * unit + 2;
+    let units = (off + 100).div_ceil(unit) - off / unit;
+    assert!(units * unit > 100);
     let patch = vec![0xEE; 100];
     let c = dev
         .write_at(IoPath::Internal, t, off, 100, Some(&patch))
@@ -260,8 +262,8 @@ fn a_partial_page_on_pcm_programs_only_the_units_it_touches() {
         ),
         (1, 0, 0)
     );
-    let program = p.timing.page_program_ns * 3 * unit / ps;
-    let move_ns = transfer_ns(3 * unit, p.timing.channel_bytes_per_sec);
+    let program = (p.timing.page_program_ns * units * unit).div_ceil(ps);
+    let move_ns = transfer_ns(units * unit, p.timing.channel_bytes_per_sec);
     assert_eq!(c.flash_ns, program + move_ns, "{c:?}");
     assert!(c.flash_ns * 10 < p.timing.page_program_ns, "{c:?}");
     // The page's other bytes stayed where they were.

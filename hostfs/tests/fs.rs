@@ -1156,7 +1156,7 @@ fn on_pcm_a_namespace_change_stores_only_the_inode_and_entry_bytes_it_changes() 
     let (stores, rmw, reads) = io_since(&fs, before);
     assert!(stores >= 2, "{stores}");
     assert_eq!((rmw, reads), (0, 0));
-    // Each store is a few 64-byte units, not a page's program.
+    // Each store is the few words it changes, not a page's program.
     assert!(took < p.timing.page_program_ns / 4, "{took} ns");
     // A block device is still written whole blocks.
     nand.mkdir("/d", MINE, ME).unwrap();
