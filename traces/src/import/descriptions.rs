@@ -233,6 +233,21 @@ mod tests {
     }
 
     #[test]
+    fn children_that_exit_leave_nothing_behind() {
+        let mut d = Descriptions::default();
+        for fd in 0..3 {
+            d.open(1, fd, false);
+        }
+        for child in 2..10_002 {
+            d.fork(1, child);
+            d.start(child, 1, true, Some(1));
+            d.drop_table(child);
+        }
+        assert_eq!(d.sizes(), (1, 3));
+        assert_eq!(d.start(1, 1, true, Some(1)).off, Some(10_000));
+    }
+
+    #[test]
     fn a_shared_append_description_writes_at_the_end() {
         let mut d = Descriptions::default();
         d.open(5, 3, true);
