@@ -246,6 +246,39 @@ proptest! {
             let _ = events(src, &text);
         }
     }
+
+    /// Opens, dups, forks, exits, seeks and writes in any order, with any fds: every line
+    /// converts, and a write's offset, when it has one, is where some description was.
+    #[test]
+    fn fd_sharing_calls_in_any_order_convert(calls in prop::collection::vec(
+        (0u8..8, 1u32..4, 0i64..6, 0i64..6, 0u64..1 << 40), 0..60)) {
+        let lines: Vec<String> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, &(kind, pid, a, b, n))| {
+                let t = format!("{pid} 1.{i:06}");
+                match kind {
+                    0 => format!("{t} openat(AT_FDCWD</w>, \"f{b}\", O_WRONLY|O_CREAT, 0666) = {a}</w/f{b}> <0.000001>"),
+                    1 => format!("{t} openat(AT_FDCWD</w>, \"f{b}\", O_WRONLY|O_APPEND, 0666) = {a}</w/f{b}> <0.000001>"),
+                    2 => format!("{t} dup2({a}</w/f{a}>, {b}) = {b}</w/f{a}> <0.000001>"),
+                    3 => format!("{t} write({a}</w/f{a}>, \"\"..., {n}) = {n} <0.000001>"),
+                    4 => format!("{t} lseek({a}</w/f{a}>, {n}, SEEK_SET) = {n} <0.000001>"),
+                    5 => format!("{t} clone(child_stack=NULL, flags=SIGCHLD) = {} <0.000001>", 1 + b as u32 % 3),
+                    6 => format!("{t} +++ exited with 0 +++"),
+                    _ => format!("{t} close({a}</w/f{a}>) = 0 <0.000001>"),
+                }
+            })
+            .collect();
+        let evs = events(ImportFormat::Strace, &lines.join("\n")).unwrap();
+        let writes = calls.iter().filter(|c| c.0 == 3).count();
+        prop_assert_eq!(evs.iter().filter(|e| e.op.name() == "write").count(), writes);
+        let limit = calls.iter().map(|c| c.4).sum::<u64>();
+        for e in &evs {
+            if let Op::Write { off: Some(off), .. } = e.op {
+                prop_assert!(off <= limit, "{off}");
+            }
+        }
+    }
 }
 
 #[test]
