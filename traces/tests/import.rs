@@ -13,6 +13,20 @@ fn events(source: ImportFormat, text: &str) -> Result<Vec<Event>, ConvertError> 
     Ok(out)
 }
 
+/// `evs` written as a csd trace and read back: the text, and the events.
+fn round_trip(evs: &[Event]) -> (String, Vec<Event>) {
+    let mut w = TraceWriter::new(Vec::new(), &Header::new("strace")).unwrap();
+    for e in evs {
+        w.write(e).unwrap();
+    }
+    let bytes = w.finish().unwrap();
+    let back = TraceReader::new(&bytes[..], Strictness::Strict)
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    (String::from_utf8(bytes).unwrap(), back)
+}
+
 /// The paths of the events of op `name`, in order.
 fn paths_of<'a>(evs: &'a [Event], name: &str) -> Vec<&'a str> {
     evs.iter()
@@ -71,16 +85,7 @@ fn a_real_strace_capture_converts_and_reads_back() {
         .iter()
         .any(|e| e.ret == Some(-1) && e.extra.get("errno").is_some_and(|v| v == "ENOENT")));
 
-    let mut w = TraceWriter::new(Vec::new(), &Header::new("strace")).unwrap();
-    for e in &evs {
-        w.write(e).unwrap();
-    }
-    let bytes = w.finish().unwrap();
-    let back: Vec<Event> = TraceReader::new(&bytes[..], Strictness::Strict)
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    assert_eq!(back, evs);
+    assert_eq!(round_trip(&evs).1, evs);
 }
 
 #[test]
@@ -290,17 +295,8 @@ fn sync_and_syncfs_become_sync_events_that_round_trip() {
     let evs = events(ImportFormat::Strace, text).unwrap();
     assert_eq!(evs.len(), 2, "{evs:?}");
     assert!(evs.iter().all(|e| e.op == Op::Sync));
-    let mut w = TraceWriter::new(Vec::new(), &Header::new("strace")).unwrap();
-    for e in &evs {
-        w.write(e).unwrap();
-    }
-    let bytes = w.finish().unwrap();
-    let text = String::from_utf8(bytes.clone()).unwrap();
+    let (text, back) = round_trip(&evs);
     assert!(text.contains(r#""op":"sync""#), "{text}");
-    let back: Vec<Event> = TraceReader::new(&bytes[..], Strictness::Strict)
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
     assert_eq!(back, evs);
 }
 
@@ -918,15 +914,7 @@ fn fds_a_dup_or_a_fork_shares_carry_the_shared_offset_and_appends_say_so() {
         ]
     );
     // The field round-trips through the trace format.
-    let mut w = TraceWriter::new(Vec::new(), &Header::new("strace")).unwrap();
-    for e in &evs {
-        w.write(e).unwrap();
-    }
-    let bytes = w.finish().unwrap();
-    let back: Vec<Event> = TraceReader::new(&bytes[..], Strictness::Strict)
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let back = round_trip(&evs).1;
     assert_eq!(back, evs);
     assert_eq!(back.iter().filter(|e| e.appends()).count(), 1);
 }
