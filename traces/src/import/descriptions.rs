@@ -9,13 +9,14 @@
 //! starting where the last one, in whichever process, ended.
 //!
 //! A replay keeps a position per fd, in the fd table that opened it, and opens an fd it
-//! never saw opened (an inherited one) afresh, at offset 0: every child of that shell would
-//! write over the others at the start of `log`, and `cmd >> log` would not append. So the
-//! importer follows each description's position from the calls' results, and once a
-//! description has had a second fd, every read or write through it carries its offset
-//! (`off`), and every write through one opened `O_APPEND` says so (`append`). A description
-//! one fd alone ever used needs neither: the replay's own position is right (after an
-//! `lseek`, the next call carries the offset once, as before).
+//! never saw opened (an inherited one) afresh, at offset 0, without `O_APPEND`: every child
+//! of that shell would write over the others at the start of `log`, and `cmd >> log` would
+//! not append. So the importer follows each description's position from the calls'
+//! results. A read or write carries the offset (`off`) when the replay's position for its
+//! fd is not the description's: the call that last moved it went through another fd, or an
+//! `lseek` did. A write through an `O_APPEND` description by an fd other than the one that
+//! opened it says so (`append`). Calls through the fd that opened a description, while no
+//! other fd moves it, carry neither, as before.
 //!
 //! Memory: one entry per open fd of each live fd table. A `fork` copies its parent's table
 //! (what the kernel does), and a process's exit drops its table.
@@ -31,8 +32,12 @@ struct Description {
     /// size).
     pos: Option<u64>,
     append: bool,
-    /// More than one fd has named it (a `dup`, or a `fork` copying the table).
-    shared: bool,
+    /// The (fd table, fd) the trace opened it through, while that fd still names it: the
+    /// one fd a replay opens with its flags.
+    opener: Option<(u32, i64)>,
+    /// The (fd table, fd) whose call last moved it, while that fd still names it: the replay
+    /// follows the position there.
+    mover: Option<(u32, i64)>,
     /// An `lseek` moved it since a call last carried its position.
     seeked: bool,
     /// The fds that name it now.
@@ -44,7 +49,8 @@ struct Description {
 pub struct Start {
     /// The offset, when the replay could not know it (`Op::Read`'s and `Op::Write`'s `off`).
     pub off: Option<u64>,
-    /// A write to the end of the file through a shared `O_APPEND` description.
+    /// A write to the end of the file through an `O_APPEND` description, by an fd that did
+    /// not open it.
     pub append: bool,
 }
 
@@ -60,14 +66,14 @@ pub struct Descriptions {
 impl Descriptions {
     /// `fd` of `table` names a new description, at offset 0 (an `open`).
     pub fn open(&mut self, table: u32, fd: i64, append: bool) {
-        let id = self.new_description(Some(0), append);
+        let id = self.new_description(Some(0), append, Some((table, fd)));
         self.set(table, fd, id);
     }
 
     /// `fd` of `table` is closed.
     pub fn close(&mut self, table: u32, fd: i64) {
         if let Some(id) = self.tables.get_mut(&table).and_then(|t| t.remove(&fd)) {
-            self.release(id);
+            self.release(id, (table, fd));
         }
     }
 
@@ -78,9 +84,6 @@ impl Descriptions {
             return;
         }
         let id = self.id_of(table, old);
-        if let Some(d) = self.descriptions.get_mut(&id) {
-            d.shared = true;
-        }
         self.set(table, new, id);
     }
 
@@ -94,7 +97,6 @@ impl Descriptions {
         for id in fds.values() {
             if let Some(d) = self.descriptions.get_mut(id) {
                 d.users += 1;
-                d.shared = true;
             }
         }
         self.tables.insert(child, fds);
@@ -102,13 +104,8 @@ impl Descriptions {
 
     /// The fd table is gone (its process exited): its fds are closed.
     pub fn drop_table(&mut self, table: u32) {
-        for id in self
-            .tables
-            .remove(&table)
-            .into_iter()
-            .flat_map(|t| t.into_values())
-        {
-            self.release(id);
+        for (fd, id) in self.tables.remove(&table).into_iter().flatten() {
+            self.release(id, (table, fd));
         }
     }
 
@@ -133,12 +130,14 @@ impl Descriptions {
             return Start::default();
         };
         let appends = write && d.append;
+        let here = Some((table, fd));
         let start = Start {
-            off: d.pos.filter(|_| (d.shared || d.seeked) && !appends),
-            append: appends && d.shared,
+            off: d.pos.filter(|_| (d.mover != here || d.seeked) && !appends),
+            append: appends && d.opener != here,
         };
         if let Some(n) = moved {
             d.seeked = false;
+            d.mover = here;
             d.pos = match appends {
                 true => None,
                 false => d.pos.and_then(|p| p.checked_add(n)),
@@ -159,12 +158,14 @@ impl Descriptions {
         if let Some(&id) = self.tables.get(&table).and_then(|t| t.get(&fd)) {
             return id;
         }
-        let id = self.new_description(None, false);
+        // Opened before the trace began: no replay fd has its flags, and the position is
+        // unknown until an `lseek` says it.
+        let id = self.new_description(None, false, None);
         self.set(table, fd, id);
         id
     }
 
-    fn new_description(&mut self, pos: Option<u64>, append: bool) -> u64 {
+    fn new_description(&mut self, pos: Option<u64>, append: bool, by: Option<(u32, i64)>) -> u64 {
         let id = self.next;
         self.next += 1;
         self.descriptions.insert(
@@ -172,7 +173,8 @@ impl Descriptions {
             Description {
                 pos,
                 append,
-                shared: false,
+                opener: by,
+                mover: by,
                 seeked: false,
                 users: 0,
             },
@@ -186,13 +188,21 @@ impl Descriptions {
             d.users += 1;
         }
         if let Some(old) = self.tables.entry(table).or_default().insert(fd, id) {
-            self.release(old);
+            self.release(old, (table, fd));
         }
     }
 
-    fn release(&mut self, id: u64) {
+    /// Fd `key` no longer names description `id`: a replay's fd of that number, opened
+    /// again, is a new one.
+    fn release(&mut self, id: u64, key: (u32, i64)) {
         if let Some(d) = self.descriptions.get_mut(&id) {
             d.users = d.users.saturating_sub(1);
+            if d.opener == Some(key) {
+                d.opener = None;
+            }
+            if d.mover == Some(key) {
+                d.mover = None;
+            }
             if d.users == 0 {
                 self.descriptions.remove(&id);
             }
@@ -226,8 +236,9 @@ mod tests {
         // The child writes 100 bytes after the parent's 6, then the parent after those.
         assert_eq!(d.start(2, 1, true, Some(100)).off, Some(6));
         assert_eq!(d.start(1, 1, true, Some(4)).off, Some(106));
+        // The parent's next call follows its own: the replay's position for it is right.
+        assert_eq!(d.start(1, 1, true, Some(1)), Start::default());
         d.drop_table(2);
-        assert_eq!(d.start(1, 1, true, Some(1)).off, Some(110));
         d.close(1, 1);
         assert_eq!(d.sizes(), (1, 0), "the last fd took the description");
     }
@@ -272,9 +283,12 @@ mod tests {
         d.seek(7, 1, 40);
         assert_eq!(d.start(7, 2, false, Some(2)).off, Some(40));
         assert_eq!(d.start(7, 1, false, Some(2)).off, Some(42));
-        // The copy closed, the inherited fd still names the description.
+        // The copy closed, the inherited fd still names the description, and the copy's
+        // number, given it again, is a new fd to the replay.
         d.close(7, 2);
-        assert_eq!(d.start(7, 1, false, Some(2)).off, Some(44));
+        d.dup(7, 1, 2);
+        assert_eq!(d.start(7, 1, false, Some(2)), Start::default());
+        assert_eq!(d.start(7, 2, false, Some(2)).off, Some(46));
         d.drop_table(7);
         assert_eq!(d.sizes(), (0, 0));
     }
