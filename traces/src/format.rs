@@ -1196,6 +1196,10 @@ fn event_from_json(v: Value, top: bool) -> Result<Parsed, String> {
             if op_name == "read" {
                 Op::Read { fd, path, off, len }
             } else {
+                // Kept with the unknown fields (it round-trips as written), but checked.
+                if let Some(v) = f.0.get("append").filter(|v| !v.is_boolean()) {
+                    return Err(format!("field \"append\" must be true or false, got {v}"));
+                }
                 Op::Write { fd, path, off, len }
             }
         }

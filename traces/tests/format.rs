@@ -351,6 +351,10 @@ fn malformed_lines_name_their_line_and_problem() {
             "line 2: field \"fd\" is negative",
         ),
         (
+            r#"{"t":1,"pid":1,"op":"write","fd":1,"path":"/a","len":5,"append":"yes"}"#,
+            "line 2: field \"append\" must be true or false, got \"yes\"",
+        ),
+        (
             r#"{"pid":1,"op":"mkdir","path":"/a"}"#,
             "line 2: missing field \"t\"",
         ),
