@@ -19,7 +19,10 @@ fn run_on(trace: &str, target: ReplayTarget, pace: Pace) -> ReplayReport {
         t if t.on_storagefs() => "optane-csd",
         _ => "cosmos-plus",
     };
-    let profile = Profile::load(profile).unwrap();
+    run_with(trace, target, &Profile::load(profile).unwrap(), pace)
+}
+
+fn run_with(trace: &str, target: ReplayTarget, profile: &Profile, pace: Pace) -> ReplayReport {
     let mut factory =
         |_: &str, _: &str| -> Result<Box<dyn NdpCompute>, String> { Ok(Box::new(Sum)) };
     let opts = ReplayOptions {
@@ -29,7 +32,7 @@ fn run_on(trace: &str, target: ReplayTarget, pace: Pace) -> ReplayReport {
     };
     replay(
         || Ok(trace.as_bytes()),
-        &profile,
+        profile,
         target,
         OpRunners {
             compute: &mut factory,
@@ -279,6 +282,25 @@ fn a_write_marked_append_through_an_fd_never_opened_lands_at_the_end() {
             assert_eq!(written(&append), written(&plain) + 16384);
         }
     }
+}
+
+#[test]
+fn an_ispfs_write_takes_no_less_than_the_cpu_s_copy_to_the_board() {
+    // With the PCM's programs made nearly free, a 1 MiB write is bound by the CPU's stores
+    // across the board's port (`isp.host_pio_bytes_per_sec`), as a 1 MiB read is.
+    let mut profile = Profile::load("pcm-zynq").unwrap();
+    profile.timing.page_program_ns = 1000;
+    let pio = profile.isp.as_ref().unwrap().host_pio_bytes_per_sec;
+    let t = trace(&[
+        r#"{"t":0,"pid":1,"op":"open","path":"/w/f","flags":"O_RDWR|O_CREAT","ret":3}"#,
+        r#"{"t":10,"pid":1,"op":"write","fd":3,"len":1048576,"ret":1048576}"#,
+        r#"{"t":20,"pid":1,"op":"pread","fd":3,"off":0,"len":1048576,"ret":1048576}"#,
+    ]);
+    let r = run_with(&t, ReplayTarget::Ispfs, &profile, Pace::Afap);
+    let copy_ns = (1u64 << 20) * 1_000_000_000 / pio;
+    let (write, read) = (r.latency["write"].max_ns, r.latency["pread"].max_ns);
+    assert!(write >= copy_ns, "{write} ns < {copy_ns} ns");
+    assert!(write < 2 * read, "{write} ns against the read's {read} ns");
 }
 
 #[test]

@@ -5,7 +5,7 @@
 //! ISPFS has no page cache (ISPFS §3.1). A `read` is a system call and one copy from the
 //! PCM at the slowest of the CPU's copy, the FMC link and the PCM controllers; a `write` is
 //! a system call and the PCM's program time for the bytes it stores, then its inode's
-//! ([`csd_hostfs::fs::HostFs::store`]). Namespace operations are hostfs's without a journal,
+//! ([`csd_hostfs::fs::HostFs::store`]), and no less than the same copy the other way. Namespace operations are hostfs's without a journal,
 //! on the same device: each stores the inode and entry bytes it changes (ISPFS is EXT2's
 //! layout reached with the CPU's loads and stores, §3.1).
 //!
@@ -353,6 +353,9 @@ impl<'a> IspfsSystem<'a> {
             return Ok(Applied::Done);
         }
         self.host_access(n);
+        // The CPU's stores cross the board's port as its loads do: the write takes no less
+        // than that copy, as in `csd ispfs iozone --medium pcm`.
+        let copied = self.fs.fs().clock().after(self.copy_ns(n));
         let mut pos = at;
         while pos < end {
             let step = (end - pos).min(DATA_STEP);
@@ -365,6 +368,7 @@ impl<'a> IspfsSystem<'a> {
                 .store(f, pos, &self.zeros[..step as usize])?;
             pos += step;
         }
+        self.fs.fs_mut().advance_to(copied);
         Ok(Applied::Done)
     }
 
