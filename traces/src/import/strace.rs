@@ -53,12 +53,12 @@ pub struct StraceConverter {
     fs_shares: HashMap<u32, u32>,
     /// Calls not converted, by reason.
     skipped: std::collections::BTreeMap<String, u64>,
-    /// Every fd table's open file descriptions: where a read or write through one that a
-    /// `dup` or a `fork` shared starts, or one an `lseek` moved, which the trace records on
-    /// that event (strace shows no positions).
+    /// Every fd table's open file descriptions, shared by `dup` and `fork`: where a read or
+    /// write starts, which the trace records on the event when another fd or an `lseek`
+    /// moved the description last (strace shows no positions).
     files: Descriptions,
-    /// The line's write went to the end of its file through a shared `O_APPEND`
-    /// description: its event says so (`append`).
+    /// The line's write went to the end of its file through an `O_APPEND` description, by
+    /// an fd that did not open it: its event says so (`append`).
     appends: bool,
     /// Directory fds a listing is going through, by (fd table, fd): its first `getdents64` is the
     /// trace's `readdir`, the calls that continue it are not.
