@@ -161,7 +161,7 @@ fn strace_line(rng: &mut Rng) -> String {
     let path = &paths[rng.below(paths.len())];
     let num = |rng: &mut Rng| rng.pick(NUMBERS).to_string();
     let fd = format!("{}<{path}>", rng.pick(&["3", "-1", "99999999999", "x"]));
-    let call = match rng.below(18) {
+    let call = match rng.below(22) {
         0 => format!("openat(AT_FDCWD<{path}>, \"{path}\", O_RDONLY)"),
         1 => format!("read({fd}, \"\"..., {})", num(rng)),
         2 => format!("pread64({fd}, \"\", {}, {})", num(rng), num(rng)),
@@ -201,6 +201,19 @@ fn strace_line(rng: &mut Rng) -> String {
             rng.pick(&["x", "", "../../..", "\\0"]),
             rng.pick(&["0", "AT_EMPTY_PATH", "AT_SYMLINK_FOLLOW|x"])
         ),
+        // What moves open file descriptions between fds and processes.
+        17 => format!("dup2({fd}, {})", num(rng)),
+        18 => format!(
+            "clone(child_stack=NULL, flags={})",
+            rng.pick(&[
+                "SIGCHLD",
+                "CLONE_VM|CLONE_FILES|CLONE_THREAD",
+                "CLONE_FILES|x",
+                ""
+            ])
+        ),
+        19 => "+++ exited with 0 +++".to_string(),
+        20 => "execve(\"/bin/x\", [], 0x0)".to_string(),
         _ => format!("<... write resumed> ) = {}", num(rng)),
     };
     format!(
