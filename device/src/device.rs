@@ -401,42 +401,25 @@ impl Device {
         ready: VirtualTime,
     ) -> Result<(Ppn, VirtualTime), DeviceError> {
         let outcome = self.ftl.write_delta(lpn, data)?;
-        Ok((outcome.ppn, self.book_program(outcome, ready)))
+        Ok((outcome.ppn, self.book(outcome, ready, None)))
     }
 
+    /// Programs `lpn`'s page: whole, or on a byte-addressable medium only the `stored` bytes
+    /// of a partial page (whole program units), in place. The FTL remaps the page, its
+    /// mapping unit, either way: that is its bookkeeping; the medium's time is the store's.
+    /// A page under a TxISC snapshot or task takes its out-of-place delta, a whole page.
     fn flash_write_page(
         &mut self,
         lpn: Lpn,
         data: Option<&[u8]>,
         ready: VirtualTime,
+        stored: Option<u64>,
     ) -> Result<VirtualTime, DeviceError> {
         if let Some((file, page)) = self.txn.flagged(lpn) {
             return self.host_delta_write(file, page, lpn, data, ready);
         }
         let outcome = self.ftl.write(lpn, data)?;
-        Ok(self.book_program(outcome, ready))
-    }
-
-    /// A partial page stored in place on a byte-addressable medium: `bytes` (whole program
-    /// units) programmed. The FTL still remaps the page, its mapping unit, as for every
-    /// write: that is its bookkeeping; the medium's time is the store's. A page under a
-    /// TxISC snapshot or task still takes its out-of-place delta, a whole page.
-    fn flash_store_bytes(
-        &mut self,
-        lpn: Lpn,
-        data: Option<&[u8]>,
-        ready: VirtualTime,
-        bytes: u64,
-    ) -> Result<VirtualTime, DeviceError> {
-        if self.txn.flagged(lpn).is_some() {
-            return self.flash_write_page(lpn, data, ready);
-        }
-        let outcome = self.ftl.write(lpn, data)?;
-        Ok(self.book(outcome, ready, Some(bytes)))
-    }
-
-    fn book_program(&mut self, outcome: WriteOutcome, ready: VirtualTime) -> VirtualTime {
-        self.book(outcome, ready, None)
+        Ok(self.book(outcome, ready, stored))
     }
 
     /// Books a write's program on its die and channel (a whole page, or `stored` bytes in
@@ -556,7 +539,7 @@ impl Device {
         let mut done = front.ready;
         for i in 0..pages {
             let content = data.map(|d| &d[(i * ps) as usize..((i + 1) * ps) as usize]);
-            done = done.max(self.flash_write_page(Lpn(lpn.0 + i), content, front.ready)?);
+            done = done.max(self.flash_write_page(Lpn(lpn.0 + i), content, front.ready, None)?);
         }
         Ok(self.write_back(at, &front, done, total))
     }
@@ -701,11 +684,9 @@ impl Device {
                 let partial = a > 0 || b < ps;
                 let mut start = ready;
                 // PCM keeps the page's other bytes where they are: nothing is read.
-                let stored = if partial {
-                    self.profile.timing.stored_bytes(a, b)
-                } else {
-                    None
-                };
+                let stored = partial
+                    .then(|| self.profile.timing.stored_bytes(a, b))
+                    .flatten();
                 if stored.is_some() {
                     self.counters.partial_stores += 1;
                     if payloads {
@@ -730,11 +711,7 @@ impl Device {
                 } else {
                     data.map(|d| &d[src])
                 };
-                let programmed = match stored {
-                    Some(bytes) => self.flash_store_bytes(lpn, content, start, bytes)?,
-                    None => self.flash_write_page(lpn, content, start)?,
-                };
-                done = done.max(programmed);
+                done = done.max(self.flash_write_page(lpn, content, start, stored)?);
             }
             base += len;
         }

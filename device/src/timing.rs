@@ -254,18 +254,18 @@ impl BusyClocks {
     /// Page program: the channel moves the data into the die's register (once the die is
     /// free to accept it), then the die programs it.
     pub fn program_page(&mut self, die: DieId, channel: ChannelId, at: VirtualTime) -> VirtualTime {
-        let d = die.0 as usize;
-        let loaded = self.channels[channel.0 as usize]
-            .reserve(at.max(self.die_free[d]), self.page_transfer_ns)
-            .after(self.page_transfer_ns);
-        let done = loaded.after(self.page_program_ns);
-        self.die_free[d] = done;
-        done
+        self.program(
+            die,
+            channel,
+            at,
+            self.page_transfer_ns,
+            self.page_program_ns,
+        )
     }
 
     /// An in-place store of `bytes` (whole program units, less than a page) on a
-    /// byte-addressable medium: the channel moves only those bytes, and the die programs
-    /// them at the page's rate.
+    /// byte-addressable medium: a page program of only those bytes, the channel moving them
+    /// and the die programming them at the page's rate.
     pub fn store_bytes(
         &mut self,
         die: DieId,
@@ -273,14 +273,26 @@ impl BusyClocks {
         at: VirtualTime,
         bytes: u64,
     ) -> VirtualTime {
-        let d = die.0 as usize;
         let move_ns = transfer_ns(bytes, self.channel_bytes_per_sec);
+        let program_ns = (u128::from(self.page_program_ns) * u128::from(bytes))
+            .div_ceil(u128::from(self.page_size_bytes.max(1)));
+        let program_ns = u64::try_from(program_ns).unwrap_or(u64::MAX);
+        self.program(die, channel, at, move_ns, program_ns)
+    }
+
+    fn program(
+        &mut self,
+        die: DieId,
+        channel: ChannelId,
+        at: VirtualTime,
+        move_ns: u64,
+        program_ns: u64,
+    ) -> VirtualTime {
+        let d = die.0 as usize;
         let loaded = self.channels[channel.0 as usize]
             .reserve(at.max(self.die_free[d]), move_ns)
             .after(move_ns);
-        let program_ns = (u128::from(self.page_program_ns) * u128::from(bytes))
-            .div_ceil(u128::from(self.page_size_bytes.max(1)));
-        let done = loaded.after(u64::try_from(program_ns).unwrap_or(u64::MAX));
+        let done = loaded.after(program_ns);
         self.die_free[d] = done;
         done
     }
