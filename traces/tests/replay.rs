@@ -200,6 +200,19 @@ fn a_page_dirtied_by_one_pid_is_not_in_the_future_of_an_overlapping_one() {
     }
 }
 
+/// The trace `with(false)` and `with(true)` make, replayed on `target`: neither may fail.
+fn plain_and_appended(
+    with: impl Fn(bool) -> String,
+    target: ReplayTarget,
+) -> (ReplayReport, ReplayReport) {
+    let plain = run_on(&with(false), target, Pace::Afap);
+    let append = run_on(&with(true), target, Pace::Afap);
+    for r in [&plain, &append] {
+        assert!(r.latency.values().all(|l| l.failed == 0), "{r:?}");
+    }
+    (plain, append)
+}
+
 #[test]
 fn writes_through_an_o_append_fd_land_at_the_end_of_the_file() {
     // Linux appends every write through an O_APPEND fd, a pwrite's offset notwithstanding: three
@@ -216,14 +229,11 @@ fn writes_through_an_o_append_fd_land_at_the_end_of_the_file() {
             r#"{"t":50,"pid":1,"op":"pread","fd":3,"off":32768,"len":16384,"ret":16384}"#,
         ])
     };
-    let both = |target: ReplayTarget| {
-        let plain = run_on(&with_flags("O_RDWR|O_CREAT"), target, Pace::Afap);
-        let append = run_on(&with_flags("O_RDWR|O_CREAT|O_APPEND"), target, Pace::Afap);
-        for r in [&plain, &append] {
-            assert!(r.latency.values().all(|l| l.failed == 0), "{r:?}");
-        }
-        (plain, append)
+    let with = |append: bool| match append {
+        true => with_flags("O_RDWR|O_CREAT|O_APPEND"),
+        false => with_flags("O_RDWR|O_CREAT"),
     };
+    let both = |target| plain_and_appended(with, target);
     // The host's file system writes back what the file holds.
     let (plain, append) = both(ReplayTarget::Host(DesignKind::FragS));
     let data = |r: &ReplayReport| r.device.io.host_bytes_written;
@@ -265,11 +275,7 @@ fn a_write_marked_append_through_an_fd_never_opened_lands_at_the_end() {
         ])
     };
     for target in [ReplayTarget::Host(DesignKind::FragS), ReplayTarget::Ispfs] {
-        let plain = run_on(&with(false), target, Pace::Afap);
-        let append = run_on(&with(true), target, Pace::Afap);
-        for r in [&plain, &append] {
-            assert!(r.latency.values().all(|l| l.failed == 0), "{r:?}");
-        }
+        let (plain, append) = plain_and_appended(with, target);
         let read = |r: &ReplayReport| r.latency["pread"].max_ns;
         assert!(
             read(&append) > read(&plain) + 1000,
