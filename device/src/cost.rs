@@ -145,6 +145,18 @@ pub struct FusionCosts {
     pub user_append_ns: u64,
 }
 
+impl HostCosts {
+    /// What a page fault on a mapped file costs the host: `page_fault_ns`, or, where the
+    /// profile gives none, a system call's entry and exit (`syscall_ns`), the assumption
+    /// `pcm-zynq` makes for its own fault. A replayed trace's mapped writes pay it per page.
+    pub fn fault_or_syscall_ns(&self) -> u64 {
+        match self.page_fault_ns {
+            0 => self.syscall_ns,
+            ns => ns,
+        }
+    }
+}
+
 /// A profile that does not say: about a microsecond for entry, VFS and file-system work of
 /// a cached `read`/`write` (lmbench's `lat_syscall read` on a current Xeon is 0.1–0.3 µs for
 /// a null read; a page-cache hit adds the VFS and page lookups).

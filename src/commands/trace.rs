@@ -250,6 +250,9 @@ struct Summary {
     span_ns: u64,
     bytes_read: u64,
     bytes_written: u64,
+    /// The ranges `mapped_write` events name (before the replay cuts them at each file's
+    /// end): what stores through shared mappings wrote at most.
+    bytes_mapped: u64,
     skipped_unknown_ops: BTreeMap<String, u64>,
 }
 
@@ -302,6 +305,7 @@ fn check(
         span_ns: 0,
         bytes_read: 0,
         bytes_written: 0,
+        bytes_mapped: 0,
         skipped_unknown_ops: BTreeMap::new(),
     };
     let mut pids = std::collections::BTreeSet::new();
@@ -337,6 +341,7 @@ fn check(
                 Op::Write { len, .. } | Op::Pwrite { len, .. } | Op::Bwrite { len, .. } => {
                     s.bytes_written += len
                 }
+                Op::MappedWrite { len, .. } => s.bytes_mapped += len,
                 _ => {}
             }
         }
@@ -386,8 +391,12 @@ fn print_summary(path: &Path, s: &Summary) {
         crate::units::fmt_duration(s.span_ns),
         s.source
     );
+    let mapped = match s.bytes_mapped {
+        0 => String::new(),
+        n => format!(" · through mappings at most {}", crate::units::fmt_bytes(n)),
+    };
     println!(
-        "  read {} · written {}",
+        "  read {} · written {}{mapped}",
         crate::units::fmt_bytes(s.bytes_read),
         crate::units::fmt_bytes(s.bytes_written)
     );

@@ -389,6 +389,17 @@ pub enum Op {
         len: u64,
         flags: SyncRangeFlags,
     },
+    /// Stores through a shared writable mapping of `path` (`mmap` with `MAP_SHARED`),
+    /// reaching the file in `off..off + len` when the mapping is unmapped or synced
+    /// (`munmap`, `msync`, the process's exit): each page there written, as strace cannot
+    /// see which stores were made. Bytes past the file's end are not written (a store there
+    /// faults). With `sync` (`msync(MS_SYNC)`) the caller waits until they are durable.
+    MappedWrite {
+        path: String,
+        off: u64,
+        len: u64,
+        sync: bool,
+    },
     /// An NDP offload request: `task` over `paths` (files or directories).
     Ndp {
         task: String,
@@ -512,6 +523,7 @@ pub const OPS: &[&str] = &[
     "link",
     "fstat",
     "lstat",
+    "mapped_write",
 ];
 
 /// The fd ops, binding their `fd` and `path`: one list for [`Op::fd_path`] and
@@ -590,6 +602,7 @@ impl Op {
             Op::Link { .. } => 25,
             Op::Fstat { .. } => 26,
             Op::Lstat { .. } => 27,
+            Op::MappedWrite { .. } => 28,
         }
     }
 
@@ -1280,6 +1293,16 @@ fn event_from_json(v: Value, top: bool) -> Result<Parsed, String> {
                 keep_size,
             }
         }
+        "mapped_write" => Op::MappedWrite {
+            path: f.path("path")?,
+            off: f.u64("off")?,
+            len: f.u64("len")?,
+            sync: match f.take("sync") {
+                None => false,
+                Some(Value::Bool(b)) => b,
+                Some(v) => return Err(format!("field \"sync\" must be true or false, got {v}")),
+            },
+        },
         "sync_file_range" => {
             let (fd, path) = fd_path(&mut f)?;
             let flags = SyncRangeFlags::parse(&f.opt_string("flags")?.unwrap_or_default())
@@ -1493,6 +1516,18 @@ impl Event {
                 push_str(&mut s, "path", path);
                 let _ = write!(s, ",\"off\":{off},\"len\":{len}");
                 push_str(&mut s, "flags", &flags.to_flags());
+            }
+            Op::MappedWrite {
+                path,
+                off,
+                len,
+                sync,
+            } => {
+                push_str(&mut s, "path", path);
+                let _ = write!(s, ",\"off\":{off},\"len\":{len}");
+                if *sync {
+                    s.push_str(",\"sync\":true");
+                }
             }
             Op::Ndp {
                 task,

@@ -151,7 +151,8 @@ fn names(op: &Op, path: &str) -> bool {
         | Op::Lstat { path: p }
         | Op::Setattr { path: p }
         | Op::Symlink { path: p, .. }
-        | Op::Truncate { path: p, .. } => p == path,
+        | Op::Truncate { path: p, .. }
+        | Op::MappedWrite { path: p, .. } => p == path,
         Op::Rename { path: p, to } | Op::Link { path: p, to } => p == path || to == path,
         // A listing sees the files created or removed in the directory.
         Op::Readdir { path: dir } => {
@@ -183,7 +184,7 @@ fn fusible_data(ev: &Event) -> bool {
         | Op::Read { len, .. }
         | Op::Pread { len, .. } => len,
         // Not an op a CISC op carries: it ends the candidate.
-        Op::Fallocate { .. } | Op::SyncFileRange { .. } => return false,
+        Op::Fallocate { .. } | Op::SyncFileRange { .. } | Op::MappedWrite { .. } => return false,
         _ => return true,
     };
     len <= MAX_SLOT_BYTES as u64

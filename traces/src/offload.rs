@@ -268,6 +268,7 @@ fn breaks_batch(op: &Op) -> bool {
         | Op::Symlink { .. }
         | Op::Truncate { .. }
         | Op::Fallocate { .. }
+        | Op::MappedWrite { .. }
         | Op::Setattr { .. }
         | Op::Ndp { .. }
         | Op::Isc { .. }

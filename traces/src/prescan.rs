@@ -255,9 +255,10 @@ impl Prescan {
                 *p = off.unwrap_or(*p).saturating_add(done.unwrap_or(*len));
                 self.creates(path);
             }
-            Op::Pwrite { path, .. } | Op::Truncate { path, .. } | Op::Fallocate { path, .. } => {
-                self.creates(path)
-            }
+            Op::Pwrite { path, .. }
+            | Op::Truncate { path, .. }
+            | Op::Fallocate { path, .. }
+            | Op::MappedWrite { path, .. } => self.creates(path),
             Op::Symlink { path, target } => {
                 self.creates(path);
                 if self.links.len() < MAX_LINKS && !self.links.contains_key(path) {

@@ -199,7 +199,8 @@ fn check_paths(op: &Op, unresolved: bool) -> Result<(), String> {
         | Op::Lstat { path }
         | Op::Readdir { path }
         | Op::Setattr { path }
-        | Op::Truncate { path, .. } => path,
+        | Op::Truncate { path, .. }
+        | Op::MappedWrite { path, .. } => path,
         Op::Rename { path, to } | Op::Link { path, to } => {
             return check_path(path).and_then(|()| check_path(to))
         }

@@ -209,6 +209,28 @@ fn every_op_round_trips() {
             },
             Some(0),
         ),
+        ev(
+            11,
+            8,
+            Op::MappedWrite {
+                path: p("/e/x"),
+                off: 4096,
+                len: 10000,
+                sync: false,
+            },
+            Some(0),
+        ),
+        ev(
+            11,
+            8,
+            Op::MappedWrite {
+                path: p("/e/x"),
+                off: 0,
+                len: 1,
+                sync: true,
+            },
+            Some(0),
+        ),
         ev(12, 8, Op::Unlink { path: p("/e/x") }, Some(0)),
         ev(13, 8, Op::Rmdir { path: p("/e") }, Some(0)),
         ev(
@@ -353,6 +375,14 @@ fn malformed_lines_name_their_line_and_problem() {
         (
             r#"{"t":1,"pid":1,"op":"write","fd":1,"path":"/a","len":5,"append":"yes"}"#,
             "line 2: field \"append\" must be true or false, got \"yes\"",
+        ),
+        (
+            r#"{"t":1,"pid":1,"op":"mapped_write","path":"/a","off":0,"len":5,"sync":1}"#,
+            "line 2: field \"sync\" must be true or false, got 1",
+        ),
+        (
+            r#"{"t":1,"pid":1,"op":"mapped_write","path":"/a","len":5}"#,
+            "line 2: missing field \"off\"",
         ),
         (
             r#"{"pid":1,"op":"mkdir","path":"/a"}"#,

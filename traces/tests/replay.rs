@@ -843,3 +843,54 @@ fn threads_sharing_an_fd_table_use_one_another_s_fds() {
     // overwrites: less is written back.
     assert!(written(&writes(r#""pid":2"#)) < one_thread);
 }
+
+#[test]
+fn a_mapped_write_stores_what_a_pwrite_of_the_file_s_part_of_its_range_does() {
+    // A linker's output: sized, then its pages stored through a shared mapping and synced.
+    // The range reaches past the file's 10,000 bytes, and a second lies wholly past them:
+    // only the file's part is written, as a pwrite of it and an fdatasync would write it.
+    let with = |mapped: bool| {
+        let store = if mapped {
+            [
+                r#"{"t":30,"pid":1,"op":"mapped_write","path":"/w/out","off":0,"len":12288,"sync":true,"ret":0}"#,
+                r#"{"t":40,"pid":1,"op":"mapped_write","path":"/w/out","off":20480,"len":4096,"ret":0}"#,
+            ]
+        } else {
+            [
+                r#"{"t":30,"pid":1,"op":"pwrite","fd":3,"off":0,"len":10000,"ret":10000}"#,
+                r#"{"t":40,"pid":1,"op":"fdatasync","fd":3}"#,
+            ]
+        };
+        trace(&[
+            r#"{"t":0,"pid":1,"op":"open","path":"/w/out","flags":"O_RDWR|O_CREAT","ret":3}"#,
+            r#"{"t":10,"pid":1,"op":"truncate","path":"/w/out","len":10000,"ret":0}"#,
+            store[0],
+            store[1],
+            r#"{"t":50,"pid":1,"op":"close","fd":3,"ret":0}"#,
+        ])
+    };
+    for target in [
+        ReplayTarget::Host(DesignKind::FragS),
+        ReplayTarget::Host(DesignKind::LightFs),
+        ReplayTarget::Ispfs,
+        ReplayTarget::Firmware,
+    ] {
+        let (pwrite, mapped) = plain_and_appended(with, target);
+        // StorageFS writes inside the device (its firmware's own requests).
+        let written =
+            |r: &ReplayReport| r.device.io.host_bytes_written + r.device.io.internal_bytes_written;
+        assert!(
+            written(&mapped) >= 10000,
+            "{target:?}: {:?}",
+            mapped.device.io
+        );
+        assert_eq!(
+            written(&mapped),
+            written(&pwrite),
+            "{target:?}: {:?} against {:?}",
+            mapped.device.io,
+            pwrite.device.io
+        );
+        assert_eq!(mapped.latency["mapped_write"].count, 2, "{target:?}");
+    }
+}

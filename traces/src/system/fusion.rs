@@ -713,7 +713,8 @@ impl FusionSystem<'_> {
             | Op::Stat { path }
             | Op::Setattr { path }
             | Op::Readdir { path }
-            | Op::Truncate { path, .. } => follow(path, true)?,
+            | Op::Truncate { path, .. }
+            | Op::MappedWrite { path, .. } => follow(path, true)?,
             Op::Lstat { path }
             | Op::Unlink { path }
             | Op::Rmdir { path }
@@ -1026,6 +1027,38 @@ impl FusionSystem<'_> {
                 call.b.truncate(h, *len).close(h);
                 call.grows(&self.fs, path, *len, true);
                 self.submit(ev.pid, call, at)
+            }
+            // StorageFS has no host page cache to map: a mapping's stores reach it as writes
+            // by path, a round trip for each call's worth, each opening the file for itself
+            // (as `truncate` does). Bytes past the file's end are not written.
+            Op::MappedWrite { path, off, len, .. } => {
+                self.kept.remove(&ev.pid);
+                let Some(size) = self.fs.size(path) else {
+                    return Err(OpError::Storage(format!(
+                        "mapped write of {path}: no such file"
+                    )));
+                };
+                let end = off.saturating_add(*len).min(size);
+                if end <= *off {
+                    return Ok(self.lookup_call(at, entries(path), 0));
+                }
+                let (mut t, mut pos) = (at, *off);
+                while pos < end {
+                    let n = (end - pos).min(CALL_BYTES);
+                    let mut call = Call::default();
+                    call.events += 1;
+                    call.in_bytes += n;
+                    let h = call.b.open(path, false);
+                    let data = self.contents.next_write(path, n as usize);
+                    for (i, chunk) in data.chunks(MAX_SLOT_BYTES).enumerate() {
+                        let s = call.b.input(chunk.to_vec());
+                        call.b.pwrite(h, pos + (i * MAX_SLOT_BYTES) as u64, s);
+                    }
+                    call.b.close(h);
+                    t = self.submit(ev.pid, call, t)?;
+                    pos += n;
+                }
+                Ok(t)
             }
             Op::Ndp { .. } | Op::Isc { .. } | Op::Bread { .. } | Op::Bwrite { .. } => {
                 unreachable!("skipped in apply")

@@ -316,6 +316,12 @@ impl<'a> HostSystem<'a> {
                         .sync_file_range(f, *off, *len, flags.write, flags.wait_after),
                 )
             }
+            Op::MappedWrite {
+                path,
+                off,
+                len,
+                sync,
+            } => self.mapped_write(path, *off, *len, *sync),
             Op::Ndp {
                 task, paths, args, ..
             } => {
@@ -452,6 +458,47 @@ impl<'a> HostSystem<'a> {
         if write && (flags.dsync || flags.sync) {
             self.fs.sync_written(f, at, n, !flags.sync)?;
         }
+        Ok(Applied::Done)
+    }
+
+    /// Stores through a shared mapping of `path`, each page of `off..off + len` within the
+    /// file written: per page a write fault (the page read first if it is on the device and
+    /// not cached, as `filemap_fault` reads it) and the page cache's work, but no copy (the
+    /// program stores into the page itself) and no design's open (the mapping holds the
+    /// inode). With `sync` (`msync(MS_SYNC)`) the range is then written back and waited for.
+    fn mapped_write(
+        &mut self,
+        path: &str,
+        off: u64,
+        len: u64,
+        sync: bool,
+    ) -> Result<Applied, OpError> {
+        let f = self.fs.open_mapped(path)?;
+        let end = off.saturating_add(len).min(self.fs.fd_size(f)?);
+        let bs = self.fs.namespace().layout().block_bytes;
+        let mut pos = off;
+        while pos < end {
+            let step = (end - pos).min(DATA_STEP);
+            let costs = self.fs.costs();
+            let pages = (pos + step).div_ceil(bs) - pos / bs;
+            let per_page = costs
+                .fault_or_syscall_ns()
+                .saturating_add(costs.page_cache_page_ns);
+            let t = self.fs.clock().after(pages.saturating_mul(per_page));
+            self.fs.advance_to(t);
+            // The fault reads what the device holds of the pages (nothing for a hole or a
+            // cached page), then the stores dirty them.
+            self.fs.read(f, pos, step)?;
+            if self.zeros.len() < step as usize {
+                self.zeros.resize(step as usize, 0);
+            }
+            self.fs.write(f, pos, &self.zeros[..step as usize])?;
+            pos += step;
+        }
+        if sync && end > off {
+            self.fs.sync_written(f, off, end - off, true)?;
+        }
+        self.fs.close(f)?;
         Ok(Applied::Done)
     }
 

@@ -25,7 +25,7 @@ use crate::prescan::Prescan;
 use csd_device::isp::{Scmd, Search, SEARCH_BYTES};
 use csd_device::storagefs::StageRunner;
 use csd_device::{IoPath, Profile, VirtualTime};
-use csd_hostfs::fs::{file_end, FsError, OpenOptions};
+use csd_hostfs::fs::{file_end, Fd, FsError, OpenOptions};
 use csd_hostfs::ispfs::Ispfs;
 use csd_hostfs::namespace::parent_dir as parent;
 use csd_hostfs::perms::{Cred, Perms};
@@ -352,9 +352,16 @@ impl<'a> IspfsSystem<'a> {
             self.cpu(copy);
             return Ok(Applied::Done);
         }
+        self.store(f, at, end)?;
+        Ok(Applied::Done)
+    }
+
+    /// The CPU's stores of `at..end` into the file `f`, through to the PCM: they cross the
+    /// board's port as its loads do, so they take no less than that copy, as in `csd ispfs
+    /// iozone --medium pcm`.
+    fn store(&mut self, f: Fd, at: u64, end: u64) -> Result<(), OpError> {
+        let n = end.saturating_sub(at);
         self.host_access(n);
-        // The CPU's stores cross the board's port as its loads do: the write takes no less
-        // than that copy, as in `csd ispfs iozone --medium pcm`.
         let copied = self.fs.fs().clock().after(self.copy_ns(n));
         let mut pos = at;
         while pos < end {
@@ -369,6 +376,25 @@ impl<'a> IspfsSystem<'a> {
             pos += step;
         }
         self.fs.fs_mut().advance_to(copied);
+        Ok(())
+    }
+
+    /// Stores through a shared mapping of `path`: ISPFS maps the PCM itself (no page cache,
+    /// execute in place), so each page of `off..off + len` within the file costs a fault
+    /// that maps it and the stores reach the PCM as they are made; `msync` has nothing left
+    /// to write.
+    fn mapped_write(&mut self, path: &str, off: u64, len: u64) -> Result<Applied, OpError> {
+        self.cpu(self.profile.host.syscall_ns);
+        let f = self.fs.fs_mut().open_mapped(path)?;
+        let end = off.saturating_add(len).min(self.fs.fs().fd_size(f)?);
+        if end > off {
+            let bs = self.fs.fs().namespace().layout().block_bytes;
+            let pages = end.div_ceil(bs) - off / bs;
+            let fault = self.profile.host.fault_or_syscall_ns();
+            self.cpu(pages.saturating_mul(fault));
+            self.store(f, off, end)?;
+        }
+        self.fs.fs_mut().close(f)?;
         Ok(Applied::Done)
     }
 
@@ -489,6 +515,7 @@ impl<'a> IspfsSystem<'a> {
                 self.cpu(syscall);
                 done(self.fs.fs_mut().truncate(path, *len, WHO))
             }
+            Op::MappedWrite { path, off, len, .. } => self.mapped_write(path, *off, *len),
             Op::Fallocate {
                 fd,
                 path,
