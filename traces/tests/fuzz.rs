@@ -161,7 +161,7 @@ fn strace_line(rng: &mut Rng) -> String {
     let path = &paths[rng.below(paths.len())];
     let num = |rng: &mut Rng| rng.pick(NUMBERS).to_string();
     let fd = format!("{}<{path}>", rng.pick(&["3", "-1", "99999999999", "x"]));
-    let call = match rng.below(22) {
+    let call = match rng.below(26) {
         0 => format!("openat(AT_FDCWD<{path}>, \"{path}\", O_RDONLY)"),
         1 => format!("read({fd}, \"\"..., {})", num(rng)),
         2 => format!("pread64({fd}, \"\", {}, {})", num(rng), num(rng)),
@@ -214,6 +214,24 @@ fn strace_line(rng: &mut Rng) -> String {
         ),
         19 => "+++ exited with 0 +++".to_string(),
         20 => "execve(\"/bin/x\", [], 0x0)".to_string(),
+        // Shared mappings, whose releases and syncs become `mapped_write`s.
+        21 => format!(
+            "mmap(NULL, {}, PROT_READ|PROT_WRITE, {}, {fd}, {})",
+            num(rng),
+            rng.pick(&["MAP_SHARED", "MAP_PRIVATE", "MAP_SHARED|x"]),
+            num(rng)
+        ),
+        22 => format!(
+            "munmap({}, {})",
+            rng.pick(&["0", "0x1000", "0xffffffffffffffff", "x"]),
+            num(rng)
+        ),
+        23 => format!(
+            "msync(0, {}, {})",
+            num(rng),
+            rng.pick(&["MS_SYNC", "MS_ASYNC", ""])
+        ),
+        24 => format!("mremap(0, {}, {}, MREMAP_MAYMOVE)", num(rng), num(rng)),
         _ => format!("<... write resumed> ) = {}", num(rng)),
     };
     format!(

@@ -4,6 +4,7 @@
 
 pub mod block;
 mod descriptions;
+mod mappings;
 pub mod strace;
 
 use crate::format::Event;
@@ -118,7 +119,7 @@ pub fn convert(
             _ => [block.line(stats.lines, text).map_err(quoted)?, None],
         };
         let mut any = false;
-        for ev in evs.into_iter().flatten() {
+        for ev in evs.into_iter().flatten().chain(strace.take_mapped()) {
             any = true;
             stats.events += 1;
             sink(ev).map_err(ConvertError::Io)?;

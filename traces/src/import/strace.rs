@@ -29,12 +29,16 @@
 //! - `fallocate` (and `posix_fallocate`, which calls it) is carried in mode 0 and
 //!   `FALLOC_FL_KEEP_SIZE`, the two that set blocks aside, and `sync_file_range` (which
 //!   PostgreSQL's checkpointer and RocksDB's `bytes_per_sync` use) with its flags;
+//! - a shared writable `mmap` of a file, whose stores make no system call, becomes a
+//!   `mapped_write` of the range it releases or syncs (`munmap`, `msync`, the end of its
+//!   address space; see [`super::mappings`]);
 //! - calls that change files in ways a trace cannot carry (`fallocate`'s other modes, which
-//!   punch, zero, collapse or insert ranges, a link to an fd's file, a shared writable
-//!   `mmap`, whose stores make no system call, a rename that exchanges two names, I/O
-//!   submitted through io_uring or AIO) are counted under their reason.
+//!   punch, zero, collapse or insert ranges, a link to an fd's file, a rename that
+//!   exchanges two names, I/O submitted through io_uring or AIO) are counted under their
+//!   reason.
 
 use super::descriptions::Descriptions;
+use super::mappings::{Mappings, Written};
 use super::ImportError;
 use crate::format::{Event, Op, OpenFlags, SyncRangeFlags};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -68,6 +72,17 @@ pub struct StraceConverter {
     /// `listing` are keyed by the table, as an fd's position and listing are the open
     /// file's, which every sharer moves.
     tables: HashMap<u32, u32>,
+    /// Shared writable mappings of files, by address space: what they release or sync
+    /// becomes `mapped_write` events.
+    mappings: Mappings,
+    /// The address space each thread uses, where it is not its own: a `clone` with
+    /// `CLONE_VM` (a thread, a `vfork` child until its `execve`) shares its creator's.
+    spaces: HashMap<u32, u32>,
+    /// What the line's call released or synced of a mapping, with whether the caller waits
+    /// (`MS_SYNC`): the line's `mapped_write` events, in [`StraceConverter::take_mapped`].
+    written: Vec<(Written, bool)>,
+    /// The `mapped_write` events of the last line.
+    mapped: Vec<Event>,
 }
 
 /// What one strace line becomes: most calls one event, a copy between two files
@@ -203,6 +218,15 @@ fn unquote(s: &str) -> Option<String> {
         }
     }
     String::from_utf8(out).ok()
+}
+
+/// An address or a length as strace prints them: `0x7f3d4635b000` or `4344552`.
+fn address(s: &str) -> Option<u64> {
+    let s = s.trim();
+    match s.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => s.parse().ok(),
+    }
 }
 
 /// `3</tmp/a>` → (3, Some("/tmp/a")); `AT_FDCWD</x>` → (-100, Some("/x")); `3` → (3, None).
@@ -389,8 +413,10 @@ impl StraceConverter {
         })?;
         let origin = *self.origin.get_or_insert(ts);
         let call = call.trim_start();
+        self.mapped.clear();
         if call.starts_with("+++ exited") || call.starts_with("+++ killed") {
             self.exit(pid);
+            self.mapped_events(pid, ts.saturating_sub(origin));
             return Ok([None, None]);
         }
         if call.starts_with("+++") || call.starts_with("---") || call.is_empty() {
@@ -490,6 +516,15 @@ impl StraceConverter {
             }
         };
         let [first, second] = ops.map(|op| op.map(event));
+        // A mapping follows its file's name, and a file unlinked has nothing written back.
+        if outcome.ret == Some(0) {
+            match first.as_ref().map(|e| &e.op) {
+                Some(Op::Rename { path, to }) => self.mappings.rename(path, to),
+                Some(Op::Unlink { path }) => self.mappings.unlink(path),
+                _ => {}
+            }
+        }
+        self.mapped_events(pid, t);
         // A second event is a call of its own: a copy's write returns what the read does,
         // an O_TMPFILE's unlink succeeds.
         let second = second.map(|mut e| {
@@ -568,13 +603,49 @@ impl StraceConverter {
         self.listing.remove(&(self.table(pid), fd));
     }
 
-    /// `pid` exited: the fd table it alone used goes with it.
+    /// `pid` exited: the fd table and the address space it alone used go with it.
     fn exit(&mut self, pid: u32) {
         self.pending.remove(&pid);
         if self.tables.remove(&pid).is_none() && !self.tables.values().any(|&t| t == pid) {
             self.files.drop_table(pid);
             self.listing.retain(|&(table, _)| table != pid);
         }
+        if self.spaces.remove(&pid).is_none() && !self.spaces.values().any(|&s| s == pid) {
+            let gone = self.mappings.drop_space(pid);
+            self.written.extend(gone.into_iter().map(|w| (w, false)));
+        }
+    }
+
+    /// Whose address space `pid` uses: its creator's if it shares it, else its own.
+    fn space(&self, pid: u32) -> u32 {
+        self.spaces.get(&pid).copied().unwrap_or(pid)
+    }
+
+    /// The line's releases and syncs of mappings, as `mapped_write` events of `pid` at `t`.
+    fn mapped_events(&mut self, pid: u32, t: u64) {
+        let fds_of = self.tables.get(&pid).copied();
+        for (w, sync) in self.written.drain(..) {
+            self.mapped.push(Event {
+                t,
+                pid,
+                fds_of,
+                op: Op::MappedWrite {
+                    path: w.path,
+                    off: w.off,
+                    len: w.len,
+                    sync,
+                },
+                ret: Some(0),
+                dur: None,
+                extra: BTreeMap::new(),
+            });
+        }
+    }
+
+    /// The `mapped_write` events of the line just converted: its `munmap` or `msync`, or
+    /// the exit or `execve` that ended an address space, writing what the mappings held.
+    pub fn take_mapped(&mut self) -> std::vec::Drain<'_, Event> {
+        self.mapped.drain(..)
     }
 
     /// Where a read or write through `fd` without an offset of its own starts, where the
@@ -719,6 +790,10 @@ impl StraceConverter {
                 // and working directory, a new process has copies.
                 self.tables.remove(&child);
                 self.fs_shares.remove(&child);
+                self.spaces.remove(&child);
+                if clone_flag(a, "CLONE_VM") || name == "vfork" {
+                    self.spaces.insert(child, self.space(pid));
+                }
                 if clone_flag(a, "CLONE_FILES") {
                     let table = self.table(pid);
                     self.tables.insert(child, table);
@@ -738,6 +813,13 @@ impl StraceConverter {
             // Its other threads are gone, so its working directory is its own from here.
             "execve" | "execveat" if out.ret == Some(0) => {
                 self.unshare(pid, true, true);
+                // A new address space: one it owned is gone, with its mappings (a `vfork`
+                // child leaves its parent's as it was).
+                if self.spaces.remove(&pid).is_none() {
+                    self.spaces.retain(|_, s| *s != pid);
+                    let gone = self.mappings.drop_space(pid);
+                    self.written.extend(gone.into_iter().map(|w| (w, false)));
+                }
                 None
             }
             // A thread that asks for its own fd table or working directory gets a copy.
@@ -817,15 +899,53 @@ impl StraceConverter {
                     flags,
                 })
             }
-            // Stores through a shared writable mapping reach the file with no system call.
+            // Stores through a shared writable mapping reach the file with no system call:
+            // the range is written when the mapping is released or synced (`Mappings`).
             "mmap" | "mmap2" => {
                 let (prot, flags) = (a.get(2)?, a.get(3)?);
-                file_fd(a.get(4)?)?;
-                let mapped = out.ret.is_some_and(|r| r >= 0);
-                if mapped && prot.contains("PROT_WRITE") && flags.contains("MAP_SHARED") {
-                    self.skip(format!(
-                        "{name}: a shared writable mapping of a file (its stores are not traced)"
-                    ));
+                let (_, path) = file_fd(a.get(4)?)?;
+                let addr = out.ret.filter(|&r| r >= 0)? as u64;
+                if !(prot.contains("PROT_WRITE") && flags.contains("MAP_SHARED")) {
+                    return None;
+                }
+                let len = self.num(name, a, 1, "length")?;
+                // `mmap2` counts its offset in 4096-byte units.
+                let off = self.num(name, a, 5, "offset")?;
+                let off = if name == "mmap2" {
+                    off.checked_mul(4096)?
+                } else {
+                    off
+                };
+                if !self.mappings.map(self.space(pid), addr, len, path, off) {
+                    self.skip(format!("{name}: a mapping past the address space's bounds"));
+                }
+                None
+            }
+            "munmap" if out.ret == Some(0) => {
+                let (addr, len) = (address(a.first()?)?, address(a.get(1)?)?);
+                let gone = self.mappings.unmap(self.space(pid), addr, len);
+                self.written.extend(gone.into_iter().map(|w| (w, false)));
+                None
+            }
+            // `MS_SYNC` waits for the writeback; `MS_ASYNC` (a no-op since Linux 2.6.19) and
+            // `MS_INVALIDATE` leave it to the kernel's flusher.
+            "msync" if out.ret == Some(0) => {
+                let (addr, len) = (address(a.first()?)?, address(a.get(1)?)?);
+                let sync = a.get(2).is_some_and(|f| f.contains("MS_SYNC"));
+                let synced = self.mappings.sync(self.space(pid), addr, len);
+                self.written.extend(synced.into_iter().map(|w| (w, sync)));
+                None
+            }
+            // A mapping moved or resized keeps its file: what it held at the old address is
+            // now at the new one (the dirty pages stay in the page cache).
+            "mremap" => {
+                let (old, old_len) = (address(a.first()?)?, address(a.get(1)?)?);
+                let new = out.ret.filter(|&r| r >= 0)? as u64;
+                let new_len = address(a.get(2)?)?;
+                let space = self.space(pid);
+                let mut moved = self.mappings.unmap(space, old, old_len).into_iter();
+                if let Some(w) = moved.next() {
+                    self.mappings.map(space, new, new_len, w.path, w.off);
                 }
                 None
             }
