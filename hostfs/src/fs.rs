@@ -582,6 +582,13 @@ impl HostFs {
         self.create(path, NewKind::Dir, perms, who)
     }
 
+    /// `mknod`: a special file (a FIFO, a socket, a device node) at `path`, an inode and its
+    /// name with no data, written as a create is. It is kept as an empty file: what passes
+    /// through one is not the file system's.
+    pub fn mknod(&mut self, path: &str, perms: Perms, who: Cred) -> Result<Ino, FsError> {
+        self.create(path, NewKind::File, perms, who)
+    }
+
     /// `symlink`: a link at `path` to `target` (kept as given, 1 to 4095 bytes), written as
     /// a create is. ext4 keeps a target of up to 59 bytes in the inode; a longer one takes a
     /// block, written here with the inode (ext4 writes it through the page cache).

@@ -256,6 +256,29 @@ struct Summary {
     skipped_unknown_ops: BTreeMap<String, u64>,
 }
 
+impl Summary {
+    /// The bytes `ev` (each event of a CISC op) reads, writes or stores through a mapping.
+    fn count_bytes(&mut self, ev: &csd_traces::Event) {
+        use csd_traces::Op;
+        let inner = match &ev.op {
+            Op::Cisc { ops, .. } => ops.as_slice(),
+            _ => std::slice::from_ref(ev),
+        };
+        for e in inner {
+            match e.op {
+                Op::Read { len, .. } | Op::Pread { len, .. } | Op::Bread { len, .. } => {
+                    self.bytes_read += len
+                }
+                Op::Write { len, .. } | Op::Pwrite { len, .. } | Op::Bwrite { len, .. } => {
+                    self.bytes_written += len
+                }
+                Op::MappedWrite { len, .. } => self.bytes_mapped += len,
+                _ => {}
+            }
+        }
+    }
+}
+
 /// The tasks a trace's ops name, each resolved once.
 struct TaskCheck<'a> {
     resolver: csd::tasks::Resolver<'a>,
@@ -287,7 +310,6 @@ fn check(
     json: bool,
     store: &super::runs::StoreArgs,
 ) -> anyhow::Result<()> {
-    use csd_traces::Op;
     let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let strictness = if lenient {
         Strictness::Lenient
@@ -329,22 +351,7 @@ fn check(
         pids.insert(ev.pid);
         tables.insert(ev.fd_table());
         s.span_ns = s.span_ns.max(ev.t + ev.dur.unwrap_or(0));
-        let inner = match &ev.op {
-            Op::Cisc { ops, .. } => ops.as_slice(),
-            _ => std::slice::from_ref(ev),
-        };
-        for e in inner {
-            match e.op {
-                Op::Read { len, .. } | Op::Pread { len, .. } | Op::Bread { len, .. } => {
-                    s.bytes_read += len
-                }
-                Op::Write { len, .. } | Op::Pwrite { len, .. } | Op::Bwrite { len, .. } => {
-                    s.bytes_written += len
-                }
-                Op::MappedWrite { len, .. } => s.bytes_mapped += len,
-                _ => {}
-            }
-        }
+        s.count_bytes(ev);
         Ok(())
     });
     s.skipped_unknown_ops = match checked {

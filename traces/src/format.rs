@@ -400,6 +400,12 @@ pub enum Op {
         len: u64,
         sync: bool,
     },
+    /// A special file made at `path` (`mknod`, `mkfifo`: a FIFO, a socket, a device node):
+    /// an inode and its name, no data. A strace import carries no reads or writes through
+    /// one (they move no file data).
+    Mknod {
+        path: String,
+    },
     /// An NDP offload request: `task` over `paths` (files or directories).
     Ndp {
         task: String,
@@ -524,6 +530,7 @@ pub const OPS: &[&str] = &[
     "fstat",
     "lstat",
     "mapped_write",
+    "mknod",
 ];
 
 /// The fd ops, binding their `fd` and `path`: one list for [`Op::fd_path`] and
@@ -603,6 +610,7 @@ impl Op {
             Op::Fstat { .. } => 26,
             Op::Lstat { .. } => 27,
             Op::MappedWrite { .. } => 28,
+            Op::Mknod { .. } => 29,
         }
     }
 
@@ -638,6 +646,7 @@ impl Op {
             | Op::Unlink { path }
             | Op::Rmdir { path }
             | Op::Mkdir { path }
+            | Op::Mknod { path }
             | Op::Rename { path, .. }
             | Op::Link { path, .. }
             | Op::Symlink { path, .. } => Some(path),
@@ -1240,6 +1249,9 @@ fn event_from_json(v: Value, top: bool) -> Result<Parsed, String> {
         "mkdir" => Op::Mkdir {
             path: f.path("path")?,
         },
+        "mknod" => Op::Mknod {
+            path: f.path("path")?,
+        },
         "rmdir" => Op::Rmdir {
             path: f.path("path")?,
         },
@@ -1471,6 +1483,7 @@ impl Event {
             }
             Op::Sync => {}
             Op::Mkdir { path }
+            | Op::Mknod { path }
             | Op::Rmdir { path }
             | Op::Unlink { path }
             | Op::Stat { path }

@@ -152,7 +152,8 @@ fn names(op: &Op, path: &str) -> bool {
         | Op::Setattr { path: p }
         | Op::Symlink { path: p, .. }
         | Op::Truncate { path: p, .. }
-        | Op::MappedWrite { path: p, .. } => p == path,
+        | Op::MappedWrite { path: p, .. }
+        | Op::Mknod { path: p } => p == path,
         Op::Rename { path: p, to } | Op::Link { path: p, to } => p == path || to == path,
         // A listing sees the files created or removed in the directory.
         Op::Readdir { path: dir } => {

@@ -269,6 +269,7 @@ fn breaks_batch(op: &Op) -> bool {
         | Op::Truncate { .. }
         | Op::Fallocate { .. }
         | Op::MappedWrite { .. }
+        | Op::Mknod { .. }
         | Op::Setattr { .. }
         | Op::Ndp { .. }
         | Op::Isc { .. }

@@ -258,7 +258,8 @@ impl Prescan {
             Op::Pwrite { path, .. }
             | Op::Truncate { path, .. }
             | Op::Fallocate { path, .. }
-            | Op::MappedWrite { path, .. } => self.creates(path),
+            | Op::MappedWrite { path, .. }
+            | Op::Mknod { path } => self.creates(path),
             Op::Symlink { path, target } => {
                 self.creates(path);
                 if self.links.len() < MAX_LINKS && !self.links.contains_key(path) {

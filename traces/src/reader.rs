@@ -200,7 +200,8 @@ fn check_paths(op: &Op, unresolved: bool) -> Result<(), String> {
         | Op::Readdir { path }
         | Op::Setattr { path }
         | Op::Truncate { path, .. }
-        | Op::MappedWrite { path, .. } => path,
+        | Op::MappedWrite { path, .. }
+        | Op::Mknod { path } => path,
         Op::Rename { path, to } | Op::Link { path, to } => {
             return check_path(path).and_then(|()| check_path(to))
         }

@@ -231,6 +231,7 @@ fn every_op_round_trips() {
             },
             Some(0),
         ),
+        ev(12, 8, Op::Mknod { path: p("/e/fifo") }, Some(0)),
         ev(12, 8, Op::Unlink { path: p("/e/x") }, Some(0)),
         ev(13, 8, Op::Rmdir { path: p("/e") }, Some(0)),
         ev(

@@ -161,7 +161,7 @@ fn strace_line(rng: &mut Rng) -> String {
     let path = &paths[rng.below(paths.len())];
     let num = |rng: &mut Rng| rng.pick(NUMBERS).to_string();
     let fd = format!("{}<{path}>", rng.pick(&["3", "-1", "99999999999", "x"]));
-    let call = match rng.below(26) {
+    let call = match rng.below(27) {
         0 => format!("openat(AT_FDCWD<{path}>, \"{path}\", O_RDONLY)"),
         1 => format!("read({fd}, \"\"..., {})", num(rng)),
         2 => format!("pread64({fd}, \"\", {}, {})", num(rng), num(rng)),
@@ -232,6 +232,15 @@ fn strace_line(rng: &mut Rng) -> String {
             rng.pick(&["MS_SYNC", "MS_ASYNC", ""])
         ),
         24 => format!("mremap(0, {}, {}, MREMAP_MAYMOVE)", num(rng), num(rng)),
+        25 => format!(
+            "mknodat(AT_FDCWD<{path}>, \"{path}\", {})",
+            rng.pick(&[
+                "S_IFIFO|0666",
+                "0644",
+                "S_IFCHR|0600, makedev(0x1, 0x3)",
+                ""
+            ])
+        ),
         _ => format!("<... write resumed> ) = {}", num(rng)),
     };
     format!(

@@ -1014,3 +1014,47 @@ fn a_mapping_past_the_address_space_or_with_a_bad_length_is_not_carried() {
     assert_eq!(s.events, 0, "{s:?}");
     assert_eq!(s.skipped.len(), 2, "{s:?}");
 }
+
+#[test]
+fn mknod_makes_a_name_and_what_passes_through_a_fifo_is_not_file_data() {
+    // `mkfifo` then a shell's `echo hi > fifo & cat fifo`; a regular file made by mknod.
+    let text = "\
+7 1000.000000 mknodat(AT_FDCWD</w>, \"/w/fifo\", S_IFIFO|0666) = 0 <0.000010>
+8 1000.000100 openat(AT_FDCWD</w>, \"/w/fifo\", O_WRONLY|O_CREAT|O_TRUNC, 0666) = 3</w/fifo> <0.000010>
+9 1000.000200 openat(AT_FDCWD</w>, \"/w/fifo\", O_RDONLY) = 3</w/fifo> <0.000010>
+8 1000.000300 write(3</w/fifo>, \"hi\\n\", 3) = 3 <0.000010>
+9 1000.000400 read(3</w/fifo>, \"hi\\n\", 131072) = 3 <0.000010>
+9 1000.000500 close(3</w/fifo>) = 0 <0.000010>
+7 1000.000600 rename(\"/w/fifo\", \"/w/fifo2\") = 0 <0.000010>
+9 1000.000700 openat(AT_FDCWD</w>, \"/w/fifo2\", O_RDONLY) = 4</w/fifo2> <0.000010>
+9 1000.000800 read(4</w/fifo2>, \"\", 10) = 0 <0.000010>
+7 1000.000900 mknod(\"/w/plain\", 0644) = 0 <0.000010>
+7 1000.001000 openat(AT_FDCWD</w>, \"/w/plain\", O_RDWR) = 5</w/plain> <0.000010>
+7 1000.001100 write(5</w/plain>, \"x\", 1) = 1 <0.000010>
+";
+    let evs = events(ImportFormat::Strace, text).unwrap();
+    let ops: Vec<(&str, Option<&str>)> = evs
+        .iter()
+        .map(|e| {
+            (
+                e.op.name(),
+                e.op.walked_path().or(e.op.fd_path().map(|(_, p)| p)),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            ("mknod", Some("/w/fifo")),
+            ("open", Some("/w/fifo")),
+            ("open", Some("/w/fifo")),
+            ("close", Some("/w/fifo")),
+            ("rename", Some("/w/fifo")),
+            ("open", Some("/w/fifo2")),
+            ("mknod", Some("/w/plain")),
+            ("open", Some("/w/plain")),
+            ("write", Some("/w/plain")),
+        ],
+        "{evs:#?}"
+    );
+}

@@ -894,3 +894,30 @@ fn a_mapped_write_stores_what_a_pwrite_of_the_file_s_part_of_its_range_does() {
         assert_eq!(mapped.latency["mapped_write"].count, 2, "{target:?}");
     }
 }
+
+#[test]
+fn a_special_file_mknod_made_is_there_to_open_and_cannot_be_made_twice() {
+    let t = trace(&[
+        r#"{"t":0,"pid":1,"op":"mknod","path":"/w/fifo","ret":0}"#,
+        r#"{"t":10,"pid":1,"op":"open","path":"/w/fifo","flags":"O_RDONLY","ret":3}"#,
+        r#"{"t":20,"pid":1,"op":"close","fd":3,"ret":0}"#,
+        r#"{"t":30,"pid":1,"op":"mknod","path":"/w/fifo","ret":0}"#,
+    ]);
+    for target in [
+        ReplayTarget::Host(DesignKind::FragS),
+        ReplayTarget::Host(DesignKind::LightFs),
+        ReplayTarget::Ispfs,
+        ReplayTarget::Firmware,
+    ] {
+        let r = run_on(&t, target, Pace::Afap);
+        assert_eq!(r.latency["open"].failed, 0, "{target:?}: {r:?}");
+        let m = &r.latency["mknod"];
+        // `count` is the calls that succeeded.
+        assert_eq!(
+            (m.count, m.failed),
+            (1, 1),
+            "{target:?}: {m:?} {:?}",
+            r.first_errors
+        );
+    }
+}

@@ -83,6 +83,9 @@ pub struct StraceConverter {
     written: Vec<(Written, bool)>,
     /// The `mapped_write` events of the last line.
     mapped: Vec<Event>,
+    /// Special files `mknod` made (FIFOs, sockets, device nodes), by path: what a read or
+    /// write through one moves is not file data, and the trace does not carry it.
+    special: HashSet<String>,
 }
 
 /// What one strace line becomes: most calls one event, a copy between two files
@@ -516,14 +519,39 @@ impl StraceConverter {
             }
         };
         let [first, second] = ops.map(|op| op.map(event));
-        // A mapping follows its file's name, and a file unlinked has nothing written back.
+        // A mapping follows its file's name, and a file unlinked has nothing written back;
+        // so does a special file's kind.
         if outcome.ret == Some(0) {
             match first.as_ref().map(|e| &e.op) {
-                Some(Op::Rename { path, to }) => self.mappings.rename(path, to),
-                Some(Op::Unlink { path }) => self.mappings.unlink(path),
+                Some(Op::Rename { path, to }) => {
+                    self.mappings.rename(path, to);
+                    if self.special.remove(path) {
+                        self.special.insert(to.clone());
+                    }
+                }
+                Some(Op::Unlink { path }) => {
+                    self.mappings.unlink(path);
+                    self.special.remove(path);
+                }
                 _ => {}
             }
         }
+        // Bytes through a FIFO or a socket are not a file's.
+        let through_special = |e: &Option<Event>| match e.as_ref().map(|e| &e.op) {
+            Some(
+                Op::Read { path, .. }
+                | Op::Write { path, .. }
+                | Op::Pread { path, .. }
+                | Op::Pwrite { path, .. },
+            ) => self.special.contains(path),
+            _ => false,
+        };
+        let first = if through_special(&first) { None } else { first };
+        let second = if through_special(&second) {
+            None
+        } else {
+            second
+        };
         self.mapped_events(pid, t);
         // A second event is a call of its own: a copy's write returns what the read does,
         // an O_TMPFILE's unlink succeeds.
@@ -988,6 +1016,23 @@ impl StraceConverter {
             "mkdir" => self
                 .path_arg(pid, None, a.first())
                 .map(|path| Op::Mkdir { path }),
+            // `mknod` and `mknodat` (`mkfifo` calls the latter): an inode and a name. A
+            // regular file made so is an empty one; any other kind's I/O is not the file's.
+            "mknod" | "mknodat" => {
+                let (dirfd, at) = match name {
+                    "mknodat" => (a.first(), 1),
+                    _ => (None, 0),
+                };
+                let path = self.path_arg(pid, dirfd, a.get(at))?;
+                let mode = a.get(at + 1)?;
+                let regular = !["S_IFIFO", "S_IFSOCK", "S_IFCHR", "S_IFBLK"]
+                    .iter()
+                    .any(|k| mode.contains(k));
+                if !regular && out.ret == Some(0) {
+                    self.special.insert(path.clone());
+                }
+                Some(Op::Mknod { path })
+            }
             "mkdirat" => self
                 .path_arg(pid, a.first(), a.get(1))
                 .map(|path| Op::Mkdir { path }),

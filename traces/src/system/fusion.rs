@@ -719,6 +719,7 @@ impl FusionSystem<'_> {
             | Op::Unlink { path }
             | Op::Rmdir { path }
             | Op::Mkdir { path }
+            | Op::Mknod { path }
             | Op::Symlink { path, .. } => follow(path, false)?,
             Op::Rename { path, to } | Op::Link { path, to } => {
                 follow(path, false)?;
@@ -1012,6 +1013,21 @@ impl FusionSystem<'_> {
                 call.events += 1;
                 call.b.truncate(file, end);
                 call.grows(&self.fs, path, end, true);
+                self.submit(ev.pid, call, at)
+            }
+            // An inode and a name: a create and its close, one round trip.
+            Op::Mknod { path } => {
+                self.kept.remove(&ev.pid);
+                if self.fs.medium().lookup(path).is_some() || self.dirs.contains(path) {
+                    return Err(OpError::Storage(format!("mknod of {path}: it exists")));
+                }
+                for p in parents(path) {
+                    self.dirs.insert(p.to_string());
+                }
+                let mut call = Call::default();
+                let h = call.b.open(path, true);
+                call.b.close(h);
+                call.grows(&self.fs, path, 0, true);
                 self.submit(ev.pid, call, at)
             }
             // By path: the op opens the file for itself, one round trip in all.

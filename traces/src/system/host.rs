@@ -258,6 +258,12 @@ impl<'a> HostSystem<'a> {
                 }
                 fs_done(self.fs.mkdir(path, DIR_PERMS, WHO).map(|_| ()))
             }
+            Op::Mknod { path } => {
+                if let Some(p) = parent(path) {
+                    mkdir_p(&mut self.fs, p)?;
+                }
+                fs_done(self.fs.mknod(path, FILE_PERMS, WHO).map(|_| ()))
+            }
             Op::Rmdir { path } => {
                 self.design.rmdir(&mut self.fs, path, WHO)?;
                 Ok(Applied::Done)

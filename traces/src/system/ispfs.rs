@@ -462,6 +462,13 @@ impl<'a> IspfsSystem<'a> {
                 }
                 done(self.fs.fs_mut().mkdir(path, DIR_PERMS, WHO).map(|_| ()))
             }
+            Op::Mknod { path } => {
+                self.cpu(syscall);
+                if let Some(p) = parent(path) {
+                    super::host::mkdir_p(self.fs.fs_mut(), p)?;
+                }
+                done(self.fs.fs_mut().mknod(path, FILE_PERMS, WHO).map(|_| ()))
+            }
             Op::Rmdir { path } => {
                 self.cpu(syscall);
                 done(self.fs.fs_mut().rmdir(path, WHO).map(|_| ()))
