@@ -1058,3 +1058,42 @@ fn mknod_makes_a_name_and_what_passes_through_a_fifo_is_not_file_data() {
         "{evs:#?}"
     );
 }
+
+#[test]
+fn a_unix_socket_bound_to_a_path_is_a_name_and_a_reflink_is_counted() {
+    let text = "\
+7 1000.000000 bind(3<socket:[1]>, {sa_family=AF_UNIX, sun_path=\"/w/s.sock\"}, 21) = 0 <0.000010>
+7 1000.000100 connect(4<socket:[2]>, {sa_family=AF_UNIX, sun_path=\"/w/s.sock\"}, 21) = 0 <0.000010>
+7 1000.000200 connect(4<socket:[2]>, {sa_family=AF_UNIX, sun_path=\"/w/none\"}, 21) = -1 ENOENT (No such file or directory) <0.000010>
+7 1000.000300 bind(5<socket:[3]>, {sa_family=AF_UNIX, sun_path=@\"abstract\"}, 11) = 0 <0.000010>
+7 1000.000400 bind(6<socket:[4]>, {sa_family=AF_INET, sin_port=htons(80), sin_addr=inet_addr(\"0.0.0.0\")}, 16) = 0 <0.000010>
+7 1000.000500 chdir(\"/w/d\") = 0 <0.000010>
+7 1000.000600 bind(3<socket:[5]>, {sa_family=AF_UNIX, sun_path=\"rel.sock\"}, 11) = 0 <0.000010>
+7 1000.000700 unlink(\"/w/s.sock\") = 0 <0.000010>
+7 1000.000800 ioctl(4</w/b>, FICLONE, 3</w/a>) = 0 <0.000010>
+7 1000.000900 ioctl(4</w/b>, FICLONE, 3</w/a>) = -1 EOPNOTSUPP (Operation not supported) <0.000010>
+";
+    let evs = events(ImportFormat::Strace, text).unwrap();
+    let ops: Vec<(&str, &str, Option<i64>)> = evs
+        .iter()
+        .map(|e| (e.op.name(), e.op.walked_path().unwrap_or(""), e.ret))
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            ("mknod", "/w/s.sock", Some(0)),
+            ("stat", "/w/s.sock", Some(0)),
+            ("stat", "/w/none", Some(-1)),
+            ("mknod", "/w/d/rel.sock", Some(0)),
+            ("unlink", "/w/s.sock", Some(0)),
+        ],
+        "{evs:#?}"
+    );
+    let s = stats(text);
+    assert_eq!(
+        s.skipped
+            .get("ioctl: FICLONE (a reflink copy) is not modelled"),
+        Some(&1),
+        "only the clone that succeeded: {s:?}"
+    );
+}

@@ -1065,6 +1065,28 @@ impl StraceConverter {
                 }
                 Some(Op::Rename { path, to })
             }
+            // A Unix socket bound to a path is a name in its directory (an `S_IFSOCK`
+            // inode), and connecting to it walks that path. An abstract one (`@"…"`) has none.
+            "bind" | "connect" => {
+                let path = a.get(1)?.split_once("sun_path=\"")?.1;
+                let path = path.get(..path.rfind('"')?)?;
+                let path = self.path_arg(pid, None, Some(&format!("\"{path}\"")))?;
+                if name == "connect" {
+                    return Some(Op::Stat { path });
+                }
+                if out.ret == Some(0) {
+                    self.special.insert(path.clone());
+                }
+                Some(Op::Mknod { path })
+            }
+            // A reflink shares the source's blocks with no read or write strace can show.
+            "ioctl" if out.ret == Some(0) => {
+                let request = a.get(1)?;
+                if request == "FICLONE" || request == "FICLONERANGE" {
+                    self.skip(format!("ioctl: {request} (a reflink copy) is not modelled"));
+                }
+                None
+            }
             // I/O submitted through a ring or an AIO context makes no call strace can show.
             "io_uring_enter" | "io_submit" => {
                 let through = match name {
