@@ -161,7 +161,7 @@ fn strace_line(rng: &mut Rng) -> String {
     let path = &paths[rng.below(paths.len())];
     let num = |rng: &mut Rng| rng.pick(NUMBERS).to_string();
     let fd = format!("{}<{path}>", rng.pick(&["3", "-1", "99999999999", "x"]));
-    let call = match rng.below(27) {
+    let call = match rng.below(29) {
         0 => format!("openat(AT_FDCWD<{path}>, \"{path}\", O_RDONLY)"),
         1 => format!("read({fd}, \"\"..., {})", num(rng)),
         2 => format!("pread64({fd}, \"\", {}, {})", num(rng), num(rng)),
@@ -240,6 +240,15 @@ fn strace_line(rng: &mut Rng) -> String {
                 "S_IFCHR|0600, makedev(0x1, 0x3)",
                 ""
             ])
+        ),
+        26 => format!(
+            "{}({fd}, {{sa_family=AF_UNIX, sun_path={}}}, 21)",
+            rng.pick(&["bind", "connect"]),
+            rng.pick(&["\"/w/s\"", "@\"x\"", "\"rel\"", "\"", "\"\\\"\""])
+        ),
+        27 => format!(
+            "ioctl({fd}, {}, {fd})",
+            rng.pick(&["FICLONE", "FICLONERANGE", "TCGETS"])
         ),
         _ => format!("<... write resumed> ) = {}", num(rng)),
     };
