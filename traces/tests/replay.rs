@@ -45,6 +45,15 @@ fn run_with(trace: &str, target: ReplayTarget, profile: &Profile, pace: Pace) ->
     .unwrap()
 }
 
+/// A host design with no index, LightFS, ISPFS and StorageFS: each file system a trace
+/// replays under.
+const FILE_SYSTEMS: [ReplayTarget; 4] = [
+    ReplayTarget::Host(DesignKind::FragS),
+    ReplayTarget::Host(DesignKind::LightFs),
+    ReplayTarget::Ispfs,
+    ReplayTarget::Firmware,
+];
+
 const H: &str = r#"{"format":"csd-trace","version":1,"source":"test","clock":"ns"}"#;
 
 fn trace(lines: &[&str]) -> String {
@@ -320,12 +329,7 @@ fn readdir_and_setattr_replay_under_every_file_system() {
     lines.push(r#"{"t":700,"pid":1,"op":"setattr","path":"/small/a"}"#.into());
     let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
     let t = trace(&lines);
-    for target in [
-        ReplayTarget::Host(DesignKind::FragS),
-        ReplayTarget::Host(DesignKind::LightFs),
-        ReplayTarget::Ispfs,
-        ReplayTarget::Firmware,
-    ] {
+    for target in FILE_SYSTEMS {
         let r = run_on(&t, target, Pace::Afap);
         let l = &r.latency["readdir"];
         assert_eq!((l.count, l.failed), (2, 0), "{target:?}: {l:?}");
@@ -349,12 +353,7 @@ fn fallocate_replays_under_every_file_system_and_only_mode_0_makes_bytes_to_read
             r#"{"t":20,"pid":1,"op":"pread","fd":3,"off":0,"len":1048576}"#,
         ])
     };
-    for target in [
-        ReplayTarget::Host(DesignKind::FragS),
-        ReplayTarget::Host(DesignKind::LightFs),
-        ReplayTarget::Ispfs,
-        ReplayTarget::Firmware,
-    ] {
+    for target in FILE_SYSTEMS {
         let kept = run_on(&with(true), target, Pace::Afap);
         let grown = run_on(&with(false), target, Pace::Afap);
         for r in [&kept, &grown] {
@@ -423,12 +422,7 @@ fn calls_that_failed_for_a_missing_name_replay_as_the_walk_they_made() {
         r#"{"t":20,"pid":1,"op":"open","path":"/in/big","flags":"O_RDWR","ret":-1,"errno":"EACCES"}"#,
         r#"{"t":30,"pid":1,"op":"open","path":"/gone/x","flags":"O_RDONLY","ret":-2}"#,
     ]);
-    for target in [
-        ReplayTarget::Host(DesignKind::FragS),
-        ReplayTarget::Host(DesignKind::LightFs),
-        ReplayTarget::Ispfs,
-        ReplayTarget::Firmware,
-    ] {
+    for target in FILE_SYSTEMS {
         let r = run_on(&t, target, Pace::Afap);
         assert_eq!(r.missing_walks, 2, "{target:?}: {r:?}");
         assert_eq!(r.ops, 3, "{target:?}");
@@ -482,12 +476,7 @@ fn a_symbolic_link_is_made_followed_where_posix_follows_it_and_removed() {
     let files: Vec<&str> = scan.files.keys().map(String::as_str).collect();
     assert_eq!(files, ["/w/f", "/w/sub/g"]);
     assert!(!scan.dirs.contains("/w/dl"), "{:?}", scan.dirs);
-    for target in [
-        ReplayTarget::Host(DesignKind::FragS),
-        ReplayTarget::Host(DesignKind::LightFs),
-        ReplayTarget::Ispfs,
-        ReplayTarget::Firmware,
-    ] {
+    for target in FILE_SYSTEMS {
         let r = run_on(&t, target, Pace::Afap);
         for op in [
             "symlink", "stat", "lstat", "readdir", "open", "read", "unlink",
@@ -619,12 +608,7 @@ fn a_file_unlinked_while_open_is_used_until_its_close() {
         r#"{"t":50,"pid":1,"op":"close","fd":3,"path":"/w/etilqs_1"}"#,
         r#"{"t":60,"pid":1,"op":"stat","path":"/w/etilqs_1","ret":-2}"#,
     ]);
-    for target in [
-        ReplayTarget::Host(DesignKind::FragS),
-        ReplayTarget::Host(DesignKind::LightFs),
-        ReplayTarget::Ispfs,
-        ReplayTarget::Firmware,
-    ] {
+    for target in FILE_SYSTEMS {
         let r = run_on(&t, target, Pace::Afap);
         for op in ["open", "unlink", "pwrite", "fsync", "pread", "close"] {
             assert_eq!(r.latency[op].failed, 0, "{target:?} {op}: {r:?}");
@@ -869,12 +853,7 @@ fn a_mapped_write_stores_what_a_pwrite_of_the_file_s_part_of_its_range_does() {
             r#"{"t":50,"pid":1,"op":"close","fd":3,"ret":0}"#,
         ])
     };
-    for target in [
-        ReplayTarget::Host(DesignKind::FragS),
-        ReplayTarget::Host(DesignKind::LightFs),
-        ReplayTarget::Ispfs,
-        ReplayTarget::Firmware,
-    ] {
+    for target in FILE_SYSTEMS {
         let (pwrite, mapped) = plain_and_appended(with, target);
         // StorageFS writes inside the device (its firmware's own requests).
         let written =
@@ -903,12 +882,7 @@ fn a_special_file_mknod_made_is_there_to_open_and_cannot_be_made_twice() {
         r#"{"t":20,"pid":1,"op":"close","fd":3,"ret":0}"#,
         r#"{"t":30,"pid":1,"op":"mknod","path":"/w/fifo","ret":0}"#,
     ]);
-    for target in [
-        ReplayTarget::Host(DesignKind::FragS),
-        ReplayTarget::Host(DesignKind::LightFs),
-        ReplayTarget::Ispfs,
-        ReplayTarget::Firmware,
-    ] {
+    for target in FILE_SYSTEMS {
         let r = run_on(&t, target, Pace::Afap);
         assert_eq!(r.latency["open"].failed, 0, "{target:?}: {r:?}");
         let m = &r.latency["mknod"];
