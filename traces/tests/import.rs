@@ -1097,3 +1097,27 @@ fn a_unix_socket_bound_to_a_path_is_a_name_and_a_reflink_is_counted() {
         "only the clone that succeeded: {s:?}"
     );
 }
+
+#[test]
+fn a_mapping_moved_by_mremap_is_written_from_its_new_place_and_a_shrunk_tail_at_once() {
+    let text = "\
+7 1000.000000 mmap(NULL, 16384, PROT_READ|PROT_WRITE, MAP_SHARED, 3</w/f>, 0) = 0x7f0000000000 <0.000010>
+7 1000.000100 mremap(0x7f0000000000, 16384, 4096, MREMAP_MAYMOVE) = 0x7f0000100000 <0.000010>
+7 1000.000200 munmap(0x7f0000000000, 16384) = 0 <0.000010>
+7 1000.000300 munmap(0x7f0000100000, 4096) = 0 <0.000010>
+";
+    let evs = events(ImportFormat::Strace, text).unwrap();
+    let mapped: Vec<(u64, u64, u64)> = evs
+        .iter()
+        .filter_map(|e| match &e.op {
+            Op::MappedWrite { off, len, .. } => Some((e.t, *off, *len)),
+            _ => None,
+        })
+        .collect();
+    // The shrunk-off 12 KiB at the mremap, nothing at the old place, the rest at the new.
+    assert_eq!(
+        mapped,
+        [(100_000, 4096, 12288), (300_000, 0, 4096)],
+        "{evs:#?}"
+    );
+}

@@ -965,13 +965,20 @@ impl StraceConverter {
                 None
             }
             // A mapping moved or resized keeps its file: what it held at the old address is
-            // now at the new one (the dirty pages stay in the page cache).
+            // now at the new one (the dirty pages stay in the page cache); a tail it shrank
+            // off is released.
             "mremap" => {
                 let (old, old_len) = (address(a.first()?)?, address(a.get(1)?)?);
                 let new = out.ret.filter(|&r| r >= 0)? as u64;
                 let new_len = address(a.get(2)?)?;
                 let space = self.space(pid);
-                let mut moved = self.mappings.unmap(space, old, old_len).into_iter();
+                if new_len < old_len {
+                    let tail = old.saturating_add(new_len);
+                    let gone = self.mappings.unmap(space, tail, old_len - new_len);
+                    self.written.extend(gone.into_iter().map(|w| (w, false)));
+                }
+                let kept = old_len.min(new_len);
+                let mut moved = self.mappings.unmap(space, old, kept).into_iter();
                 if let Some(w) = moved.next() {
                     self.mappings.map(space, new, new_len, w.path, w.off);
                 }
