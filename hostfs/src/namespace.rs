@@ -1579,7 +1579,12 @@ impl Namespace {
         who: Cred,
         alloc: &mut ExtentAllocator,
     ) -> Result<Linked, NsError> {
-        let ino = self.walk(from, who, None)?;
+        // `link(2)` names a symbolic link itself when the source is one (as `linkat` without
+        // `AT_SYMLINK_FOLLOW` does: `cp -al` copies a tree's links so).
+        let ino = match self.walk_to(from, components(from)?, who, None, Follow::Middle)? {
+            Walked::Found(ino) => ino,
+            Walked::MissingLast { .. } => return Err(NsError::NotFound(from.to_string())),
+        };
         let inode = &self.inodes[&ino];
         if inode.is_dir() {
             return Err(NsError::LinkToDirectory(from.to_string()));

@@ -1007,6 +1007,17 @@ fn a_hard_link_is_one_inode_under_two_names_and_goes_with_its_last() {
     }
     assert_eq!(fs.namespace().inode(l.ino).unwrap().links, 1);
 
+    // A symbolic link is linked itself, not what it names: `cp -al` copies a tree's links
+    // so, and one to a directory is no link to a directory.
+    let to_dir = fs.symlink("/e/ld", "/e", MINE, ME).unwrap();
+    let l2 = fs.link("/e/ld", "/d/ld2", ME).unwrap();
+    assert_eq!(l2.ino, to_dir);
+    assert_eq!(fs.namespace().inode(to_dir).unwrap().links, 2);
+    assert_eq!(fs.lookup("/d/ld2/g", ME).unwrap().0.ino, l.ino);
+    fs.unlink("/d/ld2", ME).unwrap();
+    fs.unlink("/e/ld", ME).unwrap();
+    fs.check_invariants().unwrap();
+
     // A rename between two names of one file does nothing; a rename over one name leaves
     // the file its other; the last name takes the blocks with it.
     fs.link("/e/g", "/d/h", ME).unwrap();
