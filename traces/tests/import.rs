@@ -954,7 +954,7 @@ fn stores_through_shared_mappings_are_written_when_a_mapping_is_released_or_sync
 7 1000.000300 munmap(0x7f0000000000, 10000) = 0 <0.000010>
 7 1000.000400 rename(\"/w/out.tmp\", \"/w/out\") = 0 <0.000010>
 7 1000.000500 openat(AT_FDCWD</w>, \"db\", O_RDWR) = 4</w/db> <0.000010>
-7 1000.000600 mmap(NULL, 8192, PROT_READ|PROT_WRITE, MAP_SHARED, 4</w/db>, 4096) = 0x7f0000100000 <0.000010>
+7 1000.000600 mmap(NULL, 8192, PROT_READ|PROT_WRITE, MAP_SHARED, 4</w/db>, 0x1000) = 0x7f0000100000 <0.000010>
 7 1000.000700 close(4</w/db>) = 0 <0.000010>
 7 1000.000800 clone(child_stack=0x1, flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD) = 8 <0.000010>
 8 1000.000900 msync(0x7f0000101000, 4096, MS_SYNC) = 0 <0.000010>

@@ -937,12 +937,16 @@ impl StraceConverter {
                     return None;
                 }
                 let len = self.num(name, a, 1, "length")?;
-                // `mmap2` counts its offset in 4096-byte units.
-                let off = self.num(name, a, 5, "offset")?;
-                let off = if name == "mmap2" {
-                    off.checked_mul(4096)?
-                } else {
-                    off
+                // strace prints the offset in hex past 0 (`0x1000`); `mmap2` counts it in
+                // 4096-byte units.
+                let off = address(a.get(5)?).filter(|&o| o <= i64::MAX as u64);
+                let off = off.and_then(|o| match name {
+                    "mmap2" => o.checked_mul(4096),
+                    _ => Some(o),
+                });
+                let Some(off) = off else {
+                    self.skip(format!("{name}: offset is not a number"));
+                    return None;
                 };
                 if !self.mappings.map(self.space(pid), addr, len, path, off) {
                     self.skip(format!("{name}: a mapping past the address space's bounds"));
