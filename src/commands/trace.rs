@@ -186,10 +186,19 @@ fn import(from: ImportFormat, input: &Path, out: Option<&Path>) -> anyhow::Resul
     Ok(())
 }
 
-/// What the trace does not carry, by reason: a replay of it misses these calls.
+/// What the trace does not carry, by reason: a replay of it misses these calls. And what
+/// it carries as an upper bound: the stores through shared mappings.
 fn print_skipped(stats: &csd_traces::import::ImportStats) {
     for (why, n) in &stats.skipped {
         eprintln!("csd: skipped {n} call(s): {why}");
+    }
+    if stats.mapped_writes > 0 {
+        eprintln!(
+            "csd: note: {} mapped write(s) of at most {}: strace cannot see stores through a \
+             shared mapping, so each page of a range unmapped or synced is taken as written",
+            stats.mapped_writes,
+            crate::units::fmt_bytes(stats.mapped_bytes)
+        );
     }
 }
 

@@ -991,6 +991,8 @@ fn stores_through_shared_mappings_are_written_when_a_mapping_is_released_or_sync
         ],
         "{evs:#?}"
     );
+    let s = stats(text);
+    assert_eq!((s.mapped_writes, s.mapped_bytes), (3, 10000 + 4096 + 8192));
     // Each comes right after the call that released or synced it, at its time.
     let at = |i: usize| (evs[i].op.name(), evs[i].t);
     let first = evs

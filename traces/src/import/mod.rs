@@ -74,6 +74,10 @@ pub struct ImportStats {
     /// Calls that could not be converted, by reason (a negative offset, a length past
     /// 2⁶³ − 1): counted, never dropped silently.
     pub skipped: std::collections::BTreeMap<String, u64>,
+    /// `mapped_write` events and the bytes they name: stores through shared mappings,
+    /// each page of a released or synced range taken as stored (an upper bound).
+    pub mapped_writes: u64,
+    pub mapped_bytes: u64,
 }
 
 /// Converts `input` line by line (constant memory) and hands each event to `sink`.
@@ -122,6 +126,10 @@ pub fn convert(
         for ev in evs.into_iter().flatten().chain(strace.take_mapped()) {
             any = true;
             stats.events += 1;
+            if let crate::format::Op::MappedWrite { len, .. } = ev.op {
+                stats.mapped_writes += 1;
+                stats.mapped_bytes = stats.mapped_bytes.saturating_add(len);
+            }
             sink(ev).map_err(ConvertError::Io)?;
         }
         if !any {
