@@ -258,8 +258,13 @@ impl Prescan {
             Op::Pwrite { path, .. }
             | Op::Truncate { path, .. }
             | Op::Fallocate { path, .. }
-            | Op::MappedWrite { path, .. }
             | Op::Mknod { path } => self.creates(path),
+            // A store past a mapped file's end faults: a file the trace did not make was at
+            // least as long as the range taken as stored (made so, its bytes unwritten).
+            Op::MappedWrite { path, off, len, .. } => {
+                let end = off.saturating_add(*len);
+                self.needs(path, end, end)
+            }
             Op::Symlink { path, target } => {
                 self.creates(path);
                 if self.links.len() < MAX_LINKS && !self.links.contains_key(path) {

@@ -895,3 +895,23 @@ fn a_special_file_mknod_made_is_there_to_open_and_cannot_be_made_twice() {
         );
     }
 }
+
+#[test]
+fn a_file_mapped_before_the_trace_began_is_made_as_long_as_its_mapped_writes() {
+    // A database file the program found, mapped and stored into: setup makes it 64 KiB
+    // (not empty, where every store would be cut off), without writing its bytes.
+    let t = trace(&[
+        r#"{"t":0,"pid":1,"op":"mapped_write","path":"/w/db","off":32768,"len":32768,"sync":true,"ret":0}"#,
+    ]);
+    let scan =
+        csd_traces::prescan::Prescan::run(std::io::Cursor::new(t.clone()), Strictness::Strict)
+            .unwrap();
+    let db = &scan.files["/w/db"];
+    assert_eq!((db.size, db.read.len()), (65536, 0));
+    for target in FILE_SYSTEMS {
+        let r = run_on(&t, target, Pace::Afap);
+        assert_eq!(r.latency["mapped_write"].failed, 0, "{target:?}: {r:?}");
+        let written = r.device.io.host_bytes_written + r.device.io.internal_bytes_written;
+        assert!(written >= 32768, "{target:?}: {:?}", r.device.io);
+    }
+}
