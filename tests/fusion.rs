@@ -812,6 +812,7 @@ fn program(acts: &[(u32, Act)]) -> Vec<u8> {
                         path,
                         off: None,
                         len,
+                        append: false,
                     }
                 } else {
                     Op::Read {

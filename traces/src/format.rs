@@ -287,11 +287,15 @@ pub enum Op {
         off: Option<u64>,
         len: u64,
     },
+    /// `append`: the write went through an `O_APPEND` open file description by an fd that
+    /// did not open it (a shell's `>>` inherited by the command it runs), so it lands at the
+    /// end of the file, whatever fd of whichever process the replay opened for it.
     Write {
         fd: i64,
         path: String,
         off: Option<u64>,
         len: u64,
+        append: bool,
     },
     Pread {
         fd: i64,
@@ -686,11 +690,10 @@ impl Event {
         self.fds_of.unwrap_or(self.pid)
     }
 
-    /// A write through an fd another shares that was opened `O_APPEND` (its `append` field):
-    /// it lands at the end of the file, whatever fd of whichever process the replay opened
-    /// for it.
+    /// A write through an fd another shares that was opened `O_APPEND` ([`Op::Write`]'s
+    /// `append`).
     pub fn appends(&self) -> bool {
-        self.extra.get("append") == Some(&Value::Bool(true))
+        matches!(self.op, Op::Write { append: true, .. })
     }
 }
 
@@ -997,6 +1000,7 @@ fn parse_fast(line: &str) -> Option<Event> {
                 path,
                 off: f.off,
                 len: f.len?,
+                append: false,
             }
         }
         "pread" => {
@@ -1218,11 +1222,20 @@ fn event_from_json(v: Value, top: bool) -> Result<Parsed, String> {
             if op_name == "read" {
                 Op::Read { fd, path, off, len }
             } else {
-                // Kept with the unknown fields (it round-trips as written), but checked.
-                if let Some(v) = f.0.get("append").filter(|v| !v.is_boolean()) {
-                    return Err(format!("field \"append\" must be true or false, got {v}"));
+                let append = match f.take("append") {
+                    None => false,
+                    Some(Value::Bool(b)) => b,
+                    Some(v) => {
+                        return Err(format!("field \"append\" must be true or false, got {v}"))
+                    }
+                };
+                Op::Write {
+                    fd,
+                    path,
+                    off,
+                    len,
+                    append,
                 }
-                Op::Write { fd, path, off, len }
             }
         }
         "pread" | "pwrite" => {
@@ -1468,13 +1481,19 @@ impl Event {
                 let _ = write!(s, ",\"fd\":{fd}");
                 push_str(&mut s, "path", path);
             }
-            Op::Read { fd, path, off, len } | Op::Write { fd, path, off, len } => {
+            Op::Read { fd, path, off, len }
+            | Op::Write {
+                fd, path, off, len, ..
+            } => {
                 let _ = write!(s, ",\"fd\":{fd}");
                 push_str(&mut s, "path", path);
                 if let Some(o) = off {
                     let _ = write!(s, ",\"off\":{o}");
                 }
                 let _ = write!(s, ",\"len\":{len}");
+                if self.appends() {
+                    s.push_str(",\"append\":true");
+                }
             }
             Op::Pread { fd, path, off, len } | Op::Pwrite { fd, path, off, len } => {
                 let _ = write!(s, ",\"fd\":{fd}");

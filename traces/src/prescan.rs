@@ -250,7 +250,9 @@ impl Prescan {
                     self.needs(path, *off, off.saturating_add(n));
                 }
             }
-            Op::Write { fd, path, off, len } => {
+            Op::Write {
+                fd, path, off, len, ..
+            } => {
                 let p = pos.entry((ev.fd_table(), *fd)).or_insert(0);
                 *p = off.unwrap_or(*p).saturating_add(done.unwrap_or(*len));
                 self.creates(path);

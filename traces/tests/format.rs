@@ -47,8 +47,21 @@ fn every_op_round_trips() {
                 path: p("/d/a b\"c"),
                 off: None,
                 len: 4096,
+                append: false,
             },
             Some(4096),
+        ),
+        ev(
+            1,
+            7,
+            Op::Write {
+                fd: 3,
+                path: p("/d/a b\"c"),
+                off: Some(4096),
+                len: 10,
+                append: true,
+            },
+            Some(10),
         ),
         ev(
             2,
@@ -333,7 +346,8 @@ fn fds_resolve_to_the_path_their_open_returned() {
             fd: 5,
             path: "/a".into(),
             off: None,
-            len: 10
+            len: 10,
+            append: false,
         }
     );
     // After close, the fd is gone.

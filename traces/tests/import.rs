@@ -336,7 +336,8 @@ fn a_copy_between_files_is_a_read_of_one_and_a_write_of_the_other() {
                 fd: 4,
                 path: b(),
                 off: None,
-                len: 300000
+                len: 300000,
+                append: false,
             },
             &Op::Pread {
                 fd: 3,
@@ -366,7 +367,8 @@ fn a_copy_between_files_is_a_read_of_one_and_a_write_of_the_other() {
                 fd: 4,
                 path: b(),
                 off: None,
-                len: 8
+                len: 8,
+                append: false,
             },
             &Op::Read {
                 fd: 3,
@@ -384,7 +386,8 @@ fn a_copy_between_files_is_a_read_of_one_and_a_write_of_the_other() {
                 fd: 8,
                 path: "/x/c".into(),
                 off: None,
-                len: 0
+                len: 0,
+                append: false,
             },
         ],
         "{evs:#?}"

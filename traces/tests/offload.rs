@@ -142,6 +142,7 @@ fn events_of(pid: u32, steps: &[Step]) -> Vec<Vec<Event>> {
                                 path: path.clone(),
                                 off: None,
                                 len: 100,
+                                append: false,
                             },
                             Some(100),
                         ),

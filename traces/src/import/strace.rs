@@ -500,13 +500,13 @@ impl StraceConverter {
             },
         };
         let fds_of = self.tables.get(&pid).copied();
-        let event = |op: Op| {
+        let event = |mut op: Op| {
             let mut extra = BTreeMap::new();
             if let Some(e) = outcome.errno.clone() {
                 extra.insert("errno".to_string(), serde_json::Value::String(e));
             }
-            if self.appends && matches!(op, Op::Write { .. }) {
-                extra.insert("append".to_string(), serde_json::Value::Bool(true));
+            if let Op::Write { append, .. } = &mut op {
+                *append = self.appends;
             }
             Event {
                 t,
@@ -720,6 +720,7 @@ impl StraceConverter {
                     fd,
                     path,
                     len,
+                    append: false,
                 },
             })
         })
@@ -1002,7 +1003,13 @@ impl StraceConverter {
                 Some(if name.starts_with("read") {
                     Op::Read { fd, path, off, len }
                 } else {
-                    Op::Write { fd, path, off, len }
+                    Op::Write {
+                        fd,
+                        path,
+                        off,
+                        len,
+                        append: false,
+                    }
                 })
             }
             "pread64" | "pwrite64" | "preadv" | "pwritev" | "preadv2" | "pwritev2" => {

@@ -527,9 +527,9 @@ impl<'a> FusionSystem<'a> {
             }
             Op::Read { fd, path, off, len } => self.read(call, ev, *fd, path, *off, *len)?,
             Op::Pread { fd, path, off, len } => self.read(call, ev, *fd, path, Some(*off), *len)?,
-            Op::Write { fd, path, off, len } => {
-                self.write(call, ev, *fd, path, *off, *len, previous)?
-            }
+            Op::Write {
+                fd, path, off, len, ..
+            } => self.write(call, ev, *fd, path, *off, *len, previous)?,
             Op::Pwrite { fd, path, off, len } => {
                 self.write(call, ev, *fd, path, Some(*off), *len, previous)?
             }

@@ -241,7 +241,9 @@ impl<'a> HostSystem<'a> {
             }
             Op::Read { fd, path, off, len } => self.data(ev, *fd, path, *off, *len, false),
             Op::Pread { fd, path, off, len } => self.data(ev, *fd, path, Some(*off), *len, false),
-            Op::Write { fd, path, off, len } => self.data(ev, *fd, path, *off, *len, true),
+            Op::Write {
+                fd, path, off, len, ..
+            } => self.data(ev, *fd, path, *off, *len, true),
             Op::Pwrite { fd, path, off, len } => self.data(ev, *fd, path, Some(*off), *len, true),
             Op::Fsync { fd, path } => {
                 let f = self.fd_for(ev.fd_table(), *fd, path, false)?.fd;

@@ -443,7 +443,9 @@ impl<'a> IspfsSystem<'a> {
             }
             Op::Read { fd, path, off, len } => self.data(ev, *fd, path, *off, *len, false),
             Op::Pread { fd, path, off, len } => self.data(ev, *fd, path, Some(*off), *len, false),
-            Op::Write { fd, path, off, len } => self.data(ev, *fd, path, *off, *len, true),
+            Op::Write {
+                fd, path, off, len, ..
+            } => self.data(ev, *fd, path, *off, *len, true),
             Op::Pwrite { fd, path, off, len } => self.data(ev, *fd, path, Some(*off), *len, true),
             // Writes are already on the PCM, and an open file's attributes in memory: the
             // call is all these cost.
