@@ -16,15 +16,8 @@ use std::collections::{BTreeMap, HashMap};
 /// default `vm.max_map_count` is 65,530 per process, of every kind).
 const MAX_MAPPINGS: usize = 1 << 16;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Mapping {
-    path: String,
-    /// The file offset of the mapping's first byte.
-    off: u64,
-    len: u64,
-}
-
-/// Bytes of a file a mapping released or synced: each page taken as stored.
+/// `len` bytes of the file at `path` from offset `off`: what a mapping maps, and what it
+/// released or synced (each page taken as stored).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Written {
     pub path: String,
@@ -35,7 +28,7 @@ pub struct Written {
 /// Every address space's shared writable mappings of files, by start address.
 #[derive(Default)]
 pub struct Mappings {
-    spaces: HashMap<u32, BTreeMap<u64, Mapping>>,
+    spaces: HashMap<u32, BTreeMap<u64, Written>>,
 }
 
 impl Mappings {
@@ -52,7 +45,7 @@ impl Mappings {
         if maps.len() >= MAX_MAPPINGS {
             return false;
         }
-        maps.insert(addr, Mapping { path, off, len });
+        maps.insert(addr, Written { path, off, len });
         true
     }
 
@@ -80,13 +73,7 @@ impl Mappings {
     /// written.
     pub fn drop_space(&mut self, space: u32) -> Vec<Written> {
         let maps = self.spaces.remove(&space).unwrap_or_default();
-        maps.into_values()
-            .map(|m| Written {
-                path: m.path,
-                off: m.off,
-                len: m.len,
-            })
-            .collect()
+        maps.into_values().collect()
     }
 
     /// `from` was renamed to `to`: mappings of it, or of a file below it, follow.
@@ -112,7 +99,7 @@ impl Mappings {
 }
 
 /// The parts of `maps` in `addr..end`, as file ranges.
-fn overlaps(maps: &BTreeMap<u64, Mapping>, addr: u64, end: u64) -> Vec<Written> {
+fn overlaps(maps: &BTreeMap<u64, Written>, addr: u64, end: u64) -> Vec<Written> {
     let mut out = Vec::new();
     // A mapping starting before `addr` may reach into the range.
     let first = maps.range(..addr).next_back().map_or(addr, |(&a, _)| a);
@@ -130,7 +117,7 @@ fn overlaps(maps: &BTreeMap<u64, Mapping>, addr: u64, end: u64) -> Vec<Written> 
 }
 
 /// Removes `addr..end` from `maps`, keeping what lies on either side of it.
-fn cut(maps: &mut BTreeMap<u64, Mapping>, addr: u64, end: u64) {
+fn cut(maps: &mut BTreeMap<u64, Written>, addr: u64, end: u64) {
     let first = maps.range(..addr).next_back().map_or(addr, |(&a, _)| a);
     let hit: Vec<u64> = maps
         .range(first..end)
@@ -141,14 +128,14 @@ fn cut(maps: &mut BTreeMap<u64, Mapping>, addr: u64, end: u64) {
         let m = maps.remove(&start).expect("listed above");
         let stop = start + m.len;
         if start < addr {
-            let before = Mapping {
+            let before = Written {
                 len: addr - start,
                 ..m.clone()
             };
             maps.insert(start, before);
         }
         if stop > end {
-            let after = Mapping {
+            let after = Written {
                 off: m.off.saturating_add(end - start),
                 len: stop - end,
                 path: m.path,
@@ -205,10 +192,9 @@ mod tests {
         let mut m = Mappings::default();
         m.map(1, 0x1000, 0x3000, "/a".into(), 0);
         m.map(1, 0x2000, 0x1000, "/b".into(), 0);
-        let mut all = m.drop_space(1);
-        all.sort_by(|x, y| (x.off, &x.path).cmp(&(y.off, &y.path)));
+        // In address order.
         assert_eq!(
-            all,
+            m.drop_space(1),
             vec![
                 w("/a", 0, 0x1000),
                 w("/b", 0, 0x1000),

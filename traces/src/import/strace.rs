@@ -357,8 +357,8 @@ fn parse_outcome(s: &str) -> Option<Outcome> {
     };
     // A result is the kernel's return register. strace prints some unsigned (an address, the
     // register `rt_sigreturn` restores), so a value past `i64::MAX` is read as that register.
-    let ret = if let Some(hex) = num.strip_prefix("0x") {
-        u64::from_str_radix(hex, 16).ok().map(|r| r as i64)
+    let ret = if num.starts_with("0x") {
+        address(num).map(|r| r as i64)
     } else {
         num.parse()
             .ok()
@@ -537,21 +537,14 @@ impl StraceConverter {
             }
         }
         // Bytes through a FIFO or a socket are not a file's.
-        let through_special = |e: &Option<Event>| match e.as_ref().map(|e| &e.op) {
-            Some(
-                Op::Read { path, .. }
-                | Op::Write { path, .. }
-                | Op::Pread { path, .. }
-                | Op::Pwrite { path, .. },
-            ) => self.special.contains(path),
-            _ => false,
+        let file_data = |e: &Event| match &e.op {
+            Op::Read { path, .. }
+            | Op::Write { path, .. }
+            | Op::Pread { path, .. }
+            | Op::Pwrite { path, .. } => !self.special.contains(path),
+            _ => true,
         };
-        let first = if through_special(&first) { None } else { first };
-        let second = if through_special(&second) {
-            None
-        } else {
-            second
-        };
+        let (first, second) = (first.filter(file_data), second.filter(file_data));
         self.mapped_events(pid, t);
         // A second event is a call of its own: a copy's write returns what the read does,
         // an O_TMPFILE's unlink succeeds.
