@@ -1270,18 +1270,21 @@ impl HostFs {
                 access: access.name(),
             });
         }
+        Ok(self.new_fd(ino, path, how.write))
+    }
+
+    /// A new descriptor on `ino`, which holds the inode until its close.
+    fn new_fd(&mut self, ino: Ino, path: &str, write: bool) -> Fd {
         let fd = Fd(self.next_fd);
         self.next_fd += 1;
         self.ns.hold(ino);
-        self.fds.insert(
-            fd,
-            OpenFile {
-                ino,
-                path: path.to_string(),
-                write: how.write,
-            },
-        );
-        Ok(fd)
+        let file = OpenFile {
+            ino,
+            path: path.to_string(),
+            write,
+        };
+        self.fds.insert(fd, file);
+        fd
     }
 
     /// A descriptor on the file a shared mapping holds, for writing its pages: the mapping
@@ -1292,16 +1295,7 @@ impl HostFs {
         if self.file_layout(ino).is_none() {
             return Err(FsError::IsADirectory(path.to_string()));
         }
-        let fd = Fd(self.next_fd);
-        self.next_fd += 1;
-        self.ns.hold(ino);
-        let file = OpenFile {
-            ino,
-            path: path.to_string(),
-            write: true,
-        };
-        self.fds.insert(fd, file);
-        Ok(fd)
+        Ok(self.new_fd(ino, path, true))
     }
 
     /// The inode an open file refers to.

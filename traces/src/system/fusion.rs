@@ -104,6 +104,17 @@ impl Call {
         *size = if cut { end } else { (*size).max(end) };
     }
 
+    /// `data` written to `file` one slot at a time: at `at` onwards, or appended (`None`).
+    fn write_slots(&mut self, file: FileRef, at: Option<u64>, data: &[u8]) {
+        for (i, chunk) in data.chunks(MAX_SLOT_BYTES).enumerate() {
+            let s = self.b.input(chunk.to_vec());
+            match at {
+                Some(at) => self.b.pwrite(file, at + (i * MAX_SLOT_BYTES) as u64, s),
+                None => self.b.append(file, s),
+            };
+        }
+    }
+
     fn size(&self, fs: &StorageFs, path: &str) -> u64 {
         self.sizes
             .get(path)
@@ -670,14 +681,7 @@ impl<'a> FusionSystem<'a> {
             }
             None => pattern,
         };
-        for (i, chunk) in data.chunks(MAX_SLOT_BYTES).enumerate() {
-            let s = call.b.input(chunk.to_vec());
-            if append {
-                call.b.append(file, s);
-            } else {
-                call.b.pwrite(file, at + (i * MAX_SLOT_BYTES) as u64, s);
-            }
-        }
+        call.write_slots(file, (!append).then_some(at), &data);
         if data.is_empty() {
             let s = call.b.input(Vec::new());
             call.b.pwrite(file, at, s);
@@ -1066,10 +1070,7 @@ impl FusionSystem<'_> {
                     call.in_bytes += n;
                     let h = call.b.open(path, false);
                     let data = self.contents.next_write(path, n as usize);
-                    for (i, chunk) in data.chunks(MAX_SLOT_BYTES).enumerate() {
-                        let s = call.b.input(chunk.to_vec());
-                        call.b.pwrite(h, pos + (i * MAX_SLOT_BYTES) as u64, s);
-                    }
+                    call.write_slots(h, Some(pos), &data);
                     call.b.close(h);
                     t = self.submit(ev.pid, call, t)?;
                     pos += n;
