@@ -1419,6 +1419,21 @@ impl HostFs {
         Ok(())
     }
 
+    /// What a write fault on a mapping of `fd`'s file reads of `offset..offset + len`: each
+    /// block the page cache lacks that is on the device, into nothing (the stores that follow
+    /// replace it). A hole is zeros, read without I/O.
+    pub fn fault_in(&mut self, fd: Fd, offset: u64, len: u64) -> Result<(), FsError> {
+        let ino = self.open_file(fd)?.ino;
+        let bs = self.ns.layout().block_bytes;
+        let end = file_end(offset, len)?;
+        for index in offset / bs..end.div_ceil(bs) {
+            if self.cache.get(ino, index).is_none() {
+                self.read_uncached(ino, index, None)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Reads up to `len` bytes at `offset` as the host sees the file (dirty pages included).
     pub fn read(&mut self, fd: Fd, offset: u64, len: u64) -> Result<Vec<u8>, FsError> {
         let (ino, size, _) = self.live_layout(fd)?;

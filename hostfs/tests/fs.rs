@@ -1202,3 +1202,27 @@ fn a_store_is_on_the_device_when_it_returns_and_keeps_the_page_s_other_bytes() {
     fs.drop_caches();
     assert_eq!(fs.read_file("/f", ME).unwrap(), expect);
 }
+
+#[test]
+fn a_write_fault_reads_the_blocks_on_the_device_the_page_cache_lacks() {
+    use csd_hostfs::fs::OpenOptions;
+    let mut fs = fs("cosmos-plus");
+    let bs = fs.namespace().layout().block_bytes;
+    fs.import("/f", &vec![7u8; 4 * bs as usize], MINE, ME)
+        .unwrap();
+    fs.sync().unwrap();
+    let fd = fs.open_mapped("/f").unwrap();
+    fs.write(fd, 0, &vec![1u8; bs as usize]).unwrap();
+    fs.truncate("/f", 6 * bs, ME).unwrap();
+    let before = fs.device().counters().io;
+    // Block 0 is dirty, blocks 1-3 are on the device, blocks 4-5 are a hole.
+    fs.fault_in(fd, 0, 6 * bs).unwrap();
+    assert_eq!(io_since(&fs, before).2, 3);
+    fs.close(fd).unwrap();
+    // A mapping holds a file, never a directory.
+    assert!(fs.open_mapped("/").is_err());
+    let fd = fs.open("/f", OpenOptions::READ, ME).unwrap();
+    assert_eq!(fs.read(fd, 0, 4).unwrap(), [1u8; 4]);
+    fs.close(fd).unwrap();
+    fs.check_invariants().unwrap();
+}

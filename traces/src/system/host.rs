@@ -494,9 +494,8 @@ impl<'a> HostSystem<'a> {
                 .saturating_add(costs.page_cache_page_ns);
             let t = self.fs.clock().after(pages.saturating_mul(per_page));
             self.fs.advance_to(t);
-            // The fault reads what the device holds of the pages (nothing for a hole or a
-            // cached page), then the stores dirty them.
-            self.fs.read(f, pos, step)?;
+            // The fault reads what the device holds of the pages, then the stores dirty them.
+            self.fs.fault_in(f, pos, step)?;
             if self.zeros.len() < step as usize {
                 self.zeros.resize(step as usize, 0);
             }
