@@ -79,7 +79,20 @@ fn a_real_strace_capture_converts_and_reads_back() {
         evs[0].t < 10_000_000,
         "relative to the trace start, not the epoch"
     );
-    assert!(evs.iter().all(|e| e.dur.is_some()));
+    // Every call's event has its -T duration; the one without is the close the shell's
+    // `dup2` made when it put its stdout back over `d/a`, which a replay held open.
+    let untimed: Vec<&Op> = evs
+        .iter()
+        .filter(|e| e.dur.is_none())
+        .map(|e| &e.op)
+        .collect();
+    assert_eq!(
+        untimed,
+        [&Op::Close {
+            fd: 1,
+            path: "/tmp/st/d/a".into()
+        }]
+    );
     // Failed calls keep their errno.
     assert!(evs
         .iter()
@@ -100,7 +113,8 @@ fn unfinished_and_resumed_halves_are_joined() {
 100 1000.000700 +++ exited with 0 +++
 ";
     let evs = events(ImportFormat::Strace, text).unwrap();
-    assert_eq!(evs.len(), 4, "{evs:?}");
+    // The fourth is the close of /w/x that 100's exit made.
+    assert_eq!(evs.len(), 5, "{evs:?}");
     assert_eq!(
         evs[0].op,
         Op::Fsync {
@@ -1125,4 +1139,73 @@ fn a_mapping_moved_by_mremap_is_written_from_its_new_place_and_a_shrunk_tail_at_
         [(100_000, 4096, 12288), (300_000, 0, 4096)],
         "{evs:#?}"
     );
+}
+
+#[test]
+fn the_fds_the_kernel_closes_without_a_close_call_become_closes() {
+    // The kernel closes an fd with no `close` call: at an `execve` (FD_CLOEXEC, from
+    // O_CLOEXEC or F_SETFD), under a `dup2`, in a `close_range`, and at the exit of the
+    // last process or thread using the table. Only fds an event used (a replay holds them
+    // open) need a close; an fstat, a directory's open or a failed call opens none.
+    let text = "\
+100 1.000000 openat(AT_FDCWD</w>, \"log\", O_WRONLY|O_CREAT|O_TRUNC, 0666) = 3</w/log> <0.000010>
+100 1.000100 dup2(3</w/log>, 1</dev/pts/0>) = 1</w/log> <0.000005>
+100 1.000200 close(3</w/log>) = 0 <0.000005>
+100 1.000300 write(1</w/log>, \"a\", 1) = 1 <0.000010>
+100 1.000400 openat(AT_FDCWD</w>, \"lib.so\", O_RDONLY|O_CLOEXEC) = 3</w/lib.so> <0.000010>
+100 1.000500 read(3</w/lib.so>, \"\"..., 832) = 832 <0.000010>
+100 1.000600 openat(AT_FDCWD</w>, \"keep\", O_RDONLY) = 4</w/keep> <0.000010>
+100 1.000700 openat(AT_FDCWD</w>, \"data\", O_RDONLY) = 5</w/data> <0.000010>
+100 1.000800 fcntl(5</w/data>, F_SETFD, FD_CLOEXEC) = 0 <0.000005>
+100 1.000900 openat(AT_FDCWD</w>, \"d\", O_RDONLY|O_DIRECTORY|O_CLOEXEC) = 6</w/d> <0.000010>
+100 1.001000 fstat(6</w/d>, {st_mode=S_IFDIR|0755, st_size=4096, ...}) = 0 <0.000005>
+100 1.001100 execve(\"/bin/prog\", [\"prog\"], 0x7ffd /* 5 vars */) = 0 <0.000300>
+100 1.001200 read(4</w/keep>, \"\"..., 10) = 10 <0.000010>
+100 1.001300 openat(AT_FDCWD</w>, \"other\", O_WRONLY|O_CREAT, 0666) = 3</w/other> <0.000010>
+100 1.001400 write(3</w/other>, \"b\", 1) = 1 <0.000010>
+100 1.001500 dup2(3</w/other>, 1</w/log>) = 1</w/other> <0.000005>
+100 1.001600 write(1</w/other>, \"c\", 1) = 1 <0.000010>
+100 1.001700 openat(AT_FDCWD</w>, \"tmp\", O_RDWR|O_CREAT, 0600) = 5</w/tmp> <0.000010>
+100 1.001800 write(5</w/tmp>, \"d\", 1) = 1 <0.000010>
+100 1.001900 write(8</w/full>, \"d\", 1) = -1 ENOSPC (No space left on device) <0.000005>
+100 1.002000 close_range(3, 4294967295, CLOSE_RANGE_CLOEXEC) = 0 <0.000005>
+100 1.002100 close_range(5, 4294967295, 0) = 0 <0.000005>
+100 1.002200 +++ exited with 0 +++
+200 1.003000 clone(child_stack=0x7f, flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD) = 201 <0.000050>
+201 1.003100 openat(AT_FDCWD</w>, \"t\", O_WRONLY|O_CREAT, 0666) = 3</w/t> <0.000010>
+201 1.003200 write(3</w/t>, \"e\", 1) = 1 <0.000010>
+200 1.003300 +++ exited with 0 +++
+201 1.003400 +++ exited with 0 +++
+";
+    let evs = events(ImportFormat::Strace, text).unwrap();
+    let closes: Vec<(u64, u32, Option<u32>, i64, &str)> = evs
+        .iter()
+        .filter_map(|e| match &e.op {
+            Op::Close { fd, path } => Some((e.t / 1000, e.pid, e.fds_of, *fd, path.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        closes,
+        [
+            (200, 100, None, 3, "/w/log"),
+            // The execve's: lib.so (O_CLOEXEC) and data (F_SETFD); not keep, not the
+            // directory, which a replay only walked.
+            (1100, 100, None, 3, "/w/lib.so"),
+            (1100, 100, None, 5, "/w/data"),
+            // The dup2 over fd 1, which a replay held open as log.
+            (1500, 100, None, 1, "/w/log"),
+            // close_range of 5 and up; 3 is only marked to close at an execve.
+            (2100, 100, None, 5, "/w/tmp"),
+            // The exit: every fd a replay holds (not 8, whose one call failed).
+            (2200, 100, None, 1, "/w/other"),
+            (2200, 100, None, 3, "/w/other"),
+            (2200, 100, None, 4, "/w/keep"),
+            // The thread group's table goes with the last of its threads, whichever is last.
+            (3400, 201, Some(200), 3, "/w/t"),
+        ]
+    );
+    // Every close follows its line's own events and the trace reads back.
+    assert!(evs.windows(2).all(|w| w[0].t <= w[1].t));
+    assert_eq!(round_trip(&evs).1, evs);
 }

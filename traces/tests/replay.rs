@@ -915,3 +915,50 @@ fn a_file_mapped_before_the_trace_began_is_made_as_long_as_its_mapped_writes() {
         assert!(written >= 32768, "{target:?}: {:?}", r.device.io);
     }
 }
+
+#[test]
+fn what_the_kernel_closes_at_exit_or_under_a_dup2_a_strace_import_closes_in_the_replay() {
+    // A shell's `echo > log`, then `exec >> app` (a dup2 over fd 1, which held log open) and
+    // a 1 MiB write to app; a temporary file unlinked while open, written, and left open
+    // when the process exits. Another process then syncs app and everything.
+    let strace = "\
+1 1.000000 openat(AT_FDCWD</w>, \"log\", O_WRONLY|O_CREAT|O_TRUNC, 0666) = 3</w/log> <0.000010>
+1 1.000010 dup2(3</w/log>, 1</dev/pts/0>) = 1</w/log> <0.000005>
+1 1.000020 close(3</w/log>) = 0 <0.000005>
+1 1.000030 write(1</w/log>, \"\"..., 4096) = 4096 <0.000010>
+1 1.000040 openat(AT_FDCWD</w>, \"app\", O_WRONLY|O_CREAT|O_APPEND, 0666) = 3</w/app> <0.000010>
+1 1.000050 dup2(3</w/app>, 1</w/log>) = 1</w/app> <0.000005>
+1 1.000060 close(3</w/app>) = 0 <0.000005>
+1 1.000070 write(1</w/app>, \"\"..., 1048576) = 1048576 <0.000100>
+1 1.000080 openat(AT_FDCWD</w>, \"tmp\", O_RDWR|O_CREAT|O_EXCL, 0600) = 3</w/tmp> <0.000010>
+1 1.000090 unlink(\"/w/tmp\") = 0 <0.000010>
+1 1.000100 write(3</w/tmp>(deleted), \"\"..., 1048576) = 1048576 <0.000100>
+1 1.000110 +++ exited with 0 +++
+2 1.000120 openat(AT_FDCWD</w>, \"app\", O_RDONLY) = 3</w/app> <0.000010>
+2 1.000130 fsync(3</w/app>) = 0 <0.000100>
+2 1.000140 close(3</w/app>) = 0 <0.000005>
+2 1.000150 sync() = 0 <0.000100>
+";
+    let mut w =
+        csd_traces::TraceWriter::new(Vec::new(), &csd_traces::Header::new("strace")).unwrap();
+    let source = csd_traces::import::ImportFormat::Strace;
+    csd_traces::import::convert(source, strace.as_bytes(), |e| w.write(&e)).unwrap();
+    let t = String::from_utf8(w.finish().unwrap()).unwrap();
+    for design in [DesignKind::FragS, DesignKind::LightFs] {
+        let r = run(&t, design, Pace::Afap);
+        assert!(
+            r.latency.values().all(|l| l.failed == 0),
+            "{design:?}: {r:?}"
+        );
+        // app's MiB and log's page reach the device; the unlinked file's MiB never does:
+        // its last close, the exit's, dropped its pages. (Without the closes, the app's
+        // write went to log, which the replay still held on fd 1, and the MiB of the
+        // unlinked file was written by the sync.)
+        let written = r.device.io.host_bytes_written;
+        assert!(
+            (1_048_576 + 4096..1_048_576 + 512 * 1024).contains(&written),
+            "{design:?}: {written} bytes written: {:?}",
+            r.device.io
+        );
+    }
+}

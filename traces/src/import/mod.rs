@@ -123,7 +123,7 @@ pub fn convert(
             _ => [block.line(stats.lines, text).map_err(quoted)?, None],
         };
         let mut any = false;
-        for ev in evs.into_iter().flatten().chain(strace.take_mapped()) {
+        for ev in evs.into_iter().flatten().chain(strace.take_implied()) {
             any = true;
             stats.events += 1;
             if let crate::format::Op::MappedWrite { len, .. } = ev.op {

@@ -13,6 +13,9 @@
 //!   since coreutils 9, `sendfile`, `splice`) is a read of the source and a write of the
 //!   destination, each of the bytes the call moved;
 //! - an `lseek` has no event, but gives the fd's next read or write its offset;
+//! - an fd the kernel closes with no `close` call (at an exit, an `execve` with
+//!   `FD_CLOEXEC`, under a `dup2`, in a `close_range`) is closed by a `close` event, where a
+//!   replay holds it open (see [`super::descriptions`]);
 //! - a directory's listing is one `readdir`, at its first `getdents64`;
 //! - a relative path resolves against the working directory, which `AT_FDCWD</dir>` shows
 //!   and `chdir` and `fchdir` change, and which a new process inherits;
@@ -37,7 +40,7 @@
 //!   exchanges two names, I/O submitted through io_uring or AIO) are counted under their
 //!   reason.
 
-use super::descriptions::Descriptions;
+use super::descriptions::{Closed, Descriptions};
 use super::mappings::{Mappings, Written};
 use super::ImportError;
 use crate::format::{Event, Op, OpenFlags, SyncRangeFlags};
@@ -79,10 +82,18 @@ pub struct StraceConverter {
     /// `CLONE_VM` (a thread, a `vfork` child until its `execve`) shares its creator's.
     spaces: HashMap<u32, u32>,
     /// What the line's call released or synced of a mapping, with whether the caller waits
-    /// (`MS_SYNC`): the line's `mapped_write` events, in [`StraceConverter::take_mapped`].
+    /// (`MS_SYNC`): the line's `mapped_write` events, in [`StraceConverter::take_implied`].
     written: Vec<(Written, bool)>,
-    /// The `mapped_write` events of the last line.
-    mapped: Vec<Event>,
+    /// Fds a replay holds open that the line's call closed with no `close` (an exit, an
+    /// `execve`, a `dup2` over one, `close_range`), by (fd table, fd, path): the line's
+    /// `close` events, after its `mapped_write`s.
+    closed: Vec<(u32, i64, String)>,
+    /// Fd tables and address spaces whose first owner exited while threads still used
+    /// them: the last user's exit drops them.
+    gone_tables: HashSet<u32>,
+    gone_spaces: HashSet<u32>,
+    /// The events the last line implied, beyond its call's own.
+    implied: Vec<Event>,
     /// Special files `mknod` made (FIFOs, sockets, device nodes), by path: what a read or
     /// write through one moves is not file data, and the trace does not carry it.
     special: HashSet<String>,
@@ -91,6 +102,20 @@ pub struct StraceConverter {
 /// What one strace line becomes: most calls one event, a copy between two files
 /// (`copy_file_range`, `sendfile`, `splice`) a read of one and a write of the other.
 pub type LineEvents = [Option<Event>; 2];
+
+/// `pid` exits: if it was the last to use what it owned or shared (`sharers`: a sharer's
+/// pid → the owner's), the owner's id, whose table or address space goes. An owner that
+/// exits before its sharers is kept in `gone` until the last of them does.
+fn last_user(sharers: &mut HashMap<u32, u32>, gone: &mut HashSet<u32>, pid: u32) -> Option<u32> {
+    let owner = sharers.remove(&pid).unwrap_or(pid);
+    if sharers.values().any(|&o| o == owner) {
+        if owner == pid {
+            gone.insert(pid);
+        }
+        return None;
+    }
+    (owner == pid || gone.remove(&owner)).then_some(owner)
+}
 
 fn err(line: u64, problem: impl Into<String>) -> ImportError {
     ImportError {
@@ -416,10 +441,10 @@ impl StraceConverter {
         })?;
         let origin = *self.origin.get_or_insert(ts);
         let call = call.trim_start();
-        self.mapped.clear();
+        self.implied.clear();
         if call.starts_with("+++ exited") || call.starts_with("+++ killed") {
             self.exit(pid);
-            self.mapped_events(pid, ts.saturating_sub(origin));
+            self.implied_events(pid, ts.saturating_sub(origin));
             return Ok([None, None]);
         }
         if call.starts_with("+++") || call.starts_with("---") || call.is_empty() {
@@ -545,7 +570,22 @@ impl StraceConverter {
             _ => true,
         };
         let (first, second) = (first.filter(file_data), second.filter(file_data));
-        self.mapped_events(pid, t);
+        // A replay opens an fd at the first event that uses it (an `fstat` opens nothing, a
+        // call that failed is not replayed, a directory's open only walks its path).
+        let table = self.table(pid);
+        for e in first.iter().chain(&second) {
+            let named = match &e.op {
+                Op::Open { path, flags } if !flags.directory => {
+                    e.ret.filter(|&fd| fd >= 0).map(|fd| (fd, path.as_str()))
+                }
+                Op::Fstat { .. } | Op::Close { .. } => None,
+                op => op.fd_path().filter(|_| e.ret.is_none_or(|r| r >= 0)),
+            };
+            if let Some((fd, path)) = named {
+                self.files.replays(table, fd, path);
+            }
+        }
+        self.implied_events(pid, t);
         // A second event is a call of its own: a copy's write returns what the read does,
         // an O_TMPFILE's unlink succeeds.
         let second = second.map(|mut e| {
@@ -624,16 +664,28 @@ impl StraceConverter {
         self.listing.remove(&(self.table(pid), fd));
     }
 
-    /// `pid` exited: the fd table and the address space it alone used go with it.
+    /// `pid` exited: the fd table and the address space it was the last to use go with
+    /// it, what the mappings held written back and every fd closed.
     fn exit(&mut self, pid: u32) {
         self.pending.remove(&pid);
-        if self.tables.remove(&pid).is_none() && !self.tables.values().any(|&t| t == pid) {
-            self.files.drop_table(pid);
-            self.listing.retain(|&(table, _)| table != pid);
-        }
-        if self.spaces.remove(&pid).is_none() && !self.spaces.values().any(|&s| s == pid) {
-            let gone = self.mappings.drop_space(pid);
+        if let Some(space) = last_user(&mut self.spaces, &mut self.gone_spaces, pid) {
+            let gone = self.mappings.drop_space(space);
             self.written.extend(gone.into_iter().map(|w| (w, false)));
+        }
+        if let Some(table) = last_user(&mut self.tables, &mut self.gone_tables, pid) {
+            let closed = self.files.drop_table(table);
+            self.kernel_closed(table, closed);
+            self.listing.retain(|&(t, _)| t != table);
+        }
+    }
+
+    /// Fds of `table` the kernel closed: those a replay holds become `close` events.
+    fn kernel_closed(&mut self, table: u32, closed: Vec<Closed>) {
+        for (fd, path) in closed {
+            self.listing.remove(&(table, fd));
+            if let Some(path) = path {
+                self.closed.push((table, fd, path));
+            }
         }
     }
 
@@ -642,11 +694,13 @@ impl StraceConverter {
         self.spaces.get(&pid).copied().unwrap_or(pid)
     }
 
-    /// The line's releases and syncs of mappings, as `mapped_write` events of `pid` at `t`.
-    fn mapped_events(&mut self, pid: u32, t: u64) {
+    /// The line's releases and syncs of mappings, as `mapped_write` events of `pid` at `t`,
+    /// then the fds it closed with no `close`, as `close` events (the order of the kernel's
+    /// `do_exit`: the address space goes before the files).
+    fn implied_events(&mut self, pid: u32, t: u64) {
         let fds_of = self.tables.get(&pid).copied();
         for (w, sync) in self.written.drain(..) {
-            self.mapped.push(Event {
+            self.implied.push(Event {
                 t,
                 pid,
                 fds_of,
@@ -661,12 +715,25 @@ impl StraceConverter {
                 extra: BTreeMap::new(),
             });
         }
+        for (table, fd, path) in self.closed.drain(..) {
+            self.implied.push(Event {
+                t,
+                pid,
+                fds_of: (table != pid).then_some(table),
+                op: Op::Close { fd, path },
+                ret: Some(0),
+                dur: None,
+                extra: BTreeMap::new(),
+            });
+        }
     }
 
-    /// The `mapped_write` events of the line just converted: its `munmap` or `msync`, or
-    /// the exit or `execve` that ended an address space, writing what the mappings held.
-    pub fn take_mapped(&mut self) -> std::vec::Drain<'_, Event> {
-        self.mapped.drain(..)
+    /// The events the line just converted implied beyond its call's own, to follow them:
+    /// `mapped_write`s of what a `munmap`, an `msync`, or the exit or `execve` that ended an
+    /// address space wrote through mappings, and `close`s of the fds an exit, an `execve`
+    /// (`FD_CLOEXEC`), a `dup2` or a `close_range` closed.
+    pub fn take_implied(&mut self) -> std::vec::Drain<'_, Event> {
+        self.implied.drain(..)
     }
 
     /// Where a read or write through `fd` without an offset of its own starts, where the
@@ -758,8 +825,9 @@ impl StraceConverter {
                 };
                 if let Some(fd) = out.ret.filter(|&r| r >= 0) {
                     self.forget_fd(pid, fd);
-                    self.files
-                        .open(self.table(pid), fd, flags.contains("O_APPEND"));
+                    let (append, cloexec) =
+                        (flags.contains("O_APPEND"), flags.contains("O_CLOEXEC"));
+                    self.files.open(self.table(pid), fd, append, cloexec);
                 }
                 let path = match out.path.clone().filter(|p| p.starts_with('/')) {
                     Some(p) => replayable(&p).then_some(p)?,
@@ -813,6 +881,8 @@ impl StraceConverter {
                 self.tables.remove(&child);
                 self.fs_shares.remove(&child);
                 self.spaces.remove(&child);
+                self.gone_tables.remove(&child);
+                self.gone_spaces.remove(&child);
                 if clone_flag(a, "CLONE_VM") || name == "vfork" {
                     self.spaces.insert(child, self.space(pid));
                 }
@@ -842,6 +912,9 @@ impl StraceConverter {
                     let gone = self.mappings.drop_space(pid);
                     self.written.extend(gone.into_iter().map(|w| (w, false)));
                 }
+                let table = self.table(pid);
+                let closed = self.files.exec(table);
+                self.kernel_closed(table, closed);
                 None
             }
             // A thread that asks for its own fd table or working directory gets a copy.
@@ -849,15 +922,48 @@ impl StraceConverter {
                 self.unshare(pid, clone_flag(a, "CLONE_FILES"), clone_flag(a, "CLONE_FS"));
                 None
             }
-            // A new fd number for the old one's description: what was there is closed.
+            // A new fd number for the old one's description: what was there is closed. Its
+            // `FD_CLOEXEC` is `dup3`'s `O_CLOEXEC` or `F_DUPFD_CLOEXEC`'s; `F_SETFD` sets it.
             "dup" | "dup2" | "dup3" | "fcntl" | "fcntl64" => {
-                let dups =
-                    !name.starts_with("fcntl") || a.get(1).is_some_and(|c| c.contains("F_DUPFD"));
-                let old = a.first().and_then(|f| fd_arg(f)).map(|(fd, _)| fd);
-                if let (Some(new), Some(old)) = (out.ret.filter(|&r| r >= 0 && dups), old) {
-                    self.listing.remove(&(self.table(pid), new));
-                    self.files.dup(self.table(pid), old, new);
+                let table = self.table(pid);
+                let old = a.first().and_then(|f| fd_arg(f)).map(|(fd, _)| fd)?;
+                let command = a.get(1).map_or("", String::as_str);
+                if name.starts_with("fcntl") && command == "F_SETFD" && out.ret == Some(0) {
+                    let on = a.get(2).is_some_and(|f| f.contains("FD_CLOEXEC"));
+                    self.files.set_cloexec(table, old, on);
                 }
+                let dups = !name.starts_with("fcntl") || command.starts_with("F_DUPFD");
+                let new = out.ret.filter(|&r| r >= 0 && dups)?;
+                let cloexec = match name {
+                    "dup3" => a.get(2).is_some_and(|f| f.contains("O_CLOEXEC")),
+                    _ => command == "F_DUPFD_CLOEXEC",
+                };
+                self.listing.remove(&(table, new));
+                if let Some(path) = self.files.dup(table, old, new, cloexec) {
+                    self.closed.push((table, new, path));
+                }
+                None
+            }
+            // `close_range(first, last, flags)`, which `closefrom` and Python's subprocess
+            // call before an `execve`.
+            "close_range" if out.ret == Some(0) => {
+                // Unsigned in the kernel: `~0U` prints as 4294967295 (or -1, read as an int).
+                let bound = |i: usize| {
+                    let (fd, _) = fd_arg(a.get(i)?.trim())?;
+                    Some(if fd < 0 { i64::from(u32::MAX) } else { fd })
+                };
+                let (first, last) = (bound(0)?, bound(1)?);
+                let flags = a.get(2).map_or("", String::as_str);
+                let table = match flags.contains("CLOSE_RANGE_UNSHARE") {
+                    true => {
+                        self.unshare(pid, true, false);
+                        self.table(pid)
+                    }
+                    false => self.table(pid),
+                };
+                let cloexec = flags.contains("CLOSE_RANGE_CLOEXEC");
+                let closed = self.files.close_range(table, first, last, cloexec);
+                self.kernel_closed(table, closed);
                 None
             }
             // A listing from the start: the first call of each pass over the directory.
