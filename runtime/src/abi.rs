@@ -135,12 +135,9 @@ pub(crate) struct HostIo {
     pub page_cache_page_ns: u64,
 }
 
-/// The host page cache's page size.
-const HOST_PAGE_BYTES: u64 = 4096;
-
 impl HostIo {
     pub fn cost_ns(&self, bytes: u64) -> u64 {
-        let pages = bytes.div_ceil(HOST_PAGE_BYTES);
+        let pages = csd_device::cost::host_pages(0, bytes);
         self.syscall_ns
             .saturating_add(csd_device::transfer_ns(bytes, self.copy_bytes_per_sec))
             .saturating_add(pages.saturating_mul(self.page_cache_page_ns))

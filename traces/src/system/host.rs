@@ -425,7 +425,6 @@ impl<'a> HostSystem<'a> {
         if !positional {
             o.pos = end;
         }
-        let bs = self.fs.namespace().layout().block_bytes;
         if flags.direct && !write {
             self.fs.flush_range(f, at, n)?;
         }
@@ -443,9 +442,8 @@ impl<'a> HostSystem<'a> {
             // page it touches, on the calling thread.
             if !flags.direct {
                 let costs = self.fs.costs();
-                let pages = (pos + step).div_ceil(bs) - pos / bs;
                 let cpu = csd_device::transfer_ns(step, costs.copy_bytes_per_sec)
-                    .saturating_add(pages.saturating_mul(costs.page_cache_page_ns));
+                    .saturating_add(costs.page_cache_ns(pos, step));
                 let t = self.fs.clock().after(cpu);
                 self.fs.advance_to(t);
             }
@@ -470,8 +468,9 @@ impl<'a> HostSystem<'a> {
     }
 
     /// Stores through a shared mapping of `path`, each page of `off..off + len` within the
-    /// file written: per page a write fault (the page read first if it is on the device and
-    /// not cached, as `filemap_fault` reads it) and the page cache's work, but no copy (the
+    /// file written: per 4 KiB host page a write fault and the page cache's work (a block
+    /// read first if it is on the device and not cached, as `filemap_fault` reads it), but
+    /// no copy (the
     /// program stores into the page itself) and no design's open (the mapping holds the
     /// inode). With `sync` (`msync(MS_SYNC)`) the range is then written back and waited for.
     fn mapped_write(
@@ -483,16 +482,14 @@ impl<'a> HostSystem<'a> {
     ) -> Result<Applied, OpError> {
         let f = self.fs.open_mapped(path)?;
         let end = off.saturating_add(len).min(self.fs.fd_size(f)?);
-        let bs = self.fs.namespace().layout().block_bytes;
         let mut pos = off;
         while pos < end {
             let step = (end - pos).min(DATA_STEP);
             let costs = self.fs.costs();
-            let pages = (pos + step).div_ceil(bs) - pos / bs;
-            let per_page = costs
-                .fault_or_syscall_ns()
-                .saturating_add(costs.page_cache_page_ns);
-            let t = self.fs.clock().after(pages.saturating_mul(per_page));
+            let cpu = costs
+                .faults_ns(pos, step)
+                .saturating_add(costs.page_cache_ns(pos, step));
+            let t = self.fs.clock().after(cpu);
             self.fs.advance_to(t);
             // The fault reads what the device holds of the pages, then the stores dirty them.
             self.fs.fault_in(f, pos, step)?;

@@ -388,10 +388,7 @@ impl<'a> IspfsSystem<'a> {
         let f = self.fs.fs_mut().open_mapped(path)?;
         let end = off.saturating_add(len).min(self.fs.fs().fd_size(f)?);
         if end > off {
-            let bs = self.fs.fs().namespace().layout().block_bytes;
-            let pages = end.div_ceil(bs) - off / bs;
-            let fault = self.profile.host.fault_or_syscall_ns();
-            self.cpu(pages.saturating_mul(fault));
+            self.cpu(self.profile.host.faults_ns(off, end - off));
             self.store(f, off, end)?;
         }
         self.fs.fs_mut().close(f)?;
