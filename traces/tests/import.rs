@@ -1209,3 +1209,50 @@ fn the_fds_the_kernel_closes_without_a_close_call_become_closes() {
     assert!(evs.windows(2).all(|w| w[0].t <= w[1].t));
     assert_eq!(round_trip(&evs).1, evs);
 }
+
+#[test]
+fn csd_trace_record_asks_strace_for_every_call_the_converter_reads() {
+    // Each name a match arm of the converter names (`"openat" | "creat" => …`) is a call it
+    // reads; a recording that filtered one out would lose its events silently.
+    let source = include_str!("../src/import/strace.rs");
+    let mut arms = std::collections::BTreeSet::new();
+    // A long pattern spans lines, each continued with `| "name"`.
+    let mut pattern = String::new();
+    for line in source.lines().map(str::trim) {
+        let starts = line.starts_with('"') || (line.starts_with("| \"") && !pattern.is_empty());
+        if !starts {
+            pattern.clear();
+            continue;
+        }
+        let Some((head, _)) = line.split_once("=>") else {
+            pattern.push_str(line);
+            continue;
+        };
+        pattern.push_str(head.split(" if ").next().unwrap_or(head));
+        for name in std::mem::take(&mut pattern)
+            .split('|')
+            .map(|n| n.trim().trim_matches('"'))
+        {
+            if name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            {
+                arms.insert(name.to_string());
+            }
+        }
+    }
+    let recorded: std::collections::BTreeSet<String> = csd_traces::import::strace::RECORDED_CALLS
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    assert!(arms.len() > 90, "{arms:?}");
+    assert_eq!(
+        arms, recorded,
+        "the converter's calls and the recorded ones differ"
+    );
+    let filter = csd_traces::import::strace::strace_filter();
+    assert!(
+        filter.starts_with("?_llseek,?access,") && filter.ends_with(",?writev"),
+        "{filter}"
+    );
+}
