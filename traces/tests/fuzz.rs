@@ -161,7 +161,7 @@ fn strace_line(rng: &mut Rng) -> String {
     let path = &paths[rng.below(paths.len())];
     let num = |rng: &mut Rng| rng.pick(NUMBERS).to_string();
     let fd = format!("{}<{path}>", rng.pick(&["3", "-1", "99999999999", "x"]));
-    let call = match rng.below(29) {
+    let call = match rng.below(31) {
         0 => format!("openat(AT_FDCWD<{path}>, \"{path}\", O_RDONLY)"),
         1 => format!("read({fd}, \"\"..., {})", num(rng)),
         2 => format!("pread64({fd}, \"\", {}, {})", num(rng), num(rng)),
@@ -250,6 +250,21 @@ fn strace_line(rng: &mut Rng) -> String {
             "ioctl({fd}, {}, {fd})",
             rng.pick(&["FICLONE", "FICLONERANGE", "TCGETS"])
         ),
+        // What the kernel closes without a `close`: FD_CLOEXEC at an execve, close_range.
+        28 => format!(
+            "{}({fd}, {}, {})",
+            rng.pick(&["fcntl", "dup3", "close_range"]),
+            rng.pick(&["F_SETFD", "F_DUPFD_CLOEXEC", "4294967295", "-1", "3", "x"]),
+            rng.pick(&[
+                "FD_CLOEXEC",
+                "O_CLOEXEC",
+                "CLOSE_RANGE_CLOEXEC",
+                "CLOSE_RANGE_UNSHARE",
+                "0",
+                ""
+            ])
+        ),
+        29 => format!("openat(AT_FDCWD<{path}>, \"{path}\", O_RDONLY|O_CLOEXEC)"),
         _ => format!("<... write resumed> ) = {}", num(rng)),
     };
     format!(
