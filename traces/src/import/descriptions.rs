@@ -21,9 +21,10 @@
 //! The table also keeps what belongs to an fd rather than its description: `FD_CLOEXEC`,
 //! and whether a replay holds the fd open. A replay opens an fd when the first event names
 //! it; the kernel closes every fd of a table when its last process exits, and those with
-//! `FD_CLOEXEC` at an `execve`, with no system call a trace could show. So the importer
-//! writes those closes itself ([`Descriptions::drop_table`], [`Descriptions::exec`]), or a
-//! replay keeps the files open to its end: a file unlinked while open would never be freed,
+//! `FD_CLOEXEC` at an `execve`, the one a `dup2` lands on and a `close_range`'s, with no
+//! `close` a trace could show. So the importer writes those closes itself (what
+//! [`Descriptions::drop_table`], [`Descriptions::exec`], [`Descriptions::dup`] and
+//! [`Descriptions::close_range`] return), or a replay keeps the files open to its end: a file unlinked while open would never be freed,
 //! and LightFS would never see a close of a file written through a shell's `> log`.
 //!
 //! Memory: one entry per open fd of each live fd table. A `fork` copies its parent's table
@@ -91,8 +92,8 @@ impl Descriptions {
     /// `O_CLOEXEC`).
     pub fn open(&mut self, table: u32, fd: i64, append: bool, cloexec: bool) {
         let id = self.new_description(Some(0), append, Some((table, fd)));
-        // An open returns a free number: the strace line's `close` of a replayed fd that
-        // held it came before.
+        // An open returns a free number: nothing a replay holds is there (a replay's `open`
+        // event replaces whatever its own table still has at that number).
         self.set(table, fd, id, cloexec);
     }
 
@@ -160,9 +161,9 @@ impl Descriptions {
     }
 
     /// A new process's fd table, `child`, is a copy of `parent`'s: each of its fds names
-    /// the parent's description (a `fork`, or a `clone` without `CLONE_FILES`).
-    /// The child's fds keep `FD_CLOEXEC`; a replay holds none of them open yet (it opens
-    /// an inherited fd when the child first uses it).
+    /// the parent's description (a `fork`, or a `clone` without `CLONE_FILES`) and keeps
+    /// its `FD_CLOEXEC`. A replay holds none of them open yet: it opens an inherited fd
+    /// when the child first uses it.
     pub fn fork(&mut self, parent: u32, child: u32) {
         self.drop_table(child);
         let Some(fds) = self.tables.get(&parent) else {

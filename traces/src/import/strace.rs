@@ -1060,8 +1060,8 @@ impl StraceConverter {
                 }
                 None
             }
-            // `close_range(first, last, flags)`, which `closefrom` and Python's subprocess
-            // call before an `execve`.
+            // `close_range(first, last, flags)`, which glibc's `closefrom` calls (a child
+            // closing what it must not pass on, before its `execve`).
             "close_range" if out.ret == Some(0) => {
                 // Unsigned in the kernel: `~0U` prints as 4294967295 (or -1, read as an int).
                 let bound = |i: usize| {
@@ -1070,13 +1070,10 @@ impl StraceConverter {
                 };
                 let (first, last) = (bound(0)?, bound(1)?);
                 let flags = a.get(2).map_or("", String::as_str);
-                let table = match flags.contains("CLOSE_RANGE_UNSHARE") {
-                    true => {
-                        self.unshare(pid, true, false);
-                        self.table(pid)
-                    }
-                    false => self.table(pid),
-                };
+                if flags.contains("CLOSE_RANGE_UNSHARE") {
+                    self.unshare(pid, true, false);
+                }
+                let table = self.table(pid);
                 let cloexec = flags.contains("CLOSE_RANGE_CLOEXEC");
                 let closed = self.files.close_range(table, first, last, cloexec);
                 self.kernel_closed(table, closed);
