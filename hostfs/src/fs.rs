@@ -825,6 +825,17 @@ impl HostFs {
     /// without a journal, a write in place) writes its block. Only its owner or root may.
     pub fn setattr(&mut self, path: &str, who: Cred) -> Result<(), FsError> {
         let (r, _) = self.lookup(path, who)?;
+        self.change_attrs(r, path, who)
+    }
+
+    /// [`HostFs::setattr`] of a symbolic link at the end of `path` itself (`lchown`,
+    /// `utimensat` with `AT_SYMLINK_NOFOLLOW`).
+    pub fn lsetattr(&mut self, path: &str, who: Cred) -> Result<(), FsError> {
+        let (r, _) = self.lookup_nofollow(path, who)?;
+        self.change_attrs(r, path, who)
+    }
+
+    fn change_attrs(&mut self, r: Resolution, path: &str, who: Cred) -> Result<(), FsError> {
         let inode = self.ns.inode(r.ino).expect("resolved");
         if who != Cred::ROOT && inode.perms.uid != who.uid {
             return Err(FsError::PermissionDenied {

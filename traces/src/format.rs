@@ -105,6 +105,12 @@ pub struct OpenFlags {
     pub truncate: bool,
     pub append: bool,
     pub directory: bool,
+    /// `O_PATH`: the open only walks the path and names what it finds (for `fstat`, `*at`
+    /// calls, `fchdir`); no file is opened for I/O.
+    pub path: bool,
+    /// `O_NOFOLLOW`: a symbolic link at the end is not followed. An `O_PATH` open names the
+    /// link itself; any other fails there (`ELOOP`), so one that succeeded found no link.
+    pub nofollow: bool,
     /// `O_DIRECT`: reads and writes bypass the page cache.
     pub direct: bool,
     /// `O_DSYNC`: each write returns once its data (and the size or blocks it changed) is
@@ -115,7 +121,7 @@ pub struct OpenFlags {
 }
 
 /// Linux's `open` flags that change nothing csdlab models, accepted as written.
-const OTHER_LINUX_FLAGS: [&str; 13] = [
+const OTHER_LINUX_FLAGS: [&str; 11] = [
     "O_EXCL",
     "O_NOCTTY",
     "O_NONBLOCK",
@@ -124,10 +130,8 @@ const OTHER_LINUX_FLAGS: [&str; 13] = [
     "O_ASYNC",
     "FASYNC",
     "O_LARGEFILE",
-    "O_NOFOLLOW",
     "O_NOATIME",
     "O_CLOEXEC",
-    "O_PATH",
     "O_TMPFILE",
 ];
 
@@ -182,6 +186,8 @@ impl OpenFlags {
             "O_TRUNC" => self.truncate = true,
             "O_APPEND" => self.append = true,
             "O_DIRECTORY" => self.directory = true,
+            "O_PATH" => self.path = true,
+            "O_NOFOLLOW" => self.nofollow = true,
             "O_DIRECT" => self.direct = true,
             "O_DSYNC" => self.dsync = true,
             "O_SYNC" => self.sync = true,
@@ -201,6 +207,8 @@ impl OpenFlags {
             (self.truncate, "O_TRUNC"),
             (self.append, "O_APPEND"),
             (self.directory, "O_DIRECTORY"),
+            (self.path, "O_PATH"),
+            (self.nofollow, "O_NOFOLLOW"),
             (self.direct, "O_DIRECT"),
             (self.dsync, "O_DSYNC"),
             (self.sync, "O_SYNC"),
@@ -365,9 +373,11 @@ pub enum Op {
         path: String,
     },
     /// An inode's attributes changed (`chmod`, `chown`, `utimensat`, extended attributes),
-    /// through its path or an fd (recorded with the fd's path).
+    /// through its path or an fd (recorded with the fd's path). With `nofollow` (`lchown`,
+    /// `AT_SYMLINK_NOFOLLOW`) a symbolic link at the end is the inode changed.
     Setattr {
         path: String,
+        nofollow: bool,
     },
     Truncate {
         path: String,
@@ -645,7 +655,7 @@ impl Op {
             | Op::Stat { path }
             | Op::Lstat { path }
             | Op::Readdir { path }
-            | Op::Setattr { path }
+            | Op::Setattr { path, .. }
             | Op::Truncate { path, .. }
             | Op::Unlink { path }
             | Op::Rmdir { path }
@@ -1040,7 +1050,10 @@ fn parse_fast(line: &str) -> Option<Event> {
         "stat" => Op::Stat { path: path()? },
         "lstat" => Op::Lstat { path: path()? },
         "readdir" => Op::Readdir { path: path()? },
-        "setattr" => Op::Setattr { path: path()? },
+        "setattr" => Op::Setattr {
+            path: path()?,
+            nofollow: false,
+        },
         "rename" => Op::Rename {
             path: path()?,
             to: f.to.filter(|p| !p.is_empty())?.to_string(),
@@ -1282,6 +1295,13 @@ fn event_from_json(v: Value, top: bool) -> Result<Parsed, String> {
         },
         "setattr" => Op::Setattr {
             path: f.path("path")?,
+            nofollow: match f.take("nofollow") {
+                None => false,
+                Some(Value::Bool(b)) => b,
+                Some(v) => {
+                    return Err(format!("field \"nofollow\" must be true or false, got {v}"))
+                }
+            },
         },
         "rename" => Op::Rename {
             path: f.path("path")?,
@@ -1507,9 +1527,14 @@ impl Event {
             | Op::Unlink { path }
             | Op::Stat { path }
             | Op::Lstat { path }
-            | Op::Readdir { path }
-            | Op::Setattr { path } => {
+            | Op::Readdir { path } => {
                 push_str(&mut s, "path", path);
+            }
+            Op::Setattr { path, nofollow } => {
+                push_str(&mut s, "path", path);
+                if *nofollow {
+                    s.push_str(",\"nofollow\":true");
+                }
             }
             Op::Rename { path, to } | Op::Link { path, to } => {
                 push_str(&mut s, "path", path);

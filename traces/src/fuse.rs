@@ -149,7 +149,7 @@ fn names(op: &Op, path: &str) -> bool {
         | Op::Unlink { path: p }
         | Op::Stat { path: p }
         | Op::Lstat { path: p }
-        | Op::Setattr { path: p }
+        | Op::Setattr { path: p, .. }
         | Op::Symlink { path: p, .. }
         | Op::Truncate { path: p, .. }
         | Op::MappedWrite { path: p, .. }
@@ -290,6 +290,7 @@ impl Fuser {
                 Op::Open { path, flags } => {
                     flags.write
                         && !flags.directory
+                        && !flags.path
                         && ev.ret.is_some()
                         && path.len() <= MAX_FUSED_PATH
                 }

@@ -299,7 +299,11 @@ impl Fold<'_> {
                 self.queue.push(Slot::Keep(ev));
             }
             Op::Open { flags, .. }
-                if !(flags.write || flags.create || flags.truncate || flags.directory) =>
+                if !(flags.write
+                    || flags.create
+                    || flags.truncate
+                    || flags.directory
+                    || flags.path) =>
             {
                 self.open_read_only(ev)
             }

@@ -222,7 +222,7 @@ impl Prescan {
             Op::Open { path, flags } => {
                 // An open follows a link at the end (a creating one too, to the file it
                 // makes or finds).
-                let path = self.through_links(path, true);
+                let path = self.through_links(path, !(flags.path && flags.nofollow));
                 if flags.directory {
                     self.is_dir(&path);
                 } else if flags.create || flags.truncate {
@@ -274,10 +274,18 @@ impl Prescan {
                 }
             }
             // A stat (and chmod) follows a link at the end: what it names existed.
-            Op::Stat { path } | Op::Setattr { path } => {
+            Op::Stat { path }
+            | Op::Setattr {
+                path,
+                nofollow: false,
+            } => {
                 let path = self.through_links(path, true);
                 self.needs(&path, 0, 0)
             }
+            Op::Setattr {
+                path,
+                nofollow: true,
+            } => self.needs(path, 0, 0),
             Op::Lstat { path } | Op::Unlink { path } => self.needs(path, 0, 0),
             // A directory renamed: what is later named below `to` was below `path`. A file
             // renamed (or linked): the trace makes `to`, and ops on it later find that file,

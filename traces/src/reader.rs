@@ -198,7 +198,7 @@ fn check_paths(op: &Op, unresolved: bool) -> Result<(), String> {
         | Op::Stat { path }
         | Op::Lstat { path }
         | Op::Readdir { path }
-        | Op::Setattr { path }
+        | Op::Setattr { path, .. }
         | Op::Truncate { path, .. }
         | Op::MappedWrite { path, .. }
         | Op::Mknod { path } => path,

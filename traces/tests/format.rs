@@ -145,7 +145,33 @@ fn every_op_round_trips() {
             },
             Some(5),
         ),
-        ev(10, 8, Op::Setattr { path: p("/e/x") }, Some(0)),
+        ev(
+            10,
+            8,
+            Op::Setattr {
+                path: p("/e/x"),
+                nofollow: false,
+            },
+            Some(0),
+        ),
+        ev(
+            10,
+            8,
+            Op::Setattr {
+                path: p("/e/l"),
+                nofollow: true,
+            },
+            Some(0),
+        ),
+        ev(
+            10,
+            8,
+            Op::Open {
+                path: p("/e/l"),
+                flags: OpenFlags::parse("O_RDONLY|O_PATH|O_NOFOLLOW"),
+            },
+            Some(6),
+        ),
         ev(
             10,
             8,

@@ -506,7 +506,7 @@ fn calls_that_change_files_out_of_the_traces_sight_are_counted_and_attributes_ar
         .unwrap()
         .into_iter()
         .filter_map(|e| match e.op {
-            Op::Setattr { path } => Some((path, e.ret)),
+            Op::Setattr { path, .. } => Some((path, e.ret)),
             _ => None,
         })
         .collect();
@@ -1255,4 +1255,38 @@ fn csd_trace_record_asks_strace_for_every_call_the_converter_reads() {
         filter.starts_with("?_llseek,?access,") && filter.ends_with(",?writev"),
         "{filter}"
     );
+}
+
+#[test]
+fn a_link_s_own_attributes_and_an_o_path_open_do_not_follow_it() {
+    // GNU tar extracting a symbolic link: a placeholder file, replaced by the link at the
+    // end, whose times and owner are set on the link itself, which it then opens with
+    // O_PATH to check it.
+    let text = "\
+7 1.000000 unlinkat(4</w/x>, \"src/up\", 0) = 0 <0.000021>
+7 1.000100 symlinkat(\"../a\", 4</w/x>, \"src/up\") = 0 <0.000052>
+7 1.000200 utimensat(4</w/x>, \"src/up\", [UTIME_OMIT, {tv_sec=1, tv_nsec=0}], AT_SYMLINK_NOFOLLOW) = 0 <0.000011>
+7 1.000300 fchownat(4</w/x>, \"src/up\", 0, 0, AT_SYMLINK_NOFOLLOW) = 0 <0.000010>
+7 1.000400 lchown(\"/w/x/src/up\", 0, 0) = 0 <0.000010>
+7 1.000500 chown(\"/w/x/src/up\", 0, 0) = 0 <0.000010>
+7 1.000600 openat(4</w/x>, \"src/up\", O_RDONLY|O_NOFOLLOW|O_CLOEXEC|O_PATH) = 3</w/x/src/up> <0.000009>
+7 1.000700 +++ exited with 0 +++
+";
+    let evs = events(ImportFormat::Strace, text).unwrap();
+    let nofollow: Vec<bool> = evs
+        .iter()
+        .filter_map(|e| match &e.op {
+            Op::Setattr { nofollow, .. } => Some(*nofollow),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(nofollow, [true, true, true, false]);
+    let open = evs.iter().find_map(|e| match &e.op {
+        Op::Open { flags, .. } => Some(*flags),
+        _ => None,
+    });
+    assert!(open.is_some_and(|f| f.path && f.nofollow), "{open:?}");
+    // An O_PATH fd holds no file open for a replay: its exit closes nothing.
+    assert!(!evs.iter().any(|e| e.op.name() == "close"), "{evs:?}");
+    assert_eq!(round_trip(&evs).1, evs);
 }

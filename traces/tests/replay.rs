@@ -962,3 +962,28 @@ fn what_the_kernel_closes_at_exit_or_under_a_dup2_a_strace_import_closes_in_the_
         );
     }
 }
+
+#[test]
+fn a_dangling_link_s_own_attributes_and_an_o_path_open_of_it_replay() {
+    // tar extracting a symbolic link whose target is not there into a directory it made:
+    // it sets the link's own times and owner (AT_SYMLINK_NOFOLLOW), then opens it with
+    // O_PATH|O_NOFOLLOW to check what it made. Neither follows the link; a setattr that
+    // does fails (nothing can have been in the new directory before the trace).
+    let t = trace(&[
+        r#"{"t":0,"pid":1,"op":"mkdir","path":"/w/x","ret":0}"#,
+        r#"{"t":5,"pid":1,"op":"symlink","path":"/w/x/up","target":"nowhere","ret":0}"#,
+        r#"{"t":10,"pid":1,"op":"setattr","path":"/w/x/up","nofollow":true,"ret":0}"#,
+        r#"{"t":20,"pid":1,"op":"open","path":"/w/x/up","flags":"O_RDONLY|O_NOFOLLOW|O_CLOEXEC|O_PATH","ret":3}"#,
+        r#"{"t":30,"pid":1,"op":"fstat","fd":3,"path":"/w/x/up","ret":0}"#,
+        r#"{"t":40,"pid":1,"op":"close","fd":3,"path":"/w/x/up","ret":0}"#,
+        r#"{"t":50,"pid":1,"op":"setattr","path":"/w/x/up","ret":0}"#,
+    ]);
+    for target in FILE_SYSTEMS {
+        let r = run_on(&t, target, Pace::Afap);
+        for op in ["mkdir", "symlink", "open", "fstat", "close"] {
+            assert_eq!(r.latency[op].failed, 0, "{target:?} {op}: {r:?}");
+        }
+        let s = &r.latency["setattr"];
+        assert_eq!((s.count, s.failed), (1, 1), "{target:?}: {r:?}");
+    }
+}

@@ -687,11 +687,12 @@ impl StraceConverter {
         };
         let (first, second) = (first.filter(file_data), second.filter(file_data));
         // A replay opens an fd at the first event that uses it (an `fstat` opens nothing, a
-        // call that failed is not replayed, a directory's open only walks its path).
+        // call that failed is not replayed, a directory's or an `O_PATH` open only walks its
+        // path).
         let table = self.table(pid);
         for e in first.iter().chain(&second) {
             let named = match &e.op {
-                Op::Open { path, flags } if !flags.directory => {
+                Op::Open { path, flags } if !flags.directory && !flags.path => {
                     e.ret.filter(|&fd| fd >= 0).map(|fd| (fd, path.as_str()))
                 }
                 Op::Fstat { .. } | Op::Close { .. } => None,
@@ -1383,7 +1384,11 @@ impl StraceConverter {
                     _ if name.starts_with('f') => Self::fd_file(a).map(|(_, p)| p),
                     _ => self.path_arg(pid, None, a.first()),
                 };
-                file.map(|path| Op::Setattr { path })
+                // `lchown`, `lsetxattr`, and an `*at` call with `AT_SYMLINK_NOFOLLOW` (tar
+                // setting an extracted link's times and owner) change the link itself.
+                let nofollow = name.starts_with('l')
+                    || a.iter().skip(2).any(|f| f.contains("AT_SYMLINK_NOFOLLOW"));
+                file.map(|path| Op::Setattr { path, nofollow })
             }
             // The target as the program gave it (a link's target is not resolved).
             "symlink" | "symlinkat" => {

@@ -713,9 +713,9 @@ impl FusionSystem<'_> {
         };
         let mut ev = ev.clone();
         match &mut ev.op {
-            Op::Open { path, .. }
-            | Op::Stat { path }
-            | Op::Setattr { path }
+            Op::Open { path, flags } => follow(path, !(flags.path && flags.nofollow))?,
+            Op::Setattr { path, nofollow } => follow(path, !*nofollow)?,
+            Op::Stat { path }
             | Op::Readdir { path }
             | Op::Truncate { path, .. }
             | Op::MappedWrite { path, .. } => follow(path, true)?,
@@ -750,7 +750,8 @@ impl FusionSystem<'_> {
         at: VirtualTime,
     ) -> Result<VirtualTime, OpError> {
         let entries = path_entries(path);
-        if flags.directory || self.dirs.contains(path) || path == "/" {
+        // An `O_PATH` fd, like a directory's, names what the walk found and moves no data.
+        if flags.directory || flags.path || self.dirs.contains(path) || path == "/" {
             let end = self.lookup_call(at, entries, 0);
             if let Some(fd) = ev.ret {
                 self.fds.insert((ev.fd_table(), fd), TraceFd::Dir);
@@ -882,7 +883,7 @@ impl FusionSystem<'_> {
             }
             // StorageFS keeps no attributes beyond what it journals per op: a change to them is
             // a round trip that finds the inode, as a stat is.
-            Op::Stat { path } | Op::Lstat { path } | Op::Setattr { path } => {
+            Op::Stat { path } | Op::Lstat { path } | Op::Setattr { path, .. } => {
                 self.kept.remove(&ev.pid);
                 if self.fs.medium().lookup(path).is_none()
                     && !self.dirs.contains(path)

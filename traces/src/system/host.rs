@@ -191,7 +191,11 @@ impl<'a> HostSystem<'a> {
         }
         match &ev.op {
             Op::Open { path, flags } => {
-                if flags.directory {
+                // A directory's open, and an `O_PATH` one, only walk the path.
+                if flags.path && flags.nofollow {
+                    return fs_done(self.fs.lookup_nofollow(path, WHO).map(|_| ()));
+                }
+                if flags.directory || flags.path {
                     return fs_done(self.fs.lookup(path, WHO).map(|_| ()));
                 }
                 let how = OpenOptions {
@@ -299,7 +303,10 @@ impl<'a> HostSystem<'a> {
             // The inode is in memory with its open file: the call is all it costs.
             Op::Fstat { .. } => Ok(Applied::Done),
             Op::Readdir { path } => fs_done(self.fs.readdir(path, WHO).map(|_| ())),
-            Op::Setattr { path } => fs_done(self.fs.setattr(path, WHO)),
+            Op::Setattr { path, nofollow } => match nofollow {
+                true => fs_done(self.fs.lsetattr(path, WHO)),
+                false => fs_done(self.fs.setattr(path, WHO)),
+            },
             Op::Truncate { path, len } => fs_done(self.fs.truncate(path, *len, WHO)),
             Op::Fallocate {
                 fd,

@@ -402,7 +402,11 @@ impl<'a> IspfsSystem<'a> {
         match &ev.op {
             Op::Open { path, flags } => {
                 self.cpu(syscall);
-                if flags.directory {
+                // A directory's open, and an `O_PATH` one, only walk the path.
+                if flags.path && flags.nofollow {
+                    return done(self.fs.fs_mut().lookup_nofollow(path, WHO).map(|_| ()));
+                }
+                if flags.directory || flags.path {
                     return done(self.fs.fs_mut().lookup(path, WHO).map(|_| ()));
                 }
                 // As on the host: `O_TRUNC` truncates only a file that was there.
@@ -513,9 +517,12 @@ impl<'a> IspfsSystem<'a> {
                 self.cpu(syscall);
                 done(self.fs.fs_mut().readdir(path, WHO).map(|_| ()))
             }
-            Op::Setattr { path } => {
+            Op::Setattr { path, nofollow } => {
                 self.cpu(syscall);
-                done(self.fs.fs_mut().setattr(path, WHO))
+                match nofollow {
+                    true => done(self.fs.fs_mut().lsetattr(path, WHO)),
+                    false => done(self.fs.fs_mut().setattr(path, WHO)),
+                }
             }
             Op::Truncate { path, len } => {
                 self.cpu(syscall);
