@@ -161,7 +161,7 @@ fn strace_line(rng: &mut Rng) -> String {
     let path = &paths[rng.below(paths.len())];
     let num = |rng: &mut Rng| rng.pick(NUMBERS).to_string();
     let fd = format!("{}<{path}>", rng.pick(&["3", "-1", "99999999999", "x"]));
-    let call = match rng.below(31) {
+    let call = match rng.below(32) {
         0 => format!("openat(AT_FDCWD<{path}>, \"{path}\", O_RDONLY)"),
         1 => format!("read({fd}, \"\"..., {})", num(rng)),
         2 => format!("pread64({fd}, \"\", {}, {})", num(rng), num(rng)),
@@ -265,6 +265,11 @@ fn strace_line(rng: &mut Rng) -> String {
             ])
         ),
         29 => format!("openat(AT_FDCWD<{path}>, \"{path}\", O_RDONLY|O_CLOEXEC)"),
+        30 => format!(
+            "{}(\"{path}\", \"user.x\", NULL, {})",
+            rng.pick(&["getxattr", "lgetxattr", "listxattr", "fgetxattr"]),
+            num(rng)
+        ),
         _ => format!("<... write resumed> ) = {}", num(rng)),
     };
     format!(

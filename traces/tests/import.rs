@@ -1290,3 +1290,35 @@ fn a_link_s_own_attributes_and_an_o_path_open_do_not_follow_it() {
     assert!(!evs.iter().any(|e| e.op.name() == "close"), "{evs:?}");
     assert_eq!(round_trip(&evs).1, evs);
 }
+
+#[test]
+fn reading_extended_attributes_walks_as_a_stat_does_even_when_there_is_none() {
+    // `ls -l` asks for an SELinux label and an ACL of every entry, most often of files that
+    // have neither (ENODATA): the walk and the inode's look were made all the same.
+    let text = "\
+7 1.000000 lgetxattr(\"/w/a\", \"security.selinux\", 0x55d0, 255) = -1 ENODATA (No data available) <0.000004>
+7 1.000100 getxattr(\"/w/a\", \"system.posix_acl_access\", NULL, 0) = -1 ENODATA (No data available) <0.000003>
+7 1.000200 flistxattr(3</w/a>, NULL, 0) = 0 <0.000002>
+7 1.000300 fgetxattr(3</w/a>, \"user.x\", 0x7ffd, 132) = -1 ENODATA (No data available) <0.000002>
+7 1.000400 lgetxattr(\"/w/gone\", \"security.selinux\", 0x55d0, 255) = -1 ENOENT (No such file or directory) <0.000004>
+7 1.000500 llistxattr(\"/w/a\", 0x55d0, 256) = 0 <0.000003>
+";
+    let evs = events(ImportFormat::Strace, text).unwrap();
+    let got: Vec<(&str, Option<&str>, Option<i64>)> = evs
+        .iter()
+        .map(|e| (e.op.name(), e.op.walked_path(), e.ret))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("lstat", Some("/w/a"), Some(0)),
+            ("stat", Some("/w/a"), Some(0)),
+            ("fstat", None, Some(0)),
+            ("fstat", None, Some(0)),
+            // A missing name keeps its failure: the replay walks as far as the path goes.
+            ("lstat", Some("/w/gone"), Some(-1)),
+            ("lstat", Some("/w/a"), Some(0)),
+        ]
+    );
+    assert!(evs[4].extra.get("errno").is_some_and(|e| e == "ENOENT"));
+}

@@ -28,6 +28,8 @@
 //!   path; `access` walks a path as `stat` does, and is a `stat`; `lstat`, `readlink` and
 //!   a stat with `AT_SYMLINK_NOFOLLOW` do not follow a link at the end, and are `lstat`s
 //!   (a `readlink` refused with `EINVAL`, of a path that is not a link, a successful one);
+//!   reading extended attributes (`getxattr`, `listxattr` and their `l` and `f` forms) walks
+//!   and looks as the matching stat does, whether or not the attribute is there;
 //!   `chmod`, `chown`, `utimensat` and the extended-attribute calls are `setattr`s;
 //! - `fallocate` (and `posix_fallocate`, which calls it) is carried in mode 0 and
 //!   `FALLOC_FL_KEEP_SIZE`, the two that set blocks aside, and `sync_file_range` (which
@@ -82,6 +84,8 @@ pub const RECORDED_CALLS: &[&str] = &[
     "fcntl",
     "fcntl64",
     "fdatasync",
+    "fgetxattr",
+    "flistxattr",
     "fork",
     "fremovexattr",
     "fsetxattr",
@@ -93,12 +97,16 @@ pub const RECORDED_CALLS: &[&str] = &[
     "futimesat",
     "getdents",
     "getdents64",
+    "getxattr",
     "io_submit",
     "io_uring_enter",
     "ioctl",
     "lchown",
+    "lgetxattr",
     "link",
     "linkat",
+    "listxattr",
+    "llistxattr",
     "lremovexattr",
     "lseek",
     "lsetxattr",
@@ -609,7 +617,15 @@ impl StraceConverter {
             .ok_or_else(|| err(line, format!("cannot read the result '{outcome_text}'")))?;
         // A `readlink` of a path that is not a link walked all of it before refusing: for a
         // replay it is an `lstat` that succeeded (gcc's realpath asks it of every directory).
-        if name.starts_with("readlink") && outcome.errno.as_deref() == Some("EINVAL") {
+        // Likewise an extended attribute asked for and not there (`ENODATA`), or past the
+        // caller's buffer (`ERANGE`): the walk and the inode's look were made (`ls -l` asks
+        // for two of every entry).
+        let walked = match outcome.errno.as_deref() {
+            Some("EINVAL") => name.starts_with("readlink"),
+            Some("ENODATA" | "ERANGE" | "EOPNOTSUPP") => name.contains("xattr"),
+            _ => false,
+        };
+        if walked {
             outcome.ret = Some(0);
             outcome.errno = None;
         }
@@ -1369,6 +1385,15 @@ impl StraceConverter {
             "readlinkat" => self
                 .path_arg(pid, a.first(), a.get(1))
                 .map(|path| Op::Lstat { path }),
+            // Reading extended attributes (`ls -l` for ACLs and SELinux labels, `cp -a`): the
+            // walk and a look at the inode, as a stat makes.
+            "getxattr" | "listxattr" => self
+                .path_arg(pid, None, a.first())
+                .map(|path| Op::Stat { path }),
+            "lgetxattr" | "llistxattr" => self
+                .path_arg(pid, None, a.first())
+                .map(|path| Op::Lstat { path }),
+            "fgetxattr" | "flistxattr" => Self::fd_file(a).map(|(fd, path)| Op::Fstat { fd, path }),
             // Changes to an inode's attributes, by path or by fd.
             "chmod" | "fchmod" | "fchmodat" | "fchmodat2" | "chown" | "fchown" | "lchown"
             | "fchownat" | "utime" | "utimes" | "utimensat" | "futimesat" | "setxattr"
