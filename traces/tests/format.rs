@@ -422,6 +422,10 @@ fn malformed_lines_name_their_line_and_problem() {
             "line 2: field \"sync\" must be true or false, got 1",
         ),
         (
+            r#"{"t":1,"pid":1,"op":"setattr","path":"/a","nofollow":"yes"}"#,
+            "line 2: field \"nofollow\" must be true or false, got \"yes\"",
+        ),
+        (
             r#"{"t":1,"pid":1,"op":"mapped_write","path":"/a","len":5}"#,
             "line 2: missing field \"off\"",
         ),

@@ -89,6 +89,23 @@ pub struct HostSystem<'a> {
     zeros: Vec<u8>,
 }
 
+/// An open that only walks its path: a directory's (`O_DIRECTORY`), or an `O_PATH` one, to
+/// a symbolic link itself with `O_NOFOLLOW`. `None` for an open of a file for I/O.
+pub(super) fn walk_only(
+    fs: &mut HostFs,
+    path: &str,
+    flags: &OpenFlags,
+) -> Option<Result<(), FsError>> {
+    if !(flags.directory || flags.path) {
+        return None;
+    }
+    let found = match flags.path && flags.nofollow {
+        true => fs.lookup_nofollow(path, WHO),
+        false => fs.lookup(path, WHO),
+    };
+    Some(found.map(|_| ()))
+}
+
 /// Makes `dir` and any missing directory above it, as `mkdir -p`; returns its inode (or
 /// that of whatever is there already under its name).
 pub(super) fn mkdir_p(fs: &mut HostFs, dir: &str) -> Result<Ino, FsError> {
@@ -191,12 +208,8 @@ impl<'a> HostSystem<'a> {
         }
         match &ev.op {
             Op::Open { path, flags } => {
-                // A directory's open, and an `O_PATH` one, only walk the path.
-                if flags.path && flags.nofollow {
-                    return fs_done(self.fs.lookup_nofollow(path, WHO).map(|_| ()));
-                }
-                if flags.directory || flags.path {
-                    return fs_done(self.fs.lookup(path, WHO).map(|_| ()));
+                if let Some(walked) = walk_only(&mut self.fs, path, flags) {
+                    return fs_done(walked);
                 }
                 let how = OpenOptions {
                     write: flags.write,

@@ -402,12 +402,8 @@ impl<'a> IspfsSystem<'a> {
         match &ev.op {
             Op::Open { path, flags } => {
                 self.cpu(syscall);
-                // A directory's open, and an `O_PATH` one, only walk the path.
-                if flags.path && flags.nofollow {
-                    return done(self.fs.fs_mut().lookup_nofollow(path, WHO).map(|_| ()));
-                }
-                if flags.directory || flags.path {
-                    return done(self.fs.fs_mut().lookup(path, WHO).map(|_| ()));
+                if let Some(walked) = super::host::walk_only(self.fs.fs_mut(), path, flags) {
+                    return done(walked);
                 }
                 // As on the host: `O_TRUNC` truncates only a file that was there.
                 let existed =
