@@ -58,6 +58,11 @@ pub struct Prescan {
     /// directory if it existed, since a file there would have failed the call with
     /// `ENOTDIR`. A path the trace otherwise only shows existing (a `stat`) is one.
     dir_hints: HashSet<String>,
+    /// Paths the trace removed (unlinked, removed as directories, renamed away). A failed
+    /// lookup after a removal says what the path is *then*, not what setup must make: `rm
+    /// -rf` a tree holding a file `f`, then fail to find `f/x` once `f` is gone, and `f` was
+    /// still a file at the start.
+    removed: HashSet<String>,
     /// Directories the trace renamed: new name → old. A path below a new name is the path
     /// below the old one that existed (or was made) before, so setup makes that one.
     renamed_dirs: BTreeMap<String, String>,
@@ -160,11 +165,23 @@ impl Prescan {
         self.note_dirs(path);
     }
 
-    /// Notes the directories above `path`, which a call failed to find, in `dir_hints`.
+    /// Notes the directories above `path`, which a call failed to find, in `dir_hints`:
+    /// those the trace has not removed by now (those it has are not the ones setup makes).
     fn note_dir_hints(&mut self, path: &str) {
         let path = self.origin(path);
-        let hints = &mut self.dir_hints;
-        new_ancestors(&path, |d| !hints.contains(d) && hints.insert(d.to_string()));
+        let (hints, removed) = (&mut self.dir_hints, &self.removed);
+        // Removals only grow, so an ancestor already noted had its own ancestors noted or
+        // skipped then as they would be now: the walk stops there.
+        new_ancestors(&path, |d| {
+            !hints.contains(d) && (removed.contains(d) || hints.insert(d.to_string()))
+        });
+    }
+
+    fn removes(&mut self, path: &str) {
+        let origin = self.origin(path);
+        if !self.removed.contains(origin.as_ref()) {
+            self.removed.insert(origin.into_owned());
+        }
     }
 
     /// The trace reads `start..end` of `path` (an empty range: it only needs it to exist).
@@ -286,7 +303,11 @@ impl Prescan {
                 path,
                 nofollow: true,
             } => self.needs(path, 0, 0),
-            Op::Lstat { path } | Op::Unlink { path } => self.needs(path, 0, 0),
+            Op::Lstat { path } => self.needs(path, 0, 0),
+            Op::Unlink { path } => {
+                self.needs(path, 0, 0);
+                self.removes(path);
+            }
             // A directory renamed: what is later named below `to` was below `path`. A file
             // renamed (or linked): the trace makes `to`, and ops on it later find that file,
             // so setup must not make one first (it would be a file the trace never had).
@@ -298,6 +319,7 @@ impl Prescan {
                     self.renamed_dirs.insert(to.clone(), from);
                 } else {
                     self.needs(path, 0, 0);
+                    self.removes(path);
                     self.creates(to);
                 }
             }
@@ -312,7 +334,10 @@ impl Prescan {
                 }
                 self.note_dirs(path);
             }
-            Op::Rmdir { path } => self.is_dir(path),
+            Op::Rmdir { path } => {
+                self.is_dir(path);
+                self.removes(path);
+            }
             Op::Readdir { path } => {
                 let path = self.through_links(path, true);
                 self.is_dir(&path)
@@ -465,5 +490,24 @@ mod tests {
         assert_eq!(files, ["/etc/hosts"]);
         let dirs: Vec<&str> = s.dirs.iter().map(String::as_str).collect();
         assert_eq!(dirs, ["/etc", "/usr", "/usr/local", "/usr/local/include"]);
+    }
+
+    #[test]
+    fn a_name_missing_below_a_removed_file_does_not_make_it_a_directory() {
+        // `rm -rf w; cargo new w/hello`: rm unlinks the old `w/hello/Cargo.toml`, then cargo
+        // looks for `Cargo.toml/Cargo.toml` before writing the new one. The old one was a
+        // file; a hint before any removal still counts.
+        let s = scan(&[
+            r#"{"t":1,"pid":1,"op":"stat","path":"/w/a/b","ret":-2}"#,
+            r#"{"t":2,"pid":1,"op":"stat","path":"/w/a","ret":0}"#,
+            r#"{"t":3,"pid":1,"op":"unlink","path":"/w/hello/Cargo.toml"}"#,
+            r#"{"t":4,"pid":1,"op":"rmdir","path":"/w/hello"}"#,
+            r#"{"t":5,"pid":1,"op":"mkdir","path":"/w/hello"}"#,
+            r#"{"t":6,"pid":1,"op":"stat","path":"/w/hello/Cargo.toml/Cargo.toml","ret":-2}"#,
+        ]);
+        let files: Vec<&str> = s.files.keys().map(String::as_str).collect();
+        assert_eq!(files, ["/w/hello/Cargo.toml"]);
+        let dirs: Vec<&str> = s.dirs.iter().map(String::as_str).collect();
+        assert_eq!(dirs, ["/w", "/w/a", "/w/hello"]);
     }
 }
