@@ -1054,9 +1054,22 @@ impl HostFs {
     /// The source is walked to its inode and the new name as far as it goes first
     /// (`linkat`'s `filename_lookup`, then `filename_create`), each charged as a lookup.
     pub fn link(&mut self, from: &str, to: &str, who: Cred) -> Result<Linked, FsError> {
-        self.lookup_nofollow(from, who)?;
+        self.link_as(from, to, who, false)
+    }
+
+    fn link_as(
+        &mut self,
+        from: &str,
+        to: &str,
+        who: Cred,
+        follow: bool,
+    ) -> Result<Linked, FsError> {
+        match follow {
+            true => self.lookup(from, who)?,
+            false => self.lookup_nofollow(from, who)?,
+        };
         self.lookup_partial(to, who)?;
-        let l = self.ns.link(from, to, who, &mut self.alloc)?;
+        let l = self.ns.link(from, to, who, &mut self.alloc, follow)?;
         let layout = *self.ns.layout();
         let entry = self.ns.entry_write(l.parent, l.ino);
         self.write_meta([
@@ -1846,5 +1859,22 @@ impl HostFs {
     /// meanwhile: a panic inside `f` (a bug) aborts the process.
     pub fn lend_device<R>(&mut self, f: impl FnOnce(Device) -> (R, Device)) -> R {
         replace_with::replace_with_or_abort_and_return(&mut self.device, f)
+    }
+}
+
+/// One `link` or `linkat` call: `from` takes the further name `to`. With `follow`
+/// (`AT_SYMLINK_FOLLOW`, `ln -L`) a symbolic link at the end of `from` is followed and the
+/// file it leads to takes the name; without, as `link(2)`, the link itself does.
+#[derive(Clone, Copy, Debug)]
+pub struct Link<'a> {
+    pub from: &'a str,
+    pub to: &'a str,
+    pub follow: bool,
+}
+
+impl Link<'_> {
+    /// Makes the name in `fs` ([`HostFs::link`]).
+    pub fn apply(self, fs: &mut HostFs, who: Cred) -> Result<Linked, FsError> {
+        fs.link_as(self.from, self.to, who, self.follow)
     }
 }

@@ -1570,18 +1570,22 @@ impl Namespace {
         (i.open == 0 && i.links == 0).then(|| self.free_inode(ino))
     }
 
-    /// `link`: gives the file or symbolic link `from` (not followed) the further name `to`,
-    /// in a directory the caller may write. ext4 refuses directories and a 65,001st name.
+    /// `link`: gives the file or symbolic link `from` the further name `to`, in a directory
+    /// the caller may write. ext4 refuses directories and a 65,001st name.
+    ///
+    /// `link(2)` names a symbolic link itself when the source is one, as `linkat` does
+    /// without `AT_SYMLINK_FOLLOW` (`cp -al` copies a tree's links so); with `follow`
+    /// (`ln -L`) the file the link leads to takes the name.
     pub fn link(
         &mut self,
         from: &str,
         to: &str,
         who: Cred,
         alloc: &mut ExtentAllocator,
+        follow: bool,
     ) -> Result<Linked, NsError> {
-        // `link(2)` names a symbolic link itself when the source is one (as `linkat` without
-        // `AT_SYMLINK_FOLLOW` does: `cp -al` copies a tree's links so).
-        let ino = match self.walk_to(from, components(from)?, who, None, Follow::Middle)? {
+        let walk = if follow { Follow::Last } else { Follow::Middle };
+        let ino = match self.walk_to(from, components(from)?, who, None, walk)? {
             Walked::Found(ino) => ino,
             Walked::MissingLast { .. } => return Err(NsError::NotFound(from.to_string())),
         };

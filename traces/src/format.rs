@@ -346,10 +346,13 @@ pub enum Op {
         path: String,
         to: String,
     },
-    /// A hard link: the file (or symbolic link) at `path` takes the further name `to`.
+    /// A hard link: the file (or symbolic link) at `path` takes the further name `to`. With
+    /// `follow` (`linkat`'s `AT_SYMLINK_FOLLOW`, `ln -L`) a symbolic link at the end of
+    /// `path` is followed, and the file it leads to takes the name.
     Link {
         path: String,
         to: String,
+        follow: bool,
     },
     /// A symbolic link made at `path`, pointing to `target` (as given: relative or
     /// absolute, not followed).
@@ -729,6 +732,15 @@ impl Fields {
         }
     }
 
+    /// An optional boolean field, false when absent.
+    fn flag(&mut self, k: &str) -> Result<bool, String> {
+        match self.take(k) {
+            None => Ok(false),
+            Some(Value::Bool(b)) => Ok(b),
+            Some(v) => Err(format!("field \"{k}\" must be true or false, got {v}")),
+        }
+    }
+
     fn opt_u64(&mut self, k: &str) -> Result<Option<u64>, String> {
         self.take(k).map(|v| as_u64(k, &v)).transpose()
     }
@@ -1061,6 +1073,7 @@ fn parse_fast(line: &str) -> Option<Event> {
         "link" => Op::Link {
             path: path()?,
             to: f.to.filter(|p| !p.is_empty())?.to_string(),
+            follow: false,
         },
         "truncate" => Op::Truncate {
             path: path()?,
@@ -1235,13 +1248,7 @@ fn event_from_json(v: Value, top: bool) -> Result<Parsed, String> {
             if op_name == "read" {
                 Op::Read { fd, path, off, len }
             } else {
-                let append = match f.take("append") {
-                    None => false,
-                    Some(Value::Bool(b)) => b,
-                    Some(v) => {
-                        return Err(format!("field \"append\" must be true or false, got {v}"))
-                    }
-                };
+                let append = f.flag("append")?;
                 Op::Write {
                     fd,
                     path,
@@ -1295,13 +1302,7 @@ fn event_from_json(v: Value, top: bool) -> Result<Parsed, String> {
         },
         "setattr" => Op::Setattr {
             path: f.path("path")?,
-            nofollow: match f.take("nofollow") {
-                None => false,
-                Some(Value::Bool(b)) => b,
-                Some(v) => {
-                    return Err(format!("field \"nofollow\" must be true or false, got {v}"))
-                }
-            },
+            nofollow: f.flag("nofollow")?,
         },
         "rename" => Op::Rename {
             path: f.path("path")?,
@@ -1310,6 +1311,7 @@ fn event_from_json(v: Value, top: bool) -> Result<Parsed, String> {
         "link" => Op::Link {
             path: f.path("path")?,
             to: f.path("to")?,
+            follow: f.flag("follow")?,
         },
         "symlink" => Op::Symlink {
             path: f.path("path")?,
@@ -1321,15 +1323,7 @@ fn event_from_json(v: Value, top: bool) -> Result<Parsed, String> {
         },
         "fallocate" => {
             let (fd, path) = fd_path(&mut f)?;
-            let keep_size = match f.take("keep_size") {
-                None => false,
-                Some(Value::Bool(b)) => b,
-                Some(v) => {
-                    return Err(format!(
-                        "field \"keep_size\" must be true or false, got {v}"
-                    ))
-                }
-            };
+            let keep_size = f.flag("keep_size")?;
             Op::Fallocate {
                 fd,
                 path,
@@ -1536,9 +1530,16 @@ impl Event {
                     s.push_str(",\"nofollow\":true");
                 }
             }
-            Op::Rename { path, to } | Op::Link { path, to } => {
+            Op::Rename { path, to } => {
                 push_str(&mut s, "path", path);
                 push_str(&mut s, "to", to);
+            }
+            Op::Link { path, to, follow } => {
+                push_str(&mut s, "path", path);
+                push_str(&mut s, "to", to);
+                if *follow {
+                    s.push_str(",\"follow\":true");
+                }
             }
             Op::Symlink { path, target } => {
                 push_str(&mut s, "path", path);

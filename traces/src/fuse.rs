@@ -154,7 +154,7 @@ fn names(op: &Op, path: &str) -> bool {
         | Op::Truncate { path: p, .. }
         | Op::MappedWrite { path: p, .. }
         | Op::Mknod { path: p } => p == path,
-        Op::Rename { path: p, to } | Op::Link { path: p, to } => p == path || to == path,
+        Op::Rename { path: p, to } | Op::Link { path: p, to, .. } => p == path || to == path,
         // A listing sees the files created or removed in the directory.
         Op::Readdir { path: dir } => {
             dir == path || csd_hostfs::namespace::parent_dir(path).is_some_and(|p| p == dir)

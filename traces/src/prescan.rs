@@ -323,8 +323,10 @@ impl Prescan {
                     self.creates(to);
                 }
             }
-            Op::Link { path, to } => {
-                self.needs(path, 0, 0);
+            // `ln -L` names what the link leads to: that existed.
+            Op::Link { path, to, follow } => {
+                let path = self.through_links(path, *follow);
+                self.needs(&path, 0, 0);
                 self.creates(to);
             }
             Op::Mkdir { path } => {

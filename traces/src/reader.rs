@@ -202,7 +202,7 @@ fn check_paths(op: &Op, unresolved: bool) -> Result<(), String> {
         | Op::Truncate { path, .. }
         | Op::MappedWrite { path, .. }
         | Op::Mknod { path } => path,
-        Op::Rename { path, to } | Op::Link { path, to } => {
+        Op::Rename { path, to } | Op::Link { path, to, .. } => {
             return check_path(path).and_then(|()| check_path(to))
         }
         Op::Symlink { path, target } => {

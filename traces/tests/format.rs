@@ -187,6 +187,17 @@ fn every_op_round_trips() {
             Op::Link {
                 path: p("/e/x"),
                 to: p("/d/x y"),
+                follow: false,
+            },
+            Some(0),
+        ),
+        ev(
+            10,
+            8,
+            Op::Link {
+                path: p("/e/l"),
+                to: p("/d/z"),
+                follow: true,
             },
             Some(0),
         ),
@@ -424,6 +435,10 @@ fn malformed_lines_name_their_line_and_problem() {
         (
             r#"{"t":1,"pid":1,"op":"setattr","path":"/a","nofollow":"yes"}"#,
             "line 2: field \"nofollow\" must be true or false, got \"yes\"",
+        ),
+        (
+            r#"{"t":1,"pid":1,"op":"link","path":"/a","to":"/b","follow":0}"#,
+            "line 2: field \"follow\" must be true or false, got 0",
         ),
         (
             r#"{"t":1,"pid":1,"op":"mapped_write","path":"/a","len":5}"#,

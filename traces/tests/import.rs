@@ -618,17 +618,20 @@ fn sync_file_range_keeps_its_range_and_flags() {
 
 #[test]
 fn a_hard_link_names_the_file_and_its_new_name() {
-    // `ln` uses linkat; git names each object it writes by linking its temporary file.
+    // `ln` uses linkat (`ln -L` with AT_SYMLINK_FOLLOW); git names each object it writes by
+    // linking its temporary file.
     let text = "\
 7 1000.000000 linkat(AT_FDCWD</w>, \"a\", 3</w/d>, \"b\", 0) = 0 <0.000010>
 7 1000.000100 link(\".git/objects/0a/tmp_obj_L1UM2b\", \".git/objects/0a/8695e0\") = 0 <0.000022>
 7 1000.000200 linkat(AT_FDCWD</w>, \"a\", AT_FDCWD</w>, \"a\", 0) = -1 EEXIST (File exists) <0.000010>
+7 1000.000300 linkat(AT_FDCWD</w>, \"sl\", AT_FDCWD</w>, \"hard\", AT_SYMLINK_FOLLOW) = 0 <0.000010>
 ";
     let evs = events(ImportFormat::Strace, text).unwrap();
     let got: Vec<(&Op, Option<i64>)> = evs.iter().map(|e| (&e.op, e.ret)).collect();
     let link = |path: &str, to: &str| Op::Link {
         path: path.into(),
         to: to.into(),
+        follow: false,
     };
     assert_eq!(
         got,
@@ -642,6 +645,14 @@ fn a_hard_link_names_the_file_and_its_new_name() {
                 Some(0)
             ),
             (&link("/w/a", "/w/a"), Some(-1)),
+            (
+                &Op::Link {
+                    path: "/w/sl".into(),
+                    to: "/w/hard".into(),
+                    follow: true,
+                },
+                Some(0)
+            ),
         ]
     );
 }

@@ -987,3 +987,33 @@ fn a_dangling_link_s_own_attributes_and_an_o_path_open_of_it_replay() {
         assert_eq!((s.count, s.failed), (1, 1), "{target:?}: {r:?}");
     }
 }
+
+#[test]
+fn ln_l_links_the_file_a_link_leads_to_and_ln_the_link_itself() {
+    // `ln -L sl h` (linkat with AT_SYMLINK_FOLLOW) names f itself: once f and sl are gone, h
+    // still opens f's bytes. Following a dangling link fails; `ln` without -L links it.
+    let t = trace(&[
+        r#"{"t":0,"pid":1,"op":"mkdir","path":"/w/x","ret":0}"#,
+        r#"{"t":1,"pid":1,"op":"open","path":"/w/x/f","flags":"O_WRONLY|O_CREAT","ret":3}"#,
+        r#"{"t":2,"pid":1,"op":"write","fd":3,"path":"/w/x/f","len":100,"ret":100}"#,
+        r#"{"t":3,"pid":1,"op":"close","fd":3,"path":"/w/x/f","ret":0}"#,
+        r#"{"t":4,"pid":1,"op":"symlink","path":"/w/x/sl","target":"f","ret":0}"#,
+        r#"{"t":5,"pid":1,"op":"link","path":"/w/x/sl","to":"/w/x/h","follow":true,"ret":0}"#,
+        r#"{"t":6,"pid":1,"op":"symlink","path":"/w/x/dl","target":"nowhere","ret":0}"#,
+        r#"{"t":7,"pid":1,"op":"link","path":"/w/x/dl","to":"/w/x/h2","follow":true,"ret":0}"#,
+        r#"{"t":8,"pid":1,"op":"link","path":"/w/x/dl","to":"/w/x/h3","ret":0}"#,
+        r#"{"t":9,"pid":1,"op":"unlink","path":"/w/x/f","ret":0}"#,
+        r#"{"t":10,"pid":1,"op":"unlink","path":"/w/x/sl","ret":0}"#,
+        r#"{"t":11,"pid":1,"op":"open","path":"/w/x/h","flags":"O_RDONLY","ret":3}"#,
+        r#"{"t":12,"pid":1,"op":"read","fd":3,"path":"/w/x/h","len":100,"ret":100}"#,
+        r#"{"t":13,"pid":1,"op":"close","fd":3,"path":"/w/x/h","ret":0}"#,
+    ]);
+    for target in FILE_SYSTEMS {
+        let r = run_on(&t, target, Pace::Afap);
+        for op in ["mkdir", "symlink", "unlink", "open", "read", "close"] {
+            assert_eq!(r.latency[op].failed, 0, "{target:?} {op}: {r:?}");
+        }
+        let l = &r.latency["link"];
+        assert_eq!((l.count, l.failed), (2, 1), "{target:?}: {r:?}");
+    }
+}

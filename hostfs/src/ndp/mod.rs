@@ -27,7 +27,7 @@ pub mod host;
 pub mod lightfs;
 mod pipeline;
 
-use crate::fs::{Fd, FsError, HostFs, OpenOptions};
+use crate::fs::{Fd, FsError, HostFs, Link, OpenOptions};
 use crate::ndpmeta::NdpMetaError;
 use crate::perms::{Access, Cred};
 use csd_device::{ContentStamp, Device, DeviceError, Ppn, VirtualTime};
@@ -415,10 +415,10 @@ pub trait OffloadDesign {
         Ok(())
     }
 
-    /// `link`: a further name for a file, which LightFS's index of the new name's directory
-    /// must list.
-    fn link(&mut self, fs: &mut HostFs, from: &str, to: &str, who: Cred) -> Result<(), NdpError> {
-        fs.link(from, to, who)?;
+    /// `link`: a further name for a file (with `follow`, for the file a link at the end of
+    /// `from` leads to), which LightFS's index of the new name's directory must list.
+    fn link(&mut self, fs: &mut HostFs, link: Link<'_>, who: Cred) -> Result<(), NdpError> {
+        link.apply(fs, who)?;
         Ok(())
     }
 

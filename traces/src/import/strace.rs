@@ -1424,12 +1424,16 @@ impl StraceConverter {
                 }?;
                 Some(Op::Symlink { path, target })
             }
-            // A further name for a file. The source is not followed through a symbolic link
-            // (AT_SYMLINK_FOLLOW would, a case the replay cannot tell from the path).
+            // A further name for a file. `link` does not follow a symbolic link at the end of
+            // its source; `linkat` does with AT_SYMLINK_FOLLOW (`ln -L`).
             "link" => {
                 let path = self.path_arg(pid, None, a.first())?;
                 let to = self.path_arg(pid, None, a.get(1))?;
-                Some(Op::Link { path, to })
+                Some(Op::Link {
+                    path,
+                    to,
+                    follow: false,
+                })
             }
             "linkat" => {
                 // Naming an fd's file (an O_TMPFILE made visible): the fd's file was never
@@ -1442,7 +1446,8 @@ impl StraceConverter {
                 }
                 let path = self.path_arg(pid, a.first(), a.get(1))?;
                 let to = self.path_arg(pid, a.get(2), a.get(3))?;
-                Some(Op::Link { path, to })
+                let follow = a.get(4).is_some_and(|f| f.contains("AT_SYMLINK_FOLLOW"));
+                Some(Op::Link { path, to, follow })
             }
             "truncate" => {
                 let path = self.path_arg(pid, None, a.first())?;

@@ -725,8 +725,16 @@ impl FusionSystem<'_> {
             | Op::Mkdir { path }
             | Op::Mknod { path }
             | Op::Symlink { path, .. } => follow(path, false)?,
-            Op::Rename { path, to } | Op::Link { path, to } => {
+            Op::Rename { path, to } => {
                 follow(path, false)?;
+                follow(to, false)?;
+            }
+            Op::Link {
+                path,
+                to,
+                follow: last,
+            } => {
+                follow(path, *last)?;
                 follow(to, false)?;
             }
             Op::Cisc { ops, .. } => {
@@ -979,7 +987,7 @@ impl FusionSystem<'_> {
                 self.kept.remove(&ev.pid);
                 self.rename_dir(ev.pid, path, to, at)
             }
-            Op::Rename { path, to } | Op::Link { path, to } => {
+            Op::Rename { path, to } | Op::Link { path, to, .. } => {
                 self.kept.remove(&ev.pid);
                 for p in parents(to) {
                     self.dirs.insert(p.to_string());

@@ -9,7 +9,7 @@ use crate::format::{Event, IscFile, Op, OpenFlags};
 use crate::isc::{IscRunner, IscTotals, LentFile};
 use crate::prescan::Prescan;
 use csd_device::{Profile, VirtualTime};
-use csd_hostfs::fs::{Fd, FsError, HostFs, NewFile, OpenOptions};
+use csd_hostfs::fs::{Fd, FsError, HostFs, Link, NewFile, OpenOptions};
 use csd_hostfs::namespace::{parent_dir as parent, Ino};
 use csd_hostfs::ndp::{stale_files, DesignKind, NdpCompute, NdpRequest, OffloadDesign, Stages};
 use csd_hostfs::perms::{Cred, Perms};
@@ -298,11 +298,16 @@ impl<'a> HostSystem<'a> {
                 self.design.rename(&mut self.fs, path, to, WHO)?;
                 Ok(Applied::Done)
             }
-            Op::Link { path, to } => {
+            Op::Link { path, to, follow } => {
                 if let Some(p) = parent(to) {
                     mkdir_p(&mut self.fs, p)?;
                 }
-                self.design.link(&mut self.fs, path, to, WHO)?;
+                let link = Link {
+                    from: path,
+                    to,
+                    follow: *follow,
+                };
+                self.design.link(&mut self.fs, link, WHO)?;
                 Ok(Applied::Done)
             }
             Op::Symlink { path, target } => {

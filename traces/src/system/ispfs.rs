@@ -25,7 +25,7 @@ use crate::prescan::Prescan;
 use csd_device::isp::{Scmd, Search, SEARCH_BYTES};
 use csd_device::storagefs::StageRunner;
 use csd_device::{IoPath, Profile, VirtualTime};
-use csd_hostfs::fs::{file_end, Fd, FsError, OpenOptions};
+use csd_hostfs::fs::{file_end, Fd, FsError, Link, OpenOptions};
 use csd_hostfs::ispfs::Ispfs;
 use csd_hostfs::namespace::parent_dir as parent;
 use csd_hostfs::perms::{Cred, Perms};
@@ -491,12 +491,17 @@ impl<'a> IspfsSystem<'a> {
                 self.cpu(syscall);
                 done(self.fs.fs_mut().lookup_nofollow(path, WHO).map(|_| ()))
             }
-            Op::Link { path, to } => {
+            Op::Link { path, to, follow } => {
                 self.cpu(syscall);
                 if let Some(p) = parent(to) {
                     super::host::mkdir_p(self.fs.fs_mut(), p)?;
                 }
-                done(self.fs.fs_mut().link(path, to, WHO).map(|_| ()))
+                let link = Link {
+                    from: path,
+                    to,
+                    follow: *follow,
+                };
+                done(link.apply(self.fs.fs_mut(), WHO).map(|_| ()))
             }
             Op::Symlink { path, target } => {
                 self.cpu(syscall);

@@ -21,7 +21,7 @@ use super::{
     OffloadDesign, Stages, NDPMETA_NAME,
 };
 use crate::alloc::Extent;
-use crate::fs::{byte_ranges, Fd, FsError, HostFs, OpenOptions};
+use crate::fs::{byte_ranges, Fd, FsError, HostFs, Link, OpenOptions};
 use crate::namespace::{parent_dir, Ino};
 use crate::ndpmeta::{EntryKind, Layout, NdpMeta};
 use crate::perms::{Access, Cred, Perms};
@@ -810,10 +810,10 @@ impl OffloadDesign for LightFs {
 
     /// The new name's directory lists the file in its index. (The index of another
     /// directory naming it is refreshed when that directory next changes.)
-    fn link(&mut self, fs: &mut HostFs, from: &str, to: &str, who: Cred) -> Result<(), NdpError> {
-        let l = fs.link(from, to, who)?;
+    fn link(&mut self, fs: &mut HostFs, link: Link<'_>, who: Cred) -> Result<(), NdpError> {
+        let l = link.apply(fs, who)?;
         if let Some(st) = self.state.as_mut() {
-            st.parent_changed(fs, l.parent, to)?;
+            st.parent_changed(fs, l.parent, link.to)?;
         }
         Ok(())
     }
