@@ -742,6 +742,16 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
     let all = |k: usize| trips["groups"][k]["values"][0].as_f64().unwrap();
     assert_eq!(trips["groups"][0]["design"], "firmware");
     assert!(all(1) < all(0), "fused ops make fewer round trips: {trips}");
+    // SQLite commits with fdatasync: its tails are charted per design, as fsync's are.
+    let tails = storagefs["view"]["fsync"].as_array().unwrap().clone();
+    let designs = storagefs["run"]["report"]["designs"].as_array().unwrap();
+    assert_eq!(tails.len(), designs.len(), "{tails:?}");
+    for (t, d) in tails.iter().zip(designs) {
+        assert_eq!(t["call"], "fdatasync");
+        assert_eq!(t["design"], d["design"]);
+        assert_eq!(t["count"], d["latency"]["fdatasync"]["count"]);
+        assert!(t["count"].as_u64().unwrap() > 0, "{t}");
+    }
     // ISPFS's word query (r10) and iozone (r11): speed, requests and host CPU per file size;
     // throughput per test.
     for args in [
@@ -1023,7 +1033,8 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
             .unwrap();
         assert!(!page.contains("no charts yet"), "{page}");
 
-        // The fused replay: two charts of two designs, two series each.
+        // The fused replay: two charts of two designs, two series each, and the fdatasync
+        // tails of the two designs, four percentiles each.
         c.goto(&format!("{base}/runs/r9")).await.unwrap();
         c.wait()
             .at_most(Duration::from_secs(30))
@@ -1031,7 +1042,14 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
             .await
             .expect("the StorageFS charts appear");
         let bars = c.find_all(Locator::Css("svg.grouped rect")).await.unwrap();
-        assert_eq!(bars.len(), 8);
+        assert_eq!(bars.len(), 8 + 8);
+        let tails = c
+            .find_all(Locator::Css(
+                r#"svg.grouped[aria-label="fdatasync latency"] rect"#,
+            ))
+            .await
+            .unwrap();
+        assert_eq!(tails.len(), 8);
         let page = c
             .find(Locator::Css("main"))
             .await
@@ -1040,6 +1058,7 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
             .await
             .unwrap();
         assert!(page.contains("StorageFS host↔device round trips"), "{page}");
+        assert!(page.contains("fdatasync tail latency"), "{page}");
 
         // The fusion run: FusionFS Fig. 3 as grouped bars, a bar per design and thread count.
         c.goto(&format!("{base}/runs/r8")).await.unwrap();

@@ -304,14 +304,19 @@ async function runPage(id) {
     for (const c of view.breakdowns) parts.push(...breakdownChart(c));
   }
   if (view.fsync.length) {
-    parts.push(el("h2", {}, "fsync tail latency"));
+    // fsync and fdatasync (SQLite commits with the latter): a group per design and call,
+    // named by the call only when the run has both.
+    const calls = [...new Set(view.fsync.map((f) => f.call))];
+    const both = calls.length > 1;
+    parts.push(el("h2", {}, `${calls.join(" and ")} tail latency`));
     const series = [
       { key: "p50_ns", label: "p50" }, { key: "p99_ns", label: "p99" },
       { key: "p9999_ns", label: "p99.99" }, { key: "max_ns", label: "max" },
     ];
-    parts.push(...groupedChart("fsync latency", "µs", view.fsync, series, us));
-    parts.push(table(["design", "fsyncs", "p50 µs", "p99 µs", "p99.99 µs", "max µs"],
-      view.fsync.map((f) => [f.design, f.count, us(f.p50_ns), us(f.p99_ns), us(f.p9999_ns), us(f.max_ns)])));
+    const groups = view.fsync.map((f) => ({ ...f, design: both ? `${f.design} ${f.call}` : f.design }));
+    parts.push(...groupedChart(`${calls.join(" and ")} latency`, "µs", groups, series, us));
+    parts.push(table(["design", "call", "calls", "p50 µs", "p99 µs", "p99.99 µs", "max µs"],
+      view.fsync.map((f) => [f.design, f.call, f.count, us(f.p50_ns), us(f.p99_ns), us(f.p9999_ns), us(f.max_ns)])));
   }
   if (view.reduction.length) {
     parts.push(el("h2", {}, "Replay reduction"));

@@ -20,7 +20,8 @@ pub struct RunView {
     pub breakdowns: Vec<BreakdownChart>,
     /// Per design, each op type's latency percentiles (replays).
     pub latency: Vec<DesignLatency>,
-    /// fsync tails per design, when the trace has fsyncs (SIFT §5.1.4).
+    /// Tails of the durability calls, `fsync` and `fdatasync`, per design and call, when the
+    /// trace makes them (SIFT §5.1.4; SQLite commits with `fdatasync`).
     pub fsync: Vec<FsyncTail>,
     /// Replay reduction per design, when the report carries one (persistence designs).
     pub reduction: Vec<Reduction>,
@@ -144,6 +145,8 @@ pub struct OpRow {
 #[derive(Clone, Debug, Serialize)]
 pub struct FsyncTail {
     pub design: String,
+    /// `fsync` or `fdatasync`.
+    pub call: String,
     pub count: u64,
     pub p50_ns: f64,
     pub p99_ns: f64,
@@ -174,6 +177,9 @@ pub struct Headline {
 }
 
 /// The stages of LightFS Fig. 3, in the order they stack.
+/// The calls whose tails the dashboard charts: each returns once the file's data is durable.
+const DURABILITY_CALLS: [&str; 2] = ["fsync", "fdatasync"];
+
 fn stages_bar(design: String, b: &Stages, pao: f64) -> Bar {
     bar(
         design,
@@ -284,9 +290,13 @@ impl RunView {
                     max_ns: l.max_ns as f64,
                 })
                 .collect();
-            if let Some(f) = d.latency.get("fsync") {
+            for call in DURABILITY_CALLS {
+                let Some(f) = d.latency.get(call) else {
+                    continue;
+                };
                 self.fsync.push(FsyncTail {
                     design: design.clone(),
+                    call: call.to_string(),
                     count: f.count,
                     p50_ns: f.p50_ns as f64,
                     p99_ns: f.p99_ns as f64,
@@ -493,6 +503,7 @@ impl RunView {
         for r in runs {
             let us = |x: f64| x * 1e3;
             self.fsync.push(FsyncTail {
+                call: "fsync".to_string(),
                 design: online_label(r),
                 count: r.fsync.samples,
                 p50_ns: us(r.fsync.p50_us),
