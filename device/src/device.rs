@@ -6,6 +6,7 @@
 //! device's own access (an in-storage task, the firmware) and pays only flash time.
 
 use crate::addr::{BlockId, ChannelId, DieId, Lpn, Ppn, VirtualTime};
+use crate::buffer::{BufferState, Lookup};
 use crate::error::DeviceError;
 use crate::ftl::{Ftl, FtlCounters, WriteOutcome};
 use crate::geometry::Geometry;
@@ -94,6 +95,8 @@ pub struct Device {
     pub(crate) txn: Txn,
     /// Writes held in the profile's power-loss-protected buffer until their programs finish.
     cache: Option<CacheState>,
+    /// The pages in the firmware's DRAM data buffer, for profiles with one.
+    buffer: Option<BufferState>,
     /// This device's identity in its [`ContentStamp`]s (a clone draws its own).
     instance: Instance,
 }
@@ -155,6 +158,10 @@ impl Device {
                 used: 0,
                 draining: Default::default(),
             }),
+            buffer: profile
+                .data_buffer
+                .as_ref()
+                .map(|b| BufferState::new(g.dies(), b)),
             instance: Instance::fresh(),
         })
     }
@@ -229,8 +236,24 @@ impl Device {
             c.used = 0;
             c.draining.clear();
         }
+        self.settle_data_buffer();
         self.counters = IoCounters::default();
         self.ftl.reset_counters();
+    }
+
+    /// Empties the firmware's data buffer as a device left idle, then restarted, has it: its
+    /// dirty pages were programmed long before (none of it is booked). A cold measurement
+    /// starts so: LightFS's cold runs read their metadata "from the flash" (§IV-C).
+    pub fn settle_data_buffer(&mut self) {
+        if let Some(b) = &mut self.buffer {
+            b.settle();
+        }
+    }
+
+    /// Dirty pages the firmware's data buffer holds (0 without one): written, acknowledged,
+    /// not yet programmed.
+    pub fn buffered_dirty_pages(&self) -> u64 {
+        self.buffer.as_ref().map_or(0, BufferState::dirty)
     }
 
     pub fn pin_block(&mut self, block: BlockId) -> Result<(), DeviceError> {
@@ -443,6 +466,55 @@ impl Device {
         done
     }
 
+    /// How the data buffer takes `lpn` for a command on `path`: `None` where the page
+    /// bypasses it (no buffer, the firmware's own I/O, a page under a TxISC snapshot), after
+    /// dropping a buffered copy such a write makes stale.
+    fn buffered(&mut self, path: IoPath, lpn: Lpn, write: bool) -> Option<Lookup> {
+        let buffer = self.buffer.as_mut()?;
+        if path == IoPath::Host && self.txn.flagged(lpn).is_none() {
+            return Some(buffer.access(lpn, write));
+        }
+        if write {
+            buffer.forget(lpn);
+        }
+        None
+    }
+
+    /// Programs the dirty page a data-buffer miss evicted, from `at`; returns when its entry
+    /// is free for the new page (the program's end: the firmware chains the new transfer
+    /// behind it).
+    fn program_evicted(
+        &mut self,
+        evicted: Option<Lpn>,
+        at: VirtualTime,
+    ) -> Result<VirtualTime, DeviceError> {
+        // A page trimmed since it was buffered has nothing left to program.
+        let Some(ppn) = evicted.map(|l| self.resolve(l)).transpose()?.flatten() else {
+            return Ok(at);
+        };
+        let die = self.profile.geometry.die_of(ppn);
+        self.counters.flash_page_programs += 1;
+        Ok(self
+            .clocks
+            .program_page(die, self.channel_of[die.0 as usize], at))
+    }
+
+    /// A host write of `lpn` into the data buffer, whose data is there at `ready`: the FTL
+    /// maps the page now (so reads return it), and its program waits for its eviction. GC the
+    /// write triggers runs now.
+    fn buffer_write_page(
+        &mut self,
+        lpn: Lpn,
+        data: Option<&[u8]>,
+        ready: VirtualTime,
+    ) -> Result<VirtualTime, DeviceError> {
+        let outcome = self.ftl.write(lpn, data)?;
+        if let Some(gc) = outcome.gc {
+            self.clocks.collect_garbage(&gc, ready);
+        }
+        Ok(ready)
+    }
+
     /// Reads `pages` logical pages starting at `lpn`. With `out`, fills it with their bytes
     /// (`pages × page_size` bytes; data mode only).
     pub fn read(
@@ -538,8 +610,17 @@ impl Device {
         let front = self.write_front(path, at, total);
         let mut done = front.ready;
         for i in 0..pages {
+            let page = Lpn(lpn.0 + i);
             let content = data.map(|d| &d[(i * ps) as usize..((i + 1) * ps) as usize]);
-            done = done.max(self.flash_write_page(Lpn(lpn.0 + i), content, front.ready, None)?);
+            let page_done = match self.buffered(path, page, true) {
+                Some(Lookup::Hit) => self.buffer_write_page(page, content, front.ready)?,
+                Some(Lookup::Miss { evicted }) => {
+                    let start = self.program_evicted(evicted, front.ready)?;
+                    self.buffer_write_page(page, content, start)?
+                }
+                None => self.flash_write_page(page, content, front.ready, None)?,
+            };
+            done = done.max(page_done);
         }
         Ok(self.write_back(at, &front, done, total))
     }
@@ -582,12 +663,27 @@ impl Device {
         let mut base = 0u64;
         for &(offset, len) in ranges.iter().filter(|r| r.1 > 0) {
             for p in offset / ps..=(offset + len - 1) / ps {
+                let lpn = Lpn(p);
                 let (a, b) = page_span(p, ps, offset, len);
                 let dst = (base + p * ps + a - offset) as usize;
+                let start = match self.buffered(path, lpn, false) {
+                    // In the data buffer: the DMA moves it out of DRAM.
+                    Some(Lookup::Hit) => {
+                        if let Some(o) = out.as_deref_mut() {
+                            let ppn = self.resolve(lpn)?;
+                            in_place(o, dst, (a, b), ps, &mut scratch, |buf| {
+                                self.peek_ppn(ppn, buf)
+                            })?;
+                        }
+                        continue;
+                    }
+                    Some(Lookup::Miss { evicted }) => self.program_evicted(evicted, t0)?,
+                    None => t0,
+                };
                 let done = match out.as_deref_mut() {
-                    None => self.flash_read_page(Lpn(p), None, t0)?,
+                    None => self.flash_read_page(lpn, None, start)?,
                     Some(o) => in_place(o, dst, (a, b), ps, &mut scratch, |buf| {
-                        self.flash_read_page(Lpn(p), Some(buf), t0)
+                        self.flash_read_page(lpn, Some(buf), start)
                     })?,
                 };
                 flash_done = flash_done.max(done);
@@ -682,13 +778,21 @@ impl Device {
                 let src =
                     (base + p * ps + a - offset) as usize..(base + p * ps + b - offset) as usize;
                 let partial = a > 0 || b < ps;
-                let mut start = ready;
+                let lookup = self.buffered(path, lpn, true);
+                let mut start = match lookup {
+                    Some(Lookup::Miss { evicted }) => self.program_evicted(evicted, ready)?,
+                    _ => ready,
+                };
                 // PCM keeps the page's other bytes where they are: nothing is read.
-                let stored = partial
+                let stored = (partial && lookup.is_none())
                     .then(|| self.profile.timing.stored_bytes(a, b))
                     .flatten();
-                if stored.is_some() {
-                    self.counters.partial_stores += 1;
+                // The rest of a page in the data buffer is merged there: nothing is read.
+                let merged = partial && lookup == Some(Lookup::Hit);
+                if stored.is_some() || merged {
+                    if stored.is_some() {
+                        self.counters.partial_stores += 1;
+                    }
                     if payloads {
                         let ppn = self.resolve(lpn)?;
                         self.peek_ppn(ppn, &mut page)?;
@@ -696,7 +800,7 @@ impl Device {
                 } else if partial && self.resolve(lpn)?.is_some() {
                     self.counters.read_modify_writes += 1;
                     let old = payloads.then_some(page.as_mut_slice());
-                    start = self.flash_read_page(lpn, old, ready)?;
+                    start = self.flash_read_page(lpn, old, start)?;
                 } else if partial {
                     page.fill(0);
                 }
@@ -711,7 +815,11 @@ impl Device {
                 } else {
                     data.map(|d| &d[src])
                 };
-                done = done.max(self.flash_write_page(lpn, content, start, stored)?);
+                let page_done = match lookup {
+                    Some(_) => self.buffer_write_page(lpn, content, start)?,
+                    None => self.flash_write_page(lpn, content, start, stored)?,
+                };
+                done = done.max(page_done);
             }
             base += len;
         }
@@ -789,6 +897,9 @@ impl Device {
         let mut done = t0;
         for i in 0..pages {
             let lpn = Lpn(lpn.0 + i);
+            if let Some(b) = &mut self.buffer {
+                b.forget(lpn);
+            }
             match self.txn.flagged(lpn) {
                 // Inside a snapshot a trim is a host write of zeros: the host reads zeros,
                 // tasks keep their snapshot, and a task that changed the page conflicts.

@@ -30,6 +30,7 @@
 //! ```
 
 pub mod addr;
+pub mod buffer;
 pub mod cost;
 pub mod crash;
 pub mod device;

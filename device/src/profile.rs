@@ -6,6 +6,7 @@
 //! reader can always tell measured from assumed. Profiles are validated on load; a bad one is an
 //! error naming the field and its line, never a panic deep inside the model.
 
+use crate::buffer::{DataBuffer, MAX_ENTRIES_PER_DIE};
 use crate::cost::{Accelerators, DeviceCpu, FusionCosts, HostCosts};
 use crate::geometry::Geometry;
 use crate::persist::PersistCosts;
@@ -44,6 +45,10 @@ pub struct Profile {
     /// for its flash programs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_cache: Option<WriteCache>,
+    /// The firmware's DRAM data buffer that host reads and writes go through (Cosmos+'s
+    /// GreedyFTL), for devices that have one: [`crate::buffer`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_buffer: Option<DataBuffer>,
     /// CPU costs of SIFT's persistence path, for devices that model it (`csd persist`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub persist: Option<PersistCosts>,
@@ -243,6 +248,22 @@ impl Profile {
                 "write_cache.bytes".into(),
                 "must be greater than 0 (leave the table out for no write cache)".into(),
             ));
+        }
+        if let Some(b) = &self.data_buffer {
+            if !(1..=MAX_ENTRIES_PER_DIE).contains(&b.entries_per_die) {
+                return Err((
+                    "data_buffer.entries_per_die".into(),
+                    format!("must be between 1 and {MAX_ENTRIES_PER_DIE}"),
+                ));
+            }
+            if self.write_cache.is_some() {
+                return Err((
+                    "data_buffer".into(),
+                    "a profile has a write cache or a data buffer, not both: they are two \
+                     firmwares' ways of buffering writes"
+                        .into(),
+                ));
+            }
         }
         if let Some(p) = &self.persist {
             p.check()?;

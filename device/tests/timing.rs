@@ -291,3 +291,86 @@ fn a_program_unit_that_does_not_divide_the_page_is_refused() {
     p.timing.program_unit_bytes = 512;
     assert_eq!(p.validate().unwrap_err().0, "timing.program_unit_bytes");
 }
+
+#[test]
+fn greedy_ftls_data_buffer_acknowledges_writes_serves_hits_and_programs_on_eviction() {
+    // A 2-entry buffer per die on cosmos-plus's geometry: pages that share a die's part are
+    // those equal modulo the die count.
+    let mut p = Profile::load("cosmos-plus").unwrap();
+    p.data_buffer = Some(csd_device::buffer::DataBuffer { entries_per_die: 2 });
+    p.validate().unwrap();
+    let dies = u64::from(p.geometry.dies());
+    let ps = u64::from(p.geometry.page_size_bytes);
+    let program = p.timing.page_program_ns;
+    let mut dev = Device::new(&p, DataMode::Payloads).unwrap();
+    let page = |b: u8| vec![b; ps as usize];
+
+    // Two writes into die 0's part: each acknowledged once in DRAM, nothing programmed.
+    let mut t = VirtualTime::ZERO;
+    for (i, lpn) in [0, dies].into_iter().enumerate() {
+        let c = dev
+            .write(IoPath::Host, t, Lpn(lpn), 1, Some(&page(i as u8 + 1)))
+            .unwrap();
+        assert!(c.latency_ns() < program / 10, "{c:?}");
+        t = c.done;
+    }
+    assert_eq!(dev.counters().io.flash_page_programs, 0);
+    assert_eq!(dev.buffered_dirty_pages(), 2);
+    // A read of a buffered page is a hit: no flash read, and it returns the page.
+    let mut out = page(0);
+    let c = dev
+        .read(IoPath::Host, t, Lpn(0), 1, Some(&mut out))
+        .unwrap();
+    assert_eq!(out, page(1));
+    assert_eq!(c.flash_ns, 0, "{c:?}");
+    assert_eq!(dev.counters().io.flash_page_reads, 0);
+    // The firmware's own read goes to the flash.
+    dev.read(IoPath::Internal, c.done, Lpn(dies), 1, None)
+        .unwrap();
+    assert_eq!(dev.counters().io.flash_page_reads, 1);
+    // A third page of die 0's part evicts the least recently used (lpn `dies`, dirty): the
+    // write waits for its program.
+    let c = dev
+        .write(IoPath::Host, c.done, Lpn(2 * dies), 1, Some(&page(3)))
+        .unwrap();
+    assert!(c.latency_ns() >= program, "{c:?}");
+    assert_eq!(dev.counters().io.flash_page_programs, 1);
+    // A partial write of a buffered page merges in DRAM: nothing read.
+    let c = dev
+        .write_at(
+            IoPath::Host,
+            c.done,
+            2 * dies * ps + 10,
+            100,
+            Some(&[9; 100]),
+        )
+        .unwrap();
+    assert_eq!(dev.counters().io.read_modify_writes, 0, "{c:?}");
+    let mut out = page(0);
+    dev.read(IoPath::Host, c.done, Lpn(2 * dies), 1, Some(&mut out))
+        .unwrap();
+    assert_eq!(&out[..10], &[3; 10]);
+    assert_eq!(&out[10..110], &[9; 100]);
+    // A cold start finds it empty: the read misses and reads the flash.
+    dev.settle_data_buffer();
+    assert_eq!(dev.buffered_dirty_pages(), 0);
+    let reads = dev.counters().io.flash_page_reads;
+    let mut out = page(0);
+    dev.read(IoPath::Host, dev.idle_at(), Lpn(0), 1, Some(&mut out))
+        .unwrap();
+    assert_eq!(out, page(1));
+    assert_eq!(dev.counters().io.flash_page_reads, reads + 1);
+    dev.check_invariants().unwrap();
+
+    // A profile may not buffer writes twice, nor hold no entries.
+    p.data_buffer = Some(csd_device::buffer::DataBuffer { entries_per_die: 0 });
+    assert!(p.validate().unwrap_err().0.contains("entries_per_die"));
+    p.data_buffer = Some(csd_device::buffer::DataBuffer {
+        entries_per_die: 16,
+    });
+    p.write_cache = Some(csd_device::timing::WriteCache {
+        bytes: 1 << 20,
+        accept_ns: 0,
+    });
+    assert!(p.validate().unwrap_err().0.contains("data_buffer"));
+}

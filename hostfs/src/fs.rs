@@ -337,6 +337,14 @@ impl HostFs {
         }
     }
 
+    /// A cold start: [`HostFs::drop_caches`], and the device's data buffer emptied as after
+    /// a long idle and a restart ([`csd_device::Device::settle_data_buffer`]), so metadata
+    /// and data are read from the flash.
+    pub fn cold_start(&mut self) {
+        self.drop_caches();
+        self.device.settle_data_buffer();
+    }
+
     /// From now on, metadata changes go through an ext4 journal of `mke2fs`'s default size
     /// for this device, in ordered mode ([`crate::journal`]), instead of each being written
     /// in place before it returns. Its log takes free blocks.

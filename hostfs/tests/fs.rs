@@ -15,8 +15,14 @@ const MINE: Perms = Perms {
     mode: 0o755,
 };
 
+/// A file system on `profile` without its firmware's data buffer: these tests read the host
+/// file system's order of writes and reads in the device's time and counters, which a
+/// buffer acknowledging writes from DRAM and serving recent pages would hide
+/// (`cold_lookups_…` checks how the two meet).
 fn fs(profile: &str) -> HostFs {
-    let p = Profile::load(profile).unwrap();
+    let mut p = Profile::load(profile).unwrap();
+    p.data_buffer = None;
+    p.assumptions.remove("data_buffer.entries_per_die");
     HostFs::format(Device::new(&p, DataMode::Payloads).unwrap(), MINE).unwrap()
 }
 
@@ -59,6 +65,28 @@ fn cold_lookups_read_flash_level_by_level_and_warm_ones_do_not() {
         again, warm,
         "warm again after the cold lookup filled the cache"
     );
+
+    // With the firmware's data buffer, blocks just written are read back from its DRAM
+    // when only the host's caches are dropped; a cold start empties it too.
+    let p = Profile::load("cosmos-plus").unwrap();
+    assert!(p.data_buffer.is_some());
+    let mut fs = HostFs::format(Device::new(&p, DataMode::Payloads).unwrap(), MINE).unwrap();
+    fs.mkdir("/data", MINE, ME).unwrap();
+    fs.import("/data/f", b"hello", MINE, ME).unwrap();
+    fs.drop_caches();
+    let reads = fs.device().counters().io.flash_page_reads;
+    let (_, buffered) = fs.fiemap("/data/f", ME).unwrap();
+    assert_eq!(buffered.metadata_reads, 3, "{buffered:?}");
+    assert_eq!(
+        fs.device().counters().io.flash_page_reads,
+        reads,
+        "all hits"
+    );
+    assert!(buffered.ns < cold.ns, "{buffered:?} against {cold:?}");
+    fs.cold_start();
+    let (_, restarted) = fs.fiemap("/data/f", ME).unwrap();
+    assert_eq!(fs.device().counters().io.flash_page_reads, reads + 3);
+    assert_eq!(restarted.ns, cold.ns, "as cold as without a buffer");
 }
 
 #[test]

@@ -22,6 +22,16 @@ fn run_on(trace: &str, target: ReplayTarget, pace: Pace) -> ReplayReport {
     run_with(trace, target, &Profile::load(profile).unwrap(), pace)
 }
 
+/// `cosmos-plus` without its firmware's data buffer, so every write waits for its program:
+/// for tests that read the host file system's writes in the device's time and counters,
+/// which the buffer, acknowledging writes from DRAM, would hide.
+fn unbuffered() -> Profile {
+    let mut p = Profile::load("cosmos-plus").unwrap();
+    p.data_buffer = None;
+    p.assumptions.remove("data_buffer.entries_per_die");
+    p
+}
+
 fn run_with(trace: &str, target: ReplayTarget, profile: &Profile, pace: Pace) -> ReplayReport {
     let mut factory =
         |_: &str, _: &str| -> Result<Box<dyn NdpCompute>, String> { Ok(Box::new(Sum)) };
@@ -80,7 +90,12 @@ fn file_operations_cost_what_the_model_charges() {
         r#"{"t":90,"pid":2,"op":"unlink","path":"/w/b"}"#,
         r#"{"t":95,"pid":2,"op":"unlink","path":"/w/nope","ret":-1}"#,
     ]);
-    let r = run(&t, DesignKind::FragS, Pace::Afap);
+    let r = run_with(
+        &t,
+        ReplayTarget::Host(DesignKind::FragS),
+        &unbuffered(),
+        Pace::Afap,
+    );
     assert_eq!(r.events, 11);
     assert_eq!(r.ops, 10);
     assert_eq!(r.skipped.get("failed in the trace"), Some(&1));
@@ -110,6 +125,18 @@ fn file_operations_cost_what_the_model_charges() {
     let write = host.syscall_ns + copy;
     assert!(near(l("write").max_ns, write), "{write}: {:?}", l("write"));
     assert!(l("mkdir").max_ns >= host.syscall_ns, "{:?}", l("mkdir"));
+
+    // With the firmware's data buffer (cosmos-plus as shipped), the fsync's writes are
+    // acknowledged once in its DRAM: nothing is programmed yet.
+    let b = run(&t, DesignKind::FragS, Pace::Afap);
+    let fsync = &b.latency["fsync"];
+    assert!(fsync.max_ns < 1_300_000 / 10, "{fsync:?}");
+    assert_eq!(
+        b.device.io.host_bytes_written,
+        r.device.io.host_bytes_written
+    );
+    assert_eq!(b.device.io.flash_page_programs, 0, "{:?}", b.device.io);
+    assert!(b.duration_ns < r.duration_ns);
 }
 
 #[test]
@@ -139,7 +166,13 @@ fn block_traces_replay_onto_the_device() {
         r#"{"t":10,"pid":1,"op":"bread","off":16384,"len":16384}"#,
         r#"{"t":20,"pid":2,"op":"bread","off":1048576,"len":4096}"#,
     ]);
-    let r = run(&t, DesignKind::FragS, Pace::Afap);
+    let profile = unbuffered();
+    let r = run_with(
+        &t,
+        ReplayTarget::Host(DesignKind::FragS),
+        &profile,
+        Pace::Afap,
+    );
     assert_eq!(r.ops, 3);
     assert_eq!(
         r.device.io.flash_page_programs, 4,
@@ -152,7 +185,7 @@ fn block_traces_replay_onto_the_device() {
     assert!(r.latency["bwrite"].max_ns >= 1_300_000);
     // The bare device replays the same requests the same way: a host design adds nothing
     // to a block request.
-    let bare = run_on(&t, ReplayTarget::Device, Pace::Afap);
+    let bare = run_with(&t, ReplayTarget::Device, &profile, Pace::Afap);
     assert_eq!(bare.design.to_string(), "device");
     assert_eq!(bare.device, r.device);
     assert_eq!(bare.latency["bwrite"].max_ns, r.latency["bwrite"].max_ns);
@@ -175,13 +208,15 @@ fn the_bare_device_skips_file_ops_and_says_why() {
 
 /// LightFS writes a changed `.ndpmeta` with its periodic updater, not at every close
 /// (§III-B, §III-E): a recorded program with no NDP ops replays at frag-s's pace. Writing
-/// it at each close made this trace 16 % slower under LightFS.
+/// it at each close made this trace 16 % slower under LightFS, with every write waiting
+/// for its program (as here: the firmware's data buffer would hide the writes' cost).
 #[test]
 fn a_program_without_ndp_ops_replays_under_lightfs_at_frag_s_pace() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/samples/sqlite.trace");
     let t = std::fs::read_to_string(path).unwrap();
-    let frag_s = run(&t, DesignKind::FragS, Pace::Afap).duration_ns as f64;
-    let lightfs = run(&t, DesignKind::LightFs, Pace::Afap).duration_ns as f64;
+    let p = unbuffered();
+    let on = |d| run_with(&t, ReplayTarget::Host(d), &p, Pace::Afap).duration_ns as f64;
+    let (frag_s, lightfs) = (on(DesignKind::FragS), on(DesignKind::LightFs));
     assert!(
         lightfs <= 1.05 * frag_s,
         "lightfs {lightfs} ns against frag-s {frag_s} ns"
@@ -392,7 +427,10 @@ fn sync_file_range_waits_for_the_device_only_with_wait_after() {
         ])
     };
     let latency = |t: &str, target: ReplayTarget| {
-        let r = run_on(t, target, Pace::Afap);
+        let r = match target {
+            ReplayTarget::Host(_) => run_with(t, target, &unbuffered(), Pace::Afap),
+            _ => run_on(t, target, Pace::Afap),
+        };
         let l = &r.latency["sync_file_range"];
         assert_eq!((l.count, l.failed), (1, 0), "{target:?}: {l:?}");
         l.max_ns
@@ -686,7 +724,12 @@ fn direct_and_synchronous_writes_reach_the_device_before_they_return() {
             &reopen,
             r#"{"t":60,"pid":1,"op":"pwrite","fd":4,"off":0,"len":16384,"ret":16384}"#,
         ]);
-        let r = run(&t, DesignKind::FragS, Pace::Afap);
+        let r = run_with(
+            &t,
+            ReplayTarget::Host(DesignKind::FragS),
+            &unbuffered(),
+            Pace::Afap,
+        );
         assert!(r.latency.values().all(|l| l.failed == 0), "{r:?}");
         r.latency["pwrite"].max_ns
     };
@@ -716,10 +759,24 @@ fn direct_and_synchronous_writes_reach_the_device_before_they_return() {
         r#"{"t":20,"pid":1,"op":"open","path":"/w/g","flags":"O_RDONLY|O_DIRECT","ret":4}"#,
         r#"{"t":30,"pid":1,"op":"read","fd":4,"len":16384,"ret":16384}"#,
     ]);
-    let r = run(&t, DesignKind::FragS, Pace::Afap);
+    let host = ReplayTarget::Host(DesignKind::FragS);
+    let r = run_with(&t, host, &unbuffered(), Pace::Afap);
     let read = r.latency["read"].max_ns;
     assert!(read >= program, "{read}");
     assert!(r.device.io.flash_page_reads >= 1, "{:?}", r.device.io);
+    // Through the firmware's data buffer the write-back is acknowledged from DRAM and the
+    // read finds the page there: no program, and only the cold metadata reads the flash.
+    let flash_reads = r.device.io.flash_page_reads;
+    let r = run(&t, DesignKind::FragS, Pace::Afap);
+    let read = r.latency["read"].max_ns;
+    assert!(read < program / 10, "{read}");
+    assert_eq!(
+        r.device.io.flash_page_reads,
+        flash_reads - 1,
+        "{:?}",
+        r.device.io
+    );
+    assert_eq!(r.device.io.flash_page_programs, 0, "{:?}", r.device.io);
 }
 
 #[test]

@@ -26,7 +26,7 @@ impl OffloadDesign for Fsr {
     }
 
     fn drop_caches(&mut self, fs: &mut HostFs) {
-        fs.drop_caches();
+        fs.cold_start();
         self.cached.clear();
     }
 

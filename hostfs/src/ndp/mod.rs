@@ -429,9 +429,10 @@ pub trait OffloadDesign {
         Ok(())
     }
 
-    /// Empties every metadata cache, host and device (a cold run).
+    /// Empties every metadata cache, host and device, and the device's data buffer (a cold
+    /// run).
     fn drop_caches(&mut self, fs: &mut HostFs) {
-        fs.drop_caches();
+        fs.cold_start();
     }
 
     fn offload(

@@ -102,8 +102,9 @@ const LACKS: &[Lack] = &[
         ids: &["lightfs.fig3a.warm.frag-s"],
         why: "a warm one-file read costs tR and 16 KiB over one channel here; Fig. 3(a) \
               implies a fraction of that, as a hit in Cosmos+'s DRAM data buffer would give \
-              (GreedyFTL keeps 16 slices a die); modelled, that buffer makes every warm read \
-              free, which §IV-C's warm 17 and 22 µs a file rule out, so it is not modelled",
+              (GreedyFTL keeps 16 slices a die); the buffer is modelled for host commands, \
+              but NDP reads bypass it, since through it every warm read would be free, which \
+              §IV-C's warm 17 and 22 µs a file rule out",
     },
     Lack {
         ids: &[

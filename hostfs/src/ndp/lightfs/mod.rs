@@ -840,7 +840,7 @@ impl OffloadDesign for LightFs {
         if let Some(st) = self.state.as_mut() {
             let _ = st.flush(fs);
         }
-        fs.drop_caches();
+        fs.cold_start();
         if let Some(st) = self.state.as_mut() {
             // The caches are gone, so nothing is left to rebuild: startup and misses refill
             // them from the indexes on flash.
