@@ -255,6 +255,16 @@ fn profiles_lists_every_builtin_profile() {
         serde_json::from_slice(&csd(&["profiles", "--json"]).stdout).unwrap();
     assert_eq!(json.as_array().unwrap().len(), 5);
     assert_eq!(json[0]["page_read_ns"], 80_000);
+    // How each buffers writes: Cosmos+'s firmware's 16 pages a die over 64 dies of 16 KiB.
+    let buffer = |name: &str| {
+        let row = json.as_array().unwrap().iter().find(|r| r["name"] == name);
+        row.unwrap()["write_buffer"].clone()
+    };
+    assert_eq!(buffer("daisyplus-femu")["kind"], "none");
+    assert_eq!(buffer("cosmos-plus")["kind"], "data_buffer");
+    assert_eq!(buffer("cosmos-plus")["bytes"], 16 << 20);
+    assert_eq!(buffer("bluefield2-pm1735")["kind"], "write_cache");
+    assert!(out.contains("16 MiB LRU"), "{out}");
 }
 
 #[test]

@@ -21,7 +21,45 @@ struct ProfileRow {
     block_erase_ns: u64,
     link: String,
     pcie_bytes_per_sec: u64,
+    /// Where writes are acknowledged before their programs: a power-loss-protected write
+    /// cache, the firmware's data buffer, or neither.
+    write_buffer: WriteBuffer,
     assumptions: usize,
+}
+
+/// How a profile buffers writes ([`ProfileRow::write_buffer`]).
+#[derive(Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum WriteBuffer {
+    /// Every write waits for its program.
+    None,
+    /// `[write_cache]`: acknowledged once held; programs start at once.
+    WriteCache { bytes: u64 },
+    /// `[data_buffer]`: per-die LRU pages, programmed when evicted; reads hit it too.
+    DataBuffer { bytes: u64, entries_per_die: u32 },
+}
+
+impl WriteBuffer {
+    fn of(p: &Profile) -> WriteBuffer {
+        match (&p.write_cache, &p.data_buffer) {
+            (Some(c), _) => WriteBuffer::WriteCache { bytes: c.bytes },
+            (None, Some(b)) => WriteBuffer::DataBuffer {
+                bytes: u64::from(b.entries_per_die)
+                    * u64::from(p.geometry.dies())
+                    * u64::from(p.geometry.page_size_bytes),
+                entries_per_die: b.entries_per_die,
+            },
+            (None, None) => WriteBuffer::None,
+        }
+    }
+
+    fn label(&self) -> String {
+        match self {
+            WriteBuffer::None => "-".into(),
+            WriteBuffer::WriteCache { bytes } => format!("{} PLP", fmt_bytes(*bytes)),
+            WriteBuffer::DataBuffer { bytes, .. } => format!("{} LRU", fmt_bytes(*bytes)),
+        }
+    }
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -90,6 +128,7 @@ pub fn run(json: bool) -> anyhow::Result<()> {
                 block_erase_ns: p.timing.block_erase_ns,
                 link: p.host_interface.link.clone(),
                 pcie_bytes_per_sec: p.host_interface.pcie_bytes_per_sec,
+                write_buffer: WriteBuffer::of(&p),
                 assumptions: p.assumptions.len(),
                 name: p.name,
                 summary: p.summary,
@@ -102,12 +141,12 @@ pub fn run(json: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "{:<18} {:>10} {:>6} {:>8} {:>7} {:>9} {:>9} {:>9}  host link",
-        "profile", "capacity", "dies", "page", "OP", "read", "program", "erase"
+        "{:<18} {:>10} {:>6} {:>8} {:>7} {:>9} {:>9} {:>9} {:>11}  host link",
+        "profile", "capacity", "dies", "page", "OP", "read", "program", "erase", "buffer"
     );
     for r in &rows {
         println!(
-            "{:<18} {:>10} {:>6} {:>8} {:>6.1}% {:>7}µs {:>7}µs {:>7}µs  {} ({})",
+            "{:<18} {:>10} {:>6} {:>8} {:>6.1}% {:>7}µs {:>7}µs {:>7}µs {:>11}  {} ({})",
             r.name,
             fmt_bytes(r.logical_bytes),
             format!("{}x{}", r.channels, r.dies / r.channels),
@@ -116,10 +155,15 @@ pub fn run(json: bool) -> anyhow::Result<()> {
             fmt_us(r.page_read_ns),
             fmt_us(r.page_program_ns),
             fmt_us(r.block_erase_ns),
+            r.write_buffer.label(),
             r.link,
             fmt_rate(r.pcie_bytes_per_sec as f64),
         );
     }
+    println!(
+        "(buffer: where writes are acknowledged before their programs; PLP a power-loss-protected \
+         write cache, LRU the firmware's data buffer, which reads hit too)"
+    );
     println!();
     for r in &rows {
         println!(
