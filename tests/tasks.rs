@@ -120,6 +120,23 @@ fn text(alphabet: &'static [u8]) -> impl Strategy<Value = Vec<u8>> {
 /// The accelerator streams a file through the host in 1 MiB chunks: a match that straddles
 /// two chunks is found once, at its offset.
 #[test]
+fn imported_files_are_on_the_flash_before_a_run_starts() {
+    // cosmos-plus's firmware buffers host writes in DRAM; an import stands for data written
+    // long before, so a host-only run reads it from the flash, as an in-storage one does.
+    let mut csd = device("cosmos-plus");
+    csd.import("/in/0", &vec![1u8; 64 << 10]).unwrap();
+    assert_eq!(csd.device().buffered_dirty_pages(), 0);
+    let before = csd.device().counters().io.flash_page_reads;
+    let ctx = IscContext::new()
+        .file("/in/0", FileMode::Read)
+        .args(b"{}".to_vec())
+        .on_host();
+    csd.run(&task("stats64"), &ctx).unwrap();
+    let read = csd.device().counters().io.flash_page_reads - before;
+    assert_eq!(read, 4, "64 KiB in 16 KiB pages");
+}
+
+#[test]
 fn the_grep_accelerator_finds_matches_across_its_streaming_chunks() {
     const MIB: usize = 1 << 20;
     let pattern = b"NEEDLE";

@@ -168,6 +168,10 @@ impl Csd {
         let c = st
             .device
             .write_ranges(IoPath::Host, at, &ranges, Some(data))?;
+        // Imported data stands for data written long before the run: on the flash, not in
+        // the firmware's data buffer, where a host-only run would read it from DRAM and an
+        // in-storage one (whose reads bypass the buffer) would not.
+        st.device.settle_data_buffer();
         self.clock = c.done;
         Ok(())
     }
