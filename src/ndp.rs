@@ -477,6 +477,9 @@ pub fn prepare(
     placed.context("placing the data set")?;
     let mut design = kind.build();
     design.init(&mut fs, DATA_DIR, OWNER)?;
+    // The data set was placed long before it is processed: on the flash, not in the
+    // firmware's data buffer (the host's caches stay as `cp` left them).
+    fs.device_mut().settle_data_buffer();
     Ok((fs, design))
 }
 
