@@ -71,6 +71,10 @@ pub struct IoCounters {
     /// units they touch, nothing read (`timing.program_unit_bytes`).
     #[serde(default, skip_serializing_if = "crate::timing::is_zero")]
     pub partial_stores: u64,
+    /// Host pages read or written in the firmware's data buffer without touching the flash
+    /// (profiles with a `[data_buffer]`).
+    #[serde(default, skip_serializing_if = "crate::timing::is_zero")]
+    pub data_buffer_hits: u64,
 }
 
 /// Everything counted on a device, for reports.
@@ -472,7 +476,11 @@ impl Device {
     fn buffered(&mut self, path: IoPath, lpn: Lpn, write: bool) -> Option<Lookup> {
         let buffer = self.buffer.as_mut()?;
         if path == IoPath::Host && self.txn.flagged(lpn).is_none() {
-            return Some(buffer.access(lpn, write));
+            let lookup = buffer.access(lpn, write);
+            if lookup == Lookup::Hit {
+                self.counters.data_buffer_hits += 1;
+            }
+            return Some(lookup);
         }
         if write {
             buffer.forget(lpn);

@@ -324,6 +324,7 @@ fn greedy_ftls_data_buffer_acknowledges_writes_serves_hits_and_programs_on_evict
     assert_eq!(out, page(1));
     assert_eq!(c.flash_ns, 0, "{c:?}");
     assert_eq!(dev.counters().io.flash_page_reads, 0);
+    assert_eq!(dev.counters().io.data_buffer_hits, 1);
     // The firmware's own read goes to the flash.
     dev.read(IoPath::Internal, c.done, Lpn(dies), 1, None)
         .unwrap();

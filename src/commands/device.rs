@@ -218,6 +218,12 @@ fn print_report(r: &SynthReport) {
         thousands(c.io.flash_page_programs),
         thousands(c.ftl.gc_pages_migrated)
     );
+    if c.io.data_buffer_hits > 0 {
+        println!(
+            "  data buffer      {} host pages served from the firmware's DRAM",
+            thousands(c.io.data_buffer_hits)
+        );
+    }
     println!(
         "  GC               {} victims, {} blocks erased, WAF {:.3}",
         thousands(c.ftl.gc_victims),

@@ -318,6 +318,7 @@ impl RunView {
                 ("flash_page_reads", io.flash_page_reads),
                 ("flash_page_programs", io.flash_page_programs),
                 ("read_modify_writes", io.read_modify_writes),
+                ("data_buffer_hits", io.data_buffer_hits),
                 ("pages_written", ftl.pages_written),
                 ("gc_pages_migrated", ftl.gc_pages_migrated),
                 ("gc_victims", ftl.gc_victims),
