@@ -537,8 +537,14 @@ fn print(r: &ReplayRun) {
         r.trace, r.profile, r.mode, r.seed
     );
     for d in &r.designs {
+        // With the firmware's data buffer, writes are programmed when evicted: say how much
+        // it served, or "programs 0" after many writes reads as a fault.
+        let buffer = match d.device.io.data_buffer_hits {
+            0 => String::new(),
+            n => format!(" · data-buffer hits {n}"),
+        };
         println!(
-            "\n{}: {} ops of {} events in {} virtual ({:.0} ops/s) · flash reads {} · programs {} · erases {} · WAF {:.2}",
+            "\n{}: {} ops of {} events in {} virtual ({:.0} ops/s) · flash reads {} · programs {} · erases {}{buffer} · WAF {:.2}",
             d.design,
             d.ops,
             d.events,
