@@ -32,6 +32,13 @@ pub struct DataBuffer {
     pub entries_per_die: u32,
 }
 
+impl DataBuffer {
+    /// The buffer's DRAM on a device of geometry `g`: every die's part, a page an entry.
+    pub fn bytes(&self, g: &crate::geometry::Geometry) -> u64 {
+        u64::from(self.entries_per_die) * u64::from(g.dies()) * u64::from(g.page_size_bytes)
+    }
+}
+
 /// Most pages one die's part may hold: a buffer this large is no longer the firmware's.
 pub const MAX_ENTRIES_PER_DIE: u32 = 4096;
 

@@ -488,16 +488,18 @@ impl Device {
         None
     }
 
-    /// Programs the dirty page a data-buffer miss evicted, from `at`; returns when its entry
-    /// is free for the new page (the program's end: the firmware chains the new transfer
-    /// behind it).
-    fn program_evicted(
+    /// When a page's data-buffer entry is free from `at`: after the program of the dirty page
+    /// a miss evicted (the firmware chains the new transfer behind it), else at once.
+    fn entry_free(
         &mut self,
-        evicted: Option<Lpn>,
+        lookup: Option<Lookup>,
         at: VirtualTime,
     ) -> Result<VirtualTime, DeviceError> {
+        let Some(Lookup::Miss { evicted: Some(lpn) }) = lookup else {
+            return Ok(at);
+        };
         // A page trimmed since it was buffered has nothing left to program.
-        let Some(ppn) = evicted.map(|l| self.resolve(l)).transpose()?.flatten() else {
+        let Some(ppn) = self.resolve(lpn)? else {
             return Ok(at);
         };
         let die = self.profile.geometry.die_of(ppn);
@@ -620,13 +622,11 @@ impl Device {
         for i in 0..pages {
             let page = Lpn(lpn.0 + i);
             let content = data.map(|d| &d[(i * ps) as usize..((i + 1) * ps) as usize]);
-            let page_done = match self.buffered(path, page, true) {
-                Some(Lookup::Hit) => self.buffer_write_page(page, content, front.ready)?,
-                Some(Lookup::Miss { evicted }) => {
-                    let start = self.program_evicted(evicted, front.ready)?;
-                    self.buffer_write_page(page, content, start)?
-                }
-                None => self.flash_write_page(page, content, front.ready, None)?,
+            let lookup = self.buffered(path, page, true);
+            let start = self.entry_free(lookup, front.ready)?;
+            let page_done = match lookup {
+                Some(_) => self.buffer_write_page(page, content, start)?,
+                None => self.flash_write_page(page, content, start, None)?,
             };
             done = done.max(page_done);
         }
@@ -674,20 +674,18 @@ impl Device {
                 let lpn = Lpn(p);
                 let (a, b) = page_span(p, ps, offset, len);
                 let dst = (base + p * ps + a - offset) as usize;
-                let start = match self.buffered(path, lpn, false) {
-                    // In the data buffer: the DMA moves it out of DRAM.
-                    Some(Lookup::Hit) => {
-                        if let Some(o) = out.as_deref_mut() {
-                            let ppn = self.resolve(lpn)?;
-                            in_place(o, dst, (a, b), ps, &mut scratch, |buf| {
-                                self.peek_ppn(ppn, buf)
-                            })?;
-                        }
-                        continue;
+                let lookup = self.buffered(path, lpn, false);
+                // In the data buffer: the DMA moves it out of DRAM.
+                if lookup == Some(Lookup::Hit) {
+                    if let Some(o) = out.as_deref_mut() {
+                        let ppn = self.resolve(lpn)?;
+                        in_place(o, dst, (a, b), ps, &mut scratch, |buf| {
+                            self.peek_ppn(ppn, buf)
+                        })?;
                     }
-                    Some(Lookup::Miss { evicted }) => self.program_evicted(evicted, t0)?,
-                    None => t0,
-                };
+                    continue;
+                }
+                let start = self.entry_free(lookup, t0)?;
                 let done = match out.as_deref_mut() {
                     None => self.flash_read_page(lpn, None, start)?,
                     Some(o) => in_place(o, dst, (a, b), ps, &mut scratch, |buf| {
@@ -787,10 +785,7 @@ impl Device {
                     (base + p * ps + a - offset) as usize..(base + p * ps + b - offset) as usize;
                 let partial = a > 0 || b < ps;
                 let lookup = self.buffered(path, lpn, true);
-                let mut start = match lookup {
-                    Some(Lookup::Miss { evicted }) => self.program_evicted(evicted, ready)?,
-                    _ => ready,
-                };
+                let mut start = self.entry_free(lookup, ready)?;
                 // PCM keeps the page's other bytes where they are: nothing is read.
                 let stored = (partial && lookup.is_none())
                     .then(|| self.profile.timing.stored_bytes(a, b))

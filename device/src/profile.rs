@@ -212,6 +212,15 @@ impl Profile {
     /// Checks cross-field consistency. Returns `(dotted field, reason)` on failure; also used
     /// by code that edits a profile in memory (tests, sweeps) before building a device.
     // Long: one check per field, each with its own reason.
+    /// This profile without a `[data_buffer]`: every write waits for its program. Its
+    /// assumptions go with it (an assumption must name a field the profile has).
+    pub fn without_data_buffer(mut self) -> Profile {
+        self.data_buffer = None;
+        self.assumptions
+            .retain(|k, _| !k.starts_with("data_buffer."));
+        self
+    }
+
     pub fn validate(&self) -> Result<(), (String, String)> {
         let g = &self.geometry;
         g.check().map_err(|(f, r)| (format!("geometry.{f}"), r))?;

@@ -20,9 +20,7 @@ const MINE: Perms = Perms {
 /// buffer acknowledging writes from DRAM and serving recent pages would hide
 /// (`cold_lookups_…` checks how the two meet).
 fn fs(profile: &str) -> HostFs {
-    let mut p = Profile::load(profile).unwrap();
-    p.data_buffer = None;
-    p.assumptions.remove("data_buffer.entries_per_die");
+    let p = Profile::load(profile).unwrap().without_data_buffer();
     HostFs::format(Device::new(&p, DataMode::Payloads).unwrap(), MINE).unwrap()
 }
 

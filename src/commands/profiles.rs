@@ -44,9 +44,7 @@ impl WriteBuffer {
         match (&p.write_cache, &p.data_buffer) {
             (Some(c), _) => WriteBuffer::WriteCache { bytes: c.bytes },
             (None, Some(b)) => WriteBuffer::DataBuffer {
-                bytes: u64::from(b.entries_per_die)
-                    * u64::from(p.geometry.dies())
-                    * u64::from(p.geometry.page_size_bytes),
+                bytes: b.bytes(&p.geometry),
                 entries_per_die: b.entries_per_die,
             },
             (None, None) => WriteBuffer::None,

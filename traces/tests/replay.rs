@@ -26,10 +26,7 @@ fn run_on(trace: &str, target: ReplayTarget, pace: Pace) -> ReplayReport {
 /// for tests that read the host file system's writes in the device's time and counters,
 /// which the buffer, acknowledging writes from DRAM, would hide.
 fn unbuffered() -> Profile {
-    let mut p = Profile::load("cosmos-plus").unwrap();
-    p.data_buffer = None;
-    p.assumptions.remove("data_buffer.entries_per_die");
-    p
+    Profile::load("cosmos-plus").unwrap().without_data_buffer()
 }
 
 fn run_with(trace: &str, target: ReplayTarget, profile: &Profile, pace: Pace) -> ReplayReport {
