@@ -209,9 +209,6 @@ impl Profile {
             .collect()
     }
 
-    /// Checks cross-field consistency. Returns `(dotted field, reason)` on failure; also used
-    /// by code that edits a profile in memory (tests, sweeps) before building a device.
-    // Long: one check per field, each with its own reason.
     /// This profile without a `[data_buffer]`: every write waits for its program. Its
     /// assumptions go with it (an assumption must name a field the profile has).
     pub fn without_data_buffer(mut self) -> Profile {
@@ -221,6 +218,9 @@ impl Profile {
         self
     }
 
+    /// Checks cross-field consistency. Returns `(dotted field, reason)` on failure; also used
+    /// by code that edits a profile in memory (tests, sweeps) before building a device.
+    // Long: one check per field, each with its own reason.
     pub fn validate(&self) -> Result<(), (String, String)> {
         let g = &self.geometry;
         g.check().map_err(|(f, r)| (format!("geometry.{f}"), r))?;
