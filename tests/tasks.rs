@@ -169,6 +169,84 @@ fn the_grep_accelerator_finds_matches_across_its_streaming_chunks() {
     assert_eq!(got["files"][0]["offsets"], json!(expect));
 }
 
+/// `data` cut at `cuts` (any order, any values: those past the end cut at the end).
+fn pieces<'a>(data: &'a [u8], cuts: &[usize]) -> Vec<&'a [u8]> {
+    let mut at: Vec<usize> = cuts.iter().map(|&c| c.min(data.len())).collect();
+    at.extend([0, data.len()]);
+    at.sort_unstable();
+    at.windows(2).map(|w| &data[w[0]..w[1]]).collect()
+}
+
+/// `grep` and `knn` stream a file in 512 KiB chunks: one several times larger than their
+/// memory cap is searched whole, matches that straddle chunk boundaries included.
+#[test]
+fn grep_and_knn_stream_files_larger_than_their_memory_cap() {
+    const CHUNK: usize = csd_kernels::STREAM_CHUNK;
+    let pattern = b"NEEDLE";
+    let mut file = vec![b'.'; 12 * CHUNK + 100];
+    for at in [
+        0,
+        CHUNK - 3,
+        CHUNK + 10,
+        2 * CHUNK - 1,
+        7 * CHUNK - 5,
+        file.len() - 6,
+    ] {
+        file[at..at + pattern.len()].copy_from_slice(pattern);
+    }
+    let expect = ref_grep(&file, pattern);
+    assert_eq!(expect.len(), 6, "the fixture places six matches");
+    // 128-dimension vectors, the nearest to the query the last one.
+    let query = vec![1.0f32; 128];
+    let mut vectors: Vec<u8> = Vec::with_capacity(12 * CHUNK);
+    for i in 0..12 * CHUNK / 512 {
+        let v = if i == 12 * CHUNK / 512 - 1 {
+            1.5
+        } else {
+            3.0 + i as f32
+        };
+        vectors.extend((0..128).flat_map(|_| v.to_le_bytes()));
+    }
+    let mut csd = device("cosmos-plus");
+    csd.import("/in/text", &file).unwrap();
+    csd.import("/in/vectors", &vectors).unwrap();
+    let cap = TaskLimits {
+        memory_bytes: Some(4 << 20),
+        ..TaskLimits::default()
+    };
+    let grep = IscContext::new()
+        .file("/in/text", FileMode::Read)
+        .args(
+            json!({ "pattern": "NEEDLE", "max_offsets": 10 })
+                .to_string()
+                .into_bytes(),
+        )
+        .limits(cap.clone());
+    let got = csd.run(&task("grep"), &grep).unwrap().ret_json().unwrap();
+    assert_eq!(got["total"], json!(expect.len()));
+    assert_eq!(got["files"][0]["offsets"], json!(expect));
+    let knn = IscContext::new()
+        .file("/in/vectors", FileMode::Read)
+        .args(json!({ "query": query, "k": 2 }).to_string().into_bytes())
+        .limits(cap);
+    let got = csd.run(&task("knn"), &knn).unwrap().ret_json().unwrap();
+    let n = &got["neighbors"];
+    assert_eq!(n[0]["index"], json!(12 * CHUNK / 512 - 1));
+    assert_eq!(n[1]["index"], json!(0));
+    // The same file in one piece is over the cap: streaming is what made it fit.
+    let whole = IscContext::new()
+        .file("/in/text", FileMode::Read)
+        .args(json!({ "pattern": "NEEDLE" }).to_string().into_bytes())
+        .limits(TaskLimits {
+            memory_bytes: Some(4 << 20),
+            ..TaskLimits::default()
+        });
+    let e = csd
+        .run(&task("grep-bytewise"), &whole)
+        .expect_err("read whole, over the cap");
+    assert!(matches!(e, TaskError::MemoryLimit { .. }), "{e}");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
 
@@ -715,5 +793,45 @@ fn applications_run_as_transactions_at_file_isc_speed() {
             host.breakdown.compute_ns < tx.breakdown.compute_ns,
             "the host CPU is faster than the device's"
         );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// A streamed grep finds what one pass over the whole file finds, whatever the pieces:
+    /// shorter than the needle, empty, or cutting a match (the alphabet makes overlapping
+    /// candidates such as `aa` in `aaa` common).
+    #[test]
+    fn grep_in_any_pieces_finds_what_a_whole_file_search_finds(
+        hay in text(b"aab"),
+        needle in prop::collection::vec(prop::sample::select(b"ab".as_slice()), 1..7),
+        cuts in prop::collection::vec(0usize..20_000, 0..40),
+        max in 0usize..6,
+    ) {
+        let expect = ref_grep(&hay, &needle);
+        let mut grep = csd_kernels::GrepStream::new(&needle, max);
+        for piece in pieces(&hay, &cuts) {
+            grep.feed(piece);
+        }
+        let (count, offsets) = grep.finish();
+        prop_assert_eq!(count, expect.len() as u64);
+        prop_assert_eq!(offsets, expect.iter().take(max).copied().collect::<Vec<_>>());
+    }
+
+    /// A streamed KNN finds the neighbours the whole file gives, vectors cut anywhere.
+    #[test]
+    fn knn_in_any_pieces_finds_the_whole_files_neighbours(
+        values in prop::collection::vec(-100f32..100f32, 0..128 * 40),
+        cuts in prop::collection::vec(0usize..20_480, 0..20),
+        k in 1usize..6,
+    ) {
+        let query: Vec<f32> = (0..128).map(|i| (i as f32).cos() * 40.0).collect();
+        let bytes: Vec<u8> = values.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let mut knn = csd_kernels::KnnStream::new(&query, k);
+        for piece in pieces(&bytes, &cuts) {
+            knn.feed(piece);
+        }
+        prop_assert_eq!(knn.finish(), csd_kernels::knn(&bytes, &query, k));
     }
 }

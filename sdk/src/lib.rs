@@ -187,6 +187,9 @@ impl File {
     /// [`File::for_each_chunk`] with a visitor that can stop early (`ControlFlow::Break`:
     /// a grep that found what it wanted) or fail (its error is returned). Reads still in
     /// flight when it stops are waited for, and nothing more is read.
+    ///
+    /// Unlike `for_each_chunk`, its buffers are not zeroed first: the host writes every
+    /// byte a read moves, and zeroing is guest code, a fuel per byte of the first chunks.
     pub fn try_for_each_chunk(
         &self,
         chunk_bytes: usize,
@@ -195,16 +198,16 @@ impl File {
         let size = self.size();
         let chunk = chunk_bytes.clamp(1, MAX_SUBMIT_BYTES) as u64;
         let chunks = size.div_ceil(chunk);
-        // Never allocate (and zero) more than the file holds: small files are the common case.
+        // Never allocate more than the file holds: small files are the common case.
         let depth = ((READ_AHEAD_BYTES / chunk).clamp(1, MAX_QUEUE_DEPTH as u64)).min(chunks);
         let mut ring: Vec<(Vec<u8>, Option<Pending>)> = (0..depth)
-            .map(|_| (vec![0u8; chunk.min(size) as usize], None))
+            .map(|_| (Vec::with_capacity(chunk.min(size) as usize), None))
             .collect();
         let mut next = 0u64;
         let slots = ring.len().max(1) as u64;
         for (slot, (buf, pending)) in ring.iter_mut().enumerate() {
             if (slot as u64) < chunks {
-                *pending = Some(self.submit_read(slot as u64 * chunk, buf));
+                *pending = Some(self.submit_read_uninit(slot as u64 * chunk, buf, chunk as usize));
                 next += 1;
             }
         }
@@ -217,6 +220,8 @@ impl File {
             if n == 0 {
                 break;
             }
+            // SAFETY: the read wrote its `n` bytes (at most the capacity) from the start.
+            unsafe { buf.set_len(n) };
             match f(i * chunk, &buf[..n]) {
                 Ok(ControlFlow::Continue(())) => {}
                 Ok(ControlFlow::Break(())) => break,
@@ -226,7 +231,7 @@ impl File {
                 }
             }
             if next < chunks {
-                *pending = Some(self.submit_read(next * chunk, buf));
+                *pending = Some(self.submit_read_uninit(next * chunk, buf, chunk as usize));
                 next += 1;
             }
         }
@@ -248,6 +253,22 @@ impl File {
         let bytes = len.min(self.size().saturating_sub(offset)) as usize;
         Pending {
             token: sys::file_read_submit(self.handle, offset, buf),
+            bytes,
+        }
+    }
+
+    /// [`File::submit_read`] of up to `len` bytes into `buf`'s spare capacity (from its
+    /// start: it is cleared), whose bytes need not be zeroed first. The caller sets its
+    /// length once the read is waited for.
+    fn submit_read_uninit(&self, offset: u64, buf: &mut Vec<u8>, len: usize) -> Pending {
+        buf.clear();
+        // The capacity may exceed what was asked for; a longer read would overlap the next.
+        let len = len.min(buf.capacity());
+        let spare = &mut buf.spare_capacity_mut()[..len];
+        let len = spare.len().min(MAX_SUBMIT_BYTES) as u64;
+        let bytes = len.min(self.size().saturating_sub(offset)) as usize;
+        Pending {
+            token: sys::file_read_submit_uninit(self.handle, offset, spare),
             bytes,
         }
     }

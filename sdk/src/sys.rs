@@ -131,6 +131,22 @@ pub fn file_read_submit(handle: i32, offset: u64, buf: &mut [u8]) -> i64 {
     ))
 }
 
+/// [`file_read_submit`] into memory not yet initialised: the host writes the bytes the
+/// request moves before it returns, so a buffer need not be zeroed first.
+pub fn file_read_submit_uninit(
+    handle: i32,
+    offset: u64,
+    buf: &mut [core::mem::MaybeUninit<u8>],
+) -> i64 {
+    let len = buf.len().min(MAX_CALL_BYTES);
+    host!(file_read_submit(
+        handle,
+        offset as i64,
+        buf.as_mut_ptr().cast(),
+        len as i32
+    ))
+}
+
 /// Submits a write of at most `MAX_CALL_BYTES` of `data` at `offset` (`None`: at the end).
 pub fn file_write_submit(handle: i32, offset: Option<u64>, data: &[u8]) -> i64 {
     let len = data.len().min(MAX_CALL_BYTES);

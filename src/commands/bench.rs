@@ -538,6 +538,45 @@ fn best_of<T>(repeat: u32, mut f: impl FnMut() -> anyhow::Result<T>) -> anyhow::
     Ok((best, last.expect("at least one run")))
 }
 
+/// A benchmark kernel run natively, fed the input a piece at a time as its task is. The
+/// checksum task runs slicing-by-8 (Wasm has no carry-less multiply), so the like-for-like
+/// native baseline does too; the hardware CRC is reported apart.
+enum NativeKernel<'q> {
+    Stats64(u64),
+    Checksum(csd_kernels::Crc32Slice8),
+    Grep(Box<csd_kernels::GrepStream<'static>>),
+    Knn(csd_kernels::KnnStream<'q>),
+}
+
+impl<'q> NativeKernel<'q> {
+    fn new(name: &str, query: &'q [f32]) -> NativeKernel<'q> {
+        match name {
+            "stats64" => NativeKernel::Stats64(0),
+            "checksum" => NativeKernel::Checksum(csd_kernels::Crc32Slice8::new()),
+            "grep" => NativeKernel::Grep(Box::new(csd_kernels::GrepStream::new(b"ERROR", 16))),
+            _ => NativeKernel::Knn(csd_kernels::KnnStream::new(query, 10)),
+        }
+    }
+
+    fn feed(&mut self, bytes: &[u8]) {
+        match self {
+            NativeKernel::Stats64(sum) => *sum = sum.wrapping_add(csd_kernels::stats64(bytes)),
+            NativeKernel::Checksum(crc) => crc.update(bytes),
+            NativeKernel::Grep(grep) => grep.feed(bytes),
+            NativeKernel::Knn(knn) => knn.feed(bytes),
+        }
+    }
+
+    /// The result as the task reports it, to check the two sides agree.
+    fn finish(self) -> serde_json::Value {
+        match self {
+            NativeKernel::Stats64(sum) => serde_json::json!(sum),
+            NativeKernel::Checksum(crc) => serde_json::json!(crc.finalize()),
+            NativeKernel::Grep(grep) => serde_json::json!(grep.finish().0),
+            NativeKernel::Knn(knn) => serde_json::json!(knn.finish().first().map(|n| n.index)),
+        }
+    }
+}
 // Long: the input, then one native and one Wasm measurement per kernel side by side, so the
 // comparison stays like for like.
 fn tasks(args: &TasksArgs) -> anyhow::Result<()> {
@@ -582,54 +621,29 @@ fn tasks(args: &TasksArgs) -> anyhow::Result<()> {
             .args(task_args.into_bytes());
         let (wasm_ns, report) = best_of(args.repeat, || Ok(csd.run(&task, &ctx)?))?;
         // Native end to end: the same kernel code compiled for the host, fed by the same
-        // device reads in the same pattern as the task (`STREAM_CHUNK` for the streaming
-        // kernels, the whole file for grep and knn).
-        // The checksum task runs slicing-by-8 (Wasm has no carry-less multiply), so the
-        // like-for-like native baseline does too; the hardware CRC is reported apart.
-        let kernel = |bytes: &[u8], acc: &mut (u64, csd_kernels::Crc32Slice8)| match name {
-            "stats64" => acc.0 = acc.0.wrapping_add(csd_kernels::stats64(bytes)),
-            "checksum" => acc.1.update(bytes),
-            "grep" => acc.0 = csd_kernels::grep(bytes, b"ERROR", 16).0,
-            _ => acc.0 = csd_kernels::knn(bytes, &query, 10)[0].index,
-        };
-        let streaming = matches!(name, "stats64" | "checksum");
-        // grep and knn read the whole file: into one buffer for every run, as the task's pool
-        // slot keeps its memory between invocations, so the best run of either side pays no
-        // page faults for it (a fresh 64 MiB buffer a run cost native more than its kernel).
-        let mut whole = if streaming {
-            Vec::new()
-        } else {
-            csd.export(input)?
-        };
+        // device reads in the same pattern as the task (`STREAM_CHUNK` at a time, into one
+        // buffer for every run, as the task's pool slot keeps its memory between runs).
         let (native_ns, native) = best_of(args.repeat, || {
-            let mut acc = (0u64, csd_kernels::Crc32Slice8::new());
-            if streaming {
-                let mut buf = vec![0u8; csd_kernels::STREAM_CHUNK];
-                let mut off = 0u64;
-                loop {
-                    let n = csd.read_at(input, off, &mut buf)?;
-                    if n == 0 {
-                        break;
-                    }
-                    kernel(&buf[..n], &mut acc);
-                    off += n as u64;
+            let mut buf = vec![0u8; csd_kernels::STREAM_CHUNK];
+            let mut kernel = NativeKernel::new(name, &query);
+            let mut off = 0u64;
+            loop {
+                let n = csd.read_at(input, off, &mut buf)?;
+                if n == 0 {
+                    break;
                 }
-            } else {
-                let n = csd.read_at(input, 0, &mut whole)?;
-                kernel(&whole[..n], &mut acc);
+                kernel.feed(&buf[..n]);
+                off += n as u64;
             }
-            Ok(match name {
-                "checksum" => serde_json::json!(acc.1.finalize()),
-                _ => serde_json::json!(acc.0),
-            })
+            Ok(kernel.finish())
         })?;
         // The kernel alone, on data already in host memory: how much of both totals is I/O.
         // (The bytes are those imported above, still in host memory.)
         let bytes: &[u8] = if name == "knn" { &vectors } else { &data };
         let (kernel_ns, _) = best_of(args.repeat, || {
-            let mut acc = (0u64, csd_kernels::Crc32Slice8::new());
-            kernel(bytes, &mut acc);
-            Ok(acc.0)
+            let mut kernel = NativeKernel::new(name, &query);
+            kernel.feed(bytes);
+            Ok(kernel.finish())
         })?;
         let wasm = report.ret_json()?;
         let agrees = match name {

@@ -1,6 +1,8 @@
 //! Counts `pattern` in every registered file and reports the first offsets (memchr's memmem
-//! does the searching: ordinary crates work inside tasks).
+//! does the searching: ordinary crates work inside tasks). Files are streamed, so one larger
+//! than the device's memory is searched too, and the device reads ahead while it searches.
 use csd_sdk::{bail, serde_json, task, Context, Result};
+use std::ops::ControlFlow;
 
 #[derive(serde::Deserialize)]
 struct Args {
@@ -22,8 +24,19 @@ fn run(ctx: Context) -> Result<()> {
     let mut files = Vec::new();
     let mut total = 0;
     for file in ctx.files() {
-        let data = file.read_to_end()?;
-        let (count, offsets) = csd_kernels::grep(&data, args.pattern.as_bytes(), args.max_offsets);
+        let pattern = args.pattern.as_bytes();
+        // A file that fits in one chunk is read whole: streaming would gain it no overlap
+        // and cost it allocations, instructions its device time would count.
+        let (count, offsets) = if file.size() <= csd_kernels::STREAM_CHUNK as u64 {
+            csd_kernels::grep(&file.read_to_end()?, pattern, args.max_offsets)
+        } else {
+            let mut grep = csd_kernels::GrepStream::new(pattern, args.max_offsets);
+            file.try_for_each_chunk(csd_kernels::STREAM_CHUNK, |_, chunk| {
+                grep.feed(chunk);
+                Ok(ControlFlow::Continue(()))
+            })?;
+            grep.finish()
+        };
         total += count;
         files.push(serde_json::json!({ "count": count, "offsets": offsets }));
     }

@@ -3,8 +3,8 @@
 //! Ordinary crates work in tasks: `grep` uses `memchr`, the CISC-op `compress`
 //! stage uses `lz4_flex`.
 
-/// The chunk the streaming tasks (`stats32`, `stats64`, `checksum`) read a file in, and the native
-/// baseline of `csd bench tasks` reads the same file in.
+/// The chunk the streaming tasks (`stats32`, `stats64`, `checksum`, `grep`, `knn`) read a
+/// file in, and the native baseline of `csd bench tasks` reads the same file in.
 pub const STREAM_CHUNK: usize = 512 << 10;
 
 /// Sum of the data as little-endian u32s, wrapping in u64 (LightFS's STATS32).
@@ -96,6 +96,101 @@ pub fn knn(data: &[u8], query: &[f32], k: usize) -> Vec<Neighbor> {
     knn_with(data, query, k, l2_squared)
 }
 
+/// Bytes of one KNN vector.
+const KNN_VECTOR_BYTES: usize = KNN_DIM * 4;
+
+/// [`knn`] over a file that arrives in pieces (a task's streamed reads): the same
+/// neighbours, in memory bounded by `k` rather than by the file. A vector split between two
+/// pieces is joined; a trailing partial vector is ignored, as [`knn`] ignores it.
+pub struct KnnStream<'q> {
+    query: &'q [f32],
+    k: usize,
+    best: Vec<(f32, u64)>,
+    /// Index of the next whole vector.
+    next: u64,
+    /// The first bytes of a vector the last piece cut off.
+    partial: Vec<u8>,
+}
+
+impl<'q> KnnStream<'q> {
+    pub fn new(query: &'q [f32], k: usize) -> KnnStream<'q> {
+        KnnStream {
+            query,
+            k,
+            // `k` is the caller's: the list grows with the neighbours actually found.
+            best: Vec::with_capacity(k.min(1024) + 1),
+            next: 0,
+            partial: Vec::new(),
+        }
+    }
+
+    pub fn feed(&mut self, mut data: &[u8]) {
+        if !self.partial.is_empty() {
+            let take = (KNN_VECTOR_BYTES - self.partial.len()).min(data.len());
+            self.partial.extend_from_slice(&data[..take]);
+            data = &data[take..];
+            if self.partial.len() < KNN_VECTOR_BYTES {
+                return;
+            }
+            let joined = std::mem::take(&mut self.partial);
+            self.offer(&joined);
+        }
+        // State in locals: a vector costs the task what it costs in `knn`'s loop.
+        let (query, k, mut index) = (self.query, self.k, self.next);
+        let mut best = std::mem::take(&mut self.best);
+        let mut vectors = data.chunks_exact(KNN_VECTOR_BYTES);
+        for v in &mut vectors {
+            keep_nearest(&mut best, k, l2_squared(v, query), index);
+            index += 1;
+        }
+        (self.best, self.next) = (best, index);
+        self.partial.extend_from_slice(vectors.remainder());
+    }
+
+    fn offer(&mut self, vector: &[u8]) {
+        let index = self.next;
+        self.next += 1;
+        keep_nearest(
+            &mut self.best,
+            self.k,
+            l2_squared(vector, self.query),
+            index,
+        );
+    }
+
+    /// The neighbours, nearest first.
+    pub fn finish(self) -> Vec<Neighbor> {
+        into_neighbors(self.best)
+    }
+}
+
+/// Inserts a vector at distance `d` into `best`, the `k` nearest so far in order, unless
+/// it is no nearer than all of them.
+#[inline(always)]
+fn keep_nearest(best: &mut Vec<(f32, u64)>, k: usize, d: f32, index: u64) {
+    // `total_cmp` orders NaN too (after every number), so corrupt vectors cannot make the
+    // result depend on comparison quirks.
+    if best.len() == k
+        && best
+            .last()
+            .is_some_and(|&(worst, _)| d.total_cmp(&worst).is_ge())
+    {
+        return;
+    }
+    let at = best.partition_point(|&(bd, _)| bd.total_cmp(&d).is_le());
+    best.insert(at, (d, index));
+    best.truncate(k);
+}
+
+fn into_neighbors(best: Vec<(f32, u64)>) -> Vec<Neighbor> {
+    best.into_iter()
+        .map(|(d, index)| Neighbor {
+            index,
+            distance: d.sqrt(),
+        })
+        .collect()
+}
+
 /// [`knn`] with the distances summed in order ([`l2_squared_in_order`]).
 pub fn knn_in_order(data: &[u8], query: &[f32], k: usize) -> Vec<Neighbor> {
     knn_with(data, query, k, l2_squared_in_order)
@@ -108,33 +203,20 @@ fn knn_with(
     distance: fn(&[u8], &[f32]) -> f32,
 ) -> Vec<Neighbor> {
     let mut best: Vec<(f32, u64)> = Vec::with_capacity(k + 1);
-    for (index, v) in data.chunks_exact(KNN_DIM * 4).enumerate() {
-        let d = distance(v, query);
-        // `total_cmp` orders NaN too (after every number), so corrupt vectors cannot make the
-        // result depend on comparison quirks.
-        if best.len() == k
-            && best
-                .last()
-                .is_some_and(|&(worst, _)| d.total_cmp(&worst).is_ge())
-        {
-            continue;
-        }
-        let at = best.partition_point(|&(bd, _)| bd.total_cmp(&d).is_le());
-        best.insert(at, (d, index as u64));
-        best.truncate(k);
+    for (index, v) in data.chunks_exact(KNN_VECTOR_BYTES).enumerate() {
+        keep_nearest(&mut best, k, distance(v, query), index as u64);
     }
-    best.into_iter()
-        .map(|(d, index)| Neighbor {
-            index,
-            distance: d.sqrt(),
-        })
-        .collect()
+    into_neighbors(best)
 }
 
 /// Non-overlapping occurrences of `needle`: the count and the first `max_offsets` offsets.
+/// An empty needle occurs nowhere.
 pub fn grep(haystack: &[u8], needle: &[u8], max_offsets: usize) -> (u64, Vec<u64>) {
     let mut count = 0u64;
     let mut offsets = Vec::new();
+    if needle.is_empty() {
+        return (count, offsets);
+    }
     for at in memchr::memmem::find_iter(haystack, needle) {
         if offsets.len() < max_offsets {
             offsets.push(at as u64);
@@ -142,6 +224,110 @@ pub fn grep(haystack: &[u8], needle: &[u8], max_offsets: usize) -> (u64, Vec<u64
         count += 1;
     }
     (count, offsets)
+}
+
+/// [`grep`] over a file that arrives in pieces (a task's streamed reads): the same count
+/// and offsets, a match that straddles two pieces included, in memory bounded by the
+/// needle rather than by the file.
+pub struct GrepStream<'n> {
+    finder: memchr::memmem::Finder<'n>,
+    found: Found,
+    /// File offset of the next piece.
+    fed: u64,
+    /// The last bytes fed that no match covers and a match may still start in: fewer than
+    /// the needle's length.
+    carry: Vec<u8>,
+    /// Scratch: the carry joined with the next piece's first bytes.
+    window: Vec<u8>,
+}
+
+impl<'n> GrepStream<'n> {
+    pub fn new(needle: &'n [u8], max_offsets: usize) -> GrepStream<'n> {
+        GrepStream {
+            finder: memchr::memmem::Finder::new(needle),
+            found: Found {
+                max_offsets,
+                count: 0,
+                offsets: Vec::new(),
+            },
+            fed: 0,
+            carry: Vec::new(),
+            window: Vec::new(),
+        }
+    }
+
+    /// Searches the next piece of the file. Matches are non-overlapping and found left to
+    /// right, as in one pass over the whole file: the carry starts where the last match
+    /// ended, so a match starting in it is the one that pass would find next.
+    pub fn feed(&mut self, piece: &[u8]) {
+        let m = self.finder.needle().len();
+        if m == 0 {
+            return;
+        }
+        let base = self.fed;
+        self.fed += piece.len() as u64;
+        // Positions below are in the carry followed by the piece.
+        let c = self.carry.len();
+        let mut end = 0;
+        if c > 0 {
+            // A match starting in the carry ends within the piece's first m - 1 bytes.
+            self.window.clear();
+            self.window.extend_from_slice(&self.carry);
+            self.window
+                .extend_from_slice(&piece[..piece.len().min(m - 1)]);
+            if let Some(p) = self.finder.find(&self.window).filter(|&p| p < c) {
+                self.found.record(base - c as u64 + p as u64);
+                end = p + m;
+            }
+        }
+        let from = end.saturating_sub(c);
+        // The count in a local, the offset arithmetic only for offsets kept: a match costs
+        // the task as few instructions as `grep`'s loop over a whole file.
+        let (mut count, mut last) = (self.found.count, None);
+        let found = &mut self.found;
+        for at in self.finder.find_iter(&piece[from..]) {
+            if found.offsets.len() < found.max_offsets {
+                found.offsets.push(base + (from + at) as u64);
+            }
+            count += 1;
+            last = Some(at);
+        }
+        found.count = count;
+        if let Some(at) = last {
+            end = c + from + at + m;
+        }
+        // Keep what a match may still start in: past the last match, at most m - 1 bytes.
+        let start = end.max((c + piece.len()).saturating_sub(m - 1));
+        if start < c {
+            // The piece was shorter than m - 1: the carry grows, still below m bytes.
+            self.carry.drain(..start);
+            self.carry.extend_from_slice(piece);
+        } else {
+            self.carry.clear();
+            self.carry.extend_from_slice(&piece[start - c..]);
+        }
+    }
+
+    /// The count and the first offsets.
+    pub fn finish(self) -> (u64, Vec<u64>) {
+        (self.found.count, self.found.offsets)
+    }
+}
+
+/// What a grep found: every match counted, the first `max_offsets` kept.
+struct Found {
+    max_offsets: usize,
+    count: u64,
+    offsets: Vec<u64>,
+}
+
+impl Found {
+    fn record(&mut self, at: u64) {
+        if self.offsets.len() < self.max_offsets {
+            self.offsets.push(at);
+        }
+        self.count += 1;
+    }
 }
 
 /// The same count as [`grep`] with the textbook byte-wise matcher the LightFS paper's

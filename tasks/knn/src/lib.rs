@@ -1,5 +1,7 @@
 //! The `k` vectors nearest to `query` across every registered file of 128-dim f32 vectors.
+//! Files are streamed: memory is bounded by `k`, not by the files.
 use csd_sdk::{bail, serde_json, task, Context, Result};
+use std::ops::ControlFlow;
 
 #[derive(serde::Deserialize)]
 struct Args {
@@ -24,8 +26,18 @@ fn run(ctx: Context) -> Result<()> {
     }
     let mut all = Vec::new();
     for file in ctx.files() {
-        let data = file.read_to_end()?;
-        for n in csd_kernels::knn(&data, &args.query, args.k) {
+        // A file that fits in one chunk is read whole (see the grep task).
+        let nearest = if file.size() <= csd_kernels::STREAM_CHUNK as u64 {
+            csd_kernels::knn(&file.read_to_end()?, &args.query, args.k)
+        } else {
+            let mut knn = csd_kernels::KnnStream::new(&args.query, args.k);
+            file.try_for_each_chunk(csd_kernels::STREAM_CHUNK, |_, chunk| {
+                knn.feed(chunk);
+                Ok(ControlFlow::Continue(()))
+            })?;
+            knn.finish()
+        };
+        for n in nearest {
             all.push((n.distance, file.handle(), n.index));
         }
     }
