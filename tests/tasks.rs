@@ -177,10 +177,10 @@ fn pieces<'a>(data: &'a [u8], cuts: &[usize]) -> Vec<&'a [u8]> {
     at.windows(2).map(|w| &data[w[0]..w[1]]).collect()
 }
 
-/// `grep` and `knn` stream a file in 512 KiB chunks: one several times larger than their
-/// memory cap is searched whole, matches that straddle chunk boundaries included.
+/// `grep`, `knn` and `wordquery` stream a file in 512 KiB chunks: one several times larger
+/// than their memory cap is searched whole, matches that straddle chunk boundaries included.
 #[test]
-fn grep_and_knn_stream_files_larger_than_their_memory_cap() {
+fn grep_knn_and_wordquery_stream_files_larger_than_their_memory_cap() {
     const CHUNK: usize = csd_kernels::STREAM_CHUNK;
     let pattern = b"NEEDLE";
     let mut file = vec![b'.'; 12 * CHUNK + 100];
@@ -228,11 +228,30 @@ fn grep_and_knn_stream_files_larger_than_their_memory_cap() {
     let knn = IscContext::new()
         .file("/in/vectors", FileMode::Read)
         .args(json!({ "query": query, "k": 2 }).to_string().into_bytes())
-        .limits(cap);
+        .limits(cap.clone());
     let got = csd.run(&task("knn"), &knn).unwrap().ret_json().unwrap();
     let n = &got["neighbors"];
     assert_eq!(n[0]["index"], json!(12 * CHUNK / 512 - 1));
     assert_eq!(n[1]["index"], json!(0));
+    // A word query over words that straddle chunks, and one word longer than a chunk.
+    let mut words = vec![b' '; 3 * CHUNK];
+    words[CHUNK - 2..CHUNK + 3].copy_from_slice(b"alpha");
+    words[2 * CHUNK - 10..2 * CHUNK + 10].fill(b'a');
+    words[3 * CHUNK - 5..].copy_from_slice(b"alpha");
+    csd.import("/in/words", &words).unwrap();
+    let query = IscContext::new()
+        .file("/in/words", FileMode::Read)
+        .args(json!({ "words": ["alpha", "a"] }).to_string().into_bytes())
+        .limits(cap);
+    let got = csd
+        .run(&task("wordquery"), &query)
+        .unwrap()
+        .ret_json()
+        .unwrap();
+    let hits = &got["files"][0]["words"];
+    assert_eq!(hits[0]["count"], json!(2));
+    assert_eq!(hits[0]["addresses"], json!([CHUNK - 2, 3 * CHUNK - 5]));
+    assert_eq!(hits[1]["count"], json!(0), "a run of 20 a's is one word");
     // The same file in one piece is over the cap: streaming is what made it fit.
     let whole = IscContext::new()
         .file("/in/text", FileMode::Read)
@@ -817,6 +836,23 @@ proptest! {
         let (count, offsets) = grep.finish();
         prop_assert_eq!(count, expect.len() as u64);
         prop_assert_eq!(offsets, expect.iter().take(max).copied().collect::<Vec<_>>());
+    }
+
+    /// A streamed word query finds what one pass over the whole text finds, words cut
+    /// anywhere, those longer than every keyword included.
+    #[test]
+    fn word_query_in_any_pieces_finds_what_the_whole_text_gives(
+        text in text(b"ab cd_\n.ab"),
+        words in prop::collection::vec(prop::sample::select(vec!["a", "b", "ab", "cd", "a_b", "ababab"]), 1..5),
+        cuts in prop::collection::vec(0usize..20_000, 0..40),
+        max in 0usize..5,
+    ) {
+        let keys: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
+        let mut query = csd_kernels::WordQueryStream::new(&keys, max);
+        for piece in pieces(&text, &cuts) {
+            query.feed(piece);
+        }
+        prop_assert_eq!(query.finish(), csd_kernels::word_query(&text, &keys, max));
     }
 
     /// A streamed KNN finds the neighbours the whole file gives, vectors cut anywhere.

@@ -495,6 +495,109 @@ pub fn word_query(text: &[u8], keywords: &[&[u8]], max_addresses: usize) -> Vec<
     hits
 }
 
+/// [`word_query`] over a file that arrives in pieces (a task's streamed reads): the same
+/// counts and addresses, a word cut between pieces included. Memory is bounded by the
+/// longest keyword: of a word still open at a piece's end only its first bytes are kept,
+/// and none once it is longer than every keyword (it can match none).
+pub struct WordQueryStream<'k> {
+    keywords: &'k [&'k [u8]],
+    max_addresses: usize,
+    hits: Vec<WordHits>,
+    /// File offset of the next piece.
+    fed: u64,
+    /// The word open at the last piece's end: where it began, and its bytes (`None` once it
+    /// is longer than every keyword).
+    open: Option<(u64, Option<Vec<u8>>)>,
+    longest: usize,
+}
+
+impl<'k> WordQueryStream<'k> {
+    pub fn new(keywords: &'k [&'k [u8]], max_addresses: usize) -> WordQueryStream<'k> {
+        WordQueryStream {
+            keywords,
+            max_addresses,
+            hits: vec![
+                WordHits {
+                    count: 0,
+                    addresses: Vec::new()
+                };
+                keywords.len()
+            ],
+            fed: 0,
+            open: None,
+            longest: keywords.iter().map(|k| k.len()).max().unwrap_or(0),
+        }
+    }
+
+    pub fn feed(&mut self, piece: &[u8]) {
+        let base = self.fed;
+        self.fed += piece.len() as u64;
+        let mut i = 0;
+        if let Some((start, bytes)) = self.open.take() {
+            // The word open before this piece goes on to the first byte that is not a word's.
+            let end = piece
+                .iter()
+                .position(|&b| !is_word_byte(b))
+                .unwrap_or(piece.len());
+            let bytes = bytes.and_then(|mut b| {
+                (b.len() + end <= self.longest).then(|| {
+                    b.extend_from_slice(&piece[..end]);
+                    b
+                })
+            });
+            if end == piece.len() {
+                self.open = Some((start, bytes));
+                return;
+            }
+            if let Some(word) = bytes {
+                self.record(&word, start);
+            }
+            i = end;
+        }
+        while i < piece.len() {
+            if !is_word_byte(piece[i]) {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < piece.len() && is_word_byte(piece[i]) {
+                i += 1;
+            }
+            let word = &piece[start..i];
+            if i == piece.len() {
+                let kept = (word.len() <= self.longest).then(|| word.to_vec());
+                self.open = Some((base + start as u64, kept));
+                return;
+            }
+            self.record(word, base + start as u64);
+        }
+    }
+
+    fn record(&mut self, word: &[u8], at: u64) {
+        for (k, h) in self.keywords.iter().zip(self.hits.iter_mut()) {
+            if *k == word {
+                h.count += 1;
+                if h.addresses.len() < self.max_addresses {
+                    h.addresses.push(at);
+                }
+            }
+        }
+    }
+
+    /// The hits per keyword, in the keywords' order.
+    pub fn finish(mut self) -> Vec<WordHits> {
+        if let Some((start, Some(word))) = self.open.take() {
+            self.record(&word, start);
+        }
+        self.hits
+    }
+}
+
+/// A byte of a word in a word query: ASCII letters, digits and `_`.
+fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
 /// Decompresses a word-aligned run-length-encoded bitmap, handing the output to `emit` in
 /// pieces. Returns the number of output bytes.
 ///
