@@ -36,7 +36,7 @@ pub enum TaskError {
     },
     #[error("the task ran past its wall-clock limit of {limit_ms} ms and was stopped (the backstop behind its fuel budget)")]
     WallClock { limit_ms: u64 },
-    #[error("the task tried to grow its memory to {wanted} bytes, over its cap of {cap} bytes")]
+    #[error("the task tried to grow its memory to {wanted} bytes, over its cap of {cap} bytes (a task that reads a whole file holds all of it; `File::for_each_chunk` streams one)")]
     MemoryLimit { wanted: u64, cap: u64 },
     #[error("the task overflowed its call stack (deep recursion?)")]
     StackOverflow,

@@ -621,8 +621,8 @@ fn tasks(args: &TasksArgs) -> anyhow::Result<()> {
             .args(task_args.into_bytes());
         let (wasm_ns, report) = best_of(args.repeat, || Ok(csd.run(&task, &ctx)?))?;
         // Native end to end: the same kernel code compiled for the host, fed by the same
-        // device reads in the same pattern as the task (`STREAM_CHUNK` at a time, into one
-        // buffer for every run, as the task's pool slot keeps its memory between runs).
+        // device reads in the same pattern as the task (`STREAM_CHUNK` at a time, into a
+        // buffer of one chunk made for the run, as the task makes its ring).
         let (native_ns, native) = best_of(args.repeat, || {
             let mut buf = vec![0u8; csd_kernels::STREAM_CHUNK];
             let mut kernel = NativeKernel::new(name, &query);

@@ -3,8 +3,9 @@
 //! Ordinary crates work in tasks: `grep` uses `memchr`, the CISC-op `compress`
 //! stage uses `lz4_flex`.
 
-/// The chunk the streaming tasks (`stats32`, `stats64`, `checksum`, `grep`, `knn`) read a
-/// file in, and the native baseline of `csd bench tasks` reads the same file in.
+/// The chunk the streaming tasks (`stats32`, `stats64`, `checksum`; `grep`, `knn` and
+/// `wordquery` on files larger than it) read a file in, and the native baseline of `csd
+/// bench tasks` reads the same file in.
 pub const STREAM_CHUNK: usize = 512 << 10;
 
 /// Sum of the data as little-endian u32s, wrapping in u64 (LightFS's STATS32).
@@ -134,6 +135,8 @@ impl<'q> KnnStream<'q> {
             }
             let joined = std::mem::take(&mut self.partial);
             self.offer(&joined);
+            self.partial = joined;
+            self.partial.clear();
         }
         // State in locals: a vector costs the task what it costs in `knn`'s loop.
         let (query, k, mut index) = (self.query, self.k, self.next);
