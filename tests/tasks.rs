@@ -117,8 +117,22 @@ fn text(alphabet: &'static [u8]) -> impl Strategy<Value = Vec<u8>> {
     prop::collection::vec(prop::sample::select(alphabet), 0..20_000)
 }
 
-/// The accelerator streams a file through the host in 1 MiB chunks: a match that straddles
-/// two chunks is found once, at its offset.
+/// `len` bytes of dots with `NEEDLE` at each of `at`, and where the reference finds it.
+fn needles(len: usize, at: &[usize]) -> (Vec<u8>, Vec<u64>) {
+    let mut file = vec![b'.'; len];
+    for &a in at {
+        file[a..a + 6].copy_from_slice(b"NEEDLE");
+    }
+    let found = ref_grep(&file, b"NEEDLE");
+    assert_eq!(
+        found.len(),
+        at.len(),
+        "the fixture places {} matches",
+        at.len()
+    );
+    (file, found)
+}
+
 #[test]
 fn imported_files_are_on_the_flash_before_a_run_starts() {
     // cosmos-plus's firmware buffers host writes in DRAM; an import stands for data written
@@ -136,23 +150,15 @@ fn imported_files_are_on_the_flash_before_a_run_starts() {
     assert_eq!(read, 4, "64 KiB in 16 KiB pages");
 }
 
+/// The accelerator streams a file through the host in 1 MiB chunks: a match that straddles
+/// two chunks is found once, at its offset.
 #[test]
 fn the_grep_accelerator_finds_matches_across_its_streaming_chunks() {
     const MIB: usize = 1 << 20;
-    let pattern = b"NEEDLE";
-    let mut file = vec![b'.'; 3 * MIB + 100];
-    for at in [
-        0,
-        MIB - 3,
-        MIB + 10,
-        2 * MIB - 1,
-        2 * MIB + 5,
-        3 * MIB + 100 - pattern.len(),
-    ] {
-        file[at..at + pattern.len()].copy_from_slice(pattern);
-    }
-    let expect = ref_grep(&file, pattern);
-    assert_eq!(expect.len(), 6, "the fixture places six matches");
+    let (file, expect) = needles(
+        3 * MIB + 100,
+        &[0, MIB - 3, MIB + 10, 2 * MIB - 1, 2 * MIB + 5, 3 * MIB + 94],
+    );
     let mut csd = device("cosmos-plus");
     csd.import("/in/big", &file).unwrap();
     let args = json!({ "pattern": "NEEDLE", "max_offsets": 10 });
@@ -182,20 +188,17 @@ fn pieces<'a>(data: &'a [u8], cuts: &[usize]) -> Vec<&'a [u8]> {
 #[test]
 fn grep_knn_and_wordquery_stream_files_larger_than_their_memory_cap() {
     const CHUNK: usize = csd_kernels::STREAM_CHUNK;
-    let pattern = b"NEEDLE";
-    let mut file = vec![b'.'; 12 * CHUNK + 100];
-    for at in [
-        0,
-        CHUNK - 3,
-        CHUNK + 10,
-        2 * CHUNK - 1,
-        7 * CHUNK - 5,
-        file.len() - 6,
-    ] {
-        file[at..at + pattern.len()].copy_from_slice(pattern);
-    }
-    let expect = ref_grep(&file, pattern);
-    assert_eq!(expect.len(), 6, "the fixture places six matches");
+    let (file, expect) = needles(
+        12 * CHUNK + 100,
+        &[
+            0,
+            CHUNK - 3,
+            CHUNK + 10,
+            2 * CHUNK - 1,
+            7 * CHUNK - 5,
+            12 * CHUNK + 94,
+        ],
+    );
     // 128-dimension vectors, the nearest to the query the last one.
     let query = vec![1.0f32; 128];
     let mut vectors: Vec<u8> = Vec::with_capacity(12 * CHUNK);
