@@ -149,6 +149,10 @@ impl File {
     /// stream a file larger than memory. Reads run ahead of `f` (up to 1 MiB, at least one
     /// chunk and at most 32 in flight), so the device reads the next chunk on all its dies
     /// while the task computes on this one.
+    ///
+    /// Its buffers are zeroed when made, guest work of a fuel per byte of the first chunks
+    /// that [`File::try_for_each_chunk`] does not do. It stays so because the `stats64`
+    /// task reads through it, and that task's fuel is `cosmos-plus`'s calibration point.
     pub fn for_each_chunk(&self, chunk_bytes: usize, mut f: impl FnMut(u64, &[u8])) {
         // Not written over `try_for_each_chunk`: the example tasks' compiled code, and so
         // their fuel and every figure reproduced from them, stays as it was.
