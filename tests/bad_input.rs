@@ -548,6 +548,23 @@ fn a_geometry_too_large_for_the_process_is_refused_not_an_abort() {
     }
 }
 
+/// An NDP data set within `csd ndp`'s bounds that the process has no memory for is refused
+/// before it is made, naming what it needs, where a failed allocation would abort.
+#[test]
+fn an_ndp_data_set_larger_than_memory_is_refused_not_aborted() {
+    let r = csd_within(
+        &["ndp", "--files", "1", "--size", "3g", "--no-store"],
+        Some(2 << 30),
+    );
+    bounded(&r, 1, 30, 600);
+    assert!(
+        r.stderr.contains("1 files of 3 GiB needs about"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("ulimit -v"), "{}", r.stderr);
+}
+
 /// Under an address-space limit the pooling allocator cannot reserve its slots (tens of
 /// GiB): tasks then get their memory on demand, with a warning, and compute the same result
 /// with the same fuel, so the report is byte-identical.

@@ -109,14 +109,7 @@ fn cpu_model(cpuinfo: &str) -> Option<String> {
 
 /// `MemTotal` of `/proc/meminfo`, in bytes.
 fn mem_total(meminfo: &str) -> Option<u64> {
-    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
-    let kb: u64 = line["MemTotal:".len()..]
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    kb.checked_mul(1024)
+    super::memory::meminfo_bytes(meminfo, "MemTotal")
 }
 
 #[cfg(test)]

@@ -41,3 +41,71 @@ pub fn keep_freed_memory() {
         libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
     }
 }
+
+/// Bytes this process may still allocate, as far as Linux tells: the smaller of what its
+/// address-space limit (`ulimit -v`, `RLIMIT_AS`) leaves and the machine's available memory
+/// (`MemAvailable`). `None` where neither is known.
+pub fn allocatable_bytes() -> Option<u64> {
+    let by_limit = address_space_limit().map(|limit| {
+        let used = proc_status_bytes("VmSize").unwrap_or(0);
+        limit.saturating_sub(used)
+    });
+    let available = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| meminfo_bytes(&m, "MemAvailable"));
+    match (by_limit, available) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The process's `RLIMIT_AS`, if it has one.
+fn address_space_limit() -> Option<u64> {
+    #[cfg(unix)]
+    {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes the struct it is given and nothing else.
+        let ok = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } == 0;
+        (ok && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
+    }
+    #[cfg(not(unix))]
+    None
+}
+
+/// A `kB` field of `/proc/meminfo`, in bytes.
+pub fn meminfo_bytes(meminfo: &str, field: &str) -> Option<u64> {
+    let line = meminfo
+        .lines()
+        .find(|l| l.starts_with(field) && l[field.len()..].starts_with(':'))?;
+    let kb: u64 = line[field.len() + 1..]
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    kb.checked_mul(1024)
+}
+
+/// Whether the process may allocate `needed` more bytes (yes where that is not known).
+pub fn has_room(needed: u64) -> bool {
+    allocatable_bytes().is_none_or(|room| needed <= room)
+}
+
+/// Refuses work that needs about `needed` bytes of memory when the process may not have
+/// them, before anything is allocated: a failed allocation aborts the process, where this
+/// names the problem. `what` says what needs them.
+pub fn ensure_room(needed: u64, what: impl FnOnce() -> String) -> anyhow::Result<()> {
+    match allocatable_bytes() {
+        Some(room) if needed > room => anyhow::bail!(
+            "{} needs about {} of memory, and this process may allocate {} more (its \
+             address-space limit, `ulimit -v`, or the machine's available memory)",
+            what(),
+            crate::units::fmt_bytes(needed),
+            crate::units::fmt_bytes(room)
+        ),
+        _ => Ok(()),
+    }
+}

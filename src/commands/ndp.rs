@@ -1,5 +1,6 @@
 //! `csd ndp`: LightFS §IV's microbenchmark over the four offload designs.
 
+use super::memory;
 use crate::units::parse_size;
 use anyhow::{bail, Context};
 use csd::ndp::{measure, synthetic_of, Content, DataSet, Files, NdpTask};
@@ -107,8 +108,22 @@ fn points(args: &NdpArgs) -> anyhow::Result<Vec<(usize, u64)>> {
 /// The most files one NDP data set may hold.
 pub const MAX_DATA_FILES: usize = 1_000_000;
 /// The most bytes one NDP data set may hold: a data-mode run keeps every byte in memory
-/// twice (the data set, the device's pages) while it measures.
+/// at least twice while it measures (the device's pages, and the files as a design reads
+/// them; see [`memory_needed`]).
 pub const MAX_DATA_BYTES: u64 = 4 << 30;
+
+/// About what measuring a data set of `total` bytes keeps in memory at its peak: the
+/// device's pages and the bytes a design has read (a whole file, or a batch of them), a
+/// held copy of the set when `held`, and an eighth more with 64 MiB for the rest (the
+/// device's maps, the task's memory). Measured: 6.03 GiB for one 2 GiB file held and read
+/// by each of four designs in turn.
+fn memory_needed(total: u64, held: bool) -> u64 {
+    let copies = if held { 3 } else { 2 };
+    total
+        .saturating_mul(copies)
+        .saturating_add(total / 8)
+        .saturating_add(64 << 20)
+}
 
 /// Refuses a data set of `files` files of `size` bytes each that [`MAX_DATA_FILES`] or
 /// [`MAX_DATA_BYTES`] forbid, before anything is allocated for it.
@@ -268,6 +283,10 @@ pub fn measure_plan(
         let held: DataSet;
         let placed = match data {
             Some(d) => {
+                let total = d.iter().map(|(_, b)| b.len() as u64).sum();
+                memory::ensure_room(memory_needed(total, true), || {
+                    format!("an NDP data set of {}", crate::units::fmt_bytes(total))
+                })?;
                 held = d;
                 Files::Set(&held)
             }
@@ -280,12 +299,19 @@ pub fn measure_plan(
                     seed,
                 };
                 // One design places the files once: they are made as they are placed.
-                // More share one copy rather than make them again each.
-                if kinds.len() == 1 {
-                    synthetic
-                } else {
+                // More share one copy rather than make them again each, where memory holds
+                // the copy too (the bytes are the same either way: only time and memory
+                // differ).
+                let total = files as u64 * size;
+                let share = kinds.len() > 1 && memory::has_room(memory_needed(total, true));
+                memory::ensure_room(memory_needed(total, share), || {
+                    format!("{files} files of {}", crate::units::fmt_bytes(size))
+                })?;
+                if share {
                     held = synthetic_of(task.content, files, size as usize, seed);
                     Files::Set(&held)
+                } else {
+                    synthetic
                 }
             }
         };
