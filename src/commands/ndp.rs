@@ -283,8 +283,9 @@ pub fn measure_plan(
         let held: DataSet;
         let placed = match data {
             Some(d) => {
+                // The set itself is in memory already.
                 let total = d.iter().map(|(_, b)| b.len() as u64).sum();
-                memory::ensure_room(memory_needed(total, true), || {
+                memory::ensure_room(memory_needed(total, false), || {
                     format!("an NDP data set of {}", crate::units::fmt_bytes(total))
                 })?;
                 held = d;
