@@ -215,18 +215,9 @@ fn knn_with(
 /// Non-overlapping occurrences of `needle`: the count and the first `max_offsets` offsets.
 /// An empty needle occurs nowhere.
 pub fn grep(haystack: &[u8], needle: &[u8], max_offsets: usize) -> (u64, Vec<u64>) {
-    let mut count = 0u64;
-    let mut offsets = Vec::new();
-    if needle.is_empty() {
-        return (count, offsets);
-    }
-    for at in memchr::memmem::find_iter(haystack, needle) {
-        if offsets.len() < max_offsets {
-            offsets.push(at as u64);
-        }
-        count += 1;
-    }
-    (count, offsets)
+    let mut stream = GrepStream::new(needle, max_offsets);
+    stream.feed(haystack);
+    stream.finish()
 }
 
 /// [`grep`] over a file that arrives in pieces (a task's streamed reads): the same count
@@ -285,7 +276,7 @@ impl<'n> GrepStream<'n> {
         }
         let from = end.saturating_sub(c);
         // The count in a local, the offset arithmetic only for offsets kept: a match costs
-        // the task as few instructions as `grep`'s loop over a whole file.
+        // the task few instructions (its fuel is its modelled device time).
         let (mut count, mut last) = (self.found.count, None);
         let found = &mut self.found;
         for at in self.finder.find_iter(&piece[from..]) {
@@ -467,35 +458,9 @@ pub const MAX_QUERY_WORDS: usize = 4;
 /// addresses of its first `max_addresses` occurrences. Words are maximal runs of ASCII
 /// letters, digits and `_`; matching is exact.
 pub fn word_query(text: &[u8], keywords: &[&[u8]], max_addresses: usize) -> Vec<WordHits> {
-    let mut hits = vec![
-        WordHits {
-            count: 0,
-            addresses: Vec::new()
-        };
-        keywords.len()
-    ];
-    let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
-    let mut i = 0;
-    while i < text.len() {
-        if !is_word(text[i]) {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < text.len() && is_word(text[i]) {
-            i += 1;
-        }
-        let word = &text[start..i];
-        for (k, h) in keywords.iter().zip(hits.iter_mut()) {
-            if *k == word {
-                h.count += 1;
-                if h.addresses.len() < max_addresses {
-                    h.addresses.push(start as u64);
-                }
-            }
-        }
-    }
-    hits
+    let mut query = WordQueryStream::new(keywords, max_addresses);
+    query.feed(text);
+    query.finish()
 }
 
 /// [`word_query`] over a file that arrives in pieces (a task's streamed reads): the same
