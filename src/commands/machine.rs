@@ -109,7 +109,7 @@ fn cpu_model(cpuinfo: &str) -> Option<String> {
 
 /// `MemTotal` of `/proc/meminfo`, in bytes.
 fn mem_total(meminfo: &str) -> Option<u64> {
-    super::memory::meminfo_bytes(meminfo, "MemTotal")
+    super::memory::kb_field(meminfo, "MemTotal")
 }
 
 #[cfg(test)]

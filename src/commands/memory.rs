@@ -6,17 +6,7 @@ use anyhow::Context;
 pub fn proc_status_bytes(field: &str) -> anyhow::Result<u64> {
     let status = std::fs::read_to_string("/proc/self/status")
         .context("reading /proc/self/status (the memory benchmark needs Linux)")?;
-    let line = status
-        .lines()
-        .find(|l| l.starts_with(field) && l[field.len()..].starts_with(':'))
-        .with_context(|| format!("no {field} in /proc/self/status"))?;
-    let kb: u64 = line[field.len() + 1..]
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .with_context(|| format!("parsing {line:?}"))?;
-    Ok(kb * 1024)
+    kb_field(&status, field).with_context(|| format!("no {field} in kB in /proc/self/status"))
 }
 
 /// For commands that build and drop one simulated device after another (a sweep's points,
@@ -52,7 +42,7 @@ pub fn allocatable_bytes() -> Option<u64> {
     });
     let available = std::fs::read_to_string("/proc/meminfo")
         .ok()
-        .and_then(|m| meminfo_bytes(&m, "MemAvailable"));
+        .and_then(|m| kb_field(&m, "MemAvailable"));
     match (by_limit, available) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -75,9 +65,9 @@ fn address_space_limit() -> Option<u64> {
     None
 }
 
-/// A `kB` field of `/proc/meminfo`, in bytes.
-pub fn meminfo_bytes(meminfo: &str, field: &str) -> Option<u64> {
-    let line = meminfo
+/// A `Field: N kB` line of a /proc file (`/proc/meminfo`, `/proc/self/status`), in bytes.
+pub fn kb_field(text: &str, field: &str) -> Option<u64> {
+    let line = text
         .lines()
         .find(|l| l.starts_with(field) && l[field.len()..].starts_with(':'))?;
     let kb: u64 = line[field.len() + 1..]
