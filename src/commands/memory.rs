@@ -79,23 +79,33 @@ pub fn kb_field(text: &str, field: &str) -> Option<u64> {
     kb.checked_mul(1024)
 }
 
-/// Whether the process may allocate `needed` more bytes (yes where that is not known).
-pub fn has_room(needed: u64) -> bool {
-    allocatable_bytes().is_none_or(|room| needed <= room)
-}
+/// What the process may still allocate, read once ([`allocatable_bytes`]) for several
+/// decisions about one piece of work.
+pub struct Room(Option<u64>);
 
-/// Refuses work that needs about `needed` bytes of memory when the process may not have
-/// them, before anything is allocated: a failed allocation aborts the process, where this
-/// names the problem. `what` says what needs them.
-pub fn ensure_room(needed: u64, what: impl FnOnce() -> String) -> anyhow::Result<()> {
-    match allocatable_bytes() {
-        Some(room) if needed > room => anyhow::bail!(
-            "{} needs about {} of memory, and this process may allocate {} more (its \
-             address-space limit, `ulimit -v`, or the machine's available memory)",
-            what(),
-            crate::units::fmt_bytes(needed),
-            crate::units::fmt_bytes(room)
-        ),
-        _ => Ok(()),
+impl Room {
+    pub fn now() -> Room {
+        Room(allocatable_bytes())
+    }
+
+    /// Whether `needed` more bytes fit (yes where that is not known).
+    pub fn fits(&self, needed: u64) -> bool {
+        self.0.is_none_or(|room| needed <= room)
+    }
+
+    /// Refuses work that needs about `needed` bytes of memory when the process may not
+    /// have them, before anything is allocated: a failed allocation aborts the process,
+    /// where this names the problem. `what` says what needs them.
+    pub fn ensure(&self, needed: u64, what: impl FnOnce() -> String) -> anyhow::Result<()> {
+        match self.0 {
+            Some(room) if needed > room => anyhow::bail!(
+                "{} needs about {} of memory, and this process may allocate {} more (its \
+                 address-space limit, `ulimit -v`, or the machine's available memory)",
+                what(),
+                crate::units::fmt_bytes(needed),
+                crate::units::fmt_bytes(room)
+            ),
+            _ => Ok(()),
+        }
     }
 }

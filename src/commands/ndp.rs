@@ -285,7 +285,7 @@ pub fn measure_plan(
             Some(d) => {
                 // The set itself is in memory already.
                 let total = d.iter().map(|(_, b)| b.len() as u64).sum();
-                memory::ensure_room(memory_needed(total, false), || {
+                memory::Room::now().ensure(memory_needed(total, false), || {
                     format!("an NDP data set of {}", crate::units::fmt_bytes(total))
                 })?;
                 held = d;
@@ -304,8 +304,9 @@ pub fn measure_plan(
                 // the copy too (the bytes are the same either way: only time and memory
                 // differ).
                 let total = files as u64 * size;
-                let share = kinds.len() > 1 && memory::has_room(memory_needed(total, true));
-                memory::ensure_room(memory_needed(total, share), || {
+                let room = memory::Room::now();
+                let share = kinds.len() > 1 && room.fits(memory_needed(total, true));
+                room.ensure(memory_needed(total, share), || {
                     format!("{files} files of {}", crate::units::fmt_bytes(size))
                 })?;
                 if share {
