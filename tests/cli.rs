@@ -1338,6 +1338,80 @@ fn bench_coalesce_reports_three_sizes() {
     }
 }
 
+/// `csd bench all` runs each benchmark it names in a fresh process, `--runs` times, and reads
+/// every figure out of each report; `--quick` judges none, and `--markdown` prints the
+/// README's rows.
+#[test]
+fn bench_all_reads_every_figure_of_the_benchmarks_it_runs() {
+    // Every benchmark but `ftl`, which takes minutes in a test build (its figures are read
+    // from its report's type in a unit test).
+    let o = csd(&[
+        "bench", "all", "--quick", "--runs", "2", "--only", "tasks", "--only", "replay", "--only",
+        "coalesce", "--only", "sweep", "--only", "cisc", "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["machine"]["logical_cpus"].as_u64().unwrap() >= 1, "{v}");
+    let figures = v["figures"].as_array().unwrap();
+    let ids: Vec<&str> = figures.iter().map(|f| f["id"].as_str().unwrap()).collect();
+    assert_eq!(
+        ids,
+        [
+            "tasks.stats64",
+            "tasks.checksum",
+            "tasks.grep",
+            "tasks.knn",
+            "tasks.invocation",
+            "replay.events",
+            "coalesce.full",
+            "sweep.speedup",
+            "cisc.macro",
+            "cisc.micro"
+        ]
+    );
+    for f in figures {
+        let values: Vec<f64> = f["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        assert_eq!(values.len(), 2, "one value a run: {f}");
+        assert!(values.iter().all(|&x| x > 0.0), "{f}");
+        let (min, max) = (f["min"].as_f64().unwrap(), f["max"].as_f64().unwrap());
+        assert!(values.iter().all(|&x| min <= x && x <= max), "{f}");
+        assert!(f["runs_meeting"].is_null(), "--quick judges nothing: {f}");
+    }
+
+    let md = csd(&[
+        "bench",
+        "all",
+        "--quick",
+        "--runs",
+        "1",
+        "--only",
+        "coalesce",
+        "--markdown",
+    ]);
+    assert!(md.status.success(), "{}", stderr(&md));
+    let text = stdout(&md);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(lines[0].starts_with("| what | `csd bench` | "), "{text}");
+    assert!(lines[0].ends_with(" (1 run) | target | met |"), "{text}");
+    assert!(
+        lines[2].starts_with("| SIFT's 5.26 M-update coalescing set | `coalesce` | "),
+        "{text}"
+    );
+    assert!(lines[2].ends_with(" s | < 1 s |  |"), "{text}");
+
+    for bad in [&["--runs", "0"][..], &["--only", "everything"][..]] {
+        let o = csd(&[&["bench", "all"][..], bad].concat());
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(stderr(&o).contains(bad[1]), "{}", stderr(&o));
+    }
+}
+
 /// `csd persist backlog`: the same backlog checkpointed raw and coalesced; each run is saved,
 /// and two runs compare configuration by configuration.
 #[test]

@@ -13,6 +13,9 @@ use std::time::Instant;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum BenchCmd {
+    /// Every benchmark below, each run in a fresh process `--runs` times: one table of
+    /// figures against their targets (the README's "Measured figures" for this machine).
+    All(super::bench_all::AllArgs),
     /// FTL speed with GC active at high utilisation, and peak memory of a 1 TiB device.
     Ftl(FtlArgs),
     /// Native vs Wasm speed of the task kernels, and the cost of one task invocation.
@@ -149,12 +152,15 @@ pub fn run(cmd: &BenchCmd) -> anyhow::Result<()> {
         BenchCmd::Cisc(a) => !a.json,
         BenchCmd::Replay(a) => !a.json,
         BenchCmd::Sweep(a) => !a.json,
+        // It names the machine itself (its Markdown rows carry it in their header).
+        BenchCmd::All(_) => false,
         BenchCmd::ReplayChild(_) | BenchCmd::FtlRss(_) | BenchCmd::FtlRunRss(_) => false,
     };
     if table {
         println!("machine: {}\n", super::machine::Machine::this());
     }
     match cmd {
+        BenchCmd::All(args) => super::bench_all::run(args),
         BenchCmd::Ftl(args) => ftl(args),
         BenchCmd::Tasks(args) => tasks(args),
         BenchCmd::Coalesce(args) => super::bench_coalesce::run(args),
@@ -770,6 +776,51 @@ fn tasks(args: &TasksArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `csd bench all` finds every `ftl` figure in the report `csd bench ftl --json` prints
+    /// (the other benchmarks' are checked by running them, in `tests/cli.rs`; this one takes
+    /// minutes in a test build).
+    #[test]
+    fn bench_all_reads_every_ftl_figure() {
+        let report = FtlBenchReport {
+            throughput: ThroughputReport {
+                geometry: String::new(),
+                page_size_bytes: 4096,
+                utilisation: 0.9,
+                writes: 1,
+                ftl_writes_per_sec: 1.0,
+                device_writes_per_sec: 2.0,
+                waf: 3.3,
+                gc_victims: 1,
+                target_writes_per_sec: TARGET_WRITES_PER_SEC,
+            },
+            memory: RssReport {
+                profile: String::new(),
+                physical_bytes: 1,
+                logical_pages: 1,
+                writes: 1,
+                rss_baseline_bytes: 1,
+                rss_peak_bytes: 3,
+                l2p_heap_bytes: 1,
+            },
+            target_rss_bytes: TARGET_RSS_BYTES,
+            sustained: Some(RunRssReport {
+                profile: String::new(),
+                region_bytes: 1,
+                io_bytes: 1,
+                requests: 1,
+                rss_peak_bytes: 4,
+                wall_ms: 1,
+            }),
+        };
+        let v = serde_json::to_value(&report).unwrap();
+        let read: Vec<f64> = super::super::bench_all::FIGURES
+            .iter()
+            .filter(|f| f.bench == "ftl")
+            .map(|f| (f.value)(&v).unwrap_or_else(|| panic!("no {}", f.id)))
+            .collect();
+        assert_eq!(read, [1.0, 2.0, 3.0, 4.0]);
+    }
 
     /// Issue 17's bar for batched task I/O: a 64 MiB read at queue depth 32 within 20 % of
     /// the internal read bandwidth, in virtual time (so this is not a timing test).

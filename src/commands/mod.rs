@@ -1,4 +1,5 @@
 pub mod bench;
+pub mod bench_all;
 pub mod bench_cisc;
 pub mod bench_coalesce;
 pub mod bench_replay;
