@@ -13,8 +13,8 @@ use std::time::Instant;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum BenchCmd {
-    /// Every benchmark below, each run in a fresh process `--runs` times: one table of
-    /// figures against their targets (the README's "Measured figures" for this machine).
+    /// All six benchmarks, each run in a fresh process `--runs` times (about 4 minutes a
+    /// round): one table of figures against their targets, the README's "Measured figures".
     All(super::bench_all::AllArgs),
     /// FTL speed with GC active at high utilisation, and peak memory of a 1 TiB device.
     Ftl(FtlArgs),
