@@ -1263,13 +1263,17 @@ fn txbench_compares_the_three_modes() {
     let again: serde_json::Value = serde_json::from_slice(&csd(&args).stdout).unwrap();
     assert_eq!(v["flash_timing_on"], again["flash_timing_on"]);
     assert_eq!(v["flash_timing_off_model"], again["flash_timing_off_model"]);
-    let e = csd(&["txbench", "--qd", "0"]);
-    assert!(!e.status.success());
-    assert!(
-        stderr(&e).contains("queue depths must be at least 1"),
-        "{}",
-        stderr(&e)
-    );
+    for (bad, says) in [
+        (["--qd", "0"], "--qd 0: a queue depth is at least 1"),
+        (
+            ["--writes", "200"],
+            "--writes 200: a write percentage is 0 to 100",
+        ),
+    ] {
+        let e = csd(&[&["txbench"][..], &bad[..]].concat());
+        assert_eq!(e.status.code(), Some(1), "{}", stderr(&e));
+        assert!(stderr(&e).contains(says), "{}", stderr(&e));
+    }
 }
 
 /// `csd bench tasks --kernel` times only the kernels it names (to profile one alone), and
@@ -1352,6 +1356,7 @@ fn bench_all_reads_every_figure_of_the_benchmarks_it_runs() {
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v["machine"]["logical_cpus"].as_u64().unwrap() >= 1, "{v}");
+    assert!(v["memory_latency_ns"].as_f64().unwrap() > 0.0, "{v}");
     let figures = v["figures"].as_array().unwrap();
     let ids: Vec<&str> = figures.iter().map(|f| f["id"].as_str().unwrap()).collect();
     assert_eq!(

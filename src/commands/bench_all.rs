@@ -325,7 +325,38 @@ fn fmt_value(unit: Unit, v: f64) -> String {
 struct Report {
     runs: u32,
     quick: bool,
+    /// The machine's memory latency as [`memory_latency_ns`] measures it.
+    memory_latency_ns: f64,
     figures: Vec<Measured>,
+}
+
+/// Bytes the latency probe chases through: beyond any last-level cache in sight.
+const PROBE_BYTES: usize = 128 << 20;
+
+/// The machine's latency for a load that misses every cache and the TLB: nanoseconds per hop
+/// of a pointer chase through one random cycle over [`PROBE_BYTES`] of 4 KiB pages, each load
+/// depending on the one before. The FTL and the replay wait on such misses (L2P slots, the
+/// host file system's maps), so this says how much of a difference between two machines'
+/// figures is their memory's, not the code's.
+fn memory_latency_ns(quick: bool) -> f64 {
+    let n = PROBE_BYTES / std::mem::size_of::<u32>();
+    // Sattolo's shuffle: one cycle through every slot, so the chase visits them all.
+    let mut next: Vec<u32> = (0..n as u32).collect();
+    let mut rng = csd_device::rng::SimRng::new(7);
+    for i in (1..n).rev() {
+        let j = rng.below(i as u64) as usize;
+        next.swap(i, j);
+    }
+    let hops = if quick { 100_000 } else { 4_000_000 };
+    let mut at = 0u32;
+    let start = std::time::Instant::now();
+    for _ in 0..hops {
+        at = next[at as usize];
+    }
+    let ns = start.elapsed().as_nanos() as f64 / f64::from(hops);
+    // Keeps the chase from being optimised away.
+    std::hint::black_box(at);
+    ns
 }
 
 /// Runs `csd bench NAME --json` in a fresh process and returns its report.
@@ -411,25 +442,32 @@ fn measure(args: &AllArgs) -> anyhow::Result<Vec<Measured>> {
 }
 
 pub fn run(args: &AllArgs) -> anyhow::Result<()> {
+    // Before the benchmarks, while nothing else of ours runs.
+    let latency = memory_latency_ns(args.quick);
     let figures = measure(args)?;
     if args.json {
         return super::machine::print_json(&Report {
             runs: args.runs,
             quick: args.quick,
+            memory_latency_ns: latency,
             figures,
         });
     }
-    print!("{}", table(&figures, args, &Machine::this()));
+    print!("{}", table(&figures, args, &Machine::this(), latency));
     Ok(())
 }
 
-fn table(figures: &[Measured], args: &AllArgs, machine: &Machine) -> String {
+fn table(figures: &[Measured], args: &AllArgs, machine: &Machine, latency_ns: f64) -> String {
     let runs = args.runs;
     let plural = if runs == 1 { "" } else { "s" };
     let mut out = String::new();
+    let latency = format!(
+        "memory latency {latency_ns:.0} ns (a dependent load missing every cache and the TLB: {} MiB chased on 4 KiB pages)",
+        PROBE_BYTES >> 20
+    );
     if args.markdown {
         out.push_str(&format!(
-            "| what | `csd bench` | {machine} ({runs} run{plural}) | target | met |\n|---|---|---|---|---|\n"
+            "| what | `csd bench` | {machine}; {latency} ({runs} run{plural}) | target | met |\n|---|---|---|---|---|\n"
         ));
         for m in figures {
             out.push_str(&format!(
@@ -443,7 +481,7 @@ fn table(figures: &[Measured], args: &AllArgs, machine: &Machine) -> String {
         }
         return out;
     }
-    out.push_str(&format!("machine: {machine}\n\n"));
+    out.push_str(&format!("machine: {machine}\n         {latency}\n\n"));
     out.push_str(&format!(
         "csd bench all: {runs} run{plural} of each benchmark, each in a fresh process{}\n",
         if args.quick {

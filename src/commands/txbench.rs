@@ -57,8 +57,11 @@ pub struct TxbenchArgs {
 }
 
 pub fn run(args: &TxbenchArgs) -> anyhow::Result<()> {
-    if args.qd.contains(&0) || args.writes.iter().any(|&w| w > 100) {
-        bail!("queue depths must be at least 1 and write percentages at most 100");
+    if let Some(w) = args.writes.iter().find(|&&w| w > 100) {
+        bail!("--writes {w}: a write percentage is 0 to 100");
+    }
+    if args.qd.contains(&0) {
+        bail!("--qd 0: a queue depth is at least 1");
     }
     let profile = Profile::load(&args.profile)?;
     args.store.check()?;
