@@ -1357,6 +1357,7 @@ fn bench_all_reads_every_figure_of_the_benchmarks_it_runs() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v["machine"]["logical_cpus"].as_u64().unwrap() >= 1, "{v}");
     assert!(v["memory_latency_ns"].as_f64().unwrap() > 0.0, "{v}");
+    assert_eq!(v["probe_bytes"], 8 << 20, "--quick chases less: {v}");
     let figures = v["figures"].as_array().unwrap();
     let ids: Vec<&str> = figures.iter().map(|f| f["id"].as_str().unwrap()).collect();
     assert_eq!(

@@ -257,29 +257,35 @@ fn fmt_value(unit: Unit, v: f64) -> String {
 struct Report {
     runs: u32,
     quick: bool,
-    /// The machine's memory latency as [`memory_latency_ns`] measures it.
-    memory_latency_ns: f64,
+    /// The machine's memory latency as [`memory_latency_ns`] measures it, over
+    /// `probe_bytes`; none where the process had no room for the probe.
+    memory_latency_ns: Option<f64>,
+    probe_bytes: usize,
     figures: Vec<Measured>,
 }
 
-/// Bytes the latency probe chases through: beyond any last-level cache in sight.
+/// Bytes the latency probe chases through: beyond any last-level cache in sight (`--quick`
+/// chases less, to be quick, and says so).
 const PROBE_BYTES: usize = 128 << 20;
+const QUICK_PROBE_BYTES: usize = 8 << 20;
 
 /// The machine's latency for a load that misses every cache and the TLB: nanoseconds per hop
-/// of a pointer chase through one random cycle over [`PROBE_BYTES`] of 4 KiB pages, each load
+/// of a pointer chase through one random cycle over `bytes` of 4 KiB pages, each load
 /// depending on the one before. The FTL and the replay wait on such misses (L2P slots, the
 /// host file system's maps), so this says how much of a difference between two machines'
-/// figures is their memory's, not the code's.
-fn memory_latency_ns(quick: bool) -> f64 {
-    let n = PROBE_BYTES / std::mem::size_of::<u32>();
+/// figures is their memory's, not the code's. `None` where the process has no room for it.
+fn memory_latency_ns(bytes: usize) -> Option<f64> {
+    let n = bytes / std::mem::size_of::<u32>();
+    let mut next: Vec<u32> = Vec::new();
+    next.try_reserve_exact(n).ok()?;
+    next.extend(0..n as u32);
     // Sattolo's shuffle: one cycle through every slot, so the chase visits them all.
-    let mut next: Vec<u32> = (0..n as u32).collect();
     let mut rng = csd_device::rng::SimRng::new(7);
     for i in (1..n).rev() {
         let j = rng.below(i as u64) as usize;
         next.swap(i, j);
     }
-    let hops = if quick { 100_000 } else { 4_000_000 };
+    let hops = n.min(4_000_000) as u32;
     let mut at = 0u32;
     let start = std::time::Instant::now();
     for _ in 0..hops {
@@ -288,7 +294,7 @@ fn memory_latency_ns(quick: bool) -> f64 {
     let ns = start.elapsed().as_nanos() as f64 / f64::from(hops);
     // Keeps the chase from being optimised away.
     std::hint::black_box(at);
-    ns
+    Some(ns)
 }
 
 /// Runs `csd bench NAME --json` in a fresh process and returns its report.
@@ -375,28 +381,45 @@ fn measure(args: &AllArgs) -> anyhow::Result<Vec<Measured>> {
 
 pub fn run(args: &AllArgs) -> anyhow::Result<()> {
     // Before the benchmarks, while nothing else of ours runs.
-    let latency = memory_latency_ns(args.quick);
+    let probe_bytes = if args.quick {
+        QUICK_PROBE_BYTES
+    } else {
+        PROBE_BYTES
+    };
+    let latency = memory_latency_ns(probe_bytes);
     let figures = measure(args)?;
     if args.json {
         return super::machine::print_json(&Report {
             runs: args.runs,
             quick: args.quick,
             memory_latency_ns: latency,
+            probe_bytes,
             figures,
         });
     }
-    print!("{}", table(&figures, args, &Machine::this(), latency));
+    let latency = match latency {
+        Some(ns) => format!(
+            "memory latency {ns:.0} ns (a dependent load through {} MiB on 4 KiB pages, {})",
+            probe_bytes >> 20,
+            if args.quick {
+                "which a cache may hold: --quick"
+            } else {
+                "past the caches and the TLB"
+            }
+        ),
+        None => format!(
+            "memory latency not measured (no room for {} MiB)",
+            probe_bytes >> 20
+        ),
+    };
+    print!("{}", table(&figures, args, &Machine::this(), &latency));
     Ok(())
 }
 
-fn table(figures: &[Measured], args: &AllArgs, machine: &Machine, latency_ns: f64) -> String {
+fn table(figures: &[Measured], args: &AllArgs, machine: &Machine, latency: &str) -> String {
     let runs = args.runs;
     let plural = if runs == 1 { "" } else { "s" };
     let mut out = String::new();
-    let latency = format!(
-        "memory latency {latency_ns:.0} ns (a dependent load missing every cache and the TLB: {} MiB chased on 4 KiB pages)",
-        PROBE_BYTES >> 20
-    );
     if args.markdown {
         out.push_str(&format!(
             "| what | `csd bench` | {machine}; {latency} ({runs} run{plural}) | target | met |\n|---|---|---|---|---|\n"
