@@ -215,20 +215,14 @@ struct Measured {
 }
 
 impl Measured {
+    /// "5.72–5.93 M/s", the unit once; one number where the runs print alike.
     fn range(&self) -> String {
-        let (lo, hi) = (
-            fmt_value(self.unit, self.min),
-            fmt_value(self.unit, self.max),
-        );
+        let (lo, unit) = fmt_value(self.unit, self.min);
+        let (hi, _) = fmt_value(self.unit, self.max);
         if lo == hi {
-            lo
+            format!("{lo}{unit}")
         } else {
-            // The unit once, after the range: "5.72–5.93 M/s".
-            let (lo_num, _) = lo.split_once(' ').unwrap_or((&lo, ""));
-            match self.unit {
-                Unit::Times => format!("{}–{hi}", lo.trim_end_matches('×')),
-                _ => format!("{lo_num}–{hi}"),
-            }
+            format!("{lo}–{hi}{unit}")
         }
     }
 
@@ -242,14 +236,15 @@ impl Measured {
     }
 }
 
-fn fmt_value(unit: Unit, v: f64) -> String {
+/// A value in its unit: the number as printed, and the unit after it.
+fn fmt_value(unit: Unit, v: f64) -> (String, &'static str) {
     match unit {
-        Unit::MegaPerSec => format!("{:.2} M/s", v / 1e6),
-        Unit::KiloPerSec => format!("{:.0} k/s", v / 1e3),
-        Unit::Bytes => format!("{:.1} MiB", v / (1024.0 * 1024.0)),
-        Unit::Times => format!("{v:.2}×"),
-        Unit::Nanos => format!("{:.1} µs", v / 1e3),
-        Unit::Seconds => format!("{v:.2} s"),
+        Unit::MegaPerSec => (format!("{:.2}", v / 1e6), " M/s"),
+        Unit::KiloPerSec => (format!("{:.0}", v / 1e3), " k/s"),
+        Unit::Bytes => (format!("{:.1}", v / (1024.0 * 1024.0)), " MiB"),
+        Unit::Times => (format!("{v:.2}"), "×"),
+        Unit::Nanos => (format!("{:.1}", v / 1e3), " µs"),
+        Unit::Seconds => (format!("{v:.2}"), " s"),
     }
 }
 
@@ -273,8 +268,13 @@ const QUICK_PROBE_BYTES: usize = 8 << 20;
 /// of a pointer chase through one random cycle over `bytes` of 4 KiB pages, each load
 /// depending on the one before. The FTL and the replay wait on such misses (L2P slots, the
 /// host file system's maps), so this says how much of a difference between two machines'
-/// figures is their memory's, not the code's. `None` where the process has no room for it.
+/// figures is their memory's, not the code's. `None` where the process has no room for it
+/// ([`super::memory::Room`]; the reservation is fallible too, so a limit the room missed
+/// skips the probe rather than aborting).
 fn memory_latency_ns(bytes: usize) -> Option<f64> {
+    if !super::memory::Room::now().fits(bytes as u64) {
+        return None;
+    }
     let n = bytes / std::mem::size_of::<u32>();
     let mut next: Vec<u32> = Vec::new();
     next.try_reserve_exact(n).ok()?;
