@@ -1,22 +1,24 @@
 //! A StorageFS file's bytes, kept in fixed chunks.
 //!
-//! A chunk never written holds zeros and takes no memory, so what a file costs the
-//! simulator is what was written to it, not its size: a replay that reads the last page of
-//! a 140 MB library makes that page, not 140 MB. Equality and the digest are of the bytes,
-//! however they are chunked.
+//! A chunk holds only the bytes up to the last one written in it: what lies past them, and
+//! every chunk never written, reads as zeros and takes no memory. So what a file costs the
+//! simulator is what was written to it, not its size (a replay that reads the last page of a
+//! 140 MB library makes that page, not 140 MB), and an append neither zeroes nor faults in
+//! memory it has not reached yet (a log that grows a record at a time, the CISC ops' common
+//! case). Equality is of the bytes, however they are chunked.
 
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// Bytes a chunk holds.
+/// Bytes a chunk holds at most.
 pub const CHUNK: u64 = 64 << 10;
 
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct FileData {
     len: u64,
-    /// Chunk index → its bytes (always `CHUNK` long; the last may reach past `len`, where
-    /// it holds zeros).
-    chunks: BTreeMap<u64, Box<[u8]>>,
+    /// Chunk index → its bytes from the chunk's start to the last one written (at most
+    /// `CHUNK`; never empty). Bytes past them read as zeros.
+    chunks: BTreeMap<u64, Vec<u8>>,
 }
 
 impl FileData {
@@ -28,9 +30,9 @@ impl FileData {
         self.len == 0
     }
 
-    /// Memory the bytes take: the chunks written.
+    /// Memory the bytes take: what the chunks reserved.
     pub fn held(&self) -> u64 {
-        self.chunks.len() as u64 * CHUNK
+        self.chunks.values().map(|c| c.capacity() as u64).sum()
     }
 
     /// Writes `bytes` at `offset`; the file grows to cover them. The caller checked that
@@ -41,11 +43,20 @@ impl FileData {
         while !rest.is_empty() {
             let (index, within) = (at / CHUNK, (at % CHUNK) as usize);
             let n = rest.len().min(CHUNK as usize - within);
-            let chunk = self
-                .chunks
-                .entry(index)
-                .or_insert_with(|| vec![0; CHUNK as usize].into_boxed_slice());
-            chunk[within..within + n].copy_from_slice(&rest[..n]);
+            let chunk = self.chunks.entry(index).or_default();
+            let end = within + n;
+            if end > chunk.capacity() {
+                // Grow by doubling, as a vector does, but never past a chunk.
+                let want = end.max(2 * chunk.capacity()).min(CHUNK as usize);
+                chunk.reserve_exact(want - chunk.len());
+            }
+            if within > chunk.len() {
+                chunk.resize(within, 0);
+            }
+            // What overlaps the bytes held is overwritten in place, the rest appended.
+            let overlap = chunk.len().min(end) - within;
+            chunk[within..within + overlap].copy_from_slice(&rest[..overlap]);
+            chunk.extend_from_slice(&rest[overlap..n]);
             rest = &rest[n..];
             at += n as u64;
         }
@@ -61,7 +72,7 @@ impl FileData {
             let within = (len % CHUNK) as usize;
             if within > 0 {
                 if let Some(last) = self.chunks.get_mut(&(len / CHUNK)) {
-                    last[within..].fill(0);
+                    last.truncate(within);
                 }
             }
         }
@@ -77,9 +88,11 @@ impl FileData {
         let mut out = vec![0; (b - a) as usize];
         for (&index, chunk) in self.chunks.range(a / CHUNK..b.div_ceil(CHUNK)) {
             let start = index * CHUNK;
-            let (from, to) = (a.max(start), b.min(start + CHUNK));
-            out[(from - a) as usize..(to - a) as usize]
-                .copy_from_slice(&chunk[(from - start) as usize..(to - start) as usize]);
+            let (from, to) = (a.max(start), b.min(start + chunk.len() as u64));
+            if from < to {
+                out[(from - a) as usize..(to - a) as usize]
+                    .copy_from_slice(&chunk[(from - start) as usize..(to - start) as usize]);
+            }
         }
         out
     }
@@ -89,13 +102,15 @@ impl FileData {
         self.read(0, self.len)
     }
 
-    /// The chunks that hold a byte other than zero, in order: what equality and the digest
-    /// compare, so two files of the same bytes agree however they were written.
+    /// Each chunk's bytes up to its last byte other than zero, for the chunks that hold
+    /// one, in order (the rest of each chunk is zeros): what equality and a replay's
+    /// contents digest compare, so two files of the same bytes agree however they were
+    /// written.
     pub fn nonzero_chunks(&self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
-        self.chunks
-            .iter()
-            .filter(|(_, c)| c.iter().any(|&b| b != 0))
-            .map(|(&i, c)| (i, &c[..]))
+        self.chunks.iter().filter_map(|(&i, c)| {
+            let end = c.iter().rposition(|&b| b != 0)? + 1;
+            Some((i, &c[..end]))
+        })
     }
 }
 
@@ -161,7 +176,7 @@ mod tests {
         let mut d = FileData::default();
         d.write(140_000_000, b"tail");
         assert_eq!(d.len(), 140_000_004);
-        assert_eq!(d.held(), CHUNK);
+        assert_eq!(d.held(), 140_000_004 % CHUNK);
         assert_eq!(d.read(139_999_998, 10), b"\0\0tail");
         // Zeros written equal zeros never written.
         let mut z = FileData::default();
@@ -170,5 +185,21 @@ mod tests {
         assert_eq!(z, d);
         d.truncate(3);
         assert_eq!(d.held(), 0);
+    }
+
+    #[test]
+    fn an_append_holds_what_it_wrote_not_a_whole_chunk() {
+        let mut d = FileData::default();
+        d.write(0, &[7; 4096]);
+        assert!(d.held() < CHUNK, "held {}", d.held());
+        for k in 1..40u64 {
+            d.write(k * 4096, &[k as u8; 4096]);
+        }
+        // 40 records over three chunks: two full, the third holding 8 of them.
+        assert_eq!(d.held(), 2 * CHUNK + 8 * 4096);
+        assert_eq!(d.read(39 * 4096, 4096), vec![39; 4096]);
+        // A write that leaves a gap reads zeros in it.
+        d.write(3 * CHUNK + 100, b"x");
+        assert_eq!(d.read(3 * CHUNK + 98, 3), b"\0\0x");
     }
 }

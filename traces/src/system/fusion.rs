@@ -23,6 +23,7 @@ use super::interface::{Applied, FusionTotals, OpClock, OpError, SetupError, Syst
 use super::placement::Placement;
 use crate::format::{Event, Op, OpenFlags};
 use crate::prescan::Prescan;
+use csd_device::storagefs::data::CHUNK;
 use csd_device::storagefs::medium::is_symlink;
 use csd_device::storagefs::{
     Credentials, FsStep, Redo, StageRunner, StorageFs, Submitted, MAX_FILE_BYTES,
@@ -1289,6 +1290,7 @@ impl System for FusionSystem<'_> {
     }
 
     fn totals(&self) -> Totals {
+        static ZERO_CHUNK: [u8; CHUNK as usize] = [0; CHUNK as usize];
         let medium = self.fs.medium();
         let mut sha = Sha256::new();
         for (path, ino) in &medium.names {
@@ -1297,10 +1299,13 @@ impl System for FusionSystem<'_> {
             sha.update(path.as_bytes());
             sha.update(data.map_or(0, |d| d.len()).to_le_bytes());
             // The chunks holding a byte other than zero, each with its place: the bytes,
-            // however written, at a cost in what the file holds rather than its size.
+            // however written, at a cost in what the file holds rather than its size. Each
+            // is hashed whole, its zeros too, so a digest stays what it was when chunks
+            // were held whole and stored runs still compare.
             for (index, chunk) in data.iter().flat_map(|d| d.nonzero_chunks()) {
                 sha.update(index.to_le_bytes());
                 sha.update(chunk);
+                sha.update(&ZERO_CHUNK[chunk.len()..]);
             }
         }
         let digest: String = sha.finalize().iter().map(|b| format!("{b:02x}")).collect();
