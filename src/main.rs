@@ -161,6 +161,23 @@ enum DeviceCmd {
     Run(device::RunArgs),
 }
 
+/// Commands that build and drop one device after another, or StorageFS's files, keep freed
+/// memory for the next (`memory::keep_freed_memory` says why, and why the others do not).
+fn churns_memory(command: &Option<Command>) -> bool {
+    matches!(
+        command,
+        Some(
+            Command::Ndp(_)
+                | Command::Sweep(_)
+                | Command::SweepWorker(_)
+                | Command::Txbench(_)
+                | Command::Repro(_)
+                | Command::Fusion(_)
+                | Command::Bench(bench::BenchCmd::Cisc(_))
+        )
+    )
+}
+
 fn main() -> ExitCode {
     // Like any Unix filter, stop quietly when the reader goes away (`csd replay | head`)
     // instead of panicking on a broken pipe.
@@ -179,18 +196,7 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
-    // Commands that build and drop one device after another keep freed memory for the next
-    // (`memory::keep_freed_memory` says why, and why the others do not).
-    if matches!(
-        &cli.command,
-        Some(
-            Command::Ndp(_)
-                | Command::Sweep(_)
-                | Command::SweepWorker(_)
-                | Command::Txbench(_)
-                | Command::Repro(_)
-        )
-    ) {
+    if churns_memory(&cli.command) {
         memory::keep_freed_memory();
     }
     let result = match &cli.command {
