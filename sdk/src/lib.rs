@@ -248,6 +248,22 @@ impl File {
         outcome
     }
 
+    /// Feeds the whole file to `feed`, in order: in one piece if it fits in `chunk_bytes`,
+    /// else streamed through [`File::try_for_each_chunk`]. The way to run a streaming
+    /// kernel (`GrepStream`, `KnnStream`, …) over a file: a small file is read whole because
+    /// streaming would gain it no overlap and cost it a ring of buffers, guest instructions
+    /// its device time would count.
+    pub fn scan(&self, chunk_bytes: usize, mut feed: impl FnMut(&[u8])) -> Result<()> {
+        if self.size() <= chunk_bytes as u64 {
+            feed(&self.read_to_end()?);
+            return Ok(());
+        }
+        self.try_for_each_chunk(chunk_bytes, |_, piece| {
+            feed(piece);
+            Ok(ControlFlow::Continue(()))
+        })
+    }
+
     /// Submits a read of `buf.len()` bytes at `offset` and returns without waiting: the
     /// device works on it (on every die its pages live on) while the task goes on. The bytes
     /// are in `buf` once [`Pending::wait`] returns; [`Pending::bytes`] says how many.

@@ -2,7 +2,6 @@
 //! does the searching: ordinary crates work inside tasks). Files are streamed, so one larger
 //! than the device's memory is searched too, and the device reads ahead while it searches.
 use csd_sdk::{bail, serde_json, task, Context, Result};
-use std::ops::ControlFlow;
 
 #[derive(serde::Deserialize)]
 struct Args {
@@ -25,18 +24,9 @@ fn run(ctx: Context) -> Result<()> {
     let mut total = 0;
     for file in ctx.files() {
         let pattern = args.pattern.as_bytes();
-        // A file that fits in one chunk is read whole: streaming would gain it no overlap
-        // and cost it allocations, instructions its device time would count.
-        let (count, offsets) = if file.size() <= csd_kernels::STREAM_CHUNK as u64 {
-            csd_kernels::grep(&file.read_to_end()?, pattern, args.max_offsets)
-        } else {
-            let mut grep = csd_kernels::GrepStream::new(pattern, args.max_offsets);
-            file.try_for_each_chunk(csd_kernels::STREAM_CHUNK, |_, chunk| {
-                grep.feed(chunk);
-                Ok(ControlFlow::Continue(()))
-            })?;
-            grep.finish()
-        };
+        let mut grep = csd_kernels::GrepStream::new(pattern, args.max_offsets);
+        file.scan(csd_kernels::STREAM_CHUNK, |piece| grep.feed(piece))?;
+        let (count, offsets) = grep.finish();
         total += count;
         files.push(serde_json::json!({ "count": count, "offsets": offsets }));
     }

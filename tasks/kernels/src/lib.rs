@@ -94,7 +94,9 @@ pub fn l2_squared_in_order(vector: &[u8], query: &[f32]) -> f32 {
 /// The `k` vectors of `data` closest to `query`, nearest first (ties: lower index first).
 /// `data` holds consecutive vectors; a trailing partial vector is ignored.
 pub fn knn(data: &[u8], query: &[f32], k: usize) -> Vec<Neighbor> {
-    knn_with(data, query, k, l2_squared)
+    let mut stream = KnnStream::new(query, k);
+    stream.feed(data);
+    stream.finish()
 }
 
 /// Bytes of one KNN vector.
@@ -196,18 +198,9 @@ fn into_neighbors(best: Vec<(f32, u64)>) -> Vec<Neighbor> {
 
 /// [`knn`] with the distances summed in order ([`l2_squared_in_order`]).
 pub fn knn_in_order(data: &[u8], query: &[f32], k: usize) -> Vec<Neighbor> {
-    knn_with(data, query, k, l2_squared_in_order)
-}
-
-fn knn_with(
-    data: &[u8],
-    query: &[f32],
-    k: usize,
-    distance: fn(&[u8], &[f32]) -> f32,
-) -> Vec<Neighbor> {
-    let mut best: Vec<(f32, u64)> = Vec::with_capacity(k + 1);
+    let mut best: Vec<(f32, u64)> = Vec::with_capacity(k.min(1024) + 1);
     for (index, v) in data.chunks_exact(KNN_VECTOR_BYTES).enumerate() {
-        keep_nearest(&mut best, k, distance(v, query), index as u64);
+        keep_nearest(&mut best, k, l2_squared_in_order(v, query), index as u64);
     }
     into_neighbors(best)
 }

@@ -1,7 +1,6 @@
 //! The `k` vectors nearest to `query` across every registered file of 128-dim f32 vectors.
 //! Files are streamed: memory is bounded by `k`, not by the files.
 use csd_sdk::{bail, serde_json, task, Context, Result};
-use std::ops::ControlFlow;
 
 #[derive(serde::Deserialize)]
 struct Args {
@@ -26,18 +25,9 @@ fn run(ctx: Context) -> Result<()> {
     }
     let mut all = Vec::new();
     for file in ctx.files() {
-        // A file that fits in one chunk is read whole (see the grep task).
-        let nearest = if file.size() <= csd_kernels::STREAM_CHUNK as u64 {
-            csd_kernels::knn(&file.read_to_end()?, &args.query, args.k)
-        } else {
-            let mut knn = csd_kernels::KnnStream::new(&args.query, args.k);
-            file.try_for_each_chunk(csd_kernels::STREAM_CHUNK, |_, chunk| {
-                knn.feed(chunk);
-                Ok(ControlFlow::Continue(()))
-            })?;
-            knn.finish()
-        };
-        for n in nearest {
+        let mut knn = csd_kernels::KnnStream::new(&args.query, args.k);
+        file.scan(csd_kernels::STREAM_CHUNK, |piece| knn.feed(piece))?;
+        for n in knn.finish() {
             all.push((n.distance, file.handle(), n.index));
         }
     }

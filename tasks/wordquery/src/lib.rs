@@ -1,7 +1,6 @@
 //! ISPFS's word query: up to four keywords, whole-word matches, counts and first addresses,
 //! per registered file. A file over one chunk is streamed, as ISPFS's engine streams it.
 use csd_sdk::{bail, serde_json, task, Context, Result};
-use std::ops::ControlFlow;
 
 #[derive(serde::Deserialize)]
 struct Args {
@@ -27,17 +26,9 @@ fn run(ctx: Context) -> Result<()> {
     let keys: Vec<&[u8]> = args.words.iter().map(|w| w.as_bytes()).collect();
     let mut files = Vec::new();
     for file in ctx.files() {
-        // A file that fits in one chunk is read whole (see the grep task).
-        let hits = if file.size() <= csd_kernels::STREAM_CHUNK as u64 {
-            csd_kernels::word_query(&file.read_to_end()?, &keys, args.max_addresses)
-        } else {
-            let mut query = csd_kernels::WordQueryStream::new(&keys, args.max_addresses);
-            file.try_for_each_chunk(csd_kernels::STREAM_CHUNK, |_, chunk| {
-                query.feed(chunk);
-                Ok(ControlFlow::Continue(()))
-            })?;
-            query.finish()
-        };
+        let mut query = csd_kernels::WordQueryStream::new(&keys, args.max_addresses);
+        file.scan(csd_kernels::STREAM_CHUNK, |piece| query.feed(piece))?;
+        let hits = query.finish();
         let words: Vec<_> = args
             .words
             .iter()
