@@ -168,6 +168,22 @@ mod tests {
             }
             prop_assert_eq!(d.to_vec(), v.clone());
             prop_assert!(d == FileData::from(&v[..]));
+            // What the contents digest hashes: each listed chunk, padded with zeros, is the
+            // chunk's bytes as read, and a chunk not listed reads as zeros.
+            let listed: Vec<(u64, Vec<u8>)> =
+                d.nonzero_chunks().map(|(i, c)| (i, c.to_vec())).collect();
+            for i in 0..v.len().div_ceil(CHUNK as usize) as u64 {
+                let mut whole = d.read(i * CHUNK, CHUNK);
+                whole.resize(CHUNK as usize, 0);
+                match listed.iter().find(|(j, _)| *j == i) {
+                    Some((_, c)) => {
+                        prop_assert_ne!(c.last(), Some(&0));
+                        prop_assert_eq!(&whole[..c.len()], &c[..]);
+                        prop_assert!(whole[c.len()..].iter().all(|&b| b == 0));
+                    }
+                    None => prop_assert!(whole.iter().all(|&b| b == 0)),
+                }
+            }
         }
     }
 
