@@ -994,8 +994,8 @@ impl HostFs {
     /// `unlink` or `rmdir`, after the walk to the name and its inode (`filename_parentat`,
     /// then the victim's lookup), charged as a lookup.
     fn remove(&mut self, path: &str, dir: bool, who: Cred) -> Result<Removed, FsError> {
-        self.lookup_nofollow(path, who)?;
-        let r = self.ns.remove(path, dir, who)?;
+        let (walked, _) = self.lookup_nofollow(path, who)?;
+        let r = self.ns.remove_resolved(path, &walked, dir, who)?;
         if r.inode_freed {
             self.free_runs(&r.blocks)?;
             self.cache.forget(r.ino);
@@ -1031,9 +1031,11 @@ impl HostFs {
     /// Both paths are walked first, as `renameat2` walks each to its parent and looks up
     /// both names: the source to its inode, the destination as far as it goes.
     pub fn rename(&mut self, from: &str, to: &str, who: Cred) -> Result<Renamed, FsError> {
-        self.lookup_nofollow(from, who)?;
+        let (walked, _) = self.lookup_nofollow(from, who)?;
         self.lookup_partial(to, who)?;
-        let r = self.ns.rename(from, to, who, &mut self.alloc)?;
+        let r = self
+            .ns
+            .rename_resolved(from, &walked, to, who, &mut self.alloc)?;
         if let Some(gone) = r.replaced.as_ref().filter(|g| g.inode_freed) {
             self.free_runs(&gone.blocks)?;
             self.cache.forget(gone.ino);

@@ -1466,6 +1466,35 @@ impl Namespace {
         };
         // `split_last` checked the whole path, so its directory needs no second check.
         let parent = self.walk_parts(parent_path, components_of_valid(parent_path), who, None)?;
+        self.check_parent(parent_path, parent, who)?;
+        Ok((parent, name))
+    }
+
+    /// [`Namespace::parent_of`] where a walk already made resolved `path` to `r` (not
+    /// following a link at its end): the directory holding the name is the walk's last but
+    /// one level, so the path is not walked again.
+    fn parent_resolved<'p>(
+        &self,
+        path: &'p str,
+        r: &Resolution,
+        who: Cred,
+    ) -> Result<(Ino, &'p str), NsError> {
+        let (parent_path, name) = match split_last(path) {
+            Err(NsError::Exists(_)) => return Err(NsError::BadPath(path.to_string())),
+            r => r?,
+        };
+        let parent = r
+            .ino_list
+            .len()
+            .checked_sub(2)
+            .map(|i| r.ino_list[i])
+            .ok_or_else(|| NsError::BadPath(path.to_string()))?;
+        self.check_parent(parent_path, parent, who)?;
+        Ok((parent, name))
+    }
+
+    /// Whether `who` may change the entries of `parent`, the directory `parent_path` names.
+    fn check_parent(&self, parent_path: &str, parent: Ino, who: Cred) -> Result<(), NsError> {
         let p = &self.inodes[&parent];
         if !p.is_dir() {
             return Err(NsError::NotADirectory(parent_path.to_string()));
@@ -1476,7 +1505,7 @@ impl Namespace {
                 access: Access::Write.name(),
             });
         }
-        Ok((parent, name))
+        Ok(())
     }
 
     /// Takes entry `name` out of directory `dir`; returns the device block that held it.
@@ -1498,6 +1527,29 @@ impl Namespace {
     /// `unlink` (`dir == false`) or `rmdir` (`dir == true`, only when empty).
     pub fn remove(&mut self, path: &str, dir: bool, who: Cred) -> Result<Removed, NsError> {
         let (parent, name) = self.parent_of(path, who)?;
+        self.remove_in(path, parent, name, dir)
+    }
+
+    /// [`Namespace::remove`] of the name a walk already made resolved `path` to (`r`, from
+    /// [`Namespace::resolve_nofollow`]): what `unlink` does after the lookup it is charged.
+    pub fn remove_resolved(
+        &mut self,
+        path: &str,
+        r: &Resolution,
+        dir: bool,
+        who: Cred,
+    ) -> Result<Removed, NsError> {
+        let (parent, name) = self.parent_resolved(path, r, who)?;
+        self.remove_in(path, parent, name, dir)
+    }
+
+    fn remove_in(
+        &mut self,
+        path: &str,
+        parent: Ino,
+        name: &str,
+        dir: bool,
+    ) -> Result<Removed, NsError> {
         let ino = self
             .entry(parent, name)
             .map(|e| e.ino)
@@ -1642,8 +1694,6 @@ impl Namespace {
     }
 
     /// `rename`: moves `from` to `to`, replacing a file at `to` (not a directory).
-    // Long: POSIX rename's cases (same directory, replace a file, move a directory) each with
-    // its checks.
     pub fn rename(
         &mut self,
         from: &str,
@@ -1652,6 +1702,34 @@ impl Namespace {
         alloc: &mut ExtentAllocator,
     ) -> Result<Renamed, NsError> {
         let (old_parent, old_name) = self.parent_of(from, who)?;
+        self.rename_in(from, old_parent, old_name, to, who, alloc)
+    }
+
+    /// [`Namespace::rename`] of the name a walk already made resolved `from` to (`r`, from
+    /// [`Namespace::resolve_nofollow`]): what `rename` does after the lookups it is charged.
+    pub fn rename_resolved(
+        &mut self,
+        from: &str,
+        r: &Resolution,
+        to: &str,
+        who: Cred,
+        alloc: &mut ExtentAllocator,
+    ) -> Result<Renamed, NsError> {
+        let (old_parent, old_name) = self.parent_resolved(from, r, who)?;
+        self.rename_in(from, old_parent, old_name, to, who, alloc)
+    }
+
+    // Long: POSIX rename's cases (same directory, replace a file, move a directory) each with
+    // its checks.
+    fn rename_in(
+        &mut self,
+        from: &str,
+        old_parent: Ino,
+        old_name: &str,
+        to: &str,
+        who: Cred,
+        alloc: &mut ExtentAllocator,
+    ) -> Result<Renamed, NsError> {
         let ino = self
             .entry(old_parent, old_name)
             .map(|e| e.ino)

@@ -400,3 +400,78 @@ fn resolve_or_parent_finds_the_file_or_the_directory_to_create_it_in() {
         ns.resolve("/locked/x", stranger).unwrap_err().to_string()
     );
 }
+
+/// `unlink` and `rename` after the walk they are charged (`*_resolved`) change the namespace
+/// as the versions that walk again do: through a link in the middle of the path, on a link
+/// at its end (the link goes, not its target), and refusing what those refuse.
+#[test]
+fn removal_and_rename_after_a_walk_match_the_walking_versions() {
+    let (mut ns, mut alloc) = fresh();
+    ns.create("/a", NewKind::Dir, MINE, ME, &mut alloc).unwrap();
+    ns.create("/a/d", NewKind::Dir, MINE, ME, &mut alloc)
+        .unwrap();
+    for f in ["/a/f", "/a/g", "/a/d/h"] {
+        ns.create(f, NewKind::File, MINE, ME, &mut alloc).unwrap();
+    }
+    ns.create(
+        "/l",
+        NewKind::Symlink { target: "/a" },
+        MINE,
+        ME,
+        &mut alloc,
+    )
+    .unwrap();
+    ns.create(
+        "/a/lf",
+        NewKind::Symlink { target: "f" },
+        MINE,
+        ME,
+        &mut alloc,
+    )
+    .unwrap();
+    let other = Cred { uid: 7, gid: 7 };
+    for (path, dir, who) in [
+        ("/l/f", false, ME),
+        ("/a/lf", false, ME),
+        ("/a/d", true, ME),
+        ("/a/d/h", false, ME),
+        ("/a/g", false, other),
+    ] {
+        let (mut walking, mut after_walk) = (ns.clone(), ns.clone());
+        let expected = walking.remove(path, dir, who);
+        let got = match after_walk.resolve_nofollow(path, who) {
+            Ok(r) => after_walk.remove_resolved(path, &r, dir, who),
+            Err(e) => Err(e),
+        };
+        assert_eq!(got, expected, "{path}");
+        assert_eq!(
+            after_walk.resolve_nofollow(path, ME).is_ok(),
+            walking.resolve_nofollow(path, ME).is_ok(),
+            "{path}"
+        );
+    }
+    for (from, to, who) in [
+        ("/l/f", "/a/f2", ME),
+        ("/a/lf", "/a/lf2", ME),
+        ("/a/d/h", "/a/h", ME),
+        ("/a/g", "/a/f", ME),
+        ("/a/g", "/a/g2", other),
+        ("/a", "/a/d/x", ME),
+    ] {
+        let (mut walking, mut after_walk) = (ns.clone(), ns.clone());
+        let (mut a1, mut a2) = (alloc.clone(), alloc.clone());
+        let expected = walking.rename(from, to, who, &mut a1);
+        let got = match after_walk.resolve_nofollow(from, who) {
+            Ok(r) => after_walk.rename_resolved(from, &r, to, who, &mut a2),
+            Err(e) => Err(e),
+        };
+        assert_eq!(got, expected, "{from} -> {to}");
+        for p in [from, to] {
+            assert_eq!(
+                after_walk.resolve_nofollow(p, ME).map(|r| r.ino),
+                walking.resolve_nofollow(p, ME).map(|r| r.ino),
+                "{p}"
+            );
+        }
+    }
+}
