@@ -161,8 +161,8 @@ enum DeviceCmd {
     Run(device::RunArgs),
 }
 
-/// Commands that build and drop one device after another, or StorageFS's files, keep freed
-/// memory for the next (`memory::keep_freed_memory` says why, and why the others do not).
+/// Commands that build and drop one device after another, or a StorageFS log after another,
+/// keep freed memory for the next (`memory::keep_freed_memory` says why, and why the others do not).
 fn churns_memory(command: &Option<Command>) -> bool {
     matches!(
         command,
@@ -172,7 +172,6 @@ fn churns_memory(command: &Option<Command>) -> bool {
                 | Command::SweepWorker(_)
                 | Command::Txbench(_)
                 | Command::Repro(_)
-                | Command::Fusion(_)
                 | Command::Bench(bench::BenchCmd::Cisc(_))
         )
     )

@@ -19,12 +19,12 @@ pub fn proc_status_bytes(field: &str) -> anyhow::Result<u64> {
 /// faster, peak RSS within 5 %; `csd txbench` 2.1× faster (4.04 → 1.92 s, medians of five
 /// paired runs) for a peak of 193 MiB instead of 105; `csd ndp` over 200 files of 256 KiB
 /// and four designs 24 % faster (0.426 → 0.314 s, six paired runs), its peak 4 MiB lower.
-/// StorageFS's commands (`csd fusion`, `csd bench cisc`) free and remake files' bytes all the
-/// time, a log rotated and unlinked every 1024 ops: there `csd bench cisc` ran 1.55× faster
-/// (append-CRC-write 6.2 → 4.0 µs an op, three paired runs) and `csd fusion` 8 % (0.80 →
-/// 0.72 s, five paired runs, peak 36 → 42 MiB). Single runs gain nothing and a held heap
-/// fragments (the default replay's peak grew 30 → 53 MiB), so other commands keep glibc's
-/// default.
+/// `csd bench cisc` rotates and unlinks a 4 MiB StorageFS log every 1024 ops, and glibc gave
+/// each back to the kernel, so the next faulted it in: keeping it, the bench ran 1.55×
+/// faster (append-CRC-write 6.2 → 4.0 µs an op, three paired runs). `csd fusion`'s default
+/// run gained nothing (0.99× the wall time, eight paired runs against a build keeping the
+/// default) for a peak 5 MiB higher, so it keeps the default. Single runs gain nothing and a held heap fragments (the default
+/// replay's peak grew 30 → 53 MiB), so other commands keep glibc's default.
 pub fn keep_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only tunes glibc's allocator, from the main thread before the command
