@@ -871,6 +871,20 @@ proptest! {
         for piece in pieces(&bytes, &cuts) {
             knn.feed(piece);
         }
-        prop_assert_eq!(knn.finish(), csd_kernels::knn(&bytes, &query, k));
+        let streamed = knn.finish();
+        prop_assert_eq!(&streamed, &csd_kernels::knn(&bytes, &query, k));
+        // `knn` is the stream fed once: check both against every distance, sorted.
+        let mut all: Vec<(f32, u64)> = bytes
+            .chunks_exact(128 * 4)
+            .enumerate()
+            .map(|(i, v)| (csd_kernels::l2_squared(v, &query), i as u64))
+            .collect();
+        all.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let brute: Vec<csd_kernels::Neighbor> = all
+            .iter()
+            .take(k)
+            .map(|&(d, index)| csd_kernels::Neighbor { index, distance: d.sqrt() })
+            .collect();
+        prop_assert_eq!(streamed, brute);
     }
 }

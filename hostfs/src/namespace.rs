@@ -759,6 +759,14 @@ impl<'a> Pending<'a> {
     }
 }
 
+/// `path`'s directory and last name, for a change to that name (the root has none to change).
+fn split_changed(path: &str) -> Result<(&str, &str), NsError> {
+    match split_last(path) {
+        Err(NsError::Exists(_)) => Err(NsError::BadPath(path.to_string())),
+        r => r,
+    }
+}
+
 impl Namespace {
     /// An empty file system: a root directory owned by `root_perms`, its first directory
     /// block taken from `alloc`.
@@ -1460,10 +1468,7 @@ impl Namespace {
 
     /// The parent directory of `path`, its entry name, and the caller's right to change it.
     fn parent_of<'p>(&self, path: &'p str, who: Cred) -> Result<(Ino, &'p str), NsError> {
-        let (parent_path, name) = match split_last(path) {
-            Err(NsError::Exists(_)) => return Err(NsError::BadPath(path.to_string())),
-            r => r?,
-        };
+        let (parent_path, name) = split_changed(path)?;
         // `split_last` checked the whole path, so its directory needs no second check.
         let parent = self.walk_parts(parent_path, components_of_valid(parent_path), who, None)?;
         self.check_parent(parent_path, parent, who)?;
@@ -1479,10 +1484,7 @@ impl Namespace {
         r: &Resolution,
         who: Cred,
     ) -> Result<(Ino, &'p str), NsError> {
-        let (parent_path, name) = match split_last(path) {
-            Err(NsError::Exists(_)) => return Err(NsError::BadPath(path.to_string())),
-            r => r?,
-        };
+        let (parent_path, name) = split_changed(path)?;
         let parent = r
             .ino_list
             .len()

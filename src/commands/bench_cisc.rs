@@ -1,6 +1,8 @@
 //! `csd bench cisc`: how many CISC ops StorageFS executes per second of wall time, on one
 //! core, with the stages running in wasmtime: the speed of the firmware-file-system model
-//! itself, not a modelled figure.
+//! itself, not a modelled figure. Its log rotates and is unlinked every 1024 ops, so the
+//! process keeps freed memory (`memory::keep_freed_memory`, as `csd sweep` does): otherwise
+//! glibc returns each log to the kernel and the next faults it in again.
 
 use csd_device::storagefs::{Credentials, StorageFs};
 use csd_runtime::WasmStages;
