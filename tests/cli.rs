@@ -276,6 +276,14 @@ fn bad_input_gets_a_clear_error_and_a_failing_exit_code() {
         ),
         (&["device", "run", "--bs", "lots"], "'lots' is not a size"),
         (
+            &["device", "run", "--bs", "3", "--size", "1m"],
+            "block size (3 bytes) must be a whole number of 512-byte logical blocks",
+        ),
+        (
+            &["device", "run", "--bs", "0"],
+            "block size (0 bytes) must be a whole number",
+        ),
+        (
             &["device", "run", "--rw", "sideways"],
             "unknown pattern 'sideways'",
         ),

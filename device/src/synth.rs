@@ -275,11 +275,21 @@ pub struct SynthReport {
     pub counters: DeviceCounters,
 }
 
+/// The smallest logical block an NVMe namespace is formatted with: requests are whole
+/// multiples of it.
+pub const SECTOR_BYTES: u64 = 512;
+
 impl SynthJob {
     fn validate(&self, dev: &Device) -> Result<(), SynthError> {
         let bad = |m: String| Err(SynthError::InvalidJob(m));
-        if self.block_size_bytes == 0 {
-            return bad("block size must be greater than 0".into());
+        // An NVMe command moves whole logical blocks, 512 B the smallest format (fio's
+        // --direct=1 refuses others too): a 3-byte "request" is no command a device sees.
+        if self.block_size_bytes == 0 || !self.block_size_bytes.is_multiple_of(SECTOR_BYTES) {
+            return bad(format!(
+                "block size ({} bytes) must be a whole number of {SECTOR_BYTES}-byte logical \
+                 blocks, as an NVMe command's is",
+                self.block_size_bytes
+            ));
         }
         if self.queue_depth == 0 {
             return bad("queue depth must be at least 1".into());

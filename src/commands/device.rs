@@ -14,7 +14,7 @@ pub struct RunArgs {
     /// Access pattern: read, write, randread, randwrite or randrw.
     #[arg(long, default_value = "randwrite", value_parser = parse_rw)]
     pub rw: RwPattern,
-    /// Block size of each request (e.g. 4k, 16k, 128k).
+    /// Block size of each request, whole 512-byte logical blocks (e.g. 4k, 16k, 128k).
     #[arg(long, default_value = "16k", value_parser = parse_size)]
     pub bs: u64,
     /// Requests kept in flight.
