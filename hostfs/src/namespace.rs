@@ -558,6 +558,8 @@ pub struct Namespace {
     /// Inode numbers freed by removals, reused lowest first (as ext4's bitmap allocator
     /// would), so a long-running workload does not exhaust the inode table.
     free_inos: std::collections::BTreeSet<u32>,
+    /// See [`Namespace::dir_names_version`].
+    dir_names_version: u64,
 }
 
 /// Inodes by number: a slot per number (numbers are dense, freed ones are reused lowest
@@ -793,11 +795,20 @@ impl Namespace {
             inodes: InodeTable::with_root(root),
             next_ino: Ino::ROOT.0 + 1,
             free_inos: Default::default(),
+            dir_names_version: 0,
         })
     }
 
     pub fn layout(&self) -> &MetaLayout {
         &self.layout
+    }
+
+    /// Changes whenever a directory or a symbolic link loses a name (removed, renamed, or
+    /// replaced by a rename), and only then: names are only ever added beside existing ones,
+    /// so until it changes, a path that resolved to a directory still resolves to it. Lets a
+    /// caller remember directories it found without walking their paths again.
+    pub fn dir_names_version(&self) -> u64 {
+        self.dir_names_version
     }
 
     pub fn inode(&self, ino: Ino) -> Option<&Inode> {
@@ -1564,7 +1575,8 @@ impl Namespace {
             InodeKind::Dir { entries, .. } if !entries.is_empty() => {
                 return Err(NsError::NotEmpty(path.to_string()))
             }
-            _ => {}
+            InodeKind::Dir { .. } | InodeKind::Symlink { .. } => self.dir_names_version += 1,
+            InodeKind::File { .. } => {}
         }
         let dir_block = self
             .remove_entry(parent, name)
@@ -1784,6 +1796,10 @@ impl Namespace {
             }
             _ => None,
         };
+        let is_file = |ino: Ino| matches!(self.inodes[&ino].kind, InodeKind::File { .. });
+        if !is_file(ino) || existing.is_some_and(|e| !is_file(e)) {
+            self.dir_names_version += 1;
+        }
         let mut dir_blocks = Vec::with_capacity(3);
         let replaced = match existing {
             // As ext4's rename over a file: the destination's entry now names the moved inode

@@ -475,3 +475,74 @@ fn removal_and_rename_after_a_walk_match_the_walking_versions() {
         }
     }
 }
+
+/// Paths over three names, up to three levels: small enough that random ops keep meeting
+/// each other's directories, links and files.
+fn small_path() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    proptest::collection::vec(prop::sample::select(vec!["a", "b", "l"]), 1..=3)
+        .prop_map(|parts| format!("/{}", parts.join("/")))
+}
+
+#[derive(Clone, Debug)]
+enum NsOp {
+    Mkdir(String),
+    Create(String),
+    Symlink(String, String),
+    Remove(String, bool),
+    Rename(String, String),
+}
+
+fn ns_op() -> impl proptest::strategy::Strategy<Value = NsOp> {
+    use proptest::prelude::*;
+    prop_oneof![
+        small_path().prop_map(NsOp::Mkdir),
+        small_path().prop_map(NsOp::Create),
+        (small_path(), small_path()).prop_map(|(p, t)| NsOp::Symlink(p, t)),
+        (small_path(), any::<bool>()).prop_map(|(p, d)| NsOp::Remove(p, d)),
+        (small_path(), small_path()).prop_map(|(f, t)| NsOp::Rename(f, t)),
+    ]
+}
+
+proptest::proptest! {
+    // Many cases: a rename over a link that a known path went through takes a few ops in a
+    // row to meet by chance (the run takes well under a second).
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(8192))]
+
+    /// What `dir_names_version` promises its callers (the replay's memo of directories it
+    /// made sure of): while it stays the same, every path that resolved to a directory
+    /// still resolves to that directory, whatever files, links and directories come and go.
+    #[test]
+    fn a_directory_found_stays_until_the_dir_names_version_changes(
+        ops in proptest::collection::vec(ns_op(), 1..60)
+    ) {
+        let (mut ns, mut alloc) = fresh();
+        let mut known: std::collections::BTreeMap<String, Ino> = Default::default();
+        let mut version = ns.dir_names_version();
+        for op in ops {
+            let _ = match &op {
+                NsOp::Mkdir(p) => ns.create(p, NewKind::Dir, MINE, ME, &mut alloc).map(|_| ()),
+                NsOp::Create(p) => ns.create(p, NewKind::File, MINE, ME, &mut alloc).map(|_| ()),
+                NsOp::Symlink(p, t) => ns
+                    .create(p, NewKind::Symlink { target: t }, MINE, ME, &mut alloc)
+                    .map(|_| ()),
+                NsOp::Remove(p, dir) => ns.remove(p, *dir, ME).map(|_| ()),
+                NsOp::Rename(f, t) => ns.rename(f, t, ME, &mut alloc).map(|_| ()),
+            };
+            if ns.dir_names_version() != version {
+                version = ns.dir_names_version();
+                known.clear();
+            }
+            for (path, ino) in &known {
+                proptest::prop_assert_eq!(ns.find(path, ME).ok(), Some(*ino), "{} after {:?}", path, op);
+            }
+            for path in ["/a", "/b", "/l", "/a/a", "/a/b", "/a/l", "/l/a", "/l/l", "/b/a/l"] {
+                if let Ok(ino) = ns.find(path, ME) {
+                    if ns.inode(ino).is_some_and(|i| i.is_dir()) {
+                        known.entry(path.to_string()).or_insert(ino);
+                    }
+                }
+            }
+        }
+    }
+}

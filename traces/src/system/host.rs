@@ -87,6 +87,7 @@ pub struct HostSystem<'a> {
     ndp_stage_sum: Stages,
     /// Write payloads (zeros: the device keeps no bytes), reused across writes.
     zeros: Vec<u8>,
+    known_dirs: KnownDirs,
 }
 
 /// An open that only walks its path: a directory's (`O_DIRECTORY`), or an `O_PATH` one, to
@@ -133,6 +134,44 @@ pub(super) fn mkdir_p(fs: &mut HostFs, dir: &str) -> Result<Ino, FsError> {
     Ok(ino)
 }
 
+/// Directories [`mkdir_p`] found (or made) by path, so the check before each creating call
+/// does not walk the same path again: a replay makes it before every creating open,
+/// rename and link, and nearly always finds the directory there. Valid while the
+/// namespace's [`dir_names_version`](csd_hostfs::namespace::Namespace::dir_names_version)
+/// is the one they were found at; at most [`MAX_KNOWN_DIRS`] are kept.
+#[derive(Default)]
+pub(super) struct KnownDirs {
+    version: u64,
+    dirs: HashMap<String, Ino>,
+}
+
+/// Bounds [`KnownDirs`]: past it the memo starts again empty.
+const MAX_KNOWN_DIRS: usize = 4096;
+
+impl KnownDirs {
+    /// [`mkdir_p`] of `dir`, unless it was found before and no directory or link has lost
+    /// a name since.
+    pub(super) fn mkdir_p(&mut self, fs: &mut HostFs, dir: &str) -> Result<Ino, FsError> {
+        let version = fs.namespace().dir_names_version();
+        if version != self.version {
+            self.dirs.clear();
+            self.version = version;
+        }
+        if let Some(&ino) = self.dirs.get(dir) {
+            return Ok(ino);
+        }
+        let ino = mkdir_p(fs, dir)?;
+        // Only a directory: a file there may go without changing the version.
+        if fs.namespace().inode(ino).is_some_and(|i| i.is_dir()) {
+            if self.dirs.len() >= MAX_KNOWN_DIRS {
+                self.dirs.clear();
+            }
+            self.dirs.insert(dir.to_string(), ino);
+        }
+        Ok(ino)
+    }
+}
+
 impl<'a> HostSystem<'a> {
     /// The system a trace starts on: a formatted host file system over a fresh device of
     /// `profile`, holding the files and directories the trace uses without creating them,
@@ -156,6 +195,7 @@ impl<'a> HostSystem<'a> {
             ndp: NdpTotals::default(),
             ndp_stage_sum: Stages::default(),
             zeros: Vec::new(),
+            known_dirs: KnownDirs::default(),
         })
     }
 
@@ -164,7 +204,7 @@ impl<'a> HostSystem<'a> {
     fn open_path(&mut self, path: &str, how: OpenOptions) -> Result<Fd, OpError> {
         if how.create.is_some() {
             if let Some(p) = parent(path) {
-                mkdir_p(&mut self.fs, p)?;
+                self.known_dirs.mkdir_p(&mut self.fs, p)?;
             }
         }
         Ok(self.design.open(&mut self.fs, path, how, WHO)?)
@@ -218,7 +258,7 @@ impl<'a> HostSystem<'a> {
                 // A creating open makes a missing parent (see `open_path`); the parent's inode
                 // then says whether the file is there without walking the path again.
                 let dir = match (how.create, parent(path)) {
-                    (Some(_), Some(p)) => Some(mkdir_p(&mut self.fs, p)?),
+                    (Some(_), Some(p)) => Some(self.known_dirs.mkdir_p(&mut self.fs, p)?),
                     _ => None,
                 };
                 // Linux truncates only a file that was there: one the open creates is
@@ -273,13 +313,13 @@ impl<'a> HostSystem<'a> {
             Op::Sync => fs_done(self.fs.sync()),
             Op::Mkdir { path } => {
                 if let Some(p) = parent(path) {
-                    mkdir_p(&mut self.fs, p)?;
+                    self.known_dirs.mkdir_p(&mut self.fs, p)?;
                 }
                 fs_done(self.fs.mkdir(path, DIR_PERMS, WHO).map(|_| ()))
             }
             Op::Mknod { path } => {
                 if let Some(p) = parent(path) {
-                    mkdir_p(&mut self.fs, p)?;
+                    self.known_dirs.mkdir_p(&mut self.fs, p)?;
                 }
                 fs_done(self.fs.mknod(path, FILE_PERMS, WHO).map(|_| ()))
             }
@@ -293,14 +333,14 @@ impl<'a> HostSystem<'a> {
             }
             Op::Rename { path, to } => {
                 if let Some(p) = parent(to) {
-                    mkdir_p(&mut self.fs, p)?;
+                    self.known_dirs.mkdir_p(&mut self.fs, p)?;
                 }
                 self.design.rename(&mut self.fs, path, to, WHO)?;
                 Ok(Applied::Done)
             }
             Op::Link { path, to, follow } => {
                 if let Some(p) = parent(to) {
-                    mkdir_p(&mut self.fs, p)?;
+                    self.known_dirs.mkdir_p(&mut self.fs, p)?;
                 }
                 let link = Link {
                     from: path,
@@ -312,7 +352,7 @@ impl<'a> HostSystem<'a> {
             }
             Op::Symlink { path, target } => {
                 if let Some(p) = parent(path) {
-                    mkdir_p(&mut self.fs, p)?;
+                    self.known_dirs.mkdir_p(&mut self.fs, p)?;
                 }
                 fs_done(self.fs.symlink(path, target, LINK_PERMS, WHO).map(|_| ()))
             }
@@ -545,7 +585,7 @@ impl<'a> HostSystem<'a> {
         for f in files {
             if f.mode.writable() && self.fs.namespace().find(&f.path, WHO).is_err() {
                 if let Some(p) = parent(&f.path) {
-                    mkdir_p(&mut self.fs, p)?;
+                    self.known_dirs.mkdir_p(&mut self.fs, p)?;
                 }
                 self.fs.import(&f.path, &[], FILE_PERMS, WHO)?;
             }
@@ -732,4 +772,48 @@ pub(super) fn make_initial_files(fs: &mut HostFs, scan: &Prescan) -> Result<(), 
     });
     fs.import_all(new, FILE_PERMS, WHO)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use csd_device::{DataMode, Device};
+
+    /// Whatever the namespace did in between, the memo gives what a walk gives: the
+    /// directory there now, made again once the one it knew was renamed or removed, and
+    /// never a file it once found under the name.
+    #[test]
+    fn known_dirs_answer_as_mkdir_p_does_after_directories_move() {
+        let profile = Profile::load("cosmos-plus").unwrap();
+        let device = Device::new(&profile, DataMode::TimingOnly).unwrap();
+        let mut fs = HostFs::format(device, DIR_PERMS).unwrap();
+        let mut known = KnownDirs::default();
+        let made = known.mkdir_p(&mut fs, "/a/b").unwrap();
+        assert_eq!(known.mkdir_p(&mut fs, "/a/b").unwrap(), made);
+        // A file's comings and goings leave the memo alone.
+        fs.import("/a/b/f", &[], FILE_PERMS, WHO).unwrap();
+        fs.unlink("/a/b/f", WHO).unwrap();
+        assert_eq!(known.mkdir_p(&mut fs, "/a/b").unwrap(), made);
+        // The directory moves away: the path is made again, as mkdir_p would.
+        fs.rename("/a", "/moved", WHO).unwrap();
+        let again = known.mkdir_p(&mut fs, "/a/b").unwrap();
+        assert_ne!(again, made);
+        assert_eq!(fs.namespace().find("/a/b", WHO).unwrap(), again);
+        assert_eq!(fs.namespace().find("/moved/b", WHO).unwrap(), made);
+        // A file under the name is what mkdir_p returns, and is not remembered: once it is
+        // gone (which changes no version) the directory made there is the answer.
+        fs.import("/c", &[], FILE_PERMS, WHO).unwrap();
+        let file = known.mkdir_p(&mut fs, "/c").unwrap();
+        assert!(!fs.namespace().inode(file).unwrap().is_dir());
+        fs.unlink("/c", WHO).unwrap();
+        fs.mkdir("/c", DIR_PERMS, WHO).unwrap();
+        let dir = known.mkdir_p(&mut fs, "/c").unwrap();
+        assert!(fs.namespace().inode(dir).unwrap().is_dir());
+        // Past the bound the memo starts again, and still answers.
+        for i in 0..MAX_KNOWN_DIRS + 1 {
+            known.mkdir_p(&mut fs, &format!("/many/{i}")).unwrap();
+        }
+        assert!(known.dirs.len() <= MAX_KNOWN_DIRS);
+        assert_eq!(known.mkdir_p(&mut fs, "/moved/b").unwrap(), made);
+    }
 }

@@ -160,6 +160,7 @@ pub struct IspfsSystem<'a> {
     engine_free: VirtualTime,
     isp: IspTotals,
     zeros: Vec<u8>,
+    known_dirs: super::host::KnownDirs,
 }
 
 impl<'a> IspfsSystem<'a> {
@@ -198,6 +199,7 @@ impl<'a> IspfsSystem<'a> {
             engine_free: VirtualTime::ZERO,
             isp: IspTotals::default(),
             zeros: Vec::new(),
+            known_dirs: Default::default(),
         })
     }
 
@@ -236,7 +238,7 @@ impl<'a> IspfsSystem<'a> {
         }
         if create {
             if let Some(p) = parent(path) {
-                super::host::mkdir_p(self.fs.fs_mut(), p)?;
+                self.known_dirs.mkdir_p(self.fs.fs_mut(), p)?;
             }
         }
         let how = OpenOptions {
@@ -457,14 +459,14 @@ impl<'a> IspfsSystem<'a> {
             Op::Mkdir { path } => {
                 self.cpu(syscall);
                 if let Some(p) = parent(path) {
-                    super::host::mkdir_p(self.fs.fs_mut(), p)?;
+                    self.known_dirs.mkdir_p(self.fs.fs_mut(), p)?;
                 }
                 done(self.fs.fs_mut().mkdir(path, DIR_PERMS, WHO).map(|_| ()))
             }
             Op::Mknod { path } => {
                 self.cpu(syscall);
                 if let Some(p) = parent(path) {
-                    super::host::mkdir_p(self.fs.fs_mut(), p)?;
+                    self.known_dirs.mkdir_p(self.fs.fs_mut(), p)?;
                 }
                 done(self.fs.fs_mut().mknod(path, FILE_PERMS, WHO).map(|_| ()))
             }
@@ -494,7 +496,7 @@ impl<'a> IspfsSystem<'a> {
             Op::Link { path, to, follow } => {
                 self.cpu(syscall);
                 if let Some(p) = parent(to) {
-                    super::host::mkdir_p(self.fs.fs_mut(), p)?;
+                    self.known_dirs.mkdir_p(self.fs.fs_mut(), p)?;
                 }
                 let link = Link {
                     from: path,
@@ -506,7 +508,7 @@ impl<'a> IspfsSystem<'a> {
             Op::Symlink { path, target } => {
                 self.cpu(syscall);
                 if let Some(p) = parent(path) {
-                    super::host::mkdir_p(self.fs.fs_mut(), p)?;
+                    self.known_dirs.mkdir_p(self.fs.fs_mut(), p)?;
                 }
                 let link = self
                     .fs
