@@ -1350,6 +1350,22 @@ fn bench_coalesce_reports_three_sizes() {
     }
 }
 
+/// `csd bench replay` says how long each pass took, and the two make the whole.
+#[test]
+fn bench_replay_splits_its_time_between_the_two_passes() {
+    let o = csd(&["bench", "replay", "--events", "4000", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let secs = |k: &str| v[k].as_f64().unwrap_or_else(|| panic!("no {k}: {v}"));
+    let (wall, prescan, pass) = (secs("wall_s"), secs("prescan_s"), secs("replay_pass_s"));
+    assert!(prescan > 0.0 && pass > 0.0, "{v}");
+    assert!(
+        (prescan + pass - wall).abs() < 1e-6,
+        "the passes make the whole: {v}"
+    );
+    assert_eq!(v["events"], 4000, "{v}");
+}
+
 /// `csd bench all` runs each benchmark it names in a fresh process, `--runs` times, and reads
 /// every figure out of each report; `--quick` judges none, and `--markdown` prints the
 /// README's rows.

@@ -309,7 +309,22 @@ pub fn replay<R: BufRead + Send>(
     progress: impl FnMut(Progress),
 ) -> Result<ReplayReport, ReplayError> {
     let scan = Prescan::run(open().map_err(TraceError::Io)?, opts.strictness)?;
-    replay_with(&scan, profile, design, runners, opts, progress, |apply| {
+    replay_scanned(&scan, open, profile, design, runners, opts, progress)
+}
+
+/// [`replay`]'s second pass, after the trace's [`Prescan`] (which a caller timing the two
+/// passes apart runs itself): builds the design's system and replays a fresh reading of
+/// the trace on it.
+pub fn replay_scanned<R: BufRead + Send>(
+    scan: &Prescan,
+    mut open: impl FnMut() -> std::io::Result<R>,
+    profile: &Profile,
+    design: ReplayTarget,
+    runners: OpRunners<'_>,
+    opts: &ReplayOptions,
+    progress: impl FnMut(Progress),
+) -> Result<ReplayReport, ReplayError> {
+    replay_with(scan, profile, design, runners, opts, progress, |apply| {
         let reader = TraceReader::new(open().map_err(TraceError::Io)?, opts.strictness)?;
         reader.for_each_parsed(|ev| -> Result<(), TraceError> {
             apply(ev);
