@@ -162,7 +162,8 @@ enum DeviceCmd {
 }
 
 /// Commands that build and drop one device after another, or a StorageFS log after another,
-/// keep freed memory for the next (`memory::keep_freed_memory` says why, and why the others do not).
+/// keep freed memory for the next (`memory::keep_freed_memory` says why, and why the others
+/// do not).
 fn churns_memory(command: &Option<Command>) -> bool {
     matches!(
         command,

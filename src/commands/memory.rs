@@ -23,8 +23,9 @@ pub fn proc_status_bytes(field: &str) -> anyhow::Result<u64> {
 /// each back to the kernel, so the next faulted it in: keeping it, the bench ran 1.55×
 /// faster (append-CRC-write 6.2 → 4.0 µs an op, three paired runs). `csd fusion`'s default
 /// run gained nothing (0.99× the wall time, eight paired runs against a build keeping the
-/// default) for a peak 5 MiB higher, so it keeps the default. Single runs gain nothing and a held heap fragments (the default
-/// replay's peak grew 30 → 53 MiB), so other commands keep glibc's default.
+/// default) for a peak 5 MiB higher, so it keeps the default. Single runs gain nothing and
+/// a held heap fragments (the default replay's peak grew 30 → 53 MiB), so other commands
+/// keep glibc's default.
 pub fn keep_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only tunes glibc's allocator, from the main thread before the command
