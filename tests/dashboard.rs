@@ -853,6 +853,8 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
     );
     let empty = scratch("browser-empty").join("store");
     let (_empty_server, empty_base) = serve(&empty);
+    let one = fixture_store("browser-one");
+    let (_one_server, one_base) = serve(&one);
     let (_driver, port) = chromedriver();
     let profile = scratch("browser-profile");
 
@@ -915,6 +917,35 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
             .unwrap();
         assert!(empty.contains("No runs yet"), "{empty}");
         assert!(empty.contains("csd replay"), "{empty}");
+
+        // A store without sweeps: the runs table alone (a page's left-out part once printed
+        // "null" above it), each run's headline a line per design.
+        c.goto(&format!("{one_base}/")).await.unwrap();
+        c.wait()
+            .at_most(Duration::from_secs(30))
+            .for_element(Locator::Css("#runs tbody tr"))
+            .await
+            .expect("the runs table appears");
+        let page = c
+            .find(Locator::Css("#main"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(!page.contains("null"), "{page}");
+        let (_, listed) = get_json(&one_base, "/api/runs");
+        let designs: Vec<String> = listed["runs"][0]["designs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_str().unwrap().to_string())
+            .collect();
+        let mut lines = Vec::new();
+        for line in c.find_all(Locator::Css("#runs .headline")).await.unwrap() {
+            lines.push(line.attr("data-design").await.unwrap().unwrap());
+        }
+        assert_eq!(lines, designs, "a headline line per design, in order");
 
         // A `csd persist online` sweep: one bar per configuration and interval, each bar's
         // height the report's throughput.

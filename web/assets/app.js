@@ -62,7 +62,8 @@ function table(head, rows, opts) {
 
 function show(...nodes) {
   const main = document.getElementById("main");
-  main.replaceChildren(...nodes.flat());
+  // Pages pass null for a part they leave out; replaceChildren would print it as "null".
+  main.replaceChildren(...nodes.flat().filter((n) => n !== null && n !== undefined));
 }
 
 // ---- charts ----------------------------------------------------------------------------
@@ -160,11 +161,20 @@ function emptyState(store) {
     el("p", {}, "or start one here: ", el("a", { href: "/replay" }, "replay a trace"), ". Then reload this page."));
 }
 
+function headlineValue(x) {
+  return x.unit === "ratio" ? pct(x.value) : x.unit === "ns" ? us(x.value) + " µs" : num(Math.round(x.value)) + " " + x.unit;
+}
+
 function headlineText(h) {
-  return h.map((x) => {
-    const v = x.unit === "ratio" ? pct(x.value) : x.unit === "ns" ? us(x.value) + " µs" : num(Math.round(x.value)) + " " + x.unit;
-    return `${x.design} ${x.label} ${v}`;
-  }).join(" · ");
+  return h.map((x) => `${x.design} ${x.label} ${headlineValue(x)}`).join(" · ");
+}
+
+// The headline as one line per design, its figures after the design's name, so designs
+// read down a column instead of running together in one paragraph.
+function headlineLines(h) {
+  const designs = [...new Set(h.map((x) => x.design))];
+  return designs.map((d) => el("div", { class: "headline", "data-design": d },
+    el("b", {}, d), " ", h.filter((x) => x.design === d).map((x) => `${x.label} ${headlineValue(x)}`).join(" · ")));
 }
 
 async function runsPage() {
@@ -173,12 +183,12 @@ async function runsPage() {
   const cols = [
     { label: "run", key: (r) => Number(r.id.slice(1)), text: (r) => el("a", { href: "/runs/" + r.id }, r.id) },
     { label: "kind", key: (r) => r.kind, text: (r) => r.kind },
-    { label: "trace", key: (r) => (r.trace ? r.trace.name : ""), text: (r) => (r.trace ? r.trace.name : "–") },
+    { label: "trace", cls: "trace", key: (r) => (r.trace ? r.trace.name : ""), text: (r) => (r.trace ? r.trace.name : "–") },
     { label: "profile", key: (r) => r.profile, text: (r) => r.profile },
     { label: "designs", key: (r) => r.designs.join(","), text: (r) => r.designs.join(", ") },
     { label: "seed", key: (r) => r.seed, text: (r) => r.seed },
     { label: "stored (UTC)", key: (r) => r.stored_at, text: (r) => when(r.stored_at) },
-    { label: "headline", key: (r) => headlineText(r.headline), text: (r) => headlineText(r.headline) },
+    { label: "headline", key: (r) => headlineText(r.headline), text: (r) => headlineLines(r.headline) },
   ];
   let sortBy = 0, desc = true;
   const t = el("table", { id: "runs" });
@@ -201,7 +211,7 @@ async function runsPage() {
           ? el("a", { href: `/compare/${ids[0]}/${ids[1]}` }, `compare ${ids[0]} with ${ids[1]}`)
           : "Compare two runs: tick two boxes.");
       } })),
-      cols.map((c) => el("td", { class: "text" }, c.text(r)))));
+      cols.map((c) => el("td", { class: c.cls ? "text " + c.cls : "text" }, c.text(r)))));
     t.replaceChildren(el("thead", {}, head), el("tbody", {}, body));
     for (const box of t.querySelectorAll("input[data-run]")) box.checked = picked.has(box.dataset.run);
   }
@@ -335,11 +345,11 @@ async function runPage(id) {
       c.groups.map((g) => [g.design, ...g.values.map(fmt)])));
   }
   if (view.latency.length) {
-    parts.push(el("h2", {}, "Op latency percentiles"));
-    for (const d of view.latency) {
-      parts.push(el("h3", {}, d.design), table(["op", "count", "failed", "p50 µs", "p99 µs", "p99.9 µs", "max µs"],
-        d.ops.map((o) => [o.op, o.count, o.failed, us(o.p50_ns), us(o.p99_ns), us(o.p999_ns), us(o.max_ns)])));
-    }
+    // Side by side where the page is wide enough, so one op's row reads across designs.
+    parts.push(el("h2", {}, "Op latency percentiles"), el("div", { class: "side-by-side" },
+      view.latency.map((d) => el("div", { "data-design": d.design }, el("h3", {}, d.design),
+        table(["op", "count", "failed", "p50 µs", "p99 µs", "p99.9 µs", "max µs"],
+          d.ops.map((o) => [o.op, o.count, o.failed, us(o.p50_ns), us(o.p99_ns), us(o.p999_ns), us(o.max_ns)]))))));
   }
   if (view.device.length) {
     parts.push(el("h2", {}, "Device counters"));
