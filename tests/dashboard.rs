@@ -247,6 +247,141 @@ fn a_replay_started_through_the_api_is_stored() {
         .contains("no bundled sample"));
 }
 
+/// The lightfs report `csd replay` prints for the main job's trace and plan.
+fn cli_offloaded_lightfs() -> Value {
+    let out = Command::new(CSD)
+        .args([
+            "replay",
+            "grep-src",
+            "--offload",
+            "grep-src",
+            "--design",
+            "lightfs",
+            "--json",
+            "--no-store",
+        ])
+        .output()
+        .expect("run csd replay");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    report["designs"][0].clone()
+}
+
+#[test]
+fn a_replay_can_fold_its_trace_by_a_bundled_plan_and_never_one_on_disk() {
+    let store = scratch("api-offload").join("store");
+    let (_server, base) = serve(&store);
+    let (_, choices) = get_json(&base, "/api/traces");
+    assert_eq!(choices["plans"], serde_json::json!(["grep-src.plan.toml"]));
+    assert!(
+        choices["designs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d == "fusion"),
+        "{choices}"
+    );
+    let (status, job) = post_replay(
+        &base,
+        r#"{"trace":"grep-src","profile":"cosmos-plus","designs":["lightfs"],"offload":"grep-src"}"#,
+    );
+    assert_eq!(status, 202, "{job}");
+    let done = finished(&base, job["job"].as_str().unwrap());
+    assert_eq!(done["state"], "done", "{done}");
+    let (_, run) = get_json(
+        &base,
+        &format!("/api/runs/{}", done["run"].as_str().unwrap()),
+    );
+    let name = run["run"]["trace"]["name"].as_str().unwrap();
+    assert!(name.ends_with("offloaded by grep-src.plan.toml"), "{name}");
+    // The same replay as the CLI's, to the nanosecond.
+    let ours = &run["run"]["report"]["designs"][0];
+    let cli = cli_offloaded_lightfs();
+    assert!(ours["ndp"]["requests"].as_u64().unwrap() > 0, "{ours}");
+    assert_eq!(ours["duration_ns"], cli["duration_ns"]);
+    assert_eq!(ours["ndp"], cli["ndp"]);
+    // The folded trace is kept in the store, so the run can be replayed again.
+    let (_, again) = post_replay(
+        &base,
+        &format!(
+            r#"{{"trace":"{}","profile":"cosmos-plus","designs":["lightfs"]}}"#,
+            run["run"]["trace"]["id"].as_str().unwrap()
+        ),
+    );
+    let again = finished(&base, again["job"].as_str().unwrap());
+    assert_eq!(again["state"], "done", "{again}");
+
+    // A plan is named, never read from the server's disk.
+    let plan = format!(
+        "{}/traces/samples/grep-src.plan.toml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let (_, job) = post_replay(
+        &base,
+        &format!(
+            r#"{{"trace":"grep-src","profile":"cosmos-plus","designs":["lightfs"],"offload":"{plan}"}}"#
+        ),
+    );
+    let failed = finished(&base, job["job"].as_str().unwrap());
+    assert_eq!(failed["state"], "failed", "{failed}");
+    assert!(
+        failed["error"]
+            .as_str()
+            .unwrap()
+            .contains("no bundled offload plan"),
+        "{failed}"
+    );
+}
+
+#[test]
+fn replay_serve_folds_the_trace_by_its_plan_as_a_plain_replay_does() {
+    let store = scratch("replay-serve").join("store");
+    let child = Command::new(CSD)
+        .args([
+            "replay",
+            "grep-src",
+            "--offload",
+            "grep-src",
+            "--design",
+            "lightfs",
+            "--serve",
+            "127.0.0.1:0",
+            "--store",
+        ])
+        .arg(&store)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start csd replay --serve");
+    let mut child = Killed(child);
+    let mut lines = BufReader::new(child.0.stdout.take().expect("stdout")).lines();
+    // "csd: saved as run r1: http://ADDR/runs/r1", after the line naming the job.
+    let saved = loop {
+        let line = lines
+            .next()
+            .expect("the server ends its output only when killed")
+            .unwrap();
+        if line.starts_with("csd: saved as run") {
+            break line;
+        }
+        assert!(!line.contains("failed"), "{line}");
+    };
+    let url = saved.rsplit(' ').next().unwrap();
+    let (base, run) = url.split_once("/runs/").unwrap();
+    let (_, run) = get_json(base, &format!("/api/runs/{run}"));
+    let name = run["run"]["trace"]["name"].as_str().unwrap();
+    assert!(name.ends_with("offloaded by grep-src.plan.toml"), "{name}");
+    let cli = cli_offloaded_lightfs();
+    assert_eq!(
+        run["run"]["report"]["designs"][0]["duration_ns"],
+        cli["duration_ns"]
+    );
+}
+
 /// Polls job `id` until it is done or failed (bounded).
 fn finished(base: &str, id: &str) -> Value {
     let started = Instant::now();

@@ -13,23 +13,28 @@ use std::sync::Arc;
 
 /// Reads and checks a plan: a file, or a bundled plan by name.
 pub fn load_plan(path: &Path) -> anyhow::Result<Folder> {
-    let text = plan_text(path)?;
-    let plan = Plan::parse(&text).with_context(|| format!("in {}", path.display()))?;
-    plan.folder()
-        .with_context(|| format!("in {}", path.display()))
+    let (_, text) = plan_text(path)?;
+    parse_plan(&text, &path.display().to_string())
 }
 
-/// A plan's text: the file at `path`, else the bundled plan of that name.
-fn plan_text(path: &Path) -> anyhow::Result<String> {
+fn parse_plan(text: &str, name: &str) -> anyhow::Result<Folder> {
+    let plan = Plan::parse(text).with_context(|| format!("in {name}"))?;
+    plan.folder().with_context(|| format!("in {name}"))
+}
+
+/// A plan's file name and text: the file at `path`, else the bundled plan of that name.
+fn plan_text(path: &Path) -> anyhow::Result<(String, String)> {
     if path.is_file() {
-        return std::fs::read_to_string(path)
-            .with_context(|| format!("reading the offload plan {}", path.display()));
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the offload plan {}", path.display()))?;
+        let name = path.file_name().map_or(path.display().to_string(), |n| {
+            n.to_string_lossy().into_owned()
+        });
+        return Ok((name, text));
     }
     let name = path.display().to_string();
-    SAMPLE_PLANS
-        .iter()
-        .find(|(n, _)| *n == name || n.strip_suffix(".plan.toml") == Some(name.as_str()))
-        .map(|(_, t)| t.to_string())
+    bundled_plan(&name)
+        .map(|(file, text)| (file.to_string(), text.to_string()))
         .ok_or_else(|| {
             anyhow::anyhow!(
                 "no offload plan '{name}': no such file, and no bundled plan of that name ({})",
@@ -38,27 +43,57 @@ fn plan_text(path: &Path) -> anyhow::Result<String> {
         })
 }
 
-/// Folds an opened trace under `plan` into memory, and returns how to open the result, its
-/// reference (`<trace> offloaded by <plan>`), what the fold did and its bytes.
-pub fn fold_opened(
+/// The bundled plan `name` names (with or without `.plan.toml`): its file name and text.
+fn bundled_plan(name: &str) -> Option<(&'static str, &'static str)> {
+    SAMPLE_PLANS
+        .iter()
+        .find(|(n, _)| *n == name || n.strip_suffix(".plan.toml") == Some(name))
+        .copied()
+}
+
+/// What a trace folded in memory gives a replay: how to open it, its reference
+/// (`<trace> offloaded by <plan>`), what the fold did and its bytes.
+pub type Folded = (Opener, TraceRef, FoldReport, Arc<Vec<u8>>);
+
+/// Folds an opened trace under `plan` (a file, or a bundled plan by name) into memory.
+pub fn fold_opened(open: &mut Opener, trace: &TraceRef, plan: &Path) -> anyhow::Result<Folded> {
+    let (name, text) = plan_text(plan)?;
+    let folder = parse_plan(&text, &plan.display().to_string())?;
+    fold_with(open, trace, &folder, &name)
+}
+
+/// Folds an opened trace under the bundled plan `name` only: never a file, for requests
+/// from the dashboard, which must not name files on the server's host.
+pub fn fold_opened_bundled(
     open: &mut Opener,
     trace: &TraceRef,
-    plan: &Path,
-) -> anyhow::Result<(Opener, TraceRef, FoldReport, Arc<Vec<u8>>)> {
-    let folder = load_plan(plan)?;
+    name: &str,
+) -> anyhow::Result<Folded> {
+    let (file, text) = bundled_plan(name).ok_or_else(|| {
+        anyhow::anyhow!(
+            "no bundled offload plan '{name}' (a request names one of: {})",
+            SAMPLE_PLANS.map(|(n, _)| n).join(", ")
+        )
+    })?;
+    fold_with(open, trace, &parse_plan(text, file)?, file)
+}
+
+fn fold_with(
+    open: &mut Opener,
+    trace: &TraceRef,
+    folder: &Folder,
+    plan_name: &str,
+) -> anyhow::Result<Folded> {
     let mut out = Capped(Vec::new());
     let input = open().with_context(|| format!("reading {}", trace.name))?;
-    let report = csd_traces::offload::fold_trace(input, &folder, &mut out)
+    let report = csd_traces::offload::fold_trace(input, folder, &mut out)
         .with_context(|| format!("folding {}", trace.name))?;
     let bytes = Arc::new(out.0);
     let folded = TraceRef {
         id: csd_traces::store::trace_id(&bytes),
         name: format!(
-            "{} offloaded by {}",
-            trace.name.trim_start_matches("(sample) "),
-            plan.file_name().map_or(plan.display().to_string(), |n| n
-                .to_string_lossy()
-                .into_owned())
+            "{} offloaded by {plan_name}",
+            trace.name.trim_start_matches("(sample) ")
         ),
     };
     Ok((in_memory(bytes.clone()), folded, report, bytes))

@@ -1,6 +1,6 @@
 //! `csd serve`: the dashboard over the run store; and `csd replay --serve`.
 
-use super::replay::{open_named, options, replay_all, ReplayArgs, SAMPLES};
+use super::replay::{open_named, options, replay_all, ReplayArgs, SAMPLES, SAMPLE_PLANS};
 use anyhow::Context;
 use csd::tasks::{Paths, Resolver};
 use csd_traces::replay::Pace;
@@ -29,14 +29,20 @@ impl Launcher for CliLauncher {
     }
 
     fn designs(&self) -> Vec<String> {
+        ReplayTarget::ALL.iter().map(|d| d.to_string()).collect()
+    }
+
+    fn default_designs(&self) -> Vec<String> {
+        let host = ReplayTarget::Host(csd_hostfs::ndp::DesignKind::HostOnly);
         ReplayTarget::HOSTS
             .iter()
-            .chain(&[
-                ReplayTarget::Host(csd_hostfs::ndp::DesignKind::HostOnly),
-                ReplayTarget::Device,
-            ])
+            .chain([&host])
             .map(|d| d.to_string())
             .collect()
+    }
+
+    fn plans(&self) -> Vec<String> {
+        SAMPLE_PLANS.iter().map(|(n, _)| n.to_string()).collect()
     }
 
     fn replay(
@@ -60,6 +66,17 @@ impl Launcher for CliLauncher {
                     .ok()
                     .map(|(meta, b)| (meta.name, b))
             })?;
+            // A bundled plan by name only, as with profiles; the folded trace is kept with
+            // the run, so `csd runs rerun` finds it.
+            let (mut open, trace) = match &req.offload {
+                Some(plan) => {
+                    let (open, folded, _, bytes) =
+                        super::offload::fold_opened_bundled(&mut open, &trace, plan)?;
+                    store.with(|s| s.add_trace(&folded.name, &bytes))?;
+                    (open, folded)
+                }
+                None => (open, trace),
+            };
             let n = kinds.len();
             // Tasks by name only: built-in, or kept in the store.
             let stored = |name: &str| {
@@ -150,8 +167,23 @@ pub fn replay_and_serve(args: &ReplayArgs, addr: SocketAddr) -> anyhow::Result<(
     );
     let path = args.store.path();
     let state = state(path.clone());
-    // A trace file is stored first, so the dashboard can name it (and replay it again).
+    // A trace file is stored first, so the dashboard can name it (and replay it again); a
+    // trace with an offload plan is folded here (the plan may be a file) and stored folded.
     let trace = match &args.trace {
+        _ if args.offload.is_some() => {
+            let (mut open, trace_ref) = super::replay::open_trace(args.trace.as_deref(), |key| {
+                state
+                    .store
+                    .with(|s| s.trace(key))
+                    .ok()
+                    .map(|(m, b)| (m.name, b))
+            })?;
+            let plan = args.offload.as_deref().expect("matched Some");
+            let (_, folded, report, bytes) =
+                super::offload::fold_opened(&mut open, &trace_ref, plan)?;
+            super::offload::say(&report);
+            state.store.with(|s| s.add_trace(&folded.name, &bytes))?.id
+        }
         Some(p) if p.is_file() => {
             let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
             let name = p.display().to_string();
@@ -171,6 +203,7 @@ pub fn replay_and_serve(args: &ReplayArgs, addr: SocketAddr) -> anyhow::Result<(
         designs: vec![args.design.clone()],
         seed: args.seed,
         mode: format!("{:?}", args.mode).to_lowercase(),
+        offload: None,
     };
     runtime()?.block_on(async {
         let (listener, local) = listen(addr).await?;

@@ -423,7 +423,7 @@ async function replayPage() {
       const r = await api("/replays", {
         method: "POST", headers: { "content-type": "application/json" },
         body: JSON.stringify({ trace: f.get("trace"), profile: f.get("profile"), designs,
-          seed: Number(f.get("seed")), mode: f.get("mode") }),
+          seed: Number(f.get("seed")), mode: f.get("mode"), offload: f.get("offload") || null }),
       });
       history.pushState({}, "", "/replays/" + r.job);
       route();
@@ -435,7 +435,10 @@ async function replayPage() {
     el("select", { name: "profile", id: "profile" }, c.profiles.map((p) => el("option", { value: p }, p))),
     el("label", {}, "designs"),
     el("div", { class: "designs" }, c.designs.map((d) => el("label", {},
-      el("input", { type: "checkbox", name: "design", value: d, checked: "" }), " " + d))),
+      el("input", { type: "checkbox", name: "design", value: d, checked: c.default_designs.includes(d) ? "" : undefined }), " " + d))),
+    el("label", { for: "offload" }, "offload plan"),
+    el("select", { name: "offload", id: "offload" }, el("option", { value: "" }, "none: replay the trace as recorded"),
+      c.plans.map((p) => el("option", { value: p }, `${p}: fold its scans into ndp requests (csd replay --offload)`))),
     el("label", { for: "mode" }, "pace"),
     el("select", { name: "mode", id: "mode" }, el("option", { value: "afap" }, "as fast as possible"), el("option", { value: "timed" }, "timed (honour gaps)")),
     el("label", { for: "seed" }, "seed"),
@@ -449,7 +452,7 @@ async function jobPage(id) {
   const job = await api("/replays/" + encodeURIComponent(id));
   const p = job.progress;
   const parts = [el("h1", {}, `Replay ${job.id}`),
-    el("p", { class: "muted" }, `${job.request.trace} · ${job.request.profile} · ${job.request.designs.join(", ")} · seed ${job.request.seed}`)];
+    el("p", { class: "muted" }, `${job.request.trace}${job.request.offload ? " offloaded by " + job.request.offload : ""} · ${job.request.profile} · ${job.request.designs.join(", ")} · seed ${job.request.seed}`)];
   if (job.state === "queued") {
     parts.push(el("p", {}, "Waiting for a free core (replays run one per core)…"));
     setTimeout(() => { if (location.pathname === "/replays/" + id) route(); }, 400);

@@ -269,8 +269,12 @@ struct TraceChoices {
     /// Samples compiled into csd.
     samples: Vec<String>,
     designs: Vec<String>,
+    /// Those the form ticks to begin with.
+    default_designs: Vec<String>,
     /// Built-in profiles, then those kept in the store (`csd profiles add`).
     profiles: Vec<String>,
+    /// Bundled offload plans.
+    plans: Vec<String>,
 }
 
 async fn traces(State(state): State<Arc<AppState>>) -> ApiResult<TraceChoices> {
@@ -287,7 +291,9 @@ async fn traces(State(state): State<Arc<AppState>>) -> ApiResult<TraceChoices> {
         stored,
         samples: state.launcher.samples(),
         designs: state.launcher.designs(),
+        default_designs: state.launcher.default_designs(),
         profiles,
+        plans: state.launcher.plans(),
     }))
 }
 

@@ -28,6 +28,10 @@ pub struct ReplayRequest {
     /// `afap` or `timed`.
     #[serde(default = "afap")]
     pub mode: String,
+    /// A bundled offload plan's name: the trace's scans are folded into `ndp` requests
+    /// first, as `csd replay --offload` does. Never a file on the server's host.
+    #[serde(default)]
+    pub offload: Option<String>,
 }
 
 fn one() -> u64 {
@@ -55,6 +59,10 @@ pub trait Launcher: Send + Sync + 'static {
     fn samples(&self) -> Vec<String>;
     /// The designs a replay can name.
     fn designs(&self) -> Vec<String>;
+    /// The designs the replay form ticks to begin with (`csd replay --design all,host`).
+    fn default_designs(&self) -> Vec<String>;
+    /// Bundled offload plans a replay can name.
+    fn plans(&self) -> Vec<String>;
     /// Runs `req` to the end on this thread, reporting progress, and saves the run in
     /// `store`; returns its id. The error is for the user to read.
     fn replay(

@@ -33,6 +33,20 @@ impl ReplayTarget {
         ReplayTarget::Host(DesignKind::LightFs),
     ];
 
+    /// Every system a replay can name: the host designs, the host alone, the bare device,
+    /// StorageFS unfused and fused, and ISPFS.
+    pub const ALL: [ReplayTarget; 9] = [
+        ReplayTarget::Host(DesignKind::FragS),
+        ReplayTarget::Host(DesignKind::FragM),
+        ReplayTarget::Host(DesignKind::Fsr),
+        ReplayTarget::Host(DesignKind::LightFs),
+        ReplayTarget::Host(DesignKind::HostOnly),
+        ReplayTarget::Device,
+        ReplayTarget::Firmware,
+        ReplayTarget::Fusion,
+        ReplayTarget::Ispfs,
+    ];
+
     /// Whether it replays on StorageFS, the file system in the device (firmware, fusion).
     pub fn on_storagefs(self) -> bool {
         matches!(self, ReplayTarget::Firmware | ReplayTarget::Fusion)
@@ -69,7 +83,7 @@ impl std::str::FromStr for ReplayTarget {
         s.parse::<DesignKind>()
             .map(ReplayTarget::Host)
             .map_err(|_| {
-                format!("unknown design '{s}' (expected frag-s, frag-m, fsr, lightfs, device, firmware, fusion or ispfs)")
+                format!("unknown design '{s}' (expected frag-s, frag-m, fsr, lightfs, host, device, firmware, fusion or ispfs)")
             })
     }
 }
