@@ -89,7 +89,7 @@ enum Command {
         #[arg(long)]
         json: bool,
         #[command(flatten)]
-        store: runs::StoreArgs,
+        store: runs::StorePath,
     },
     /// Build your own task crates, and keep their modules in the run store by name.
     #[command(subcommand)]

@@ -338,6 +338,42 @@ fn a_replay_can_fold_its_trace_by_a_bundled_plan_and_never_one_on_disk() {
 }
 
 #[test]
+fn a_lenient_replay_skips_the_ops_a_strict_one_fails_on() {
+    let store = scratch("api-lenient").join("store");
+    let lines = [
+        r#"{"t":0,"pid":1,"op":"mkdir","path":"/d"}"#,
+        r#"{"t":1,"pid":1,"op":"mmap","path":"/d"}"#,
+    ];
+    stored_trace_with(&store, "mmap.trace", &lines, &["--lenient"]);
+    // Without --lenient, `csd trace add` refuses the unknown op.
+    let refused = Command::new(CSD)
+        .args(["trace", "add", "--store"])
+        .arg(&store)
+        .arg(store.parent().unwrap().join("mmap.trace"))
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    let why = String::from_utf8_lossy(&refused.stderr);
+    assert!(why.contains("unknown op \"mmap\""), "{why}");
+    let (_server, base) = serve(&store);
+    let body = |lenient: bool| {
+        format!(
+            r#"{{"trace":"mmap.trace","profile":"cosmos-plus","designs":["host"],"lenient":{lenient}}}"#
+        )
+    };
+    let (_, strict) = post_replay(&base, &body(false));
+    let strict = finished(&base, strict["job"].as_str().unwrap());
+    assert_eq!(strict["state"], "failed", "{strict}");
+    assert!(
+        strict["error"].as_str().unwrap().contains("unknown op"),
+        "{strict}"
+    );
+    let (_, lenient) = post_replay(&base, &body(true));
+    let lenient = finished(&base, lenient["job"].as_str().unwrap());
+    assert_eq!(lenient["state"], "done", "{lenient}");
+}
+
+#[test]
 fn replay_serve_folds_the_trace_by_its_plan_as_a_plain_replay_does() {
     let store = scratch("replay-serve").join("store");
     let child = Command::new(CSD)
@@ -406,6 +442,11 @@ fn post_replay(base: &str, body: &str) -> (u16, Value) {
 
 /// A trace stored in `store` (before the server starts, which does not hold the store).
 fn stored_trace(store: &Path, name: &str, lines: &[&str]) {
+    stored_trace_with(store, name, lines, &[]);
+}
+
+/// [`stored_trace`] with more arguments to `csd trace add`.
+fn stored_trace_with(store: &Path, name: &str, lines: &[&str], args: &[&str]) {
     let dir = store.parent().expect("scratch dir");
     let path = dir.join(name);
     let mut text =
@@ -418,6 +459,7 @@ fn stored_trace(store: &Path, name: &str, lines: &[&str]) {
     std::fs::write(&path, text).unwrap();
     let out = Command::new(CSD)
         .args(["trace", "add"])
+        .args(args)
         .arg(&path)
         .arg("--store")
         .arg(store)
@@ -989,6 +1031,13 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
     let empty = scratch("browser-empty").join("store");
     let (_empty_server, empty_base) = serve(&empty);
     let one = fixture_store("browser-one");
+    // A second run to compare the first with: the same sample under another seed.
+    let out = Command::new(CSD)
+        .args(["replay", "ndp-mixed", "--seed", "2", "--json", "--store"])
+        .arg(&one)
+        .output()
+        .expect("run csd replay");
+    assert!(out.status.success());
     let (_one_server, one_base) = serve(&one);
     let (_driver, port) = chromedriver();
     let profile = scratch("browser-profile");
@@ -1080,7 +1129,51 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
         for line in c.find_all(Locator::Css("#runs .headline")).await.unwrap() {
             lines.push(line.attr("data-design").await.unwrap().unwrap());
         }
-        assert_eq!(lines, designs, "a headline line per design, in order");
+        assert_eq!(lines.len(), 2 * designs.len(), "{lines:?}");
+        assert_eq!(
+            lines[..designs.len()],
+            designs,
+            "a headline line per design, in order"
+        );
+
+        // Two runs compared: their first metric (the replay's duration) charted side by
+        // side per design, in µs, as the diff API has it in ns.
+        let (_, diff) = get_json(&one_base, "/api/runs/r1/diff/r2");
+        c.goto(&format!("{one_base}/compare/r1/r2")).await.unwrap();
+        c.wait()
+            .at_most(Duration::from_secs(30))
+            .for_element(Locator::Css("#compare-chart rect"))
+            .await
+            .expect("the comparison chart appears");
+        let bars = c
+            .find_all(Locator::Css("#compare-chart rect"))
+            .await
+            .unwrap();
+        let shared = diff["designs"].as_array().unwrap();
+        assert_eq!(bars.len(), 2 * shared.len());
+        for bar in &bars {
+            let design = bar.attr("data-group").await.unwrap().unwrap();
+            let run = bar.attr("data-series").await.unwrap().unwrap();
+            let value: f64 = bar
+                .attr("data-value")
+                .await
+                .unwrap()
+                .unwrap()
+                .parse()
+                .unwrap();
+            let metric = &shared
+                .iter()
+                .find(|d| d["design"] == design.as_str())
+                .unwrap()["metrics"][0];
+            assert_eq!(metric["metric"], "duration_ns");
+            let ns = metric[if run == "r1" { "a" } else { "b" }]
+                .as_f64()
+                .unwrap();
+            assert!(
+                (value - ns / 1000.0).abs() < 1e-9,
+                "{design} {run}: {value} against {ns} ns"
+            );
+        }
 
         // A `csd persist online` sweep: one bar per configuration and interval, each bar's
         // height the report's throughput.

@@ -68,11 +68,11 @@ pub enum ProfilesCmd {
         /// The profile's TOML file; it is stored under its `name`.
         file: std::path::PathBuf,
         #[command(flatten)]
-        store: super::runs::StoreArgs,
+        store: super::runs::StorePath,
     },
 }
 
-pub fn add(file: &std::path::Path, store: &super::runs::StoreArgs) -> anyhow::Result<()> {
+pub fn add(file: &std::path::Path, store: &super::runs::StorePath) -> anyhow::Result<()> {
     let profile = Profile::from_file(file)?;
     if Profile::builtin_named(&profile.name).is_some() {
         anyhow::bail!(
@@ -82,7 +82,7 @@ pub fn add(file: &std::path::Path, store: &super::runs::StoreArgs) -> anyhow::Re
         );
     }
     let text = std::fs::read_to_string(file)?;
-    let s = super::runs::open(store)?;
+    let s = super::runs::open(&store.args())?;
     s.add_profile(&profile.name, &text)?;
     println!("profile {} stored in {}", profile.name, s.path().display());
     Ok(())

@@ -422,11 +422,7 @@ pub fn options(mode: Pace, seed: u64, lenient: bool) -> ReplayOptions {
     ReplayOptions {
         pace: mode,
         seed,
-        strictness: if lenient {
-            Strictness::Lenient
-        } else {
-            Strictness::Strict
-        },
+        strictness: Strictness::lenient_if(lenient),
     }
 }
 

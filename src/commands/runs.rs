@@ -5,6 +5,28 @@ use csd_traces::report::diff;
 use csd_traces::store::{default_store_path, NewRun, RunStore, StoreError};
 use std::path::PathBuf;
 
+/// Where the run store is, for commands that read it or keep a trace, profile or task in
+/// it: they make no run, so they have no `--no-store`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct StorePath {
+    /// The run store (default: $XDG_DATA_HOME/csdlab/runs, else ~/.local/share/csdlab/runs).
+    #[arg(long, value_name = "PATH")]
+    pub store: Option<PathBuf>,
+}
+
+impl StorePath {
+    pub fn path(&self) -> PathBuf {
+        self.args().path()
+    }
+
+    pub fn args(&self) -> StoreArgs {
+        StoreArgs {
+            store: self.store.clone(),
+            no_store: false,
+        }
+    }
+}
+
 /// Where results are kept.
 #[derive(clap::Args, Debug, Clone)]
 pub struct StoreArgs {
@@ -104,7 +126,7 @@ pub enum RunsCmd {
         #[arg(long)]
         sweep: Option<String>,
         #[command(flatten)]
-        store: StoreArgs,
+        store: StorePath,
         #[arg(long)]
         json: bool,
     },
@@ -115,14 +137,14 @@ pub enum RunsCmd {
         #[arg(long)]
         json: bool,
         #[command(flatten)]
-        store: StoreArgs,
+        store: StorePath,
     },
     /// Compare two runs design by design (b − a).
     Diff {
         a: String,
         b: String,
         #[command(flatten)]
-        store: StoreArgs,
+        store: StorePath,
         #[arg(long)]
         json: bool,
     },
@@ -137,7 +159,7 @@ pub enum RunsCmd {
     Rerun {
         id: String,
         #[command(flatten)]
-        store: StoreArgs,
+        store: StorePath,
         #[arg(long)]
         json: bool,
     },
@@ -155,7 +177,7 @@ pub enum RunsCmd {
         #[arg(short, long, value_name = "FILE")]
         output: PathBuf,
         #[command(flatten)]
-        store: StoreArgs,
+        store: StorePath,
     },
     /// Merge exported runs into this store. A run the store already holds (the same
     /// content, or the same sweep point) is not stored again; a file that does not parse is
@@ -167,13 +189,13 @@ pub enum RunsCmd {
         #[arg(long)]
         json: bool,
         #[command(flatten)]
-        store: StoreArgs,
+        store: StorePath,
     },
     /// Delete a run.
     Rm {
         id: String,
         #[command(flatten)]
-        store: StoreArgs,
+        store: StorePath,
     },
 }
 
@@ -204,7 +226,7 @@ pub fn open_store(s: &StoreArgs) -> Result<RunStore, csd_traces::store::StoreErr
 pub fn run(cmd: &RunsCmd) -> anyhow::Result<()> {
     match cmd {
         RunsCmd::List { sweep, store, json } => {
-            let s = open(store)?;
+            let s = open(&store.args())?;
             let runs = match sweep {
                 Some(name) => {
                     s.sweep(name)?;
@@ -236,7 +258,7 @@ pub fn run(cmd: &RunsCmd) -> anyhow::Result<()> {
             Ok(())
         }
         RunsCmd::Show { id, store, json } => {
-            let r = open(store)?.get(id)?;
+            let r = open(&store.args())?.get(id)?;
             if *json {
                 println!("{}", serde_json::to_string_pretty(&r)?);
             } else {
@@ -244,17 +266,17 @@ pub fn run(cmd: &RunsCmd) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        RunsCmd::Diff { a, b, store, json } => print_diff(a, b, store, *json),
-        RunsCmd::Rerun { id, store, json } => super::rerun::run(id, store, *json),
+        RunsCmd::Diff { a, b, store, json } => print_diff(a, b, &store.args(), *json),
+        RunsCmd::Rerun { id, store, json } => super::rerun::run(id, &store.args(), *json),
         RunsCmd::Export {
             ids,
             sweep,
             output,
             store,
-        } => export(ids, sweep.as_deref(), output, store),
-        RunsCmd::Import { files, json, store } => import(files, *json, store),
+        } => export(ids, sweep.as_deref(), output, &store.args()),
+        RunsCmd::Import { files, json, store } => import(files, *json, &store.args()),
         RunsCmd::Rm { id, store } => {
-            open(store)?
+            open(&store.args())?
                 .remove(id)
                 .with_context(|| format!("removing {id}"))?;
             println!("removed {id}");

@@ -59,7 +59,7 @@ impl Launcher for CliLauncher {
             })?;
             let kinds = super::replay::targets(&req.designs.join(","))?;
             let pace: Pace = req.mode.parse().map_err(anyhow::Error::msg)?;
-            let opts = options(pace, req.seed, false);
+            let opts = options(pace, req.seed, req.lenient);
             let (mut open, trace) = open_named(&req.trace, |key| {
                 store
                     .with(|s| s.trace(key))
@@ -204,6 +204,7 @@ pub fn replay_and_serve(args: &ReplayArgs, addr: SocketAddr) -> anyhow::Result<(
         seed: args.seed,
         mode: format!("{:?}", args.mode).to_lowercase(),
         offload: None,
+        lenient: args.lenient,
     };
     runtime()?.block_on(async {
         let (listener, local) = listen(addr).await?;

@@ -232,11 +232,7 @@ pub fn plan(spec: SweepSpec, base: &std::path::Path, store: &StoreArgs) -> anyho
         .iter()
         .map(|name| load_profile(name, store))
         .collect::<anyhow::Result<_>>()?;
-    let strictness = if spec.lenient {
-        Strictness::Lenient
-    } else {
-        Strictness::Strict
-    };
+    let strictness = Strictness::lenient_if(spec.lenient);
     let replay_designs: Vec<_> = spec
         .designs
         .iter()

@@ -402,12 +402,8 @@ fn import_plan(
     Ok(plan)
 }
 
-pub fn list(json: bool, store: &super::runs::StoreArgs) -> anyhow::Result<()> {
-    let stored = if store.no_store {
-        Vec::new()
-    } else {
-        super::runs::open(store)?.tasks()?
-    };
+pub fn list(json: bool, store: &super::runs::StorePath) -> anyhow::Result<()> {
+    let stored = super::runs::open(&store.args())?.tasks()?;
     if json {
         let rows: Vec<_> = BUILTIN_TASKS
             .iter()

@@ -48,10 +48,16 @@ pub enum TraceCmd {
         out: Option<PathBuf>,
     },
     /// Store a trace in the run store, so `csd replay` can name it by id or name.
+    ///
+    /// The trace is read end to end first, and refused with the first bad line.
     Add {
         trace: PathBuf,
+        /// Accept ops csd does not know (a recording may hold some): a replay of the trace
+        /// then needs --lenient (the dashboard's replay form has the same choice).
+        #[arg(long)]
+        lenient: bool,
         #[command(flatten)]
-        store: super::runs::StoreArgs,
+        store: super::runs::StorePath,
     },
     /// Fold the host-side scans of a recorded trace into `ndp` requests, as an offload
     /// plan says: what-if analysis of a real program.
@@ -108,7 +114,7 @@ pub enum TraceCmd {
         #[arg(long)]
         json: bool,
         #[command(flatten)]
-        store: super::runs::StoreArgs,
+        store: super::runs::StorePath,
     },
 }
 
@@ -124,7 +130,11 @@ pub fn run(cmd: &TraceCmd) -> anyhow::Result<()> {
             let from: ImportFormat = from.parse().map_err(anyhow::Error::msg)?;
             import(from, input, out.as_deref())
         }
-        TraceCmd::Add { trace, store } => add(trace, store),
+        TraceCmd::Add {
+            trace,
+            lenient,
+            store,
+        } => add(trace, *lenient, store),
         TraceCmd::Check {
             trace,
             lenient,
@@ -336,14 +346,10 @@ fn check(
     path: &Path,
     lenient: bool,
     json: bool,
-    store: &super::runs::StoreArgs,
+    store: &super::runs::StorePath,
 ) -> anyhow::Result<()> {
     let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let strictness = if lenient {
-        Strictness::Lenient
-    } else {
-        Strictness::Strict
-    };
+    let strictness = Strictness::lenient_if(lenient);
     let reader = TraceReader::new(BufReader::new(file), strictness)
         .with_context(|| format!("reading {}", path.display()))?;
     let mut s = Summary {
@@ -361,7 +367,8 @@ fn check(
     let mut pids = std::collections::BTreeSet::new();
     let mut tables = std::collections::BTreeSet::new();
     // Each task an `ndp` or `isc` op names must resolve, as a replay would resolve it.
-    let stored = super::runs::stored_tasks(store);
+    let store = store.args();
+    let stored = super::runs::stored_tasks(&store);
     let mut tasks = TaskCheck {
         resolver: csd::tasks::Resolver {
             stored: &stored,
@@ -445,11 +452,12 @@ fn print_summary(path: &Path, s: &Summary) {
     }
 }
 
-fn add(path: &Path, store: &super::runs::StoreArgs) -> anyhow::Result<()> {
+fn add(path: &Path, lenient: bool, store: &super::runs::StorePath) -> anyhow::Result<()> {
     // Check it first: the store keeps only traces that read end to end.
     let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let mut events = 0u64;
-    TraceReader::new(BufReader::new(file), Strictness::Strict)
+    let strictness = Strictness::lenient_if(lenient);
+    TraceReader::new(BufReader::new(file), strictness)
         .and_then(|r| {
             r.for_each_parsed_wide(|_, _| -> Result<(), TraceError> {
                 events += 1;
@@ -462,7 +470,7 @@ fn add(path: &Path, store: &super::runs::StoreArgs) -> anyhow::Result<()> {
         || path.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     );
-    let s = super::runs::open(store)?;
+    let s = super::runs::open(&store.args())?;
     let t = s.add_trace(&name, &bytes)?;
     println!(
         "{} {} ({} events) stored in {}",

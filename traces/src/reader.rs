@@ -29,6 +29,17 @@ pub enum Strictness {
     Lenient,
 }
 
+impl Strictness {
+    /// What a `--lenient` flag asks for.
+    pub fn lenient_if(lenient: bool) -> Strictness {
+        if lenient {
+            Strictness::Lenient
+        } else {
+            Strictness::Strict
+        }
+    }
+}
+
 /// The longest line a trace may have. Real events are a few hundred bytes (an `ndp` op over
 /// many files a few hundred KiB); a longer line is refused before it is held in memory.
 pub const MAX_LINE_BYTES: usize = 1 << 20;

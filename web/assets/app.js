@@ -139,7 +139,8 @@ function groupedChart(title, unitLabel, groups, series, fmt) {
     series.forEach((s, j) => {
       if (g[s.key] == null) return; // no value: no bar (a zero would read as a result)
       const h = (g[s.key] / max) * plotH;
-      root.append(svg("rect", { x: x0 + j * (barW + inner), y: top + plotH - h, width: barW, height: h, fill: colors[j % colors.length] },
+      root.append(svg("rect", { x: x0 + j * (barW + inner), y: top + plotH - h, width: barW, height: h, fill: colors[j % colors.length],
+        "data-group": g.design, "data-series": s.label, "data-value": g[s.key] },
         svg("title", {}, `${g.design} ${s.label}: ${fmt(g[s.key])}`)));
     });
     root.append(svg("text", { x: x0 + groupW / 2, y: top + plotH + 18, "text-anchor": "middle" }, g.design));
@@ -400,12 +401,32 @@ async function comparePage(a, b) {
   const parts = [el("h1", {}, `${d.a.id} → ${d.b.id}`),
     el("p", { class: "muted" }, `${d.a.id}: ${d.a.profile}, ${d.a.trace ? d.a.trace.name : d.a.kind} · ${d.b.id}: ${d.b.profile}, ${d.b.trace ? d.b.trace.name : d.b.kind}`)];
   if (!d.designs.length) parts.push(el("p", {}, "The two runs share no design (runs of different kinds, or of csd ndp at different data points, never do), so there is nothing to compare."));
+  // The first metric each design reports (a replay's duration, an NDP request's latency)
+  // side by side, so which run is faster under which design shows at a glance.
+  const lead = d.designs.length ? d.designs[0].metrics[0].metric : null;
+  const leading = d.designs.filter((des) => des.metrics.length && des.metrics[0].metric === lead);
+  if (leading.length) {
+    const ns = lead.endsWith("_ns");
+    const scale = (v) => (ns ? v / 1000 : v);
+    const name = ns ? lead.slice(0, -3) : lead;
+    parts.push(el("div", { id: "compare-chart" }, el("h3", {}, `${name} by design`),
+      groupedChart(`${name}: ${d.a.id} against ${d.b.id}`, ns ? "µs" : "",
+        leading.map((des) => ({ design: des.design, a: scale(des.metrics[0].a), b: scale(des.metrics[0].b) })),
+        [{ key: "a", label: d.a.id }, { key: "b", label: d.b.id }], (x) => (x >= 100 ? num(Math.round(x)) : x.toFixed(2)))));
+  }
+  // Nanoseconds read as microseconds, as everywhere else on the dashboard.
+  const shown = (m) => (m.metric.endsWith("_ns")
+    ? { label: m.metric.slice(0, -3) + " (µs)", f: (x) => (x === null ? "–" : us(x)) }
+    : { label: m.metric, f: (x) => (x === null ? "–" : num(x)) });
   for (const des of d.designs) {
     parts.push(el("h2", {}, des.design), table(["metric", d.a.id, d.b.id, "change", "relative"],
-      des.metrics.map((m) => [m.metric, num(m.a), num(m.b),
-        // Coloured by better or worse (throughput up is good, latency up is bad), not by sign.
-        el("span", { class: m.better === true ? "better" : m.better === false ? "worse" : "" }, (m.delta > 0 ? "+" : "") + num(m.delta)),
-        m.relative === null ? "–" : (m.relative > 0 ? "+" : "") + pct(m.relative)])));
+      des.metrics.map((m) => {
+        const { label, f } = shown(m);
+        return [label, f(m.a), f(m.b),
+          // Coloured by better or worse (throughput up is good, latency up is bad), not by sign.
+          el("span", { class: m.better === true ? "better" : m.better === false ? "worse" : "" }, (m.delta > 0 ? "+" : "") + f(m.delta)),
+          m.relative === null ? "–" : (m.relative > 0 ? "+" : "") + pct(m.relative)];
+      })));
   }
   show(parts);
 }
@@ -423,7 +444,8 @@ async function replayPage() {
       const r = await api("/replays", {
         method: "POST", headers: { "content-type": "application/json" },
         body: JSON.stringify({ trace: f.get("trace"), profile: f.get("profile"), designs,
-          seed: Number(f.get("seed")), mode: f.get("mode"), offload: f.get("offload") || null }),
+          seed: Number(f.get("seed")), mode: f.get("mode"), offload: f.get("offload") || null,
+          lenient: f.get("lenient") === "on" }),
       });
       history.pushState({}, "", "/replays/" + r.job);
       route();
@@ -439,6 +461,8 @@ async function replayPage() {
     el("label", { for: "offload" }, "offload plan"),
     el("select", { name: "offload", id: "offload" }, el("option", { value: "" }, "none: replay the trace as recorded"),
       c.plans.map((p) => el("option", { value: p }, `${p}: fold its scans into ndp requests (csd replay --offload)`))),
+    el("label", {}, el("input", { type: "checkbox", name: "lenient", id: "lenient" }),
+      " skip and count ops csd does not know, instead of failing (csd replay --lenient)"),
     el("label", { for: "mode" }, "pace"),
     el("select", { name: "mode", id: "mode" }, el("option", { value: "afap" }, "as fast as possible"), el("option", { value: "timed" }, "timed (honour gaps)")),
     el("label", { for: "seed" }, "seed"),

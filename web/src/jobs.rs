@@ -32,6 +32,9 @@ pub struct ReplayRequest {
     /// first, as `csd replay --offload` does. Never a file on the server's host.
     #[serde(default)]
     pub offload: Option<String>,
+    /// Skip and count unknown ops instead of failing (`csd replay --lenient`).
+    #[serde(default)]
+    pub lenient: bool,
 }
 
 fn one() -> u64 {
