@@ -1061,7 +1061,7 @@ fn runs_are_stored_listed_compared_and_removed() {
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(
-        out.contains("frag-s") && out.contains("lightfs") && out.contains("duration_ns"),
+        out.contains("frag-s") && out.contains("lightfs") && out.contains("duration (µs)"),
         "{out}"
     );
     let o = csd_cached(&["runs", "rm", "r1", "--store", st], &cache);

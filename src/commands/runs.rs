@@ -381,12 +381,21 @@ fn print_diff(a: &str, b: &str, store: &StoreArgs, json: bool) -> anyhow::Result
                 Some(false) => "  worse",
                 None => "",
             };
+            // Nanoseconds read as microseconds, as in every other table (--json keeps ns).
+            let (label, show): (String, fn(f64) -> String) = match m.metric.strip_suffix("_ns") {
+                Some(base) => (format!("{base} (µs)"), |x| format!("{:.1}", x / 1e3)),
+                None => (m.metric.clone(), number),
+            };
+            let delta = show(m.delta);
+            let delta = if m.delta > 0.0 {
+                format!("+{delta}")
+            } else {
+                delta
+            };
             println!(
-                "  {:<28} {:>14} → {:>14}  {}{rel}{verdict}",
-                m.metric,
-                number(m.a),
-                number(m.b),
-                signed(m.delta)
+                "  {label:<28} {:>14} → {:>14}  {delta}{rel}{verdict}",
+                show(m.a),
+                show(m.b),
             );
         }
     }
@@ -447,15 +456,6 @@ fn number(x: f64) -> String {
         format!("{}", x as i64)
     } else {
         format!("{x:.3}")
-    }
-}
-
-fn signed(x: f64) -> String {
-    let n = number(x);
-    if x > 0.0 {
-        format!("+{n}")
-    } else {
-        n
     }
 }
 
