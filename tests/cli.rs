@@ -299,6 +299,13 @@ fn bad_input_gets_a_clear_error_and_a_failing_exit_code() {
             &["device", "run", "--profile", "/nonexistent/p.toml"],
             "reading profile /nonexistent/p.toml",
         ),
+        // The dashboard shows a served replay's result: flags for the terminal's output
+        // are refused with it, not ignored.
+        (
+            &["replay", "--serve", "127.0.0.1:0", "--json"],
+            "'--serve [<ADDR>]' cannot be used with '--json'",
+        ),
+        (&["replay", "--detail", "--serve"], "cannot be used with"),
     ];
     for (args, expected) in cases {
         let o = csd(args);

@@ -111,8 +111,10 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub json: bool,
     /// Also serve the dashboard on this address while replaying: follow the progress in the
-    /// browser, then see the result (the server keeps running until Ctrl-C).
-    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:7878")]
+    /// browser, then see the result (the server keeps running until Ctrl-C). The result is
+    /// shown there, so --json and --detail do not go with it.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:7878",
+          conflicts_with_all = ["json", "detail"])]
     pub serve: Option<std::net::SocketAddr>,
     #[command(flatten)]
     pub store: super::runs::StoreArgs,
