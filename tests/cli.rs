@@ -408,6 +408,13 @@ fn csd_run_imports_a_directory_and_runs_a_builtin_task() {
     .map(|k| b[k].as_u64().unwrap())
     .sum();
     assert_eq!(sum, v["latency_ns"].as_u64().unwrap());
+    // The table names the files in the order the task's per-file results follow.
+    let table = csd_cached(&args[..args.len() - 1], &dir.join("cache"));
+    assert!(
+        stdout(&table).contains("  files    0 /logs/a.log · 1 /logs/old/b.log\n"),
+        "{}",
+        stdout(&table)
+    );
     // --import twice: both land under --path; two that would collide are refused.
     std::fs::write(dir.join("c.log"), "ERROR four\n").unwrap();
     let c = dir.join("c.log");

@@ -294,6 +294,22 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         registered.len(),
         fmt_bytes(read_bytes)
     );
+    // The task sees its files as handles, in this order: results listed per file (grep's
+    // `files`, checksum's) follow it.
+    const NAMED: usize = 8;
+    let mut names: Vec<String> = registered
+        .iter()
+        .take(NAMED)
+        .enumerate()
+        .map(|(i, (p, _))| format!("{i} {p}"))
+        .collect();
+    if registered.len() > NAMED {
+        names.push(format!(
+            "… and {} more (--json lists all)",
+            registered.len() - NAMED
+        ));
+    }
+    println!("  files    {}", names.join(" · "));
     println!();
     let compact = serde_json::to_string(&result)?;
     let shown = if compact.len() <= 90 {
