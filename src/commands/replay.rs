@@ -515,6 +515,25 @@ fn show(args: &ReplayArgs, report: &ReplayRun) -> anyhow::Result<()> {
         }
         if args.detail || !offloaded {
             print(report);
+            let hosts = report
+                .designs
+                .iter()
+                .filter(|d| ReplayTarget::HOSTS.contains(&d.design))
+                .count();
+            // In-storage ops of other kinds (a TxISC `isc`, a FusionFS `cisc`) are offloaded
+            // work too.
+            let in_storage = report.designs.iter().any(|d| {
+                d.latency
+                    .keys()
+                    .any(|op| op.as_str() == "isc" || op.as_str() == "cisc")
+            });
+            if !offloaded && !in_storage && hosts > 1 {
+                println!(
+                    "\n(nothing in this trace is offloaded, so the offload designs differ only in \
+                     how they keep metadata; --offload PLAN folds a recorded program's scans \
+                     into ndp requests: see csd trace offload --help)"
+                );
+            }
         } else {
             print_failures(report);
             println!(
@@ -531,7 +550,7 @@ fn us(ns: u64) -> String {
 
 fn print(r: &ReplayRun) {
     println!(
-        "replay of {} · profile {} · mode {:?} · seed {}",
+        "replay of {} · profile {} · mode {} · seed {}",
         r.trace, r.profile, r.mode, r.seed
     );
     for d in &r.designs {

@@ -202,7 +202,7 @@ pub fn replay_and_serve(args: &ReplayArgs, addr: SocketAddr) -> anyhow::Result<(
         profile,
         designs: vec![args.design.clone()],
         seed: args.seed,
-        mode: format!("{:?}", args.mode).to_lowercase(),
+        mode: args.mode.to_string(),
         offload: None,
         lenient: args.lenient,
     };

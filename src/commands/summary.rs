@@ -29,10 +29,7 @@ pub fn print(r: &ReplayRun) {
         .map(|n| (n.requests, n.files));
     println!(
         "{} · profile {} · {} · seed {}",
-        r.trace,
-        r.profile,
-        format!("{:?}", r.mode).to_lowercase(),
-        r.seed
+        r.trace, r.profile, r.mode, r.seed
     );
     match files {
         Some((req, f)) => println!("{f} file(s) offloaded in {req} ndp request(s)\n"),

@@ -37,6 +37,16 @@ pub enum Pace {
     Timed,
 }
 
+impl std::fmt::Display for Pace {
+    /// The name `--mode` takes.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Pace::Afap => "afap",
+            Pace::Timed => "timed",
+        })
+    }
+}
+
 impl std::str::FromStr for Pace {
     type Err = String;
     fn from_str(s: &str) -> Result<Pace, String> {
