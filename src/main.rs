@@ -32,11 +32,17 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// List the built-in device profiles with their key figures; `add` keeps your own.
+    /// List the device profiles (built in, then those kept in the run store) with their key
+    /// figures; `show` prints one's TOML, `add` keeps your own.
+    ///
+    /// To make your own: csd profiles show cosmos-plus > mine.toml, edit its `name` and
+    /// values, then csd profiles add mine.toml (or name the file with --profile).
     Profiles {
         /// Print as JSON.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        store: runs::StorePath,
         #[command(subcommand)]
         cmd: Option<profiles::ProfilesCmd>,
     },
@@ -210,11 +216,19 @@ fn main() -> ExitCode {
             );
             replay::run(&default_replay_args())
         }
-        Some(Command::Profiles { cmd: None, json }) => profiles::run(*json),
+        Some(Command::Profiles {
+            cmd: None,
+            json,
+            store,
+        }) => profiles::run(*json, store),
         Some(Command::Profiles {
             cmd: Some(profiles::ProfilesCmd::Add { file, store }),
             ..
         }) => profiles::add(file, store),
+        Some(Command::Profiles {
+            cmd: Some(profiles::ProfilesCmd::Show { name, store }),
+            ..
+        }) => profiles::show(name, store),
         Some(Command::Device(DeviceCmd::Run(args))) => device::run(args),
         Some(Command::Run(args)) => task::run(args),
         Some(Command::Ndp(args)) => ndp::run(args),

@@ -267,6 +267,47 @@ fn profiles_lists_every_builtin_profile() {
     assert!(out.contains("16 MiB LRU"), "{out}");
 }
 
+/// `csd profiles show` prints a profile's own text, so a user can start from one; a kept
+/// profile is listed beside the built-in ones.
+#[test]
+fn a_profile_shown_edited_and_kept_is_listed_as_stored() {
+    let dir = scratch("profiles-show");
+    let store = dir.join("store");
+    let _ = std::fs::remove_dir_all(&store);
+    let st = store.to_str().unwrap();
+    let shown = csd(&["profiles", "show", "cosmos-plus", "--store", st]);
+    assert!(shown.status.success(), "{}", stderr(&shown));
+    let source = format!(
+        "{}/device/profiles/cosmos-plus.toml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    assert_eq!(stdout(&shown), std::fs::read_to_string(source).unwrap());
+    assert!(!store.exists(), "showing a built-in profile makes no store");
+    let mine = stdout(&shown)
+        .replace("name = \"cosmos-plus\"", "name = \"my-cosmos\"")
+        .replace("page_read_ns = 50000", "page_read_ns = 40000");
+    let file = dir.join("mine.toml");
+    std::fs::write(&file, &mine).unwrap();
+    let add = csd(&["profiles", "add", file.to_str().unwrap(), "--store", st]);
+    assert!(add.status.success(), "{}", stderr(&add));
+    let list = csd(&["profiles", "--json", "--store", st]);
+    let rows: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    let last = rows.as_array().unwrap().last().unwrap();
+    assert_eq!(last["name"], "my-cosmos");
+    assert_eq!(last["origin"], "stored");
+    assert_eq!(last["page_read_ns"], 40_000);
+    assert_eq!(rows[0]["origin"], "built-in");
+    let again = csd(&["profiles", "show", "my-cosmos", "--store", st]);
+    assert_eq!(stdout(&again), mine);
+    let unknown = csd(&["profiles", "show", "warp-drive", "--store", st]);
+    assert_eq!(unknown.status.code(), Some(1));
+    assert!(
+        stderr(&unknown).contains("unknown profile 'warp-drive'"),
+        "{}",
+        stderr(&unknown)
+    );
+}
+
 #[test]
 fn bad_input_gets_a_clear_error_and_a_failing_exit_code() {
     let cases: &[(&[&str], &str)] = &[

@@ -1,12 +1,15 @@
 //! `csd profiles`: the built-in device profiles and their key figures.
 
 use crate::units::{fmt_bytes, fmt_rate, thousands};
+use anyhow::Context;
 use csd_device::Profile;
 use serde::Serialize;
 
 #[derive(Serialize)]
 struct ProfileRow {
     name: String,
+    /// `built-in`, or `stored` (kept in the run store with `csd profiles add`).
+    origin: &'static str,
     summary: String,
     source: String,
     channels: u32,
@@ -70,6 +73,50 @@ pub enum ProfilesCmd {
         #[command(flatten)]
         store: super::runs::StorePath,
     },
+    /// Print a profile's TOML, comments and sources included: a built-in one, or one kept in
+    /// the run store. Example: csd profiles show cosmos-plus > mine.toml
+    Show {
+        name: String,
+        #[command(flatten)]
+        store: super::runs::StorePath,
+    },
+}
+
+/// The profiles kept in the run store: none when there is no store yet (listing never
+/// makes one).
+fn stored_profiles(store: &super::runs::StorePath) -> anyhow::Result<Vec<Profile>> {
+    if !store.path().exists() {
+        return Ok(Vec::new());
+    }
+    let s = super::runs::open(&store.args())?;
+    let mut stored = Vec::new();
+    for name in s.profile_names()? {
+        let text = s.profile_text(&name)?;
+        let p = Profile::from_toml(&text, &format!("stored profile '{name}'"))
+            .with_context(|| format!("in {}", s.path().display()))?;
+        stored.push(p);
+    }
+    Ok(stored)
+}
+
+/// `csd profiles show`: the text a profile was written as.
+pub fn show(name: &str, store: &super::runs::StorePath) -> anyhow::Result<()> {
+    if let Some((_, text)) = csd_device::profile::BUILTIN
+        .iter()
+        .find(|(n, _)| *n == name)
+    {
+        print!("{text}");
+        return Ok(());
+    }
+    let stored = if store.path().exists() {
+        super::runs::open(&store.args())?.profile_text(name).ok()
+    } else {
+        None
+    };
+    // The same refusal as a replay naming an unknown profile.
+    named(name, |_| stored.clone())?;
+    print!("{}", stored.unwrap_or_default());
+    Ok(())
 }
 
 pub fn add(file: &std::path::Path, store: &super::runs::StorePath) -> anyhow::Result<()> {
@@ -108,10 +155,12 @@ pub fn named(name: &str, stored: impl FnOnce(&str) -> Option<String>) -> anyhow:
     }
 }
 
-pub fn run(json: bool) -> anyhow::Result<()> {
-    let rows: Vec<ProfileRow> = Profile::builtin()
-        .into_iter()
-        .map(|p| {
+pub fn run(json: bool, store: &super::runs::StorePath) -> anyhow::Result<()> {
+    let stored = stored_profiles(store)?;
+    let origins = std::iter::repeat("built-in").zip(Profile::builtin());
+    let rows: Vec<ProfileRow> = origins
+        .chain(std::iter::repeat("stored").zip(stored))
+        .map(|(origin, p)| {
             let g = &p.geometry;
             ProfileRow {
                 channels: g.channels,
@@ -128,6 +177,7 @@ pub fn run(json: bool) -> anyhow::Result<()> {
                 pcie_bytes_per_sec: p.host_interface.pcie_bytes_per_sec,
                 write_buffer: WriteBuffer::of(&p),
                 assumptions: p.assumptions.len(),
+                origin,
                 name: p.name,
                 summary: p.summary,
                 source: p.source,
@@ -164,15 +214,23 @@ pub fn run(json: bool) -> anyhow::Result<()> {
     );
     println!();
     for r in &rows {
+        let stored = if r.origin == "stored" {
+            " [stored]"
+        } else {
+            ""
+        };
         println!(
-            "{:<18} {} — {}; {} values assumed (see device/profiles/{}.toml)",
+            "{:<18} {}{stored} — {}; {} values assumed",
             r.name,
             r.summary,
             r.source,
             thousands(r.assumptions as u64),
-            r.name
         );
     }
+    println!(
+        "(each value, its source or the reason it is assumed: csd profiles show NAME; your own: \
+         csd profiles show NAME > mine.toml, edit it, csd profiles add mine.toml)"
+    );
     Ok(())
 }
 
