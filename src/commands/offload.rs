@@ -250,6 +250,20 @@ pub fn say(r: &FoldReport) {
             rule.task
         );
     }
+    for rule in r.rules.iter().filter(|rule| rule.files == 0) {
+        eprintln!(
+            "csd: rule '{}' took no file: none the program opened read-only matched its paths ({})",
+            rule.rule,
+            rule.paths.join(", ")
+        );
+    }
+    if r.rules.iter().any(|rule| rule.files == 0) && !r.unmatched_examples.is_empty() {
+        eprintln!(
+            "csd: {} read-only open(s) matched no rule, e.g. {}",
+            r.unmatched_opens,
+            r.unmatched_examples.join(", ")
+        );
+    }
     if r.kept_scans > 0 {
         eprintln!(
             "csd: {} matching file(s) were not read whole and in order, so they stay on the host",

@@ -141,6 +141,8 @@ impl Plan {
 pub struct RuleFold {
     pub rule: String,
     pub task: String,
+    /// The rule's path globs, to say what it looked for when it took nothing.
+    pub paths: Vec<String>,
     /// Files whose scans were folded.
     pub files: u64,
     /// Trace events removed (each scan's open, stats, reads and close).
@@ -160,7 +162,20 @@ pub struct FoldReport {
     /// Scans a rule's paths matched that were not folded (not read whole and sequentially),
     /// so they stay on the host.
     pub kept_scans: u64,
+    /// Successful read-only opens of files no rule's paths take.
+    pub unmatched_opens: u64,
+    /// The first few distinct such paths, to show what a plan's globs missed.
+    pub unmatched_examples: Vec<String>,
 }
+
+/// Paths [`FoldReport::unmatched_examples`] keeps.
+const UNMATCHED_EXAMPLES: usize = 3;
+
+/// Where the files every process opens live (the dynamic loader's cache, shared libraries,
+/// locale data, the kernel's views): never a plan's target, so never an example.
+const SYSTEM_DIRS: [&str; 7] = [
+    "/etc/", "/usr/", "/lib", "/proc/", "/sys/", "/dev/", "/run/",
+];
 
 /// A scan in progress: a matching file opened read-only by one pid.
 struct Scan {
@@ -228,6 +243,7 @@ impl Folder {
                     .map(|(r, _)| RuleFold {
                         rule: r.label().to_string(),
                         task: r.task.clone(),
+                        paths: r.paths.clone(),
                         ..RuleFold::default()
                     })
                     .collect(),
@@ -335,6 +351,18 @@ impl Fold<'_> {
             .then(|| self.folder.rule_for(pid, path))
             .flatten();
         let Some(rule) = rule else {
+            if fd >= 0 && room {
+                let r = &mut self.report;
+                r.unmatched_opens += 1;
+                // A program's own files, not the loader's and libraries' every program opens.
+                let system = SYSTEM_DIRS.iter().any(|d| path.starts_with(d));
+                if !system
+                    && r.unmatched_examples.len() < UNMATCHED_EXAMPLES
+                    && !r.unmatched_examples.contains(path)
+                {
+                    r.unmatched_examples.push(path.clone());
+                }
+            }
             self.queue.push(Slot::Keep(ev));
             return;
         };

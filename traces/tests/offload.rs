@@ -327,3 +327,47 @@ fn bad_plans_are_refused_by_name() {
         assert!(msg.contains(says), "{text:?}: {msg}");
     }
 }
+
+#[test]
+fn a_rule_that_takes_nothing_is_told_what_the_program_opened_instead() {
+    let ro = OpenFlags::parse("O_RDONLY");
+    let open = |t, path: &str, fd| {
+        ev(
+            t,
+            1,
+            Op::Open {
+                path: path.into(),
+                flags: ro,
+            },
+            Some(fd),
+        )
+    };
+    let close = |t, path: &str| {
+        ev(
+            t,
+            1,
+            Op::Close {
+                fd: 3,
+                path: path.into(),
+            },
+            Some(0),
+        )
+    };
+    let events = [
+        open(1, "/usr/lib/libc.so.6", 3),
+        close(2, "/usr/lib/libc.so.6"),
+        open(3, "/home/me/notes.txt", 3),
+        close(4, "/home/me/notes.txt"),
+        open(5, "/home/me/notes.txt", 3),
+        close(6, "/home/me/notes.txt"),
+        // A failed open opened nothing.
+        open(7, "/home/me/gone.txt", -2),
+    ];
+    let (out, report) = fold(&plan(""), &events);
+    assert_eq!(out.len(), events.len(), "nothing is folded");
+    assert_eq!(report.rules[0].files, 0);
+    assert_eq!(report.rules[0].paths, ["/src/**"]);
+    assert_eq!(report.unmatched_opens, 3);
+    // The library is counted, not shown; a path is shown once.
+    assert_eq!(report.unmatched_examples, ["/home/me/notes.txt"]);
+}
