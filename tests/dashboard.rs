@@ -799,6 +799,19 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
         .as_array()
         .unwrap()
         .clone();
+    // Every (op, design) with its p50 and p99 in µs, as the latency chart should draw them.
+    let mut ranges: Vec<(String, String, f64, f64)> = Vec::new();
+    for d in run["view"]["latency"].as_array().unwrap() {
+        for o in d["ops"].as_array().unwrap() {
+            ranges.push((
+                o["op"].as_str().unwrap().to_string(),
+                d["design"].as_str().unwrap().to_string(),
+                o["p50_ns"].as_f64().unwrap() / 1e3,
+                o["p99_ns"].as_f64().unwrap() / 1e3,
+            ));
+        }
+    }
+    assert!(ranges.len() > 5, "{}", run["view"]);
     let out = Command::new(CSD)
         .args([
             "persist",
@@ -1081,6 +1094,35 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
             .unwrap();
         for bar in &bars {
             assert!(table.contains(bar["design"].as_str().unwrap()));
+        }
+        // The op latency chart: a p50-to-p99 range per op and design, the API's numbers.
+        let mut drawn_ranges = Vec::new();
+        for g in c
+            .find_all(Locator::Css("svg.latency-range g.op-range"))
+            .await
+            .unwrap()
+        {
+            let attr = |v: Option<String>| v.unwrap();
+            drawn_ranges.push((
+                attr(g.attr("data-op").await.unwrap()),
+                attr(g.attr("data-design").await.unwrap()),
+                attr(g.attr("data-p50").await.unwrap())
+                    .parse::<f64>()
+                    .unwrap(),
+                attr(g.attr("data-p99").await.unwrap())
+                    .parse::<f64>()
+                    .unwrap(),
+            ));
+        }
+        assert_eq!(drawn_ranges.len(), ranges.len());
+        for r in &ranges {
+            assert!(
+                drawn_ranges.iter().any(|d| d.0 == r.0
+                    && d.1 == r.1
+                    && (d.2 - r.2).abs() < 1e-9
+                    && (d.3 - r.3).abs() < 1e-9),
+                "{r:?} not drawn: {drawn_ranges:?}"
+            );
         }
         let png = c.screenshot().await.unwrap();
         assert!(png.starts_with(b"\x89PNG"));

@@ -150,6 +150,47 @@ function groupedChart(title, unitLabel, groups, series, fmt) {
   return [root, legend];
 }
 
+// Per-op latency across designs: a row per op, a line per design from p50 to p99 with a
+// dot at p50, on a log scale (a close takes a microsecond, an offload milliseconds).
+function latencyRangeChart(latency) {
+  const ops = [];
+  for (const d of latency) for (const o of d.ops) if (!ops.includes(o.op)) ops.push(o.op);
+  const designs = latency.map((d) => d.design);
+  const lane = 7, rowH = Math.max(26, designs.length * lane + 12), left = 110, top = 24, plotW = 560;
+  const width = left + plotW + 30, height = top + ops.length * rowH + 40;
+  const vals = latency.flatMap((d) => d.ops.flatMap((o) => [o.p50_ns, o.p99_ns])).filter((v) => v > 0);
+  const lo = Math.floor(Math.log10(Math.min(...vals, 1000) / 1000));
+  const hi = Math.max(Math.ceil(Math.log10(Math.max(...vals, 1000) / 1000)), lo + 1);
+  const x = (ns) => left + ((Math.log10(Math.max(ns, 1) / 1000) - lo) / (hi - lo)) * plotW;
+  const colors = ["#2f5bd3", "#f59f00", "#12b886", "#7048e8", "#e8590c", "#0c8599", "#c2255c", "#5c940d", "#868e96"];
+  const root = svg("svg", { class: "chart latency-range", width, height, role: "img",
+    "aria-label": "op latency, p50 to p99, per design" });
+  for (let e = lo; e <= hi; e++) {
+    const xx = left + ((e - lo) / (hi - lo)) * plotW;
+    root.append(svg("line", { class: "axis", x1: xx, y1: top - 6, x2: xx, y2: height - 30, "stroke-dasharray": "2 3" }));
+    root.append(svg("text", { x: xx, y: height - 14, "text-anchor": "middle" }, num(10 ** e)));
+  }
+  root.append(svg("text", { x: left + plotW / 2, y: 12, "text-anchor": "middle" }, "µs (log scale): a dot at p50, the line to p99"));
+  ops.forEach((op, i) => {
+    const y0 = top + i * rowH;
+    root.append(svg("text", { x: left - 10, y: y0 + rowH / 2 + 4, "text-anchor": "end" }, op));
+    latency.forEach((d, j) => {
+      const o = d.ops.find((r) => r.op === op);
+      if (!o) return;
+      const y = y0 + 6 + j * lane;
+      const c = colors[j % colors.length];
+      root.append(svg("g", { class: "op-range", "data-op": op, "data-design": d.design,
+        "data-p50": o.p50_ns / 1000, "data-p99": o.p99_ns / 1000 },
+        svg("line", { x1: x(o.p50_ns), y1: y, x2: x(o.p99_ns), y2: y, stroke: c, "stroke-width": 2 }),
+        svg("circle", { cx: x(o.p50_ns), cy: y, r: 3, fill: c }),
+        svg("title", {}, `${d.design} ${op}: p50 ${us(o.p50_ns)} µs, p99 ${us(o.p99_ns)} µs (${o.count} calls)`)));
+    });
+  });
+  const legend = el("div", { class: "legend" }, designs.map((d, j) =>
+    el("span", {}, el("i", { style: `background:${colors[j % colors.length]}` }), d)));
+  return [root, legend];
+}
+
 // ---- pages -----------------------------------------------------------------------------
 
 function emptyState(store) {
@@ -347,7 +388,7 @@ async function runPage(id) {
   }
   if (view.latency.length) {
     // Side by side where the page is wide enough, so one op's row reads across designs.
-    parts.push(el("h2", {}, "Op latency percentiles"), el("div", { class: "side-by-side" },
+    parts.push(el("h2", {}, "Op latency percentiles"), ...latencyRangeChart(view.latency), el("div", { class: "side-by-side" },
       view.latency.map((d) => el("div", { "data-design": d.design }, el("h3", {}, d.design),
         table(["op", "count", "failed", "p50 µs", "p99 µs", "p99.9 µs", "max µs"],
           d.ops.map((o) => [o.op, o.count, o.failed, us(o.p50_ns), us(o.p99_ns), us(o.p999_ns), us(o.max_ns)]))))));
