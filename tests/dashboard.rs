@@ -1459,6 +1459,21 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
             .for_element(Locator::Css("#sweeps a[data-sweep='dash']"))
             .await
             .expect("the runs page lists the sweep");
+        // Its points are left out of the runs table until asked for.
+        let (_, all) = get_json(&base, "/api/runs");
+        let all = all["runs"].as_array().unwrap();
+        let points = all.iter().filter(|r| !r["sweep"].is_null()).count();
+        assert_eq!(points, 4);
+        let rows = c.find_all(Locator::Css("#runs tbody tr")).await.unwrap();
+        assert_eq!(rows.len(), all.len() - points);
+        c.find(Locator::Css("#with-points"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        let rows = c.find_all(Locator::Css("#runs tbody tr")).await.unwrap();
+        assert_eq!(rows.len(), all.len());
         c.close().await.unwrap();
     });
 }

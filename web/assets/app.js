@@ -204,7 +204,8 @@ function emptyState(store) {
 }
 
 function headlineValue(x) {
-  return x.unit === "ratio" ? pct(x.value) : x.unit === "ns" ? us(x.value) + " µs" : num(Math.round(x.value)) + " " + x.unit;
+  const unit = x.unit === "files" && x.value === 1 ? "file" : x.unit;
+  return x.unit === "ratio" ? pct(x.value) : x.unit === "ns" ? us(x.value) + " µs" : num(Math.round(x.value)) + " " + unit;
 }
 
 function headlineText(h) {
@@ -224,20 +225,25 @@ async function runsPage() {
   if (data.runs.length === 0) return show(el("h1", {}, "Runs"), emptyState(data.store));
   const cols = [
     { label: "run", key: (r) => Number(r.id.slice(1)), text: (r) => el("a", { href: "/runs/" + r.id }, r.id) },
-    { label: "kind", key: (r) => r.kind, text: (r) => r.kind },
+    { label: "kind", key: (r) => r.kind, text: (r) => (r.sweep
+      ? [r.kind, " · ", el("a", { href: "/sweeps/" + encodeURIComponent(r.sweep.sweep) }, r.sweep.sweep)]
+      : r.kind) },
     { label: "trace", cls: "trace", key: (r) => (r.trace ? r.trace.name : ""), text: (r) => (r.trace ? r.trace.name : "–") },
     { label: "profile", key: (r) => r.profile, text: (r) => r.profile },
-    { label: "designs", key: (r) => r.designs.join(","), text: (r) => r.designs.join(", ") },
+    { label: "designs", cls: "designs", key: (r) => r.designs.join(","), text: (r) => r.designs.join(", ") },
     { label: "seed", key: (r) => r.seed, text: (r) => r.seed },
     { label: "stored (UTC)", key: (r) => r.stored_at, text: (r) => when(r.stored_at) },
     { label: "headline", key: (r) => headlineText(r.headline), text: (r) => headlineLines(r.headline) },
   ];
   let sortBy = 0, desc = true;
+  // A sweep's points are listed on its own page; here they would bury every other run.
+  const points = data.runs.filter((r) => r.sweep).length;
+  let withPoints = points === data.runs.length;
   const t = el("table", { id: "runs" });
   const compare = el("p", { class: "muted" }, "Compare two runs: tick two boxes.");
   const picked = new Set();
   function render() {
-    const rows = [...data.runs].sort((a, b) => {
+    const rows = data.runs.filter((r) => withPoints || !r.sweep).sort((a, b) => {
       const ka = cols[sortBy].key(a), kb = cols[sortBy].key(b);
       return (ka < kb ? -1 : ka > kb ? 1 : 0) * (desc ? -1 : 1);
     });
@@ -263,8 +269,11 @@ async function runsPage() {
     table(["sweep", "points stored"], sweeps.map((w) => [
       el("a", { href: "/sweeps/" + encodeURIComponent(w.name), "data-sweep": w.name }, w.name),
       `${w.stored} of ${w.points}`]), { id: "sweeps" })];
+  const pointsToggle = points === 0 || points === data.runs.length ? null : el("p", {},
+    el("label", {}, el("input", { type: "checkbox", id: "with-points", onchange: (e) => { withPoints = e.target.checked; render(); } }),
+      ` also list the ${points} run(s) that are sweep points`));
   show(el("h1", {}, "Runs"), el("p", { class: "muted" }, `${data.runs.length} run(s) in ${data.store}`),
-    sweepList, sweepList.length ? el("h2", {}, "All runs") : null, t, compare);
+    sweepList, sweepList.length ? el("h2", {}, "Runs") : null, pointsToggle, t, compare);
 }
 
 // ---- sweeps ----------------------------------------------------------------------------

@@ -131,6 +131,8 @@ pub struct RunSummary {
     pub csd_version: String,
     pub stored_at: u64,
     pub headline: Vec<Headline>,
+    /// The sweep this run is a point of, and the point's parameters.
+    pub sweep: Option<csd_traces::sweep::SweepTag>,
 }
 
 impl RunSummary {
@@ -145,6 +147,7 @@ impl RunSummary {
             csd_version: r.csd_version.clone(),
             stored_at: r.stored_at,
             headline: headlines(r),
+            sweep: r.sweep.clone(),
         }
     }
 }
