@@ -180,6 +180,14 @@ fn two_shards_imported_hold_what_the_whole_sweep_holds() {
     ]));
     let listed: Vec<Value> = serde_json::from_str(&listed).unwrap();
     assert_eq!(listed.len(), 8);
+    // The table counts a sweep's points instead of listing them, unless asked.
+    let table = ok(&csd(&["runs", "list", "--store", s(&merged)]));
+    assert_eq!(
+        table.trim(),
+        "8 run(s) are points of sweep merge: csd runs list --sweep merge"
+    );
+    let table = ok(&csd(&["runs", "list", "--all", "--store", s(&merged)]));
+    assert_eq!(table.lines().count(), 1 + 8, "{table}");
     assert!(listed.iter().all(|r| r["sweep"]["sweep"] == "merge"));
     let (one, two) = (points(&whole, "merge"), points(&merged, "merge"));
     assert_eq!(one.len(), 8);

@@ -120,11 +120,15 @@ pub fn store_patience() -> std::time::Duration {
 
 #[derive(clap::Subcommand, Debug)]
 pub enum RunsCmd {
-    /// List stored runs.
+    /// List stored runs. A sweep's points are counted, not listed, unless --all or --sweep
+    /// asks for them (--json lists every run).
     List {
         /// Only the runs of this sweep (`csd sweep`).
         #[arg(long)]
         sweep: Option<String>,
+        /// List sweep points too.
+        #[arg(long, conflicts_with = "sweep")]
+        all: bool,
         #[command(flatten)]
         store: StorePath,
         #[arg(long)]
@@ -225,7 +229,12 @@ pub fn open_store(s: &StoreArgs) -> Result<RunStore, csd_traces::store::StoreErr
 
 pub fn run(cmd: &RunsCmd) -> anyhow::Result<()> {
     match cmd {
-        RunsCmd::List { sweep, store, json } => {
+        RunsCmd::List {
+            sweep,
+            all,
+            store,
+            json,
+        } => {
             let s = open(&store.args())?;
             let runs = match sweep {
                 Some(name) => {
@@ -254,7 +263,23 @@ pub fn run(cmd: &RunsCmd) -> anyhow::Result<()> {
                 );
                 return Ok(());
             }
-            print_list(&runs);
+            if sweep.is_some() || *all {
+                print_list(&runs);
+                return Ok(());
+            }
+            let (points, runs): (Vec<_>, Vec<_>) =
+                runs.into_iter().partition(|r| r.sweep.is_some());
+            if !runs.is_empty() {
+                print_list(&runs);
+            }
+            let mut by_sweep: std::collections::BTreeMap<&str, usize> = Default::default();
+            for p in &points {
+                let tag = p.sweep.as_ref().expect("partitioned");
+                *by_sweep.entry(tag.sweep.as_str()).or_default() += 1;
+            }
+            for (name, n) in by_sweep {
+                println!("{n} run(s) are points of sweep {name}: csd runs list --sweep {name}");
+            }
             Ok(())
         }
         RunsCmd::Show { id, store, json } => {
