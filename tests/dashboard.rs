@@ -767,6 +767,30 @@ fn chromedriver() -> (Killed, u16) {
     (child, port)
 }
 
+/// Waits (at most 30 s) for the element `locator` finds, failing with `what` if it never
+/// appears.
+async fn appears(
+    c: &fantoccini::Client,
+    locator: fantoccini::Locator<'_>,
+    what: &str,
+) -> fantoccini::elements::Element {
+    c.wait()
+        .at_most(Duration::from_secs(30))
+        .for_element(locator)
+        .await
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+/// Every element `css` finds, once the first has appeared (see [`appears`]).
+async fn all_appear(
+    c: &fantoccini::Client,
+    css: &str,
+    what: &str,
+) -> Vec<fantoccini::elements::Element> {
+    appears(c, fantoccini::Locator::Css(css), what).await;
+    c.find_all(fantoccini::Locator::Css(css)).await.unwrap()
+}
+
 async fn browser(port: u16, profile_dir: &Path) -> fantoccini::Client {
     let chromium = find_program("CSD_CHROMIUM", &["chromium", "chromium-browser"]);
     let mut caps = serde_json::Map::new();
@@ -1059,15 +1083,7 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
     rt.block_on(async {
         let c = browser(port, &profile).await;
         c.goto(&format!("{base}/runs/r1")).await.unwrap();
-        c.wait()
-            .at_most(Duration::from_secs(30))
-            .for_element(Locator::Css("svg.breakdown g.bar"))
-            .await
-            .expect("the breakdown chart appears");
-        let drawn = c
-            .find_all(Locator::Css("svg.breakdown g.bar"))
-            .await
-            .unwrap();
+        let drawn = all_appear(&c, "svg.breakdown g.bar", "the breakdown chart appears").await;
         assert_eq!(drawn.len(), bars.len(), "one bar per design");
         for (g, bar) in drawn.iter().zip(&bars) {
             let design = g.attr("data-design").await.unwrap();
@@ -1147,11 +1163,7 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
         // A store without sweeps: the runs table alone (a page's left-out part once printed
         // "null" above it), each run's headline a line per design.
         c.goto(&format!("{one_base}/")).await.unwrap();
-        c.wait()
-            .at_most(Duration::from_secs(30))
-            .for_element(Locator::Css("#runs tbody tr"))
-            .await
-            .expect("the runs table appears");
+        appears(&c, Locator::Css("#runs tbody tr"), "the runs table appears").await;
         let page = c
             .find(Locator::Css("#main"))
             .await
@@ -1182,15 +1194,7 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
         // side per design, in µs, as the diff API has it in ns.
         let (_, diff) = get_json(&one_base, "/api/runs/r1/diff/r2");
         c.goto(&format!("{one_base}/compare/r1/r2")).await.unwrap();
-        c.wait()
-            .at_most(Duration::from_secs(30))
-            .for_element(Locator::Css("#compare-chart rect"))
-            .await
-            .expect("the comparison chart appears");
-        let bars = c
-            .find_all(Locator::Css("#compare-chart rect"))
-            .await
-            .unwrap();
+        let bars = all_appear(&c, "#compare-chart rect", "the comparison chart appears").await;
         let shared = diff["designs"].as_array().unwrap();
         assert_eq!(bars.len(), 2 * shared.len());
         for bar in &bars {
@@ -1220,11 +1224,12 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
         // A `csd persist online` sweep: one bar per configuration and interval, each bar's
         // height the report's throughput.
         c.goto(&format!("{base}/runs/r2")).await.unwrap();
-        c.wait()
-            .at_most(Duration::from_secs(30))
-            .for_element(Locator::Css("svg.grouped rect"))
-            .await
-            .expect("the throughput chart appears");
+        appears(
+            &c,
+            Locator::Css("svg.grouped rect"),
+            "the throughput chart appears",
+        )
+        .await;
         let chart = c
             .find(Locator::Css(
                 r#"svg.grouped[aria-label="foreground throughput (write + fsync)"]"#,
@@ -1265,15 +1270,7 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
 
         // The repro run: one table row per line, each linking to its experiment's run.
         c.goto(&format!("{base}/runs/r5")).await.unwrap();
-        c.wait()
-            .at_most(Duration::from_secs(30))
-            .for_element(Locator::Css("table#repro tbody tr"))
-            .await
-            .expect("the repro table appears");
-        let rows = c
-            .find_all(Locator::Css("table#repro tbody tr"))
-            .await
-            .unwrap();
+        let rows = all_appear(&c, "table#repro tbody tr", "the repro table appears").await;
         assert_eq!(rows.len(), repro_lines.len(), "one row per line");
         let mut links = Vec::new();
         for a in c
@@ -1310,15 +1307,7 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
         // The task run: one bar of its stages, no PAO label (a task has no offload overhead
         // of the LightFS kind to report).
         c.goto(&format!("{base}/runs/r6")).await.unwrap();
-        c.wait()
-            .at_most(Duration::from_secs(30))
-            .for_element(Locator::Css("svg.breakdown g.bar"))
-            .await
-            .expect("the task's breakdown appears");
-        let drawn = c
-            .find_all(Locator::Css("svg.breakdown g.bar"))
-            .await
-            .unwrap();
+        let drawn = all_appear(&c, "svg.breakdown g.bar", "the task's breakdown appears").await;
         assert_eq!(drawn.len(), 1, "one bar for one invocation");
         assert!(drawn[0]
             .find_all(Locator::Css("text.pao-label"))
@@ -1337,12 +1326,7 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
         // The fused replay: two charts of two designs, two series each, and the fdatasync
         // tails of the two designs, four percentiles each.
         c.goto(&format!("{base}/runs/r9")).await.unwrap();
-        c.wait()
-            .at_most(Duration::from_secs(30))
-            .for_element(Locator::Css("svg.grouped rect"))
-            .await
-            .expect("the StorageFS charts appear");
-        let bars = c.find_all(Locator::Css("svg.grouped rect")).await.unwrap();
+        let bars = all_appear(&c, "svg.grouped rect", "the StorageFS charts appear").await;
         assert_eq!(bars.len(), 8 + 8);
         let tails = c
             .find_all(Locator::Css(
@@ -1363,12 +1347,7 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
 
         // The fusion run: FusionFS Fig. 3 as grouped bars, a bar per design and thread count.
         c.goto(&format!("{base}/runs/r8")).await.unwrap();
-        c.wait()
-            .at_most(Duration::from_secs(30))
-            .for_element(Locator::Css("svg.grouped rect"))
-            .await
-            .expect("the fusion chart appears");
-        let bars = c.find_all(Locator::Css("svg.grouped rect")).await.unwrap();
+        let bars = all_appear(&c, "svg.grouped rect", "the fusion chart appears").await;
         assert_eq!(
             bars.len(),
             fusion_curves * 2,
@@ -1377,12 +1356,7 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
 
         // The word query: three charts, each a bar per solution and file size.
         c.goto(&format!("{base}/runs/r10")).await.unwrap();
-        c.wait()
-            .at_most(Duration::from_secs(30))
-            .for_element(Locator::Css("svg.grouped rect"))
-            .await
-            .expect("the word-query charts appear");
-        let bars = c.find_all(Locator::Css("svg.grouped rect")).await.unwrap();
+        let bars = all_appear(&c, "svg.grouped rect", "the word-query charts appear").await;
         assert_eq!(bars.len(), 3 * 2 * 2);
         let page = c
             .find(Locator::Css("main"))
@@ -1399,11 +1373,12 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
         // The sweep: one line per design, a point per file count, the spec's metric first;
         // its table holds the API's numbers, and another metric redraws it.
         c.goto(&format!("{base}/sweeps/dash")).await.unwrap();
-        c.wait()
-            .at_most(Duration::from_secs(30))
-            .for_element(Locator::Css("svg.sweep circle"))
-            .await
-            .expect("the sweep chart appears");
+        appears(
+            &c,
+            Locator::Css("svg.sweep circle"),
+            "the sweep chart appears",
+        )
+        .await;
         let lines = c
             .find_all(Locator::Css("svg.sweep g.series"))
             .await
@@ -1454,11 +1429,12 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
             .expect("a sweep point links its sweep");
         assert_eq!(of.text().await.unwrap(), "dash");
         c.goto(&base).await.unwrap();
-        c.wait()
-            .at_most(Duration::from_secs(30))
-            .for_element(Locator::Css("#sweeps a[data-sweep='dash']"))
-            .await
-            .expect("the runs page lists the sweep");
+        appears(
+            &c,
+            Locator::Css("#sweeps a[data-sweep='dash']"),
+            "the runs page lists the sweep",
+        )
+        .await;
         // Its points are left out of the runs table until asked for.
         let (_, all) = get_json(&base, "/api/runs");
         let all = all["runs"].as_array().unwrap();
