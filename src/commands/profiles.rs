@@ -113,9 +113,12 @@ pub fn show(name: &str, store: &super::runs::StorePath) -> anyhow::Result<()> {
     } else {
         None
     };
-    // The same refusal as a replay naming an unknown profile.
-    named(name, |_| stored.clone())?;
-    print!("{}", stored.unwrap_or_default());
+    match stored {
+        // Its text as kept, even if this csd no longer reads it.
+        Some(text) => print!("{text}"),
+        // The same refusal as a replay naming an unknown profile.
+        None => drop(named(name, |_| None)?),
+    }
     Ok(())
 }
 

@@ -169,28 +169,27 @@ pub fn replay_and_serve(args: &ReplayArgs, addr: SocketAddr) -> anyhow::Result<(
     let state = state(path.clone());
     // A trace file is stored first, so the dashboard can name it (and replay it again); a
     // trace with an offload plan is folded here (the plan may be a file) and stored folded.
-    let trace = match &args.trace {
-        _ if args.offload.is_some() => {
-            let (mut open, trace_ref) = super::replay::open_trace(args.trace.as_deref(), |key| {
+    let trace = match (&args.offload, &args.trace) {
+        (Some(plan), trace) => {
+            let (mut open, trace_ref) = super::replay::open_trace(trace.as_deref(), |key| {
                 state
                     .store
                     .with(|s| s.trace(key))
                     .ok()
                     .map(|(m, b)| (m.name, b))
             })?;
-            let plan = args.offload.as_deref().expect("matched Some");
             let (_, folded, report, bytes) =
                 super::offload::fold_opened(&mut open, &trace_ref, plan)?;
             super::offload::say(&report);
             state.store.with(|s| s.add_trace(&folded.name, &bytes))?.id
         }
-        Some(p) if p.is_file() => {
+        (None, Some(p)) if p.is_file() => {
             let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
             let name = p.display().to_string();
             state.store.with(|s| s.add_trace(&name, &bytes))?.id
         }
-        Some(p) => p.display().to_string(),
-        None => super::replay::SAMPLE_NAME.to_string(),
+        (None, Some(p)) => p.display().to_string(),
+        (None, None) => super::replay::SAMPLE_NAME.to_string(),
     };
     let profile = args.profile_name()?;
     super::profiles::named(&profile, |name| {

@@ -173,8 +173,8 @@ const UNMATCHED_EXAMPLES: usize = 3;
 
 /// Where the files every process opens live (the dynamic loader's cache, shared libraries,
 /// locale data, the kernel's views): never a plan's target, so never an example.
-const SYSTEM_DIRS: [&str; 7] = [
-    "/etc/", "/usr/", "/lib", "/proc/", "/sys/", "/dev/", "/run/",
+const SYSTEM_DIRS: [&str; 8] = [
+    "/etc/", "/usr/", "/lib/", "/lib64/", "/proc/", "/sys/", "/dev/", "/run/",
 ];
 
 /// A scan in progress: a matching file opened read-only by one pid.
