@@ -1405,6 +1405,21 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
         );
         let title = c.find(Locator::Css("#sweep-chart h3")).await.unwrap();
         assert_eq!(title.text().await.unwrap(), "pao by files");
+        // The table shows PAO as a percentage, to three significant digits.
+        let percent = lightfs_pao * 100.0;
+        let decimals = (2 - percent.abs().log10().floor() as i32).max(0) as usize;
+        let shown: f64 = format!("{percent:.decimals$}").parse().unwrap();
+        let table = c
+            .find(Locator::Css("#sweep-table"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            table.contains(&format!("{shown}%")),
+            "{shown}% not in {table}"
+        );
         c.find(Locator::Css(
             "#sweep-metric option[value='mean_latency_ns']",
         ))

@@ -318,9 +318,13 @@ async function sweepPage(name) {
   const base = "/sweeps/" + encodeURIComponent(name);
   let page = await api(base);
   const holder = el("div", { id: "sweep-chart" });
-  const fmt = (v) => Math.abs(v) >= 1000 ? num(Math.round(v)) : Number(v.toPrecision(4)).toString();
+  const plain = (v) => Math.abs(v) >= 1000 ? num(Math.round(v)) : Number(v.toPrecision(4)).toString();
+  // PAO as a percentage and nanoseconds as microseconds, as on every other page.
+  const fmtFor = (metric) => metric === "pao" ? (v) => Number((v * 100).toPrecision(3)) + "%"
+    : metric.endsWith("_ns") ? (v) => plain(v / 1000) + " µs" : plain;
   function render() {
     const { xs, series, axis, metric } = page.table;
+    const fmt = fmtFor(metric);
     const rows = series.map((s) => [s.name, ...s.cells.map((c) => c === null ? "–" : el("span", {},
       fmt(c.mean), c.runs.length > 1 ? el("span", { class: "muted" }, ` (${fmt(c.min)}–${fmt(c.max)})`) : null, " ",
       ...c.runs.map((r) => el("a", { href: "/runs/" + r }, r + " "))))]);
