@@ -58,14 +58,25 @@ fn main() {
     }
     let wasm_dir = target_dir.join(TARGET).join("release");
     let mut entries = String::from(
-        "/// The example tasks built into csd: (name, description, Wasm module).\n\
-         pub const BUILTIN_TASKS: &[(&str, &str, &[u8])] = &[\n",
+        "/// An example task built into csd.\n\
+         pub struct BuiltinTask {\n\
+         \x20   pub name: &'static str,\n\
+         \x20   pub description: &'static str,\n\
+         \x20   /// What it takes as arguments (`[package.metadata.csd] args`); empty: nothing.\n\
+         \x20   pub args: &'static str,\n\
+         \x20   pub wasm: &'static [u8],\n\
+         }\n\n\
+         /// The example tasks built into csd, by name.\n\
+         pub const BUILTIN_TASKS: &[BuiltinTask] = &[\n",
     );
-    for (name, description) in task_crates(&tasks) {
-        let wasm = wasm_dir.join(format!("{}.wasm", name.replace('-', "_")));
+    for t in task_crates(&tasks) {
+        let wasm = wasm_dir.join(format!("{}.wasm", t.name.replace('-', "_")));
         assert!(wasm.exists(), "{} was not built", wasm.display());
         entries.push_str(&format!(
-            "    ({name:?}, {description:?}, include_bytes!({:?})),\n",
+            "    BuiltinTask {{ name: {:?}, description: {:?}, args: {:?}, wasm: include_bytes!({:?}) }},\n",
+            t.name,
+            t.description,
+            t.args,
             wasm.display().to_string()
         ));
     }
@@ -80,9 +91,16 @@ fn main() {
     std::fs::write(out.join("builtin_tasks.rs"), entries).expect("writing builtin_tasks.rs");
 }
 
-/// `(package name, description)` of every task crate (members other than `kernels` and
-/// `stages`), in name order.
-fn task_crates(tasks: &Path) -> Vec<(String, String)> {
+/// What a task crate's manifest says of it.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct TaskCrate {
+    name: String,
+    description: String,
+    args: String,
+}
+
+/// Every task crate (members other than `kernels` and `stages`), in name order.
+fn task_crates(tasks: &Path) -> Vec<TaskCrate> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir(tasks).expect("reading tasks/") {
         let dir = entry.expect("tasks/ entry").path();
@@ -92,17 +110,21 @@ fn task_crates(tasks: &Path) -> Vec<(String, String)> {
             continue;
         }
         let text = std::fs::read_to_string(&manifest).expect("reading a task manifest");
+        // `key = "…"` (or a literal string, `'…'`) on a line of its own.
         let field = |key: &str| {
             text.lines()
                 .find_map(|l| {
-                    l.strip_prefix(key)?
-                        .trim()
-                        .strip_prefix('=')
-                        .map(|v| v.trim().trim_matches('"').to_string())
+                    let v = l.strip_prefix(key)?.trim().strip_prefix('=')?.trim();
+                    let quote = v.chars().next()?;
+                    (quote == '"' || quote == '\'').then(|| v.trim_matches(quote).to_string())
                 })
                 .unwrap_or_default()
         };
-        found.push((field("name"), field("description")));
+        found.push(TaskCrate {
+            name: field("name"),
+            description: field("description"),
+            args: field("args"),
+        });
     }
     found.sort();
     found

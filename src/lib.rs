@@ -13,7 +13,7 @@ pub mod builtin {
     pub fn task(name: &str) -> Option<&'static [u8]> {
         BUILTIN_TASKS
             .iter()
-            .find(|(n, _, _)| *n == name)
-            .map(|t| t.2)
+            .find(|t| t.name == name)
+            .map(|t| t.wasm)
     }
 }

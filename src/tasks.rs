@@ -139,7 +139,7 @@ pub fn resolve(
 pub fn builtin_names() -> String {
     crate::builtin::BUILTIN_TASKS
         .iter()
-        .map(|t| t.0)
+        .map(|t| t.name)
         .collect::<Vec<_>>()
         .join(", ")
 }

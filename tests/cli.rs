@@ -559,6 +559,47 @@ fn csd_tasks_lists_the_builtin_tasks() {
             "{t} missing:\n{out}"
         );
     }
+    // Each task's example arguments that are JSON run as shown, on a file of text.
+    let dir = scratch("tasks-args");
+    std::fs::write(
+        dir.join("notes.txt"),
+        "the data disk is full\nERROR page file\n",
+    )
+    .unwrap();
+    let listed: serde_json::Value =
+        serde_json::from_slice(&csd(&["tasks", "--json"]).stdout).unwrap();
+    let mut ran = Vec::new();
+    for t in listed.as_array().unwrap() {
+        let (name, args) = (
+            t["name"].as_str().unwrap(),
+            t["args"].as_str().unwrap_or(""),
+        );
+        // The rest need files of their own formats (a graph, sorted runs, vectors) or are
+        // the sandbox's tests.
+        if ![
+            "grep",
+            "grep-accel",
+            "grep-bytewise",
+            "wordquery",
+            "readall",
+        ]
+        .contains(&name)
+        {
+            continue;
+        }
+        let o = csd(&[
+            "run",
+            name,
+            "--import",
+            dir.join("notes.txt").to_str().unwrap(),
+            "--args",
+            args,
+            "--no-store",
+        ]);
+        assert!(o.status.success(), "{name} {args}: {}", stderr(&o));
+        ran.push(name);
+    }
+    assert_eq!(ran.len(), 5, "{listed}");
 }
 
 /// A task with binary arguments and a binary result: the query comes from a file, and the

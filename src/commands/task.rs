@@ -423,9 +423,9 @@ pub fn list(json: bool, store: &super::runs::StorePath) -> anyhow::Result<()> {
     if json {
         let rows: Vec<_> = BUILTIN_TASKS
             .iter()
-            .map(|(n, d, w)| {
-                serde_json::json!({ "name": n, "origin": "built-in", "description": d,
-                    "wasm_bytes": w.len() })
+            .map(|t| {
+                serde_json::json!({ "name": t.name, "origin": "built-in",
+                    "description": t.description, "args": t.args, "wasm_bytes": t.wasm.len() })
             })
             .chain(stored.iter().map(|t| {
                 serde_json::json!({ "name": t.name, "origin": "stored", "id": t.id,
@@ -436,12 +436,18 @@ pub fn list(json: bool, store: &super::runs::StorePath) -> anyhow::Result<()> {
         return Ok(());
     }
     println!("built in:");
-    for (name, description, wasm) in BUILTIN_TASKS {
+    for t in BUILTIN_TASKS {
         println!(
-            "  {name:<18} {:>10}  {description}",
-            fmt_bytes(wasm.len() as u64)
+            "  {:<18} {:>10}  {}",
+            t.name,
+            fmt_bytes(t.wasm.len() as u64),
+            t.description
         );
+        if !t.args.is_empty() {
+            println!("  {:<29}  args: {}", "", t.args);
+        }
     }
+    println!("(a task's args go to csd run --args as JSON; tasks without a line take none)");
     if stored.is_empty() {
         println!(
             "kept in {}: none yet (csd task add NAME FILE)",
