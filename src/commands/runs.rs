@@ -234,54 +234,7 @@ pub fn run(cmd: &RunsCmd) -> anyhow::Result<()> {
             all,
             store,
             json,
-        } => {
-            let s = open(&store.args())?;
-            let runs = match sweep {
-                Some(name) => {
-                    s.sweep(name)?;
-                    s.sweep_runs(name)?
-                }
-                None => s.list()?,
-            };
-            if *json {
-                let brief: Vec<_> = runs
-                    .iter()
-                    .map(|r| {
-                        serde_json::json!({"id": r.id, "kind": r.kind(), "trace": r.trace,
-                            "profile": r.profile, "designs": r.designs, "seed": r.seed,
-                            "csd_version": r.csd_version, "stored_at": r.stored_at,
-                            "sweep": r.sweep})
-                    })
-                    .collect();
-                println!("{}", serde_json::to_string_pretty(&brief)?);
-                return Ok(());
-            }
-            if runs.is_empty() {
-                println!(
-                    "no runs in {} yet: `csd replay` or `csd ndp` saves one",
-                    s.path().display()
-                );
-                return Ok(());
-            }
-            if sweep.is_some() || *all {
-                print_list(&runs);
-                return Ok(());
-            }
-            let (points, runs): (Vec<_>, Vec<_>) =
-                runs.into_iter().partition(|r| r.sweep.is_some());
-            if !runs.is_empty() {
-                print_list(&runs);
-            }
-            let mut by_sweep: std::collections::BTreeMap<&str, usize> = Default::default();
-            for p in &points {
-                let tag = p.sweep.as_ref().expect("partitioned");
-                *by_sweep.entry(tag.sweep.as_str()).or_default() += 1;
-            }
-            for (name, n) in by_sweep {
-                println!("{n} run(s) are points of sweep {name}: csd runs list --sweep {name}");
-            }
-            Ok(())
-        }
+        } => list(sweep.as_deref(), *all, store, *json),
         RunsCmd::Show { id, store, json } => {
             let r = open(&store.args())?.get(id)?;
             if *json {
@@ -423,6 +376,56 @@ fn print_diff(a: &str, b: &str, store: &StoreArgs, json: bool) -> anyhow::Result
                 show(m.b),
             );
         }
+    }
+    Ok(())
+}
+
+/// `csd runs list`: a sweep's points are counted per sweep unless `sweep` or `all` asks for
+/// them; `--json` lists every run.
+fn list(sweep: Option<&str>, all: bool, store: &StorePath, json: bool) -> anyhow::Result<()> {
+    let s = open(&store.args())?;
+    let runs = match sweep {
+        Some(name) => {
+            s.sweep(name)?;
+            s.sweep_runs(name)?
+        }
+        None => s.list()?,
+    };
+    if json {
+        let brief: Vec<_> = runs
+            .iter()
+            .map(|r| {
+                serde_json::json!({"id": r.id, "kind": r.kind(), "trace": r.trace,
+                    "profile": r.profile, "designs": r.designs, "seed": r.seed,
+                    "csd_version": r.csd_version, "stored_at": r.stored_at,
+                    "sweep": r.sweep})
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&brief)?);
+        return Ok(());
+    }
+    if runs.is_empty() {
+        println!(
+            "no runs in {} yet: `csd replay` or `csd ndp` saves one",
+            s.path().display()
+        );
+        return Ok(());
+    }
+    if sweep.is_some() || all {
+        print_list(&runs);
+        return Ok(());
+    }
+    let (points, runs): (Vec<_>, Vec<_>) = runs.into_iter().partition(|r| r.sweep.is_some());
+    if !runs.is_empty() {
+        print_list(&runs);
+    }
+    let mut by_sweep: std::collections::BTreeMap<&str, usize> = Default::default();
+    for p in &points {
+        let tag = p.sweep.as_ref().expect("partitioned");
+        *by_sweep.entry(tag.sweep.as_str()).or_default() += 1;
+    }
+    for (name, n) in by_sweep {
+        println!("{n} run(s) are points of sweep {name}: csd runs list --sweep {name}");
     }
     Ok(())
 }
