@@ -99,7 +99,7 @@ fn two_shards_imported_hold_what_the_whole_sweep_holds() {
     );
     // The whole sweep on one worker, in-process; the shards on two worker processes each:
     // their points must be stored alike.
-    ok(&csd(&[
+    let printed = ok(&csd(&[
         "sweep",
         s(&spec),
         "--shard",
@@ -109,6 +109,15 @@ fn two_shards_imported_hold_what_the_whole_sweep_holds() {
         "--jobs",
         "1",
     ]));
+    // Its table of durations by seed reads in µs, as the dashboard's does.
+    let table: Vec<&str> = printed
+        .lines()
+        .skip_while(|l| *l != "duration_ns by seed:")
+        .skip(2)
+        .take_while(|l| !l.is_empty() && !l.starts_with("sweep "))
+        .collect();
+    assert!(!table.is_empty(), "{printed}");
+    assert!(table.iter().all(|l| l.ends_with(" µs")), "{printed}");
     for (shard, store) in [("0/2", &a), ("1/2", &b)] {
         ok(&csd(&[
             "sweep",

@@ -93,12 +93,20 @@ fn print_table(t: &csd_web::sweep::SweepTable) {
     if t.series.is_empty() {
         return;
     }
+    // PAO as a percentage and nanoseconds as microseconds, as the dashboard shows them.
+    let show: fn(f64) -> String = if t.metric == "pao" {
+        |v| format!("{}%", number(v * 100.0))
+    } else if t.metric.ends_with("_ns") {
+        |v| format!("{} µs", number(v / 1e3))
+    } else {
+        number
+    };
     let cell = |c: &Option<csd_web::sweep::Cell>| match c {
         None => "–".to_string(),
         Some(c) if c.runs.len() > 1 => {
-            format!("{} ({}–{})", number(c.mean), number(c.min), number(c.max))
+            format!("{} ({}–{})", show(c.mean), show(c.min), show(c.max))
         }
-        Some(c) => number(c.mean),
+        Some(c) => show(c.mean),
     };
     let rows: Vec<(String, Vec<String>)> = t
         .series
