@@ -457,7 +457,7 @@ async function comparePage(a, b) {
   if (!d.designs.length) parts.push(el("p", {}, "The two runs share no design (runs of different kinds, or of csd ndp at different data points, never do), so there is nothing to compare."));
   // The first metric each design reports (a replay's duration, an NDP request's latency)
   // side by side, so which run is faster under which design shows at a glance.
-  const lead = d.designs.length ? d.designs[0].metrics[0].metric : null;
+  const lead = d.designs.length && d.designs[0].metrics.length ? d.designs[0].metrics[0].metric : null;
   const leading = d.designs.filter((des) => des.metrics.length && des.metrics[0].metric === lead);
   if (leading.length) {
     const ns = lead.endsWith("_ns");
