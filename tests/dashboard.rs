@@ -247,19 +247,21 @@ fn a_replay_started_through_the_api_is_stored() {
         .contains("no bundled sample"));
 }
 
-/// The lightfs report `csd replay` prints for the main job's trace and plan.
+/// The main job's trace folded by its plan, replayed under lightfs.
+const OFFLOADED_LIGHTFS: [&str; 6] = [
+    "replay",
+    "grep-src",
+    "--offload",
+    "grep-src",
+    "--design",
+    "lightfs",
+];
+
+/// The lightfs report `csd replay` prints for [`OFFLOADED_LIGHTFS`].
 fn cli_offloaded_lightfs() -> Value {
     let out = Command::new(CSD)
-        .args([
-            "replay",
-            "grep-src",
-            "--offload",
-            "grep-src",
-            "--design",
-            "lightfs",
-            "--json",
-            "--no-store",
-        ])
+        .args(OFFLOADED_LIGHTFS)
+        .args(["--json", "--no-store"])
         .output()
         .expect("run csd replay");
     assert!(
@@ -377,17 +379,8 @@ fn a_lenient_replay_skips_the_ops_a_strict_one_fails_on() {
 fn replay_serve_folds_the_trace_by_its_plan_as_a_plain_replay_does() {
     let store = scratch("replay-serve").join("store");
     let child = Command::new(CSD)
-        .args([
-            "replay",
-            "grep-src",
-            "--offload",
-            "grep-src",
-            "--design",
-            "lightfs",
-            "--serve",
-            "127.0.0.1:0",
-            "--store",
-        ])
+        .args(OFFLOADED_LIGHTFS)
+        .args(["--serve", "127.0.0.1:0", "--store"])
         .arg(&store)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

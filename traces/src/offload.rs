@@ -354,10 +354,10 @@ impl Fold<'_> {
             if fd >= 0 && room {
                 let r = &mut self.report;
                 r.unmatched_opens += 1;
-                // A program's own files, not the loader's and libraries' every program opens.
-                let system = SYSTEM_DIRS.iter().any(|d| path.starts_with(d));
-                if !system
-                    && r.unmatched_examples.len() < UNMATCHED_EXAMPLES
+                // A program's own files, not the loader's and libraries' every program opens;
+                // looked at only while examples are wanted.
+                if r.unmatched_examples.len() < UNMATCHED_EXAMPLES
+                    && !SYSTEM_DIRS.iter().any(|d| path.starts_with(d))
                     && !r.unmatched_examples.contains(path)
                 {
                     r.unmatched_examples.push(path.clone());

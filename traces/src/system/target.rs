@@ -83,7 +83,11 @@ impl std::str::FromStr for ReplayTarget {
         s.parse::<DesignKind>()
             .map(ReplayTarget::Host)
             .map_err(|_| {
-                format!("unknown design '{s}' (expected frag-s, frag-m, fsr, lightfs, host, device, firmware, fusion or ispfs)")
+                let names: Vec<&str> = ReplayTarget::ALL.iter().map(|t| t.name()).collect();
+                format!(
+                    "unknown design '{s}' (expected one of {})",
+                    names.join(", ")
+                )
             })
     }
 }
