@@ -774,6 +774,16 @@ async fn appears(
         .unwrap_or_else(|e| panic!("{what}: {e}"))
 }
 
+/// The text of the element `css` finds (which must be on the page).
+async fn text_of(c: &fantoccini::Client, css: &str) -> String {
+    c.find(fantoccini::Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .text()
+        .await
+        .unwrap()
+}
+
 /// Every element `css` finds, once the first has appeared (see [`appears`]).
 async fn all_appear(
     c: &fantoccini::Client,
@@ -1094,13 +1104,7 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
             assert_eq!(segments.len(), bar["stages"].as_array().unwrap().len());
         }
         // The numbers are in a table beneath the chart too.
-        let table = c
-            .find(Locator::Css("table.breakdown-table"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let table = text_of(&c, "table.breakdown-table").await;
         for bar in &bars {
             assert!(table.contains(bar["design"].as_str().unwrap()));
         }
@@ -1157,13 +1161,7 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
         // "null" above it), each run's headline a line per design.
         c.goto(&format!("{one_base}/")).await.unwrap();
         appears(&c, Locator::Css("#runs tbody tr"), "the runs table appears").await;
-        let page = c
-            .find(Locator::Css("#main"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let page = text_of(&c, "#main").await;
         assert!(!page.contains("null"), "{page}");
         let (_, listed) = get_json(&one_base, "/api/runs");
         let designs: Vec<String> = listed["runs"][0]["designs"]
@@ -1307,13 +1305,7 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
             .await
             .unwrap()
             .is_empty());
-        let page = c
-            .find(Locator::Css("main"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let page = text_of(&c, "main").await;
         assert!(!page.contains("no charts yet"), "{page}");
 
         // The fused replay: two charts of two designs, two series each, and the fdatasync
@@ -1328,13 +1320,7 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
             .await
             .unwrap();
         assert_eq!(tails.len(), 8);
-        let page = c
-            .find(Locator::Css("main"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let page = text_of(&c, "main").await;
         assert!(page.contains("StorageFS host↔device round trips"), "{page}");
         assert!(page.contains("fdatasync tail latency"), "{page}");
 
@@ -1351,13 +1337,7 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
         c.goto(&format!("{base}/runs/r10")).await.unwrap();
         let bars = all_appear(&c, "svg.grouped rect", "the word-query charts appear").await;
         assert_eq!(bars.len(), 3 * 2 * 2);
-        let page = c
-            .find(Locator::Css("main"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let page = text_of(&c, "main").await;
         assert!(
             page.to_lowercase().contains("host cpu utilisation"),
             "{page}"
@@ -1402,13 +1382,7 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
         let percent = lightfs_pao * 100.0;
         let decimals = (2 - percent.abs().log10().floor() as i32).max(0) as usize;
         let shown: f64 = format!("{percent:.decimals$}").parse().unwrap();
-        let table = c
-            .find(Locator::Css("#sweep-table"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let table = text_of(&c, "#sweep-table").await;
         assert!(
             table.contains(&format!("{shown}%")),
             "{shown}% not in {table}"
