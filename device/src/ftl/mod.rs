@@ -583,40 +583,12 @@ impl Ftl {
             };
             self.blocks.start_reclaim(victim);
             let first = victim * ppb;
-            // Gather the victim's live pages first so their L2P slots can be prefetched ahead.
-            let mut live = std::mem::take(&mut self.gc_scratch);
-            live.clear();
-            live.extend((first..first + ppb).filter(|&p| self.is_valid(p)));
-            for (i, &ppn) in live.iter().enumerate() {
-                if let Some(&ahead) = live.get(i + GC_PREFETCH_DISTANCE) {
-                    self.l2p
-                        .prefetch(Lpn(u64::from(self.oob_lpn[ahead as usize])));
-                }
-                let lpn = self.oob_lpn[ppn as usize];
-                self.set_valid(ppn, false);
-                self.blocks.blocks[victim as usize].valid -= 1;
-                // The reserve block guarantees room: a victim has < ppb valid pages.
-                let tag = self.store.as_ref().map_or(0, |s| s.tag(Ppn(ppn)));
-                let to = self
-                    .program(die, lpn, 0, false, tag)
-                    .expect("GC reserve block guarantees a destination");
-                self.l2p.set(Lpn(u64::from(lpn)), to);
-                // The plain copy's OOB now speaks for the LPN; the journal entry is obsolete.
-                if self.p2l_journal.get(&lpn).is_some_and(|&(_, p)| p == ppn) {
-                    self.p2l_journal.remove(&lpn);
-                    self.log_step(PersistStep::P2lDrop { lpn });
-                }
-                if let Some(store) = &mut self.store {
-                    store.relocate(Ppn(ppn), to);
-                }
-                work.pages_migrated += 1;
-            }
-            self.gc_scratch = live;
+            self.migrate_live(die, victim, &mut work);
             if let Some(store) = &mut self.store {
                 store.drop_range(first..first + ppb);
             }
             self.oob_seq[first as usize..(first + ppb) as usize].fill(0);
-            clear_bits(&mut self.oob_delta, first..first + ppb);
+            fill_bits(&mut self.oob_delta, first..first + ppb, false);
             self.blocks.erased(victim);
             // The copies are programmed before the victim's only copies are erased.
             self.barrier();
@@ -627,6 +599,91 @@ impl Ftl {
         self.counters.gc_victims += u64::from(work.blocks_erased);
         self.counters.blocks_erased += u64::from(work.blocks_erased);
         (work.blocks_erased > 0).then_some(work)
+    }
+
+    /// Copies `victim`'s live pages into `die`'s open blocks, in page order, and remaps
+    /// them: what [`Ftl::program`] and [`L2p::set`] would do page by page, with the
+    /// bookkeeping done once per run of pages. The victim's copies go stale together (its
+    /// valid bits and count cleared at once), and each destination run's bits, counts and
+    /// fill are updated once; GC's copies are most of the flash programs at high utilisation.
+    fn migrate_live(&mut self, die: usize, victim: u32, work: &mut GcWork) {
+        let ppb = self.geo.pages_per_block;
+        let first = victim * ppb;
+        // Gather the victim's live pages first so their L2P slots can be prefetched ahead.
+        let mut live = std::mem::take(&mut self.gc_scratch);
+        live.clear();
+        collect_set_bits(&self.valid, first..first + ppb, &mut live);
+        fill_bits(&mut self.valid, first..first + ppb, false);
+        self.valid_pages -= live.len() as u64;
+        self.blocks.blocks[victim as usize].valid = 0;
+        #[cfg(debug_assertions)]
+        self.touched.blocks.push(victim);
+        let mut next = 0;
+        while next < live.len() {
+            let block = match self.blocks.dies[die].open {
+                Some(b) => b,
+                None => {
+                    // The reserve block guarantees room: a victim has < ppb valid pages.
+                    let b = self.blocks.dies[die]
+                        .take_free()
+                        .expect("GC reserve block guarantees a destination");
+                    self.blocks.open(die, b);
+                    b
+                }
+            };
+            let written = self.blocks.blocks[block as usize].written;
+            let run = ((ppb - written) as usize).min(live.len() - next);
+            let base = block * ppb + written;
+            for (j, &from) in live[next..next + run].iter().enumerate() {
+                if let Some(&ahead) = live.get(next + j + GC_PREFETCH_DISTANCE) {
+                    self.l2p
+                        .prefetch(Lpn(u64::from(self.oob_lpn[ahead as usize])));
+                }
+                let to = base + j as u32;
+                let lpn = self.oob_lpn[from as usize];
+                let seq = self.next_seq();
+                self.oob_lpn[to as usize] = lpn;
+                self.oob_seq[to as usize] = seq;
+                self.touch_lpn(lpn);
+                if self.log.is_some() {
+                    let tag = self.store.as_ref().map_or(0, |s| s.tag(Ppn(from)));
+                    self.log_step(PersistStep::Program {
+                        ppn: to,
+                        oob: OobRecord {
+                            lpn,
+                            seq,
+                            delta: false,
+                            tag,
+                        },
+                    });
+                }
+                self.l2p.set(Lpn(u64::from(lpn)), Ppn(to));
+                // The plain copy's OOB now speaks for the LPN; the journal entry is obsolete.
+                if self.p2l_journal.get(&lpn).is_some_and(|&(_, p)| p == from) {
+                    self.p2l_journal.remove(&lpn);
+                    self.log_step(PersistStep::P2lDrop { lpn });
+                }
+                if let Some(store) = &mut self.store {
+                    store.relocate(Ppn(from), Ppn(to));
+                }
+            }
+            let to = base..base + run as u32;
+            fill_bits(&mut self.oob_delta, to.clone(), false);
+            fill_bits(&mut self.valid, to, true);
+            self.valid_pages += run as u64;
+            #[cfg(debug_assertions)]
+            self.touched.blocks.push(block);
+            let meta = &mut self.blocks.blocks[block as usize];
+            meta.written += run as u32;
+            meta.valid += run as u32;
+            if meta.written == ppb {
+                self.blocks.dies[die].open = None;
+                self.blocks.close(block);
+            }
+            next += run;
+        }
+        work.pages_migrated += live.len() as u32;
+        self.gc_scratch = live;
     }
 
     /// Reads a logical page: its physical location, and in data mode its bytes into `out`
@@ -946,18 +1003,36 @@ fn set_bit(bits: &mut [u64], i: u32, on: bool) {
     }
 }
 
-/// Clears bits `range`: whole words at once, so erasing a block is not one dependent
+/// Sets or clears bits `range`: whole words at once, so erasing a block is not one dependent
 /// read-modify-write of the same word per page (that loop was a tenth of GC's time).
-fn clear_bits(bits: &mut [u64], range: std::ops::Range<u32>) {
+fn fill_bits(bits: &mut [u64], range: std::ops::Range<u32>, on: bool) {
     let (mut i, end) = (range.start, range.end);
     while i < end && i % 64 != 0 {
-        set_bit(bits, i, false);
+        set_bit(bits, i, on);
         i += 1;
     }
     let whole = (end - i) / 64;
-    bits[(i / 64) as usize..(i / 64 + whole) as usize].fill(0);
+    bits[(i / 64) as usize..(i / 64 + whole) as usize].fill(if on { u64::MAX } else { 0 });
     for j in i + whole * 64..end {
-        set_bit(bits, j, false);
+        set_bit(bits, j, on);
+    }
+}
+
+/// Appends the indices of the bits set in `range` to `out`, in order, a word at a time.
+fn collect_set_bits(bits: &[u64], range: std::ops::Range<u32>, out: &mut Vec<u32>) {
+    let mut i = range.start;
+    while i < range.end {
+        let word_start = i - i % 64;
+        let mut word = bits[(i / 64) as usize] >> (i % 64) << (i % 64);
+        let word_end = (word_start + 64).min(range.end);
+        if word_end - word_start < 64 {
+            word &= (1u64 << (word_end - word_start)) - 1;
+        }
+        while word != 0 {
+            out.push(word_start + word.trailing_zeros());
+            word &= word - 1;
+        }
+        i = word_end;
     }
 }
 
@@ -1002,17 +1077,42 @@ mod tests {
     }
 
     #[test]
-    fn clear_bits_clears_exactly_its_range() {
+    fn fill_bits_changes_exactly_its_range() {
         for (start, end) in [(0, 0), (0, 64), (3, 5), (60, 130), (64, 192), (1, 255)] {
-            let mut bits = vec![u64::MAX; 4];
-            clear_bits(&mut bits, start..end);
-            for i in 0..256 {
-                assert_eq!(
-                    get_bit(&bits, i),
-                    !(start..end).contains(&i),
-                    "{start}..{end} bit {i}"
-                );
+            for on in [false, true] {
+                let mut bits = vec![if on { 0 } else { u64::MAX }; 4];
+                fill_bits(&mut bits, start..end, on);
+                for i in 0..256 {
+                    assert_eq!(
+                        get_bit(&bits, i),
+                        (start..end).contains(&i) == on,
+                        "{start}..{end} := {on}, bit {i}"
+                    );
+                }
             }
+        }
+    }
+
+    #[test]
+    fn collect_set_bits_finds_exactly_the_set_bits_of_its_range() {
+        let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+        for (start, end) in [
+            (0, 0),
+            (0, 64),
+            (3, 5),
+            (60, 130),
+            (64, 192),
+            (1, 255),
+            (0, 256),
+        ] {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let bits = [rng, !rng, rng.rotate_left(17), u64::MAX];
+            let mut found = Vec::new();
+            collect_set_bits(&bits, start..end, &mut found);
+            let want: Vec<u32> = (start..end).filter(|&i| get_bit(&bits, i)).collect();
+            assert_eq!(found, want, "{start}..{end}");
         }
     }
 
