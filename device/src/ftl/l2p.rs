@@ -133,27 +133,38 @@ impl L2p {
         debug_assert!(lpn.0 < self.logical_pages);
         debug_assert!(ppn.0 < u32::MAX);
         let (c, off) = Self::split(lpn);
-        let old = match &mut self.chunks[c] {
-            &mut Chunk::Dense(d) => {
+        // The dense case inline, the sparse one out of line: on a full device every set
+        // after the first fill is dense, and GC makes several for each host write.
+        let old = match self.chunks[c] {
+            Chunk::Dense(d) => {
                 let slot = &mut self.dense.chunk_mut(d)[off as usize];
                 let old = std::mem::replace(slot, ppn.0 + 1);
                 (old != UNMAPPED).then(|| Ppn(old - 1))
             }
-            Chunk::Sparse(entries) => match entries.binary_search_by_key(&off, |e| e.0) {
-                Ok(i) => Some(Ppn(std::mem::replace(&mut entries[i].1, ppn.0))),
-                Err(i) => {
-                    entries.insert(i, (off, ppn.0));
-                    if entries.len() >= DENSIFY_AT {
-                        self.densify(c);
-                    }
-                    None
-                }
-            },
+            Chunk::Sparse(_) => self.set_sparse(c, off, ppn),
         };
         if old.is_none() {
             self.mapped += 1;
         }
         old
+    }
+
+    /// [`L2p::set`] in a sparse chunk, which turns dense when it has grown enough.
+    #[inline(never)]
+    fn set_sparse(&mut self, c: usize, off: u16, ppn: Ppn) -> Option<Ppn> {
+        let Chunk::Sparse(entries) = &mut self.chunks[c] else {
+            unreachable!("set_sparse is called on sparse chunks only");
+        };
+        match entries.binary_search_by_key(&off, |e| e.0) {
+            Ok(i) => Some(Ppn(std::mem::replace(&mut entries[i].1, ppn.0))),
+            Err(i) => {
+                entries.insert(i, (off, ppn.0));
+                if entries.len() >= DENSIFY_AT {
+                    self.densify(c);
+                }
+                None
+            }
+        }
     }
 
     /// Unmaps `lpn`, returning the mapping it had.
