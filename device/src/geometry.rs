@@ -158,6 +158,9 @@ impl Geometry {
                 "blocks_per_plane",
                 "planes × blocks per plane overflows".into(),
             ))?;
+        if self.pages_per_block > u32::from(u16::MAX) {
+            return Err(("pages_per_block", "must be at most 65535".into()));
+        }
         // Physical page numbers are stored as u32 in the mapping tables (compactness is what
         // lets a 1 TiB device fit in a few MiB of host memory); refuse geometries beyond that.
         let pages = u64::from(dies) * u64::from(blocks_per_die) * u64::from(self.pages_per_block);
@@ -165,12 +168,11 @@ impl Geometry {
             return Err((
                 "blocks_per_plane",
                 format!(
-                    "{pages} physical pages exceed the model's 2^32-1 page limit; use larger pages"
+                    "{} dies × {} planes × {} blocks per plane × {} pages per block = {pages} \
+                     physical pages, over the model's 2^32-1; use larger pages or fewer blocks",
+                    dies, self.planes_per_die, self.blocks_per_plane, self.pages_per_block
                 ),
             ));
-        }
-        if self.pages_per_block > u32::from(u16::MAX) {
-            return Err(("pages_per_block", "must be at most 65535".into()));
         }
         Ok(())
     }
@@ -190,6 +192,21 @@ mod tests {
             page_size_bytes: 4096,
             over_provisioning: 0.25,
         }
+    }
+
+    #[test]
+    fn an_oversized_geometry_names_the_field_and_the_product() {
+        let mut g = geo();
+        g.pages_per_block = u32::MAX;
+        assert_eq!(g.check().unwrap_err().0, "pages_per_block");
+        let mut g = geo();
+        g.blocks_per_plane = 1 << 30;
+        let (field, why) = g.check().unwrap_err();
+        assert_eq!(field, "blocks_per_plane");
+        assert!(
+            why.contains("4 dies × 2 planes × 1073741824 blocks per plane × 8 pages per block"),
+            "{why}"
+        );
     }
 
     #[test]
