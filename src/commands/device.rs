@@ -192,7 +192,7 @@ fn print_report(r: &SynthReport) {
     println!("  requests         {}", thousands(r.ops));
     println!("  transferred      {}", fmt_bytes(r.bytes));
     println!("  virtual time     {}", fmt_duration(r.duration_ns));
-    println!("  IOPS             {}", thousands(r.iops.round() as u64));
+    println!("  IOPS             {}", fmt_iops(r.iops));
     println!("  bandwidth        {}", fmt_rate(r.bandwidth_bytes_per_sec));
     println!();
     println!(
@@ -230,4 +230,26 @@ fn print_report(r: &SynthReport) {
         thousands(c.ftl.blocks_erased),
         c.waf
     );
+}
+
+/// IOPS as a whole number, or with two decimals below 100 (a run of a few huge requests
+/// over seconds printed "0").
+fn fmt_iops(iops: f64) -> String {
+    if iops < 100.0 {
+        format!("{iops:.2}")
+    } else {
+        thousands(iops.round() as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fmt_iops;
+
+    #[test]
+    fn iops_below_100_keep_two_decimals() {
+        assert_eq!(fmt_iops(0.211), "0.21");
+        assert_eq!(fmt_iops(99.994), "99.99");
+        assert_eq!(fmt_iops(32_015.4), "32,015");
+    }
 }
