@@ -747,6 +747,13 @@ fn classify(e: wasmtime::Error, state: &TaskState) -> TaskError {
         Some(Trap::Interrupt) => TaskError::WallClock {
             limit_ms: state.limits.wall_clock_ms,
         },
+        // Rust lays a task's stack out first in linear memory, growing down: overflowing it
+        // leaves the memory at its bottom, so the trap says out of bounds, not stack overflow.
+        Some(Trap::MemoryOutOfBounds) => TaskError::Trap(format!(
+            "{} (also how a task's stack overflow ends: deep recursion or a large local \
+             array, past the 64 KiB stack `csd task build` gives)",
+            Trap::MemoryOutOfBounds
+        )),
         Some(trap) => TaskError::Trap(trap.to_string()),
         None => TaskError::Trap(format!("{e:#}")),
     }

@@ -42,7 +42,9 @@ fn run(ctx: Context) -> Result<()> {
             out.write_at(0, b"partial output");
             bail!("failing after a write");
         }
-        other => bail!("unknown action {other:?}"),
+        other => bail!(
+            "unknown action {other:?} (expected panic, bomb, loop, recurse, big-frame, fail or write-then-fail)"
+        ),
     }
     Ok(())
 }
