@@ -775,6 +775,21 @@ async fn appears(
 }
 
 /// The text of the element `css` finds (which must be on the page).
+/// An element's attribute `name`, which it must have.
+async fn attr_of(e: &fantoccini::elements::Element, name: &str) -> String {
+    e.attr(name)
+        .await
+        .unwrap()
+        .unwrap_or_else(|| panic!("the element has no {name}"))
+}
+
+/// An element's attribute `name` read as a number.
+async fn number_of(e: &fantoccini::elements::Element, name: &str) -> f64 {
+    let v = attr_of(e, name).await;
+    v.parse()
+        .unwrap_or_else(|err| panic!("{name}={v:?} is not a number: {err}"))
+}
+
 async fn text_of(c: &fantoccini::Client, css: &str) -> String {
     c.find(fantoccini::Locator::Css(css))
         .await
@@ -1115,16 +1130,11 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
             .await
             .unwrap()
         {
-            let attr = |v: Option<String>| v.unwrap();
             drawn_ranges.push((
-                attr(g.attr("data-op").await.unwrap()),
-                attr(g.attr("data-design").await.unwrap()),
-                attr(g.attr("data-p50").await.unwrap())
-                    .parse::<f64>()
-                    .unwrap(),
-                attr(g.attr("data-p99").await.unwrap())
-                    .parse::<f64>()
-                    .unwrap(),
+                attr_of(&g, "data-op").await,
+                attr_of(&g, "data-design").await,
+                number_of(&g, "data-p50").await,
+                number_of(&g, "data-p99").await,
             ));
         }
         assert_eq!(drawn_ranges.len(), ranges.len());
@@ -1172,7 +1182,7 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
             .collect();
         let mut lines = Vec::new();
         for line in c.find_all(Locator::Css("#runs .headline")).await.unwrap() {
-            lines.push(line.attr("data-design").await.unwrap().unwrap());
+            lines.push(attr_of(&line, "data-design").await);
         }
         assert_eq!(lines.len(), 2 * designs.len(), "{lines:?}");
         assert_eq!(
@@ -1189,15 +1199,9 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
         let shared = diff["designs"].as_array().unwrap();
         assert_eq!(bars.len(), 2 * shared.len());
         for bar in &bars {
-            let design = bar.attr("data-group").await.unwrap().unwrap();
-            let run = bar.attr("data-series").await.unwrap().unwrap();
-            let value: f64 = bar
-                .attr("data-value")
-                .await
-                .unwrap()
-                .unwrap()
-                .parse()
-                .unwrap();
+            let design = attr_of(bar, "data-group").await;
+            let run = attr_of(bar, "data-series").await;
+            let value = number_of(bar, "data-value").await;
             let metric = &shared
                 .iter()
                 .find(|d| d["design"] == design.as_str())
@@ -1365,13 +1369,7 @@ fn run_detail_page_draws_one_bar_per_design_with_the_apis_pao() {
             ))
             .await
             .unwrap();
-        let shown: f64 = dot
-            .attr("data-value")
-            .await
-            .unwrap()
-            .unwrap()
-            .parse()
-            .unwrap();
+        let shown = number_of(&dot, "data-value").await;
         assert!(
             (shown - lightfs_pao).abs() < 1e-12,
             "{shown} against {lightfs_pao}"
