@@ -1,5 +1,6 @@
 //! `csd replay`: a trace through the host file system, the device and each design.
 
+use crate::units::us;
 use anyhow::Context;
 use csd::ndp::TaskCompute;
 use csd::tasks::{Paths, Resolver};
@@ -542,10 +543,6 @@ fn show(args: &ReplayArgs, report: &ReplayRun) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-fn us(ns: u64) -> String {
-    format!("{:.1}", ns as f64 / 1000.0)
 }
 
 fn print(r: &ReplayRun) {
