@@ -7,6 +7,8 @@ const STAGE_COLORS = {
   compute: "#7048e8", others: "#868e96",
 };
 const EXTRA_COLORS = ["#e8590c", "#0c8599", "#c2255c", "#5c940d"];
+// One colour per series (design) in the line and range charts, in order.
+const SERIES_COLORS = ["#2f5bd3", "#f59f00", "#12b886", "#7048e8", "#e8590c", "#0c8599", "#c2255c", "#5c940d", "#868e96"];
 const SVG_NS = "http://www.w3.org/2000/svg";
 
 // ---- helpers ---------------------------------------------------------------------------
@@ -43,6 +45,10 @@ async function api(path, init) {
 }
 
 const us = (ns) => (ns / 1000).toFixed(1);
+// A metric as every page shows it: one kept in nanoseconds reads in microseconds.
+const inUs = (metric) => (metric.endsWith("_ns")
+  ? { name: metric.slice(0, -3), unit: "µs", scale: (v) => v / 1000 }
+  : { name: metric, unit: "", scale: (v) => v });
 const pct = (x) => (x * 100).toFixed(1) + "%";
 const num = (x) => (Number.isInteger(x) ? x.toLocaleString("en") : x.toFixed(2));
 const when = (secs) => new Date(secs * 1000).toISOString().replace("T", " ").slice(0, 16);
@@ -162,7 +168,7 @@ function latencyRangeChart(latency) {
   const lo = Math.floor(Math.log10(Math.min(...vals, 1000) / 1000));
   const hi = Math.max(Math.ceil(Math.log10(Math.max(...vals, 1000) / 1000)), lo + 1);
   const x = (ns) => left + ((Math.log10(Math.max(ns, 1) / 1000) - lo) / (hi - lo)) * plotW;
-  const colors = ["#2f5bd3", "#f59f00", "#12b886", "#7048e8", "#e8590c", "#0c8599", "#c2255c", "#5c940d", "#868e96"];
+  const colors = SERIES_COLORS;
   const root = svg("svg", { class: "chart latency-range", width, height, role: "img",
     "aria-label": "op latency, p50 to p99, per design" });
   for (let e = lo; e <= hi; e++) {
@@ -286,7 +292,7 @@ function lineChart(title, xs, series, fmt) {
   const span = max - min || 1;
   const x = (i) => left + (xs.length === 1 ? plotW / 2 : (i / (xs.length - 1)) * plotW);
   const y = (v) => top + plotH - ((v - min) / span) * plotH;
-  const colors = ["#2f5bd3", "#f59f00", "#12b886", "#7048e8", "#e8590c", "#0c8599", "#c2255c", "#5c940d"];
+  const colors = SERIES_COLORS;
   const root = svg("svg", { class: "chart sweep", width, height, role: "img", "aria-label": title });
   root.append(svg("line", { class: "axis", x1: left - 6, y1: top + plotH, x2: left + plotW + 10, y2: top + plotH }));
   root.append(svg("line", { class: "axis", x1: left - 6, y1: top, x2: left - 6, y2: top + plotH }));
@@ -320,8 +326,11 @@ async function sweepPage(name) {
   const holder = el("div", { id: "sweep-chart" });
   const plain = (v) => Math.abs(v) >= 1000 ? num(Math.round(v)) : Number(v.toPrecision(4)).toString();
   // PAO as a percentage and nanoseconds as microseconds, as on every other page.
-  const fmtFor = (metric) => metric === "pao" ? (v) => Number((v * 100).toPrecision(3)) + "%"
-    : metric.endsWith("_ns") ? (v) => plain(v / 1000) + " µs" : plain;
+  const fmtFor = (metric) => {
+    const m = inUs(metric);
+    return metric === "pao" ? (v) => Number((v * 100).toPrecision(3)) + "%"
+      : m.unit ? (v) => plain(m.scale(v)) + " " + m.unit : plain;
+  };
   function render() {
     const { xs, series, axis, metric } = page.table;
     const fmt = fmtFor(metric);
@@ -460,18 +469,18 @@ async function comparePage(a, b) {
   const lead = d.designs.length && d.designs[0].metrics.length ? d.designs[0].metrics[0].metric : null;
   const leading = d.designs.filter((des) => des.metrics.length && des.metrics[0].metric === lead);
   if (leading.length) {
-    const ns = lead.endsWith("_ns");
-    const scale = (v) => (ns ? v / 1000 : v);
-    const name = ns ? lead.slice(0, -3) : lead;
+    const { name, unit, scale } = inUs(lead);
     parts.push(el("div", { id: "compare-chart" }, el("h3", {}, `${name} by design`),
-      groupedChart(`${name}: ${d.a.id} against ${d.b.id}`, ns ? "µs" : "",
+      groupedChart(`${name}: ${d.a.id} against ${d.b.id}`, unit,
         leading.map((des) => ({ design: des.design, a: scale(des.metrics[0].a), b: scale(des.metrics[0].b) })),
         [{ key: "a", label: d.a.id }, { key: "b", label: d.b.id }], (x) => (x >= 100 ? num(Math.round(x)) : x.toFixed(2)))));
   }
-  // Nanoseconds read as microseconds, as everywhere else on the dashboard.
-  const shown = (m) => (m.metric.endsWith("_ns")
-    ? { label: m.metric.slice(0, -3) + " (µs)", f: (x) => (x === null ? "–" : us(x)) }
-    : { label: m.metric, f: (x) => (x === null ? "–" : num(x)) });
+  const shown = (m) => {
+    const { name, unit } = inUs(m.metric);
+    return unit
+      ? { label: `${name} (${unit})`, f: (x) => (x === null ? "–" : us(x)) }
+      : { label: name, f: (x) => (x === null ? "–" : num(x)) };
+  };
   for (const des of d.designs) {
     parts.push(el("h2", {}, des.design), table(["metric", d.a.id, d.b.id, "change", "relative"],
       des.metrics.map((m) => {
