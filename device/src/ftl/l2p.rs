@@ -124,12 +124,15 @@ impl L2p {
     pub fn get(&self, lpn: Lpn) -> Option<Ppn> {
         debug_assert!(lpn.0 < self.logical_pages);
         let (c, off) = Self::split(lpn);
-        match (self.dense_at[c], &self.chunks[c]) {
-            (NOT_DENSE, Chunk::Sparse(entries)) => entries
-                .binary_search_by_key(&off, |e| e.0)
-                .ok()
-                .map(|i| Ppn(entries[i].1)),
-            (d, _) => match self.dense.chunk(d)[off as usize] {
+        match self.dense_at[c] {
+            NOT_DENSE => match &self.chunks[c] {
+                Chunk::Sparse(entries) => entries
+                    .binary_search_by_key(&off, |e| e.0)
+                    .ok()
+                    .map(|i| Ppn(entries[i].1)),
+                Chunk::Dense(_) => unreachable!("dense_at names every dense chunk"),
+            },
+            d => match self.dense.chunk(d)[off as usize] {
                 UNMAPPED => None,
                 v => Some(Ppn(v - 1)),
             },
